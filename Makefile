@@ -1,0 +1,54 @@
+# The two commands of the README: `make train` (the main job) and `make test`.
+# Both install what they need into .venv first (`make install`, quick when already done).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# Tiny-model work on a 2-core machine is ~40x slower with OpenMP threads fighting each other.
+export OMP_NUM_THREADS ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+export HF_HUB_OFFLINE ?= 1
+
+.PHONY: install train test test-slow lib readme results clean-venv
+
+install: $(VENV)/.installed
+
+# torch==2.13.0 is installed first: on a CPU machine pip finds the CPU wheel; an unpinned torch
+# would pull a multi-GB CUDA build. GPU users install their own torch (or the `gpu` extra) instead.
+$(VENV)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $@
+
+train: install
+	$(BIN)/tbt main
+
+# Fails when the notebooks and the library have drifted, a notebook is not clean, the README is
+# stale, a notebook test fails or a pytest fails. Slow cells and suites: `make test-slow`.
+test: install
+	@sum() { find thinkingbox_training nbs -type f \( -name '*.py' -o -name '*.ipynb' \) -not -path '*/.ipynb_checkpoints/*' | LC_ALL=C sort | xargs md5sum; }; \
+	 before=$$(sum); $(BIN)/nbdev-export; \
+	 if [ "$$before" != "$$(sum)" ]; then echo "FAIL: nbdev-export changed thinkingbox_training/: edit nbs/, export, commit both"; exit 1; fi; \
+	 $(BIN)/nbdev-clean; \
+	 if [ "$$before" != "$$(sum)" ]; then echo "FAIL: nbdev-clean changed notebooks: run nbdev-clean and commit"; exit 1; fi
+	@$(BIN)/tbt readme --check
+	$(BIN)/nbdev-test --n_workers 2 --timing
+	$(BIN)/python -m pytest -q tests
+
+test-slow: install
+	$(BIN)/nbdev-test --n_workers 1 --flags slow --timing
+	$(BIN)/python -m pytest -q --slow -m slow tests
+
+# Regenerate the library from the notebooks and README.md from nbs/index.ipynb.
+lib: install
+	$(BIN)/nbdev-export
+	$(BIN)/nbdev-clean
+	$(BIN)/tbt readme
+
+readme: install
+	$(BIN)/tbt readme
+
+clean-venv:
+	rm -rf $(VENV)
