@@ -34,11 +34,11 @@ test: install
 	 $(BIN)/nbdev-clean; \
 	 if [ "$$before" != "$$(sum)" ]; then echo "FAIL: nbdev-clean changed notebooks: run nbdev-clean and commit"; exit 1; fi
 	@$(BIN)/tbt readme --check
-	$(BIN)/nbdev-test --n_workers 2 --timing
+	$(BIN)/nbdev-test --n-workers 2 --timing
 	$(BIN)/python -m pytest -q tests
 
 test-slow: install
-	$(BIN)/nbdev-test --n_workers 1 --flags slow --timing
+	$(BIN)/nbdev-test --n-workers 1 --flags slow --timing
 	$(BIN)/python -m pytest -q --slow -m slow tests
 
 # Regenerate the library from the notebooks and README.md from nbs/index.ipynb.
