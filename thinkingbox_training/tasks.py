@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 # %% auto #0
 __all__ = ['DOMAINS', 'UserSpec', 'ToolCallSpec', 'RubricItem', 'Limits', 'Task', 'register_domain', 'get_domain', 'TaskProblem',
            'TaskFileError', 'check_task', 'parse_tasks', 'load_tasks', 'write_tasks', 'ExclusionError',
-           'assert_disjoint', 'exclude', 'split_tasks']
+           'assert_disjoint', 'exclude', 'split_tasks', 'Family', 'generate_tasks']
 
 # %% ../nbs/01_tasks.ipynb #c004
 class _Strict(BaseModel):
@@ -53,6 +53,7 @@ class Task(_Strict):
     user: UserSpec = Field(default_factory=UserSpec)
     init: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)  # table -> rows patched over the seed
     golden: list[ToolCallSpec] = Field(default_factory=list)
+    reply: str = ''                       # the reference final message (what the expert tells the user at the end)
     rubric: list[RubricItem] = Field(default_factory=list)
     limits: Limits = Field(default_factory=Limits)
     tags: list[str] = Field(default_factory=list)
@@ -176,4 +177,38 @@ def split_tasks(tasks:list) -> dict:
     "Tasks grouped by split."
     out = {'train': [], 'bench': []}
     for t in tasks: out[t.split].append(t)
+    return out
+
+# %% ../nbs/01_tasks.ipynb #c016
+import random
+from dataclasses import dataclass
+from typing import Callable
+
+@dataclass
+class Family:
+    "A seeded task template of a domain."
+    name: str
+    make: Callable                   # (rng: random.Random, index: int) -> dict of Task fields (query, user, init, golden, ...)
+    bench_only: bool = False         # never in a training pool: a held-out family
+    policy_sensitive: bool = False   # the helpful-looking move breaks the policy
+    wrong_moves: Callable|None = None  # (task) -> [(list of ToolCallSpec dicts, phrase the diff must contain)]
+    description: str = ''
+
+def generate_tasks(domain:str, # a registered domain
+                   split:str,  # 'train' (bench-only families left out) or 'bench' (every family)
+                   seed:int=0, # the generator seed; train and bench streams never overlap
+                   n:int=10,   # tasks per family
+                  ) -> list[Task]:
+    "Generate `n` tasks per family of `domain` for `split`, deterministically from `seed`."
+    if split not in ('train', 'bench'): raise ValueError(f"split must be 'train' or 'bench', got {split!r}")
+    dom, out = get_domain(domain), []
+    for fam in dom.families.values():
+        if split == 'train' and fam.bench_only: continue
+        for i in range(n):
+            rng = random.Random(f'{domain}/{fam.name}/{split}/{seed}/{i}')
+            fields = fam.make(rng, i)
+            out.append(Task(uid=f'{domain}/{fam.name}/{split}-{seed}-{i:04d}', domain=domain, family=fam.name, split=split,
+                            held_out_family=fam.bench_only, **fields))
+    bad = [(t.uid, f, m) for t in out for f, m in check_task(t)]
+    if bad: raise ValueError(f'domain {domain}: generated tasks fail validation, e.g. {bad[:3]}')
     return out
