@@ -16,6 +16,8 @@ __all__ = ['STOP', 'USER_SYSTEM', 'UserTurn', 'UserEndpointError', 'visible_mess
            'scripted_chat', 'StandInServer', 'make_user']
 
 # %% ../nbs/05_users.ipynb #c004
+import logging
+logging.getLogger('httpx').setLevel(logging.WARNING)  # one INFO line per HTTP request otherwise
 STOP = '###STOP###'
 
 @dataclass
@@ -24,6 +26,7 @@ class UserTurn:
     text: str
     stop: bool = False
     usage: Usage = field(default_factory=Usage)
+    reason: str = 'user_stop'   # why a stop ends the episode: 'agent_done' (a scripted user's rule) or 'user_stop'
 
 class UserEndpointError(RuntimeError):
     "The user's model endpoint failed after its retries: a system error of the episode."
@@ -59,7 +62,10 @@ class ScriptedUser:
     async def reply(self, visible:list) -> UserTurn:
         "The user's next message, given the visible conversation (its last message is the agent's)."
         last = next((m['content'] for m in reversed(visible) if m['role'] == 'assistant'), '')
-        if not _asks(last): return guard_stop('Thank you, that is all.', True, last)
+        if not _asks(last):
+            turn = guard_stop('Thank you, that is all.', True, last)
+            turn.reason = 'agent_done'  # the agent delivered an answer that asks nothing more
+            return turn
         tw = set(_words(last))
         parts = [f'My {k} is {v}.' for k, v in self.spec.facts.items() if _mentions(k, tw)]
         for topic, yes in self.spec.decisions.items():
