@@ -253,8 +253,10 @@ class EpisodeRunner:
         tr.wall_s = time.perf_counter() - ep.t0
         return Episode(task, rep, tr, v, self.policy_id)
 
-    async def run(self, jobs:list) -> list[Episode]:
-        "Run `jobs` ([(task, repetition)]); episodes come back in the order of `jobs`."
+    async def run(self, jobs:list, # [(task, repetition)]
+                  on_done=None,       # called with each Episode as soon as it ends (e.g. to store it)
+                 ) -> list[Episode]:
+        "Run `jobs`; episodes come back in the order of `jobs`."
         batcher = _Batcher(self.policy, self.stats)
         slots = asyncio.Semaphore(self.concurrency)
         bar = None
@@ -265,6 +267,7 @@ class EpisodeRunner:
             async with slots:
                 batcher.join()
                 ep = await self._episode(task, rep, batcher)
+            if on_done is not None: on_done(ep)
             if bar: bar.update(1)
             return ep
         try: return list(await asyncio.gather(*[one(t, r) for t, r in jobs]))
