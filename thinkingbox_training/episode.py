@@ -16,7 +16,7 @@ from .users import UserEndpointError, make_user, visible_messages
 from .policies import GenRequest, SamplingConfig
 
 # %% auto #0
-__all__ = ['SYSTEM_PROMPT', 'Trajectory', 'Episode', 'AttemptRecord', 'EpisodeRunner']
+__all__ = ['SYSTEM_PROMPT', 'Trajectory', 'Episode', 'AttemptRecord', 'EpisodeRunner', 'run_blocking']
 
 # %% ../nbs/07_episode.ipynb #c004
 SYSTEM_PROMPT = """You are a customer support agent of the {domain} backend. Follow the policy below exactly.
@@ -273,3 +273,14 @@ class EpisodeRunner:
         try: return list(await asyncio.gather(*[one(t, r) for t, r in jobs]))
         finally:
             if bar: bar.close()
+
+    def run_sync(self, jobs:list, on_done=None) -> list[Episode]:
+        "`run` from synchronous code (a script, a trainer), also inside a notebook's running event loop."
+        return run_blocking(self.run(jobs, on_done))
+
+def run_blocking(coro):
+    "Run a coroutine to completion from synchronous code, in a worker thread when this thread already runs a loop."
+    try: asyncio.get_running_loop()
+    except RuntimeError: return asyncio.run(coro)
+    import concurrent.futures
+    with concurrent.futures.ThreadPoolExecutor(1) as ex: return ex.submit(asyncio.run, coro).result()

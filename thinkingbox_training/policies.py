@@ -75,7 +75,7 @@ class HFPolicy:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
         if isinstance(model, (str, os.PathLike)):
-            name = name or str(model)
+            name = name or os.path.basename(os.path.normpath(str(model)))  # a directory's name, or a hub name's last part
             tokenizer = tokenizer or AutoTokenizer.from_pretrained(model)
             model = AutoModelForCausalLM.from_pretrained(model, dtype=dtype or torch.float32)
         self.model, self.tokenizer = model, tokenizer
@@ -266,7 +266,7 @@ class ScriptedPolicy:
             c = plan[r.turn]
             msg = {'role': 'assistant', 'content': '', 'tool_calls': [{'type': 'function', 'function': {'name': c['name'], 'arguments': c['arguments']}}]}
         else: msg = {'role': 'assistant', 'content': r.task.reply or 'Done.'}
-        return Generation(text=assistant_text(msg) + '<|im_end|>', usage=Usage(model=self.policy_id, calls=1))
+        return Generation(text=assistant_text(msg) + '<|im_end|>', usage=Usage(model='scripted', calls=1))
 
     async def generate(self, requests:list) -> list[Generation]:
         return [self._turn(r) for r in requests]

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 # %% auto #0
 __all__ = ['DOMAINS', 'UserSpec', 'ToolCallSpec', 'RubricItem', 'Limits', 'Task', 'register_domain', 'get_domain', 'TaskProblem',
            'TaskFileError', 'check_task', 'parse_tasks', 'load_tasks', 'write_tasks', 'ExclusionError',
-           'assert_disjoint', 'exclude', 'split_tasks', 'Family', 'generate_tasks']
+           'assert_disjoint', 'exclude', 'split_tasks', 'Family', 'generate_tasks', 'generate_tasks_cli']
 
 # %% ../nbs/01_tasks.ipynb #c004
 class _Strict(BaseModel):
@@ -212,3 +212,21 @@ def generate_tasks(domain:str, # a registered domain
     bad = [(t.uid, f, m) for t in out for f, m in check_task(t)]
     if bad: raise ValueError(f'domain {domain}: generated tasks fail validation, e.g. {bad[:3]}')
     return out
+
+# %% ../nbs/01_tasks.ipynb #c018
+from .cli import command
+
+@command('generate-tasks')
+def generate_tasks_cli(domains:str='travel,retail', # domains, comma-separated
+                       out:str='data/tasks',        # directory of the task files
+                       train_n:int=40,              # train tasks per (non-bench-only) family
+                       bench_n:int=10,              # bench tasks per family
+                       train_seed:int=0, bench_seed:int=1):
+    "Generate the bundled domains' task files: <domain>_train.jsonl and <domain>_bench.jsonl."
+    for d in [x for x in domains.split(',') if x]:
+        for split, n, seed in (('train', train_n, train_seed), ('bench', bench_n, bench_seed)):
+            ts = generate_tasks(d, split, seed=seed, n=n)
+            path = Path(out)/f'{d}_{split}.jsonl'
+            write_tasks(ts, path)
+            print(f'{path}: {len(ts)} tasks')
+    return 0

@@ -1,0 +1,73 @@
+"""Per-episode environment overhead with the expert policy, split into stages.
+
+    python benchmarks/env_overhead.py [--domains travel,retail] [--tasks 60] [--calls 10]
+
+For every task: provision a fresh database (template copy), open the episode's MCP session and list its tools,
+make the expert's tool calls through MCP, grade the final state. Each task's golden calls are padded with
+read-only lookups (the domain's first read tool on an id from the task) up to --calls calls, so every episode
+makes the same number of calls. Medians over tasks; the last line is `env_overhead_ms_median=<value>`.
+For scale (STACK.md): the ThinkingBox harness ~5.7 s to create a session, ~2.3 s to destroy it, ~33 ms a
+tool call, ~0.15 s to grade; tau2-bench ~130 ms to reset, ~290 ms to grade.
+"""
+import argparse, asyncio, os, statistics, time
+os.environ.setdefault('OMP_NUM_THREADS', '1')
+from thinkingbox_training.tasks import generate_tasks, get_domain
+from thinkingbox_training.tools import ToolSession
+from thinkingbox_training.grader import Grader, RuleJudge, expected_state
+
+def padded_calls(task, n):
+    "The golden calls, then repeats of its read-only first call (or of the last call when there is none) up to n."
+    calls = [(c.name, c.arguments) for c in task.golden]
+    reads = [c for c in calls if c[0].startswith(('get_', 'find_', 'list_', 'search_', 'lookup_'))]
+    filler = reads[0] if reads else None
+    while filler and len(calls) < n: calls.insert(0, filler)
+    return calls
+
+async def one(task, grader, n):
+    dom = get_domain(task.domain)
+    t0 = time.perf_counter()
+    db = dom.provision(task)
+    t1 = time.perf_counter()
+    async with ToolSession(db) as ts:
+        await ts.tool_specs()
+        t2 = time.perf_counter()
+        calls = padded_calls(task, n)
+        for name, args in calls: await ts.call(name, args)
+        t3 = time.perf_counter()
+    t4 = time.perf_counter()
+    v = await grader.grade(task, db, task.reply)
+    t5 = time.perf_counter()
+    db.close()
+    assert v.reward == 1, (task.uid, v.explain())
+    return {'provision': t1 - t0, 'mcp_session': (t2 - t1) + (t4 - t3), 'tool_calls': t3 - t2, 'grade': t5 - t4,
+            'total': t5 - t0, 'calls': len(calls)}
+
+async def main(domains, n_tasks, n_calls):
+    grader = Grader(judge=RuleJudge())
+    tasks = []
+    for d in domains:
+        ts = generate_tasks(d, 'bench', seed=7, n=max(1, n_tasks // max(1, len(get_domain(d).families))))
+        tasks += ts
+    for t in tasks: expected_state(t); get_domain(t.domain).template(t)  # warm the per-task caches, as a campaign would
+    rows = [await one(t, grader, n_calls) for t in tasks]
+    med = lambda k: statistics.median(r[k] for r in rows) * 1e3
+    calls = statistics.median(r['calls'] for r in rows)
+    print(f'{len(rows)} episodes of {",".join(domains)}, median {calls:.0f} tool calls each (this machine, OMP_NUM_THREADS=1)')
+    for k in ('provision', 'mcp_session', 'tool_calls', 'grade'):
+        print(f'  {k:12} {med(k):8.2f} ms' + (f'   ({med(k) / calls:.2f} ms per call)' if k == 'tool_calls' else ''))
+    print(f'env_overhead_ms_median={med("total"):.2f}')
+
+if __name__ == '__main__':
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument('--domains', default=None, help='comma-separated domains (default: travel,retail when present, else demo)')
+    p.add_argument('--tasks', type=int, default=60)
+    p.add_argument('--calls', type=int, default=10)
+    a = p.parse_args()
+    if a.domains: doms = a.domains.split(',')
+    else:
+        doms = []
+        for d in ('travel', 'retail'):
+            try: get_domain(d); doms.append(d)
+            except KeyError: pass
+        doms = doms or ['demo']
+    asyncio.run(main(doms, a.tasks, a.calls))

@@ -1,0 +1,81 @@
+"""Rollout throughput of the episode engine.
+
+    python benchmarks/rollout_throughput.py [--model DIR] [--n 8,32,64] [--max-tokens 48]
+
+1. The scripted expert (environment-bound): episodes per second and the share of wall time in each stage.
+2. A small local model on CPU: N episodes run concurrently (one batched generate call per step) against the
+   same N episodes at concurrency 1 (same model, tasks and seeds), for each N. The model is the shipped base
+   policy when `data/models/` has one (or --model), else a randomly initialised tiny Qwen3 on a tokenizer
+   trained on the domains' text (it samples junk, so its episodes are short; the batching ratio is what counts).
+The last line is `batched_speedup_32=<ratio>`.
+"""
+import argparse, asyncio, os, random, time
+os.environ.setdefault('OMP_NUM_THREADS', '1')
+from pathlib import Path
+import torch
+torch.set_num_threads(int(os.environ['OMP_NUM_THREADS']))
+from thinkingbox_training.tasks import generate_tasks, get_domain, Limits
+from thinkingbox_training.episode import EpisodeRunner, SYSTEM_PROMPT
+from thinkingbox_training.policies import ScriptedPolicy, HFPolicy, SamplingConfig, tiny_qwen3
+from thinkingbox_training.interpret import make_tokenizer, ChatFormat
+
+def domains():
+    out = []
+    for d in ('travel', 'retail'):
+        try: get_domain(d); out.append(d)
+        except KeyError: pass
+    return out
+
+def bench_tasks(n):
+    ts = [t for d in domains() for t in generate_tasks(d, 'bench', seed=11, n=8)]
+    random.Random(0).shuffle(ts)
+    return (ts * (n // max(1, len(ts)) + 1))[:n]
+
+def run(policy, jobs, concurrency):
+    r = EpisodeRunner(policy, concurrency=concurrency)
+    t0 = time.perf_counter()
+    eps = asyncio.run(r.run(jobs))
+    return eps, time.perf_counter() - t0, r.stats
+
+def load_model(path):
+    if path and Path(path).exists(): return HFPolicy(path, sampling=SAMPLING, name=Path(path).name)
+    shipped = sorted(Path('data/models').glob('*/config.json')) if Path('data/models').exists() else []
+    if shipped: return HFPolicy(shipped[0].parent, sampling=SAMPLING, name=shipped[0].parent.name)
+    texts = []
+    for t in bench_tasks(64):
+        dom = get_domain(t.domain)
+        texts += [t.query, dom.policy, str(dom.tool_specs())]
+    tok = make_tokenizer(texts, vocab_size=2048)
+    return HFPolicy(tiny_qwen3(tok, hidden_size=128, layers=2, intermediate=384), tok, SAMPLING, name='tiny-random')
+
+if __name__ == '__main__':
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument('--model', default=None)
+    p.add_argument('--n', default='8,32,64')
+    p.add_argument('--max-tokens', type=int, default=48)
+    p.add_argument('--turns', type=int, default=3)
+    a = p.parse_args()
+    SAMPLING = SamplingConfig(temperature=1.0, max_tokens=a.max_tokens, seed=0)
+
+    jobs = [(t, 0) for t in bench_tasks(256)]
+    eps, wall, st = run(ScriptedPolicy(), jobs, 64)
+    assert all(e.reward == 1 for e in eps), 'the expert must pass every task'
+    print(f'scripted expert: {len(eps)} episodes in {wall:.2f} s = {len(eps) / wall:.1f} episodes/s (concurrency 64)')
+    print('  stage sums (s): ' + ', '.join(f'{k[:-2]} {st[k]:.2f}' for k in ('setup_s', 'model_s', 'tool_s', 'user_s', 'grade_s')))
+
+    pol = load_model(a.model)
+    print(f'model {pol.policy_id}: {sum(p.numel() for p in pol.model.parameters())/1e6:.2f}M parameters, '
+          f'max {a.max_tokens} tokens per turn, {a.turns} turns per episode, OMP_NUM_THREADS={os.environ["OMP_NUM_THREADS"]}')
+    speed = {}
+    for n in [int(x) for x in a.n.split(',')]:
+        tasks = [t.model_copy(update={'limits': Limits(max_turns=a.turns, max_tokens_per_turn=a.max_tokens, max_episode_tokens=8192)})
+                 for t in bench_tasks(n)]
+        jobs = [(t, 0) for t in tasks]
+        eb, wb, sb = run(pol, jobs, n)
+        es, ws, ss = run(pol, jobs, 1)
+        same = sum(x.trajectory.completion_ids == y.trajectory.completion_ids for x, y in zip(eb, es))
+        toks = sum(sum(e.trajectory.mask) for e in eb)
+        speed[n] = ws / wb
+        print(f'  N={n:3}: batched {wb:7.2f} s ({n / wb:6.2f} ep/s, {toks / wb:7.0f} sampled tok/s, {sb["model_calls"]} model calls)'
+              f' | sequential {ws:7.2f} s ({n / ws:6.2f} ep/s) | speedup {ws / wb:5.2f}x | identical samples {same}/{n}')
+    if 32 in speed: print(f'batched_speedup_32={speed[32]:.2f}')
