@@ -11,7 +11,8 @@ from functools import cached_property
 from typing import Any, Callable
 from pydantic import BaseModel, ValidationError, create_model
 from sqlalchemy import create_engine, event
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.types import TypeDecorator
+from sqlalchemy.pool import NullPool, StaticPool
 from sqlmodel import Session, SQLModel
 from .tasks import Task, register_domain
 
@@ -122,7 +123,8 @@ def _coerce(col, value):
     if value is None:
         if not col.nullable: raise ValueError('may not be null')
         return None
-    try: pt = col.type.python_type
+    typ = col.type.impl if isinstance(col.type, TypeDecorator) else col.type  # sqlmodel wraps datetimes in a TypeDecorator
+    try: pt = typ.python_type
     except NotImplementedError: return value
     if pt is bool:
         if not isinstance(value, bool): raise ValueError(f'expected a boolean, got {value!r}')
@@ -173,6 +175,8 @@ def _initial_rows(dom:Domain, task:Task|None) -> dict:
         tab = dom.tables[t]
         for r in rs:
             for c in tab.columns:
+                if c.name not in r and c.default is not None and c.default.is_scalar: r[c.name] = c.default.arg  # one executemany needs every key
+                elif c.name not in r and c.nullable and not c.primary_key: r[c.name] = None
                 if c.name in r:
                     try: r[c.name] = _coerce(c, r[c.name])
                     except ValueError as e: raise ValueError(f'domain {dom.name}, table {t}, row {_pk(tab, r)}: {c.name} {e}') from None
@@ -196,12 +200,24 @@ def build_template(dom:Domain, task:Task|None=None) -> sqlite3.Connection:
     return conn
 
 # %% ../nbs/02_backend.ipynb #c013
+class _SharedEngine:
+    "One SQLAlchemy engine per domain, handing each episode its own SQLite connection.\n\n    SQLAlchemy caches compiled SQL per engine (dialect): an engine per episode would recompile every statement of\n    every tool in every episode (measured on travel: ~3x the CPU of a tool call). The engine's pool creates no\n    connections of its own; `connect(raw)` wraps the episode's private connection."
+    def __init__(self):
+        self._next, self._lock = [], threading.Lock()
+        self.engine = create_engine('sqlite://', creator=lambda: self._next.pop(), poolclass=NullPool)
+    def connect(self, raw:sqlite3.Connection):
+        with self._lock:
+            self._next.append(raw)
+            return self.engine.connect()
+
 class EpisodeDB:
     "One episode's private database: a copy of its task's template."
     def __init__(self, dom:Domain, conn:sqlite3.Connection, task_uid:str|None=None):
         self.dom, self.conn, self.task_uid = dom, conn, task_uid
-        self.engine = _engine_on(conn)
-        self.session = Session(self.engine, expire_on_commit=False)
+        shared = dom.__dict__.get('_shared_engine')
+        if shared is None: shared = dom._shared_engine = _SharedEngine()
+        self.connection = shared.connect(conn)
+        self.session = Session(bind=self.connection, expire_on_commit=False)
         self.ctx = Ctx(self.session, dom.clock)
 
     def run_tool(self, name:str, arguments:dict):
@@ -222,7 +238,7 @@ class EpisodeDB:
         return read_state(self.conn, self.dom)
 
     def close(self):
-        self.session.close(); self.engine.dispose(); self.conn.close()
+        self.session.close(); self.connection.close(); self.conn.close()
     def __enter__(self): return self
     def __exit__(self, *a): self.close()
 
