@@ -39,7 +39,7 @@ class Limits(_Strict):
     "Episode budgets."
     max_turns: int = Field(12, gt=0)              # assistant turns
     max_tokens_per_turn: int = Field(256, gt=0)   # sampled tokens per assistant turn
-    max_episode_tokens: int = Field(4096, gt=0)   # prompt + everything after it
+    max_episode_tokens: int = Field(8192, gt=0)   # prompt + everything after it (a system prompt with ten tool schemas is ~2.5k tokens)
     wall_clock_s: float = Field(120.0, gt=0)
 
 class Task(_Strict):

@@ -38,6 +38,12 @@ def domain_mcp_tools(dom:Domain) -> dict[str, Tool]:
     return _TOOL_CACHE[key]
 
 # %% ../nbs/03_tools.ipynb #c006
+import concurrent.futures
+# Tool calls run here. An episode makes one call at a time, so this bounds queueing at 64 live episodes; the
+# time limit of a call starts when its thread picks it up (measured: counting the queue made golden paths
+# time out when hundreds of episodes were gathered at once).
+_TOOL_THREADS = concurrent.futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix='tbt-tool')
+
 @dataclass
 class ToolResult:
     "The outcome of one tool call."
@@ -74,7 +80,15 @@ class ToolSession:
 
     def _bind(self, name):
         async def run(**kwargs):
-            try: out = await asyncio.wait_for(asyncio.to_thread(self.db.run_tool, name, kwargs), self.timeout_s)
+            loop = asyncio.get_running_loop()
+            began = asyncio.Event()
+            def work():
+                loop.call_soon_threadsafe(began.set)
+                return self.db.run_tool(name, kwargs)
+            fut = loop.run_in_executor(_TOOL_THREADS, work)
+            try:
+                await began.wait()  # waiting for a free worker thread is not the tool's time
+                out = await asyncio.wait_for(asyncio.shield(fut), self.timeout_s)
             except ToolError as e: raise MCPToolError(str(e)) from None  # the agent reads this text
             except (asyncio.TimeoutError, TimeoutError):
                 self.system_error = f'tool {name} timed out after {self.timeout_s}s'
