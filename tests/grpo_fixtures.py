@@ -1,0 +1,44 @@
+"Fixtures shared by tests/test_grpo.py and the two-process script tests/grpo_two_ranks.py: demo tasks, a crashing domain, a tokenizer."
+import json, random
+from thinkingbox_training.tasks import DOMAINS, Task, ToolCallSpec
+from thinkingbox_training.interpret import make_tokenizer
+from thinkingbox_training.episode import SYSTEM_PROMPT
+from thinkingbox_training.backend import Domain
+from thinkingbox_training.domains.demo import DemoBase, demo
+
+def pay_task(i:int, family:str='pay') -> Task:
+    "A demo task: pay 100*(i+1) cents from AC-1."
+    amount = 100 * (i + 1)
+    return Task(uid=f'demo/{family}/{i:04d}', domain='demo', family=family, split='train',
+                query=f'Please pay {amount} cents from AC-1.', reply=f'Paid {amount} cents from AC-1.',
+                golden=[ToolCallSpec(name='pay', arguments={'account_id': 'AC-1', 'amount_cents': amount})])
+
+def broken_domain() -> Domain:
+    "The demo domain plus a lookup whose backend crashes (a system error on every call)."
+    if 'broken' in DOMAINS: return DOMAINS['broken']
+    d = Domain('broken', DemoBase, seed=demo.seed, policy='A domain whose lookup crashes.')
+    d.tools.update(demo.tools); d._arg_models.update(demo._arg_models)
+    @d.tool
+    def crashing_lookup(ctx, account_id: str) -> dict:
+        "A lookup whose backend crashes."
+        raise ConnectionError('database connection lost')
+    return d
+
+def crash_task(i:int=0) -> Task:
+    "A task whose expert path calls the crashing lookup: every episode is a system error."
+    broken_domain()
+    return Task(uid=f'broken/lookup/{i:04d}', domain='broken', family='lookup', split='train', query='Look up AC-1.', reply='Done.',
+                golden=[ToolCallSpec(name='crashing_lookup', arguments={'account_id': 'AC-1'})])
+
+def tokenizer():
+    "A small BPE tokenizer in the Qwen3 chat format, trained on demo-domain text."
+    rng = random.Random(0)
+    calls = [f'<tool_call>\n{{"name": "pay", "arguments": {{"account_id": "AC-{rng.randint(1, 9)}", "amount_cents": {rng.randint(1, 9999)}}}}}\n</tool_call>'
+             for _ in range(200)]
+    texts = ([SYSTEM_PROMPT.format(domain='demo', policy=demo.policy)] + [json.dumps(t['function']) for t in demo.tool_specs()]
+             + calls + [pay_task(i).query + ' ' + pay_task(i).reply for i in range(16)])
+    return make_tokenizer(texts, vocab_size=600)
+
+def flaw_by_family(task) -> float:
+    "Easy tasks never go wrong (all-pass groups), 'pay' tasks half the time."
+    return {'easy': 0.0, 'hard': 1.0}.get(task.family, 0.5)

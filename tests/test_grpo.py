@@ -1,0 +1,293 @@
+"The GRPO trainer: config arithmetic, TRL's rollout_func contract, dynamic sampling, masks, skipped steps, logprobs, main, two processes."
+import json, os, socket, subprocess, sys, warnings
+from pathlib import Path
+import pytest, torch
+os.environ.setdefault('TRL_EXPERIMENTAL_SILENCE', '1')
+warnings.filterwarnings('ignore', message='.*use_cache=True.*')
+from transformers import PrinterCallback, TrainerCallback
+import trl
+from trl import GRPOConfig, GRPOTrainer, TrlParser
+from thinkingbox_training.grpo import (TBTConfig, TBTTrainer, CannedPolicy, Rollout, batch_plan, check_rollout_contract, check_sampling,
+                                       dynamic_sample, load_pool, main, prompt_task_uid, sampling_config, task_dataset, task_prompt)
+from thinkingbox_training.policies import SamplingConfig, tiny_qwen3
+from thinkingbox_training.tasks import write_tasks
+from grpo_fixtures import pay_task, crash_task, tokenizer, flaw_by_family
+
+HERE = Path(__file__).parent
+TOK = tokenizer()
+TASKS = [pay_task(i) for i in range(8)]
+
+def cfg(tmp_path, **kw):
+    base = dict(output_dir=str(tmp_path / 'out'), groups_per_step=2, group_size=4, max_steps=1, max_refill_rounds=3, learning_rate=1e-3,
+                seed=0, use_cpu=True, bf16=False, gradient_checkpointing=False, report_to='none', save_strategy='no', disable_tqdm=True)
+    return TBTConfig(**{**base, **kw})
+
+def trainer(tmp_path, pool=TASKS, policy='canned', model=None, callbacks=None, train_dataset=None, **kw):
+    pol = CannedPolicy(TOK, flaw=0.5) if policy == 'canned' else policy
+    t = TBTTrainer(model or tiny_qwen3(TOK), cfg(tmp_path, **kw), pool, processing_class=TOK, policy=pol,
+                   callbacks=callbacks, train_dataset=train_dataset)
+    t.remove_callback(PrinterCallback)
+    return t
+
+# ---------------------------------------------------------------- configuration
+
+def test_config_derives_the_batch_and_spells_out_the_reference_defaults(tmp_path):
+    c = cfg(tmp_path, groups_per_step=3, group_size=4, per_device_train_batch_size=3)
+    assert (c.num_generations, c.gradient_accumulation_steps, c.steps_per_generation, c.generation_batch_size) == (4, 4, 4, 12)
+    assert (c.scale_rewards, c.epsilon, c.weight_decay, c.max_grad_norm, c.lr_scheduler_type, c.loss_type, c.beta, c.num_iterations) == \
+           ('group', 0.2, 0.0, 1.0, 'constant', 'dapo', 0.0, 1)
+    assert c.max_completion_length == c.max_episode_tokens
+    with pytest.raises(ValueError, match='choose one of'): cfg(tmp_path, groups_per_step=3, group_size=4, per_device_train_batch_size=5)
+    with pytest.raises(ValueError, match='contradicts group_size'): cfg(tmp_path, num_generations=8)
+    with pytest.raises(ValueError, match='num_iterations must be 1'): cfg(tmp_path, num_iterations=2)
+    with pytest.raises(ValueError, match='launched with 1 process'): cfg(tmp_path, num_processes=2)
+    ref = cfg(tmp_path, groups_per_step=18, group_size=8, num_processes=24, per_device_train_batch_size=3, dry_run=True)
+    assert (ref.plan.episodes_per_process, ref.gradient_accumulation_steps, ref.steps_per_generation) == (6, 2, 2)
+    assert batch_plan(18, 8, 24).per_device_train_batch_size == 6
+
+def test_config_reads_yaml_with_trl_parser(tmp_path):
+    (c,) = TrlParser([TBTConfig]).parse_args_and_config(['--config', str(HERE / 'grpo_tiny.yaml'), '--output_dir', str(tmp_path),
+                                                        '--group_size', '2', '--user', 'openai:stand-in'])
+    assert (c.groups_per_step, c.group_size, c.max_turns, c.user, c.learning_rate) == (2, 2, 4, 'openai:stand-in', 1e-5)
+    assert c.task_files == ['tasks.jsonl'] and c.gradient_accumulation_steps == 2 and c.per_device_train_batch_size == 2
+
+def test_sampling_is_derived_from_the_training_config_and_checked(tmp_path):
+    c = cfg(tmp_path, temperature=0.7, top_k=5, max_tokens_per_turn=32)
+    s = sampling_config(c)
+    assert (s.temperature, s.top_p, s.top_k, s.max_tokens, s.seed) == (0.7, 1.0, 5, 32, 0)
+    check_sampling(c, s)
+    with pytest.raises(ValueError, match='max_tokens: policy 256, config 32'): check_sampling(c, SamplingConfig(temperature=0.7, top_k=5))
+    with pytest.raises(ValueError, match='repetition_penalty'): check_sampling(cfg(tmp_path, repetition_penalty=1.1), sampling_config(c))
+    class Fixed(CannedPolicy): sampling = SamplingConfig(temperature=0.6)
+    with pytest.raises(ValueError, match='temperature'): trainer(tmp_path, policy=Fixed(TOK))
+
+# ---------------------------------------------------------------- TRL's rollout_func contract
+
+def test_trl_rollout_func_contract(tmp_path):
+    "TRL 1.16 gives rollout_func each process's whole generation batch, every prompt already repeated num_generations times."
+    assert trl.__version__ == '1.16.0', 'rollout_func is experimental: re-check this contract before moving TRL'
+    seen = []
+    def rollout(prompts, trainer):
+        seen.append(list(prompts))
+        n = len(prompts)
+        return {'prompt_ids': [[5, 6]] * n, 'completion_ids': [[7, TOK.eos_token_id]] * n, 'logprobs': [[0.0, 0.0]] * n,
+                'r': [float(i % 2) for i in range(n)]}
+    args = GRPOConfig(output_dir=str(tmp_path), num_generations=2, per_device_train_batch_size=2, gradient_accumulation_steps=3, max_steps=2,
+                      use_cpu=True, bf16=False, report_to='none', save_strategy='no', gradient_checkpointing=False, disable_tqdm=True)
+    ds = task_dataset(TASKS)
+    t = GRPOTrainer(tiny_qwen3(TOK), lambda prompts, completions, r, **kw: r, args=args, train_dataset=ds, processing_class=TOK, rollout_func=rollout)
+    t.remove_callback(PrinterCallback)
+    t.train()
+    assert len(seen) == 2                                       # once per optimizer step, not per micro-step
+    for prompts in seen:
+        assert len(prompts) == 6                                # per_device_train_batch_size x steps_per_generation
+        assert prompts[0::2] == prompts[1::2]                   # already repeated num_generations times, in a row
+        assert len(set(prompts)) == 3 and all(prompt_task_uid(p) in {t.uid for t in TASKS} for p in prompts)
+        check_rollout_contract(prompts, 2, n_groups=3)
+    with pytest.raises(RuntimeError, match='contract changed'): check_rollout_contract(sorted(set(seen[0])), 2)
+
+def test_prompts_name_their_task():
+    ds = task_dataset(TASKS[:2])
+    assert ds[0] == {'prompt': 'task: demo/pay/0000', 'task_uid': 'demo/pay/0000'}
+    assert prompt_task_uid(task_prompt('travel/x/train-0-0001')) == 'travel/x/train-0-0001'
+    with pytest.raises(ValueError, match='must name its task'): prompt_task_uid('Please pay.')
+
+# ---------------------------------------------------------------- dynamic sampling (pure)
+
+def test_dynamic_sample_refills_and_fills_the_shortfall_with_masked_groups():
+    asked, rounds = [], []
+    def refill(k, need): rounds.append((k, need)); return [[1, 1]] * need      # the pool only has all-pass tasks
+    s = dynamic_sample([[0, 1], [None, 1], [0, 0]], refill, 3, max_rounds=2, agree=lambda go: asked.append(go) or go)
+    assert rounds == [(1, 2), (2, 2)] and asked == [True, True, False]        # the last "stop" is agreed too
+    assert s.selected == [0] and s.short == 2
+    assert s.fillers == [2, 3]                                                 # zero-variance fillers before system-error ones
+    s = dynamic_sample([[None, 1], [0, 0]], lambda k, need: [], 2, max_rounds=1)
+    assert s.selected == [] and s.fillers == [1, 0]
+    s = dynamic_sample([[0, 1], [1, 0]], lambda k, need: 1 / 0, 2, max_rounds=5)  # nothing to replace: no refill
+    assert (s.selected, s.fillers, s.refill_rounds) == ([0, 1], [], 0)
+
+# ---------------------------------------------------------------- the mechanisms in the trainer
+
+def test_zero_variance_groups_are_replaced(tmp_path):
+    pool = [pay_task(i, 'easy') for i in range(4)] + [pay_task(i) for i in range(4)]
+    t = trainer(tmp_path, pool=pool, policy=CannedPolicy(TOK, flaw=flaw_by_family), max_steps=2, max_refill_rounds=6,
+                train_dataset=task_dataset(pool[:4]))       # the steps' own tasks are all easy: every first group is all-pass
+    t.train()
+    for rec in t.step_log:
+        first = [k for k, r in zip(rec['kinds'], rec['rounds']) if r == 0]
+        assert first == ['zero_variance'] * 2
+        assert len(rec['selected']) == 2 and not rec['fillers'] and not rec['skipped']
+        assert all(rec['kinds'][i] == 'useful' and rec['rounds'][i] > 0 for i in rec['selected'])
+        chosen = {rec['groups'][i][0][0] for i in rec['selected']}
+        assert all(u.startswith('demo/pay/') for u in chosen)
+    logs = [h for h in t.state.log_history if 'loss' in h]
+    assert [h['tbt/zero_variance_share'] for h in logs] == [1.0, 1.0] and all(h['tbt/groups_refilled'] >= 2 for h in logs)
+    assert all(r.uid.startswith('demo/pay/') and not r.filler for r in t.last_batch)
+
+def test_system_error_groups_are_refilled(tmp_path):
+    pool = [crash_task(0), crash_task(1)] + [pay_task(i) for i in range(4)]
+    t = trainer(tmp_path, pool=pool, train_dataset=task_dataset(pool[:2]), max_refill_rounds=4)
+    t.train()
+    rec = t.step_log[0]
+    assert rec['kinds'][:2] == ['system_error'] * 2
+    assert all(all(rw is None for _, _, rw in g) for g in rec['groups'][:2])   # voided, never scored as 0
+    assert len(rec['selected']) == 2 and all(rec['rounds'][i] > 0 for i in rec['selected'])
+    log = t.state.log_history[0]
+    assert log['tbt/system_errors'] == 8 and log['tbt/system_error_groups'] == 2 and log['tbt/groups_short'] == 0
+    assert not any(r.reward is None for r in t.last_batch)
+
+def capture(t) -> list:
+    "Keep what TRL computed for each step of `t`: the rollouts and TRL's tensors (advantages, masks, token count)."
+    seen, orig = [], t._generate_and_score_completions
+    def gen(inputs):
+        out = orig(inputs); seen.append((list(t.last_batch), out)); return out
+    t._generate_and_score_completions = gen
+    return seen
+
+def test_bound_hit_trains_on_fewer_groups_with_fillers_masked(tmp_path, caplog):
+    pool = [pay_task(0, 'easy'), pay_task(1, 'easy'), pay_task(0, 'hard'), pay_task(0)]
+    # round 0: the two easy tasks (all pass); the one refill round allowed: the hard task (all fail) and a mixed one
+    t = trainer(tmp_path, pool=pool, policy=CannedPolicy(TOK, flaw=flaw_by_family), groups_per_step=2, max_refill_rounds=1,
+                train_dataset=task_dataset(pool[:2]))
+    cap = capture(t)
+    with caplog.at_level('WARNING', logger='thinkingbox_training.grpo'): t.train()
+    rec = t.step_log[0]
+    assert len(rec['selected']) == 1 and len(rec['fillers']) == 1 and not rec['skipped']
+    assert any('training on 1, 1 filler group(s) masked out' in m for m in caplog.messages)
+    rows, out = cap[0]
+    filler = torch.tensor([r.filler for r in rows])
+    loss_mask = out['completion_mask'] * out['tool_mask']
+    assert filler.sum() == 4 and (out['advantages'][filler] == 0).all() and (loss_mask[filler].sum(1) == 0).all()
+    assert (out['advantages'][~filler] != 0).all()
+    assert int(out['num_items_in_batch']) == sum(sum(r.env_mask) for r in rows if not r.filler)   # the token mean's denominator
+    assert t.state.log_history[0]['tbt/groups_short'] == 1
+
+def test_only_sampled_tokens_carry_loss(tmp_path):
+    t = trainer(tmp_path, max_refill_rounds=0)
+    cap = capture(t)
+    t.train()
+    rows, out = cap[0]
+    loss_mask = (out['completion_mask'] * out['tool_mask']).tolist()
+    for r, lm in zip(rows, loss_mask):
+        n = len(r.completion_ids)
+        assert lm[:n] == ([0] * n if r.filler else r.env_mask) and sum(lm[n:]) == 0
+        if not r.filler: assert r.completion_ids[-1] == TOK.convert_tokens_to_ids('<|im_end|>') and r.env_mask[-1] == 1
+    with_tools = [r for r in rows if 0 in r.env_mask]
+    assert with_tools, 'expected episodes with tool results'
+    for r in with_tools:    # tool results and the next assistant header are observations, never trained on
+        text = TOK.decode([tok for m, tok in zip(r.env_mask, r.completion_ids) if m == 0])
+        assert '<tool_response>' in text and '<|im_start|>assistant' in text and '<tool_call>' not in text
+
+def test_all_zero_step_leaves_weights_and_adam_moments(tmp_path):
+    class AfterFirstStep(TrainerCallback):
+        def __init__(self, policy): self.policy, self.after = policy, None
+        def on_step_end(self, args, state, control, model=None, optimizer=None, **kw):
+            if state.global_step != 1: return
+            self.policy.flaw = 0.0                           # from now on every group is all-pass
+            self.after = ({k: v.detach().clone() for k, v in model.named_parameters()},
+                          {n: {k: v.clone() for k, v in optimizer.state[p].items()} for n, p in model.named_parameters()})
+    pol = CannedPolicy(TOK, flaw=0.5)
+    cb = AfterFirstStep(pol)
+    t = trainer(tmp_path, policy=pol, callbacks=[cb], max_steps=3, max_refill_rounds=0)
+    t.train()
+    assert [r['skipped'] for r in t.step_log] == [False, True, True]
+    params, moments = cb.after
+    assert any(float(m['exp_avg'].abs().sum()) > 0 for m in moments.values())   # the first step really moved the moments
+    opt = t.optimizer.optimizer
+    for n, p in t.model.named_parameters():
+        assert torch.equal(params[n], p.detach()), n
+        for k in ('exp_avg', 'exp_avg_sq', 'step'): assert torch.equal(moments[n][k], opt.state[p][k]), (n, k)
+    assert [h['tbt/skipped'] for h in t.state.log_history if 'loss' in h] == [0.0, 1.0, 1.0]
+
+def test_recorded_logprobs_match_what_trl_recomputes(tmp_path):
+    torch.manual_seed(0)
+    tasks = [pay_task(0), pay_task(11)]                      # prompts of different lengths: TRL left-pads one
+    t = trainer(tmp_path, pool=tasks, policy=None, groups_per_step=1, group_size=2, temperature=0.7, max_tokens_per_turn=8, max_turns=2)
+    t.model.eval()
+    out = t._generate_and_score_completions([{'prompt': task_prompt(u.uid)} for u in tasks])   # eval: rollout_func runs the episodes
+    assert out['prompt_mask'].sum(1).tolist()[0] != out['prompt_mask'].sum(1).tolist()[1]
+    ids = torch.cat([out['prompt_ids'], out['completion_ids']], 1)
+    att = torch.cat([out['prompt_mask'], out['completion_mask']], 1)
+    with torch.no_grad():
+        trl_lp, _, _ = t._get_per_token_logps_and_entropies(t.model, ids, att, out['completion_ids'].size(1))
+    mask = (out['completion_mask'] * out['tool_mask']).bool()
+    rec = out['sampling_per_token_logps']
+    assert mask.sum() > 8
+    assert torch.allclose(rec[mask], trl_lp[mask], atol=1e-4), (rec[mask] - trl_lp[mask]).abs().max()
+    assert (rec[~mask & out['completion_mask'].bool()] == 0).all()           # observations carry 0.0
+
+def test_metrics_are_logged_per_step(tmp_path):
+    pool = [crash_task(0)] + [pay_task(i) for i in range(4)]
+    t = trainer(tmp_path, pool=pool, max_steps=2)
+    t.train()
+    logs = [h for h in t.state.log_history if 'loss' in h]
+    assert len(logs) == 2
+    for k in ('tbt/reward_mean', 'tbt/zero_variance_share', 'tbt/groups_generated', 'tbt/groups_dropped', 'tbt/groups_refilled',
+              'tbt/system_errors', 'tbt/episode_turns', 'tbt/episode_tokens', 'tbt/malformed_calls', 'tbt/reward/demo', 'tbt/skipped',
+              'reward', 'rewards/verdict/mean'):
+        assert all(k in h for h in logs), k
+
+# ---------------------------------------------------------------- the pool and main
+
+def test_load_pool_keeps_the_benchmark_out(tmp_path):
+    bench = pay_task(7).model_copy(update={'split': 'bench'})
+    write_tasks(TASKS[:6] + [bench], tmp_path / 't.jsonl')
+    (tmp_path / 'bench.txt').write_text('demo/pay/0005\n')
+    c = cfg(tmp_path, task_files=[str(tmp_path / 't.jsonl')], bench_file=str(tmp_path / 'bench.txt'))
+    assert [t.uid for t in load_pool(c)] == [t.uid for t in TASKS[:5]]
+    (tmp_path / 'pool.txt').write_text('demo/pay/0001\ndemo/pay/0005\n')
+    with pytest.raises(AssertionError, match='benchmark'): load_pool(cfg(tmp_path, task_files=c.task_files, bench_file=c.bench_file,
+                                                                         pool_file=str(tmp_path / 'pool.txt')))
+
+def _recipe(tmp_path, **kw):
+    write_tasks(TASKS, tmp_path / 'tasks.jsonl')
+    lines = {'task_files': [str(tmp_path / 'tasks.jsonl')], 'groups_per_step': 2, 'group_size': 2, 'use_cpu': True, 'bf16': False,
+             'report_to': 'none', 'save_strategy': 'no', 'gradient_checkpointing': False, 'output_dir': str(tmp_path / 'run'), **kw}
+    (tmp_path / 'r.yaml').write_text(''.join(f'{k}: {json.dumps(v)}\n' for k, v in lines.items()))
+    return str(tmp_path / 'r.yaml')
+
+def test_main_dry_run_loads_no_model(tmp_path, capsys):
+    assert main(['--config', _recipe(tmp_path, policy_model=str(tmp_path / 'missing')), '--dry-run']) == 0
+    out = capsys.readouterr().out
+    assert 'pool: 8 tasks' in out and "lr_scheduler_type: 'constant'" in out and 'gradient_accumulation_steps = steps_per_generation = 1' in out
+    assert main(['--config', _recipe(tmp_path), '--dry-run', '--groups_per_step', '9']) == 1      # a pool of 8 cannot fill 9 groups
+    assert main(['--config', _recipe(tmp_path, task_files=['missing.jsonl'], bf16=True, use_cpu=False), '--dry-run']) == 0  # a GPU recipe, data not made yet
+    assert 'pool: not checked' in capsys.readouterr().out
+    with pytest.raises(ValueError, match='choose one of'):
+        main(['--config', _recipe(tmp_path), '--dry-run', '--num_processes', '24', '--groups_per_step', '18', '--group_size', '8',
+              '--per_device_train_batch_size', '4'])
+
+def test_main_trains_and_saves_a_plain_model_directory(tmp_path):
+    from transformers import AutoModelForCausalLM
+    base = tmp_path / 'base'
+    m = tiny_qwen3(TOK); m.save_pretrained(base); TOK.save_pretrained(base)
+    assert main(['--config', _recipe(tmp_path), '--policy_model', str(base), '--max_steps', '1', '--max_turns', '1',
+                 '--max_tokens_per_turn', '6', '--max_refill_rounds', '0', '--disable_tqdm', 'true']) == 0
+    run = tmp_path / 'run'
+    assert (run / 'model.safetensors').exists() and (run / 'config.json').exists() and (run / 'tokenizer.json').exists()
+    back = AutoModelForCausalLM.from_pretrained(run)
+    # the random model fails every task: the step is skipped, and the saved weights are the base's
+    assert all(torch.equal(a, b) for a, b in zip(m.state_dict().values(), back.state_dict().values()))
+
+# ---------------------------------------------------------------- two processes
+
+def _free_port():
+    with socket.socket() as s: s.bind(('127.0.0.1', 0)); return s.getsockname()[1]
+
+@pytest.mark.slow
+def test_two_processes_make_the_same_decisions(tmp_path):
+    "Two CPU processes (gloo): same dynamic-sampling decisions, equal batch sizes, same weights after training."
+    env = {**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONPATH': str(HERE)}
+    cmd = [sys.executable, '-m', 'accelerate.commands.launch', '--config_file', str(HERE / 'accelerate_cpu2.yaml'),
+           '--main_process_port', str(_free_port()), str(HERE / 'grpo_two_ranks.py'), str(tmp_path)]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    a, b = [json.loads((tmp_path / f'rank{i}.json').read_text()) for i in (0, 1)]
+    assert a['world'] == b['world'] == 2 and a['gradient_accumulation_steps'] == 3
+    assert a['step_log'] == b['step_log'] and len(a['step_log']) == 3
+    assert a['sizes'] == b['sizes'] == [[3, 3]] * 3             # every process: 3 prompts in, 3 rollouts out, each step
+    assert a['params'] == b['params']
+    assert [rec['skipped'] for rec in a['step_log']] == [False, False, True]   # a skipped step under DDP with accumulation
+    kinds = {k for rec in a['step_log'] for k in rec['kinds']}
+    assert {'useful', 'zero_variance', 'system_error'} <= kinds      # every kind of decision was exercised
+    assert any(r > 0 for rec in a['step_log'] for r in rec['rounds'])
