@@ -10,7 +10,7 @@ from trl import GRPOConfig, GRPOTrainer, TrlParser
 from thinkingbox_training.grpo import (TBTConfig, TBTTrainer, CannedPolicy, Rollout, batch_plan, check_rollout_contract, check_sampling,
                                        dynamic_sample, load_pool, main, prompt_task_uid, sampling_config, task_dataset, task_prompt)
 from thinkingbox_training.policies import SamplingConfig, tiny_qwen3
-from thinkingbox_training.tasks import write_tasks
+from thinkingbox_training.tasks import BenchmarkOverlap, write_tasks
 from grpo_fixtures import pay_task, crash_task, tokenizer, flaw_by_family
 
 HERE = Path(__file__).parent
@@ -236,7 +236,7 @@ def test_load_pool_keeps_the_benchmark_out(tmp_path):
     c = cfg(tmp_path, task_files=[str(tmp_path / 't.jsonl')], bench_file=str(tmp_path / 'bench.txt'))
     assert [t.uid for t in load_pool(c)] == [t.uid for t in TASKS[:5]]
     (tmp_path / 'pool.txt').write_text('demo/pay/0001\ndemo/pay/0005\n')
-    with pytest.raises(AssertionError, match='benchmark'): load_pool(cfg(tmp_path, task_files=c.task_files, bench_file=c.bench_file,
+    with pytest.raises(BenchmarkOverlap, match='benchmark'): load_pool(cfg(tmp_path, task_files=c.task_files, bench_file=c.bench_file,
                                                                          pool_file=str(tmp_path / 'pool.txt')))
 
 def _recipe(tmp_path, **kw):

@@ -15,9 +15,9 @@ from .cli import command
 
 # %% auto #0
 __all__ = ['BANDS', 'BAND_COLOURS', 'SelectionConfig', 'tally', 'band_masses', 'assign_bands', 'credible_interval',
-           'BenchmarkOverlap', 'assert_disjoint', 'read_uids', 'stratified_split', 'Selection', 'select_pool',
-           'atomic_write', 'write_selection', 'useful_group_prob', 'expected_useful_group_prob', 'plot_posteriors',
-           'plot_band_counts', 'plot_useful_groups', 'synthetic_probe', 'select_cli']
+           'stratified_split', 'Selection', 'select_pool', 'atomic_write', 'write_selection', 'useful_group_prob',
+           'expected_useful_group_prob', 'plot_posteriors', 'plot_band_counts', 'plot_useful_groups', 'synthetic_probe',
+           'select_cli']
 
 # %% ../nbs/09_difficulty.ipynb #c006
 BANDS = ('too_hard', 'hard', 'medium', 'easy', 'too_easy')  # hardest first
@@ -91,30 +91,7 @@ def credible_interval(a, # Beta posterior alpha per task
     return stats.beta.ppf(q[None, :], np.atleast_1d(a)[:, None], np.atleast_1d(b)[:, None])
 
 # %% ../nbs/09_difficulty.ipynb #c018
-class BenchmarkOverlap(ValueError):
-    "A training pool that contains benchmark task uids."
-
-def assert_disjoint(pool, # task uids of a training pool
-                    bench_uids, # the benchmark's task uids
-                    first:int=5, # shared uids named in the message
-                   ):
-    "Raise `BenchmarkOverlap`, naming the shared uids, unless the pool and the benchmark are disjoint."
-    if shared := sorted(set(pool) & set(bench_uids)):
-        raise BenchmarkOverlap(f'{len(shared)} benchmark task uids in the training pool: ' + ', '.join(shared[:first])
-                               + (', ...' if len(shared) > first else ''))
-
-def read_uids(path:str|Path, # one uid per line, or JSON Lines with a `uid` or `task_uid` field
-             ) -> list:
-    "Task uids from a file: plain lines, or JSON Lines of tasks or attempts."
-    out = []
-    for line in Path(path).read_text().splitlines():
-        if not (line := line.strip()): continue
-        if line.startswith('{'):
-            d = json.loads(line)
-            line = d.get('uid') or d.get('task_uid')
-            if not line: raise ValueError(f'{path}: a JSON line without uid or task_uid')
-        out.append(line)
-    return out
+from .tasks import BenchmarkOverlap, assert_disjoint, read_uids  # one definition, shared with training
 
 # %% ../nbs/09_difficulty.ipynb #c021
 def _rank(uid, seed): return hashlib.sha256(f'{seed}:{uid}'.encode()).hexdigest()

@@ -12,7 +12,7 @@ from accelerate.utils import gather_object
 from trl import GRPOConfig, GRPOTrainer, TrlParser
 from trl.models import unwrap_model_for_generation
 from .interpret import ChatFormat
-from .tasks import Task, load_tasks, exclude, assert_disjoint
+from .tasks import Task, load_tasks, exclude, assert_disjoint, read_uids
 from .grader import Grader, RuleJudge, OpenAIJudge, Usage
 from .policies import SamplingConfig, Generation, HFPolicy, ScriptedPolicy
 from .episode import EpisodeRunner, Episode
@@ -204,25 +204,14 @@ def with_budgets(task:Task, args:TBTConfig) -> Task:
         'max_turns': min(lim.max_turns, args.max_turns), 'max_tokens_per_turn': min(lim.max_tokens_per_turn, args.max_tokens_per_turn),
         'max_episode_tokens': min(lim.max_episode_tokens, args.max_episode_tokens)})})
 
-def _uids_in(path) -> list:
-    "Task uids of a file: one per line, or JSON Lines with `uid` or `task_uid`."
-    out = []
-    for line in Path(path).read_text().splitlines():
-        if not (line := line.strip()): continue
-        if line.startswith('{'):
-            d = json.loads(line); line = d.get('uid') or d.get('task_uid')
-            if not line: raise ValueError(f'{path}: a JSON line without uid or task_uid')
-        out.append(line)
-    return out
-
 def load_pool(args:TBTConfig) -> list:
     "The training pool of a run: tasks of `task_files`, restricted to `pool_file`, disjoint from the benchmark."
     if not args.task_files: raise ValueError('no task_files: the pool is drawn from task files')
     tasks = load_tasks(*args.task_files)
-    bench = set(_uids_in(args.bench_file)) if args.bench_file else set()
+    bench = set(read_uids(args.bench_file)) if args.bench_file else set()
     bench |= {t.uid for t in tasks if t.split == 'bench'}
     if args.pool_file is None: return exclude(tasks, bench)
-    by_uid, uids = {t.uid: t for t in tasks}, _uids_in(args.pool_file)
+    by_uid, uids = {t.uid: t for t in tasks}, read_uids(args.pool_file)
     missing = [u for u in uids if u not in by_uid]
     if missing: raise ValueError(f'{len(missing)} pool uid(s) are in no task file, e.g. {missing[:3]}')
     assert_disjoint(uids, bench)

@@ -11,8 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 # %% auto #0
 __all__ = ['DOMAINS', 'UserSpec', 'ToolCallSpec', 'RubricItem', 'Limits', 'Task', 'register_domain', 'get_domain', 'TaskProblem',
-           'TaskFileError', 'check_task', 'parse_tasks', 'load_tasks', 'write_tasks', 'ExclusionError',
-           'assert_disjoint', 'exclude', 'split_tasks', 'Family', 'generate_tasks', 'generate_tasks_cli']
+           'TaskFileError', 'check_task', 'parse_tasks', 'load_tasks', 'write_tasks', 'BenchmarkOverlap',
+           'assert_disjoint', 'read_uids', 'exclude', 'split_tasks', 'Family', 'generate_tasks', 'generate_tasks_cli']
 
 # %% ../nbs/01_tasks.ipynb #c004
 class _Strict(BaseModel):
@@ -158,13 +158,30 @@ def write_tasks(tasks, path):
     tmp.replace(path)
 
 # %% ../nbs/01_tasks.ipynb #c013
-class ExclusionError(AssertionError):
-    "A training pool that overlaps the benchmark."
+class BenchmarkOverlap(ValueError):
+    "A training pool that contains benchmark task uids."
 
-def assert_disjoint(pool_uids, bench_uids):
-    "Raise `ExclusionError` naming the overlap if any pool uid is a benchmark uid."
-    overlap = sorted(set(pool_uids) & set(bench_uids))
-    if overlap: raise ExclusionError(f'{len(overlap)} training-pool task(s) are benchmark tasks, e.g. {overlap[:5]}')
+def assert_disjoint(pool, # task uids of a training pool
+                    bench_uids, # the benchmark's task uids
+                    first:int=5, # shared uids named in the message
+                   ):
+    "Raise `BenchmarkOverlap`, naming the shared uids, unless the pool and the benchmark are disjoint."
+    if shared := sorted(set(pool) & set(bench_uids)):
+        raise BenchmarkOverlap(f'{len(shared)} benchmark task uids in the training pool: ' + ', '.join(shared[:first])
+                               + (', ...' if len(shared) > first else ''))
+
+def read_uids(path, # one uid per line, or JSON Lines with a `uid` or `task_uid` field
+             ) -> list:
+    "Task uids from a file: plain lines, or JSON Lines of tasks or attempts."
+    out = []
+    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not (line := line.strip()): continue
+        if line.startswith('{'):
+            d = json.loads(line)
+            line = d.get('uid') or d.get('task_uid')
+            if not line: raise ValueError(f'{path}:{n}: a JSON line without uid or task_uid')
+        out.append(line)
+    return out
 
 def exclude(tasks:list, bench_uids=(), drop_held_out:bool=True) -> list:
     "Tasks fit for a training pool: not a benchmark uid, not bench split, not a held-out family; disjointness asserted."
