@@ -278,7 +278,7 @@ def _free_port():
 def test_two_processes_make_the_same_decisions(tmp_path):
     "Two CPU processes (gloo): same dynamic-sampling decisions, equal batch sizes, same weights after training."
     env = {**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONPATH': str(HERE)}
-    cmd = [sys.executable, '-m', 'accelerate.commands.launch', '--config_file', str(HERE / 'accelerate_cpu2.yaml'),
+    cmd = [sys.executable, '-m', 'accelerate.commands.launch', '--config_file', str(HERE.parent / 'scripts' / 'accelerate' / 'cpu_2proc.yaml'),
            '--main_process_port', str(_free_port()), str(HERE / 'grpo_two_ranks.py'), str(tmp_path)]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
