@@ -11,15 +11,19 @@ export HF_HUB_OFFLINE ?= 1
 
 .PHONY: install train test test-slow lib readme results clean-venv
 
-install: $(VENV)/.installed
+# The install is redone when pyproject.toml's content changes (not its mtime: nbdev-export rewrites the file).
+STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-16)
+
+install: $(STAMP)
 
 # torch==2.13.0 is installed first: on a CPU machine pip finds the CPU wheel; an unpinned torch
 # would pull a multi-GB CUDA build. GPU users install their own torch (or the `gpu` extra) instead.
-$(VENV)/.installed: pyproject.toml
+$(STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -e ".[dev]"
+	rm -f $(VENV)/.installed*
 	touch $@
 
 train: install
