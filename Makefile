@@ -56,3 +56,7 @@ readme: install
 
 clean-venv:
 	rm -rf $(VENV)
+
+# Tables and figures of the committed reference run, regenerated from its artifacts (no training).
+results: install
+	$(BIN)/tbt results
