@@ -5,7 +5,8 @@
 For every task: provision a fresh database (template copy), open the episode's MCP session and list its tools,
 make the expert's tool calls through MCP, grade the final state. Each task's golden calls are padded with
 read-only lookups (the domain's first read tool on an id from the task) up to --calls calls, so every episode
-makes the same number of calls. Medians over tasks; the last line is `env_overhead_ms_median=<value>`.
+makes the same number of calls. Medians over tasks, wall time per stage and the process's CPU time per episode (robust when the machine
+is shared); the last line is `env_overhead_ms_median=<value>`.
 For scale (STACK.md): the ThinkingBox harness ~5.7 s to create a session, ~2.3 s to destroy it, ~33 ms a
 tool call, ~0.15 s to grade; tau2-bench ~130 ms to reset, ~290 ms to grade.
 """
@@ -25,6 +26,7 @@ def padded_calls(task, n):
 
 async def one(task, grader, n):
     dom = get_domain(task.domain)
+    c0 = time.process_time()
     t0 = time.perf_counter()
     db = dom.provision(task)
     t1 = time.perf_counter()
@@ -38,9 +40,10 @@ async def one(task, grader, n):
     v = await grader.grade(task, db, task.reply)
     t5 = time.perf_counter()
     db.close()
+    c1 = time.process_time()
     assert v.reward == 1, (task.uid, v.explain())
     return {'provision': t1 - t0, 'mcp_session': (t2 - t1) + (t4 - t3), 'tool_calls': t3 - t2, 'grade': t5 - t4,
-            'total': t5 - t0, 'calls': len(calls)}
+            'total': t5 - t0, 'cpu': c1 - c0, 'calls': len(calls)}
 
 async def main(domains, n_tasks, n_calls):
     grader = Grader(judge=RuleJudge())
@@ -55,6 +58,7 @@ async def main(domains, n_tasks, n_calls):
     print(f'{len(rows)} episodes of {",".join(domains)}, median {calls:.0f} tool calls each (this machine, OMP_NUM_THREADS=1)')
     for k in ('provision', 'mcp_session', 'tool_calls', 'grade'):
         print(f'  {k:12} {med(k):8.2f} ms' + (f'   ({med(k) / calls:.2f} ms per call)' if k == 'tool_calls' else ''))
+    print(f'  process CPU per episode {med("cpu"):.2f} ms (all threads; unlike wall time, not inflated by other processes)')
     print(f'env_overhead_ms_median={med("total"):.2f}')
 
 if __name__ == '__main__':

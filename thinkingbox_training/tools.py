@@ -34,7 +34,8 @@ _TOOL_CACHE: dict = {}
 def domain_mcp_tools(dom:Domain) -> dict[str, Tool]:
     "The MCP tool descriptions of a domain's tools, built once per domain."
     key = (dom.name, id(dom), tuple(dom.tools))
-    if key not in _TOOL_CACHE: _TOOL_CACHE[key] = {n: Tool.from_function(_stub(f)) for n, f in dom.tools.items()}
+    if key not in _TOOL_CACHE:  # results are text for the agent: no output schema for the client to validate (~1 ms a call)
+        _TOOL_CACHE[key] = {n: Tool.from_function(_stub(f), structured_output=False) for n, f in dom.tools.items()}
     return _TOOL_CACHE[key]
 
 # %% ../nbs/03_tools.ipynb #c006
