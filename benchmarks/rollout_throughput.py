@@ -61,7 +61,10 @@ if __name__ == '__main__':
     eps, wall, st = run(ScriptedPolicy(), jobs, 64)
     assert all(e.reward == 1 for e in eps), 'the expert must pass every task'
     print(f'scripted expert: {len(eps)} episodes in {wall:.2f} s = {len(eps) / wall:.1f} episodes/s (concurrency 64)')
-    print('  stage sums (s): ' + ', '.join(f'{k[:-2]} {st[k]:.2f}' for k in ('setup_s', 'model_s', 'tool_s', 'user_s', 'grade_s')))
+    eps1, wall1, st1 = run(ScriptedPolicy(), jobs[:64], 1)  # one at a time: stage times do not overlap
+    stages = ('setup_s', 'model_s', 'tool_s', 'user_s', 'grade_s')
+    print(f'  at concurrency 1: {64 / wall1:.1f} episodes/s; share of wall time: ' +
+          ', '.join(f'{k[:-2]} {st1[k] / wall1:.0%}' for k in stages) + f', engine/other {1 - sum(st1[k] for k in stages) / wall1:.0%}')
 
     pol = load_model(a.model)
     print(f'model {pol.policy_id}: {sum(p.numel() for p in pol.model.parameters())/1e6:.2f}M parameters, '

@@ -177,7 +177,7 @@ class EpisodeRunner:
         mt = min(lim.max_tokens_per_turn, self.sampling.max_tokens)
         if ep.tt is not None: mt = max(1, min(mt, lim.max_episode_tokens - ep.tokens()))
         return GenRequest(messages=ep.tr.messages, tools=ep.tr.tools, task=ep.task, repetition=ep.rep, turn=ep.tr.turns,
-                          seed=(ep.seed + ep.tr.turns) % 2**63, max_tokens=mt, prompt_ids=ep.tt.ids if ep.tt else None)
+                          seed=(ep.seed + ep.tr.turns) % 2**63, max_tokens=mt, prompt_ids=ep.tt.ids if ep.tt else None, key=id(ep))
 
     async def _act(self, ep:_Live, g) -> bool:
         "Apply one generation; True if the user must reply next."
@@ -235,6 +235,7 @@ class EpisodeRunner:
                         except Exception as e: ep.end('system_error', f'policy failed: {type(e).__name__}: {e}'); break
                         if await self._act(ep, g) and not ep.ended: await self._reply(ep)
                     batcher.leave(); batcher = None
+                    if hasattr(self.policy, 'release'): self.policy.release(id(ep))
                     t0 = time.perf_counter()
                     if tr.status == 'system_error': v = void_verdict(tr.system_error)
                     else:
@@ -258,6 +259,7 @@ class EpisodeRunner:
                  ) -> list[Episode]:
         "Run `jobs`; episodes come back in the order of `jobs`."
         batcher = _Batcher(self.policy, self.stats)
+        if hasattr(self.policy, 'reset_cache'): self.policy.reset_cache()  # the weights may have changed since the last run
         slots = asyncio.Semaphore(self.concurrency)
         bar = None
         if self.progress:

@@ -42,6 +42,7 @@ class GenRequest:
     seed: int                        # per-attempt seed (from SamplingConfig.attempt_seed), advanced per turn
     max_tokens: int                  # tokens this turn may sample
     prompt_ids: list|None = None     # the token trajectory so far (token level)
+    key: Any = None                  # names the episode across its turns (a policy may cache its KV under it)
 
 @dataclass
 class Generation:
@@ -83,33 +84,73 @@ class HFPolicy:
         self.fmt = ChatFormat(tokenizer)
         self.sampling = sampling or SamplingConfig()
         self.policy_id = name or getattr(model, 'name_or_path', None) or type(model).__name__
+        self.reset_cache()
 
     @property
     def device(self): return next(self.model.parameters()).device
 
+    def reset_cache(self):
+        "Forget every cached KV (call after the weights change; `EpisodeRunner.run` calls it at its start)."
+        self._rows, self._prefixes = {}, {}
+
+    def release(self, key):
+        "Forget the KV cache of an episode that ended."
+        self._rows.pop(key, None)
+
+    def _prefill(self, ids:list, key) -> tuple:
+        "KV cache (per layer (k, v), batch 1) and last-position logits of `ids`, reusing what is cached."
+        import torch
+        from transformers import DynamicCache
+        m, dev = self.model, self.device
+        past, have = None, 0
+        row = self._rows.get(key) if key is not None else None
+        if row is not None and len(row[0]) < len(ids) and ids[:len(row[0])] == row[0]: past, have = row[1], len(row[0])
+        else:
+            cut = ids.index(self.fmt.eos_id) + 1 if self.fmt.eos_id in ids[:-1] else 0  # the system turn, shared by many episodes
+            pre = self._prefixes.get(tuple(ids[:cut])) if cut else None
+            if cut and pre is None and len(self._prefixes) < 64:
+                o = m(input_ids=torch.tensor([ids[:cut]], device=dev), use_cache=True)
+                pre = self._prefixes[tuple(ids[:cut])] = [(l.keys, l.values) for l in o.past_key_values.layers]
+            if pre is not None: past, have = pre, cut
+        cache = DynamicCache(ddp_cache_data=past) if past is not None else DynamicCache()
+        o = m(input_ids=torch.tensor([ids[have:]], device=dev), past_key_values=cache,
+              position_ids=torch.arange(have, len(ids), device=dev)[None], use_cache=True)
+        return [(l.keys, l.values) for l in o.past_key_values.layers], o.logits[0, -1].float()
+
     def sample(self, prompts:list, # token id lists
                seeds:list, # one seed per prompt
-               max_tokens:int=None) -> list[Generation]:
-        "Sample one turn for each prompt in one batched decode loop."
+               max_tokens:int=None, # tokens this turn may sample
+               keys:list=None, # one key per prompt naming its episode: its KV cache is kept for its next turn
+              ) -> list[Generation]:
+        "Sample one turn for each prompt: each prompt prefilled on its own (from its cache), then one batched decode loop."
         import torch
-        cfg, m = self.sampling, self.model
+        from transformers import DynamicCache
+        cfg, m, dev = self.sampling, self.model, self.device
         max_tokens = max_tokens or cfg.max_tokens
-        B, L = len(prompts), max(len(p) for p in prompts)
-        dev = self.device
-        ids = torch.full((B, L), self.fmt.pad_id, dtype=torch.long)
-        att = torch.zeros((B, L), dtype=torch.long)
-        for i, p in enumerate(prompts): ids[i, L - len(p):] = torch.tensor(p); att[i, L - len(p):] = 1
-        ids, att = ids.to(dev), att.to(dev)
-        pos = (att.cumsum(-1) - 1).clamp(min=0)
+        keys = keys or [None] * len(prompts)
+        B = len(prompts)
         gens = [torch.Generator(device='cpu').manual_seed(int(s)) for s in seeds]
         out_ids, out_lp, done = [[] for _ in range(B)], [[] for _ in range(B)], [False] * B
         was_training = m.training
         m.eval()
         try:
             with torch.no_grad():
-                o = m(input_ids=ids, attention_mask=att, position_ids=pos, use_cache=True)
-                past, logits = o.past_key_values, o.logits[:, -1, :].float()
-                for _ in range(max_tokens):
+                rows = [self._prefill(list(p), k) for p, k in zip(prompts, keys)]
+                lens = [len(p) for p in prompts]; L = max(lens)
+                # left-pad the rows' caches into one batch; masked positions are never attended to
+                layers = []
+                for li in range(len(rows[0][0])):
+                    ks, vs = [], []
+                    for (kv, _), n in zip(rows, lens):
+                        k, v = kv[li]
+                        pad = (0, 0, L - n, 0)
+                        ks.append(torch.nn.functional.pad(k, pad)); vs.append(torch.nn.functional.pad(v, pad))
+                    layers.append((torch.cat(ks), torch.cat(vs)))
+                past = DynamicCache(ddp_cache_data=layers)
+                att = torch.tensor([[0] * (L - n) + [1] * n for n in lens], device=dev)
+                pos = torch.tensor([[n] for n in lens], device=dev)
+                logits = torch.stack([lg for _, lg in rows])
+                for step in range(max_tokens):
                     if cfg.temperature == 0: lp = torch.log_softmax(logits, -1); nxt = lp.argmax(-1).cpu()
                     else:
                         lp = torch.log_softmax(_process(logits, cfg), -1)
@@ -120,11 +161,17 @@ class HFPolicy:
                         if done[i]: continue
                         t = int(nxt[i]); out_ids[i].append(t); out_lp[i].append(float(lpc[i, t]))
                         if t == self.fmt.eos_id: done[i] = True
-                    if all(done): break
+                    if all(done) or step == max_tokens - 1: break
                     att = torch.cat([att, torch.ones((B, 1), dtype=att.dtype, device=dev)], -1)
-                    pos = pos[:, -1:] + 1
                     o = m(input_ids=nxt.view(B, 1).to(dev), attention_mask=att, position_ids=pos, past_key_values=past, use_cache=True)
-                    past, logits = o.past_key_values, o.logits[:, -1, :].float()
+                    past, logits, pos = o.past_key_values, o.logits[:, -1, :].float(), pos + 1
+                # keep each episode's cache for its next turn: prompt + its sampled tokens but the last (not yet fed)
+                for i, k in enumerate(keys):
+                    if k is None: continue
+                    n = lens[i] + len(out_ids[i]) - 1
+                    self._rows[k] = (list(prompts[i]) + out_ids[i][:-1],
+                                     [(l.keys[i:i + 1, :, L - lens[i]:L - lens[i] + n], l.values[i:i + 1, :, L - lens[i]:L - lens[i] + n])
+                                      for l in past.layers])
         finally: m.train(was_training)
         return [Generation(text=self.fmt.decode(out_ids[i]), token_ids=out_ids[i], logprobs=out_lp[i],
                            finish='stop' if done[i] else 'length',
@@ -135,7 +182,8 @@ class HFPolicy:
         "The next turn of every request, in one batch (run in a worker thread so the event loop stays free)."
         if not requests: return []
         mt = max(r.max_tokens for r in requests)
-        return await asyncio.to_thread(self.sample, [r.prompt_ids for r in requests], [r.seed for r in requests], mt)
+        return await asyncio.to_thread(self.sample, [r.prompt_ids for r in requests], [r.seed for r in requests], mt,
+                                       [r.key for r in requests])
 
 # %% ../nbs/06_policies.ipynb #c010
 def tiny_qwen3(tokenizer, hidden_size:int=64, layers:int=2, heads:int=4, kv_heads:int=2, intermediate:int=192, seed:int=0):
@@ -150,7 +198,7 @@ def tiny_qwen3(tokenizer, hidden_size:int=64, layers:int=2, heads:int=4, kv_head
                       bos_token_id=None)
     return Qwen3ForCausalLM(cfg)
 
-# %% ../nbs/06_policies.ipynb #c015
+# %% ../nbs/06_policies.ipynb #c017
 class VLLMPolicy:
     "An in-process vLLM engine (GPU), token in / token out."
     def __init__(self, model:str, sampling:SamplingConfig=None, name:str=None, **engine_kw):
@@ -178,7 +226,7 @@ class VLLMPolicy:
                                   usage=Usage(model=self.policy_id, input=len(r.prompt_ids), output=len(ids), calls=1)))
         return res
 
-# %% ../nbs/06_policies.ipynb #c017
+# %% ../nbs/06_policies.ipynb #c019
 class EndpointPolicy:
     "A raw-completions endpoint driven through our template and parser."
     def __init__(self, model:str, tokenizer, base_url:str=None, api_key:str=None, sampling:SamplingConfig=None, timeout_s:float=120.0):
@@ -238,7 +286,7 @@ class ChatEndpointPolicy:
     async def generate(self, requests:list) -> list[Generation]:
         return list(await asyncio.gather(*[self._one(r) for r in requests]))
 
-# %% ../nbs/06_policies.ipynb #c021
+# %% ../nbs/06_policies.ipynb #c023
 class ScriptedPolicy:
     "The expert: golden calls one per turn, then the reference reply; optionally flawed on a seeded share of attempts."
     fmt = None
@@ -271,7 +319,7 @@ class ScriptedPolicy:
     async def generate(self, requests:list) -> list[Generation]:
         return [self._turn(r) for r in requests]
 
-# %% ../nbs/06_policies.ipynb #c023
+# %% ../nbs/06_policies.ipynb #c025
 def make_policy(spec:str, sampling:SamplingConfig=None, **kw):
     "The policy named by `spec` (see above)."
     if spec.startswith('scripted'):
