@@ -150,28 +150,35 @@ class HFPolicy:
                 att = torch.tensor([[0] * (L - n) + [1] * n for n in lens], device=dev)
                 pos = torch.tensor([[n] for n in lens], device=dev)
                 logits = torch.stack([lg for _, lg in rows])
+                live = list(range(B))  # batch row -> request index; rows leave the batch when they finish
+                def keep(r, i):
+                    "Store request i's cache (batch row r): prompt + sampled tokens but the last, which was not fed."
+                    if keys[i] is None: return
+                    start, n = att.shape[1] - int(att[r].sum()), lens[i] + len(out_ids[i]) - 1
+                    self._rows[keys[i]] = (list(prompts[i]) + out_ids[i][:-1],
+                                           [(l.keys[r:r + 1, :, start:start + n], l.values[r:r + 1, :, start:start + n]) for l in past.layers])
                 for step in range(max_tokens):
                     if cfg.temperature == 0: lp = torch.log_softmax(logits, -1); nxt = lp.argmax(-1).cpu()
                     else:
                         lp = torch.log_softmax(_process(logits, cfg), -1)
                         probs = lp.exp().cpu()
-                        nxt = torch.stack([torch.multinomial(probs[i], 1, generator=gens[i])[0] for i in range(B)])
+                        nxt = torch.stack([torch.multinomial(probs[r], 1, generator=gens[i])[0] for r, i in enumerate(live)])
                     lpc = lp.cpu()
-                    for i in range(B):
-                        if done[i]: continue
-                        t = int(nxt[i]); out_ids[i].append(t); out_lp[i].append(float(lpc[i, t]))
+                    for r, i in enumerate(live):
+                        t = int(nxt[r]); out_ids[i].append(t); out_lp[i].append(float(lpc[r, t]))
                         if t == self.fmt.eos_id: done[i] = True
-                    if all(done) or step == max_tokens - 1: break
-                    att = torch.cat([att, torch.ones((B, 1), dtype=att.dtype, device=dev)], -1)
-                    o = m(input_ids=nxt.view(B, 1).to(dev), attention_mask=att, position_ids=pos, past_key_values=past, use_cache=True)
+                    last = step == max_tokens - 1
+                    for r, i in enumerate(live):
+                        if done[i] or last: keep(r, i)
+                    stay = [r for r, i in enumerate(live) if not done[i]]
+                    if last or not stay: break
+                    if len(stay) < len(live):  # finished rows stop costing anything
+                        sel = torch.tensor(stay, device=dev)
+                        past.batch_select_indices(sel)
+                        att, pos, nxt, live = att[sel], pos[sel], nxt[stay], [live[r] for r in stay]
+                    att = torch.cat([att, torch.ones((len(live), 1), dtype=att.dtype, device=dev)], -1)
+                    o = m(input_ids=nxt.view(len(live), 1).to(dev), attention_mask=att, position_ids=pos, past_key_values=past, use_cache=True)
                     past, logits, pos = o.past_key_values, o.logits[:, -1, :].float(), pos + 1
-                # keep each episode's cache for its next turn: prompt + its sampled tokens but the last (not yet fed)
-                for i, k in enumerate(keys):
-                    if k is None: continue
-                    n = lens[i] + len(out_ids[i]) - 1
-                    self._rows[k] = (list(prompts[i]) + out_ids[i][:-1],
-                                     [(l.keys[i:i + 1, :, L - lens[i]:L - lens[i] + n], l.values[i:i + 1, :, L - lens[i]:L - lens[i] + n])
-                                      for l in past.layers])
         finally: m.train(was_training)
         return [Generation(text=self.fmt.decode(out_ids[i]), token_ids=out_ids[i], logprobs=out_lp[i],
                            finish='stop' if done[i] else 'length',
