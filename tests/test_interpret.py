@@ -467,3 +467,24 @@ def test_parse_and_observation_are_fast(fmt):
         return sorted(ts)[n // 2] * 1e6
     assert median_us(lambda: parse_assistant(text, TOOLS).message) < 1000
     assert median_us(lambda: fmt.observation_ids(obs)) < 2000
+
+
+def test_check_accepts_a_sampled_newline_that_merges_with_the_header_on_reencoding():
+    "Seen on the first probing run of the tiny policy: the model began a turn with '\\n' after the header's '\\n'."
+    from thinkingbox_training.interpret import make_tokenizer, ChatFormat, TokenTrajectory
+    tok = make_tokenizer(['hello\n\nworld ' * 50, 'a\n\nb' * 30], vocab_size=400)
+    fmt = ChatFormat(tok)
+    assert len(fmt.encode('\n\nhello')) < len(fmt.encode('\n') + fmt.encode('\nhello'))   # the merge really happens
+    msgs = [{'role': 'user', 'content': 'hi'}]
+    tt = TokenTrajectory.start(fmt, msgs)
+    tt.add_sampled(fmt.encode('\n') + fmt.encode('hello') + [fmt.eos_id])
+    tt.check(msgs + [{'role': 'assistant', 'content': '\nhello'}])
+    obs = [{'role': 'tool', 'name': 'x', 'content': 'ok'}]
+    msgs2 = msgs + [{'role': 'assistant', 'content': '', 'tool_calls': [{'type': 'function', 'function': {'name': 'x', 'arguments': {}}}]}]
+    tt2 = TokenTrajectory.start(fmt, msgs)
+    from thinkingbox_training.interpret import assistant_text
+    tt2.add_sampled(fmt.encode(assistant_text(msgs2[-1])) + [fmt.eos_id]).add_observation(obs)
+    tt2.add_sampled(fmt.encode('\n') + fmt.encode('hello') + [fmt.eos_id])
+    tt2.check(msgs2 + obs + [{'role': 'assistant', 'content': '\nhello'}])
+    with pytest.raises(ValueError, match='differ'):   # a real difference in the text is still an error
+        tt2.check(msgs2 + obs + [{'role': 'assistant', 'content': '\nhellO'}])
