@@ -551,5 +551,8 @@ def main(argv:list=None) -> int:
     trainer = TBTTrainer(args.policy_model, args, pool, processing_class=tok)
     trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
     trainer.save_model(args.output_dir)
+    if trainer.accelerator.is_main_process:  # what each step sampled, dropped, refilled and skipped, beside the model
+        (Path(args.output_dir)/'training_log.json').write_text(json.dumps(
+            {'steps': trainer.step_log, 'log_history': trainer.state.log_history}, indent=1, default=str) + '\n')
     say(f'saved {args.output_dir}')
     return 0

@@ -12,7 +12,7 @@ from .tasks import generate_tasks, load_tasks, write_tasks
 from . import metrics
 
 # %% auto #0
-__all__ = ['MainJob', 'job_tasks', 'report', 'headline_rows', 'run_main', 'main_cli', 'results_cli']
+__all__ = ['MainJob', 'job_tasks', 'report', 'headline_rows', 'training_steps', 'run_main', 'main_cli', 'results_cli']
 
 # %% ../nbs/12_pipeline.ipynb #c004
 @dataclass
@@ -109,6 +109,23 @@ def headline_rows(s:dict) -> list:
     return out
 
 # %% ../nbs/12_pipeline.ipynb #c010
+def training_steps(model_dir:str|Path) -> list:
+    "One row per GRPO step from `training_log.json`: reward, groups generated/useful/zero-variance/system-error, refill rounds, skipped."
+    f = Path(model_dir)/'training_log.json'
+    if not f.exists(): return []
+    log = json.loads(f.read_text())
+    hist = [h for h in log['log_history'] if 'reward' in h]
+    out = []
+    for i, st in enumerate(log['steps']):
+        kinds = st.get('kinds', [])
+        h = hist[i] if i < len(hist) else {}
+        out.append({'step': st['step'] + 1, 'reward': round(h.get('reward', float('nan')), 3), 'groups': len(kinds),
+                    'useful': len(st.get('selected', [])), 'zero_variance': sum(k == 'zero_variance' for k in kinds),
+                    'system_error': sum(k == 'system_error' for k in kinds), 'refill_rounds': max(st.get('rounds') or [0]),
+                    'skipped': bool(st.get('skipped'))})
+    return out
+
+# %% ../nbs/12_pipeline.ipynb #c012
 def run_main(job:MainJob) -> dict:
     "Probe, select, train, evaluate, report; each stage skipped or resumed when its artifacts exist."
     from trl import TrlParser
@@ -147,6 +164,8 @@ def run_main(job:MainJob) -> dict:
         rc = grpo_main(argv)
         if rc: raise SystemExit(f'training failed ({rc})')
     times['train_s'] = time.perf_counter() - t0
+    training = training_steps(model_dir)
+    for r in training: print(f"[train] step {r['step']}: " + ', '.join(f'{k} {v}' for k, v in r.items() if k != 'step'))
     print(f"[train] {times['train_s']:.0f} s -> {model_dir}")
 
     t0 = time.perf_counter()
@@ -157,7 +176,8 @@ def run_main(job:MainJob) -> dict:
     times['wall_s'] = time.perf_counter() - t_start
     extra = {'config': asdict(job), 'recipe': {k: str(getattr(args, k)) for k in ('groups_per_step', 'group_size', 'max_steps', 'learning_rate',
              'temperature', 'max_tokens_per_turn', 'max_turns')}, 'times': times, 'pool': len(sel.pool),
-             'probe': {'tasks': len(train), 'k': job.probe_k, 'bands': {b: v['tasks'] for b, v in man['counts']['bands'].items()}}}
+             'probe': {'tasks': len(train), 'k': job.probe_k, 'bands': {b: v['tasks'] for b, v in man['counts']['bands'].items()}},
+             'training': training}
     summary = report(d, extra)
     print(metrics.to_markdown(headline_rows(summary)))
     print(f"[done] {times['wall_s']:.0f} s; {d}/summary.json")
