@@ -291,3 +291,10 @@ def test_two_processes_make_the_same_decisions(tmp_path):
     kinds = {k for rec in a['step_log'] for k in rec['kinds']}
     assert {'useful', 'zero_variance', 'system_error'} <= kinds      # every kind of decision was exercised
     assert any(r > 0 for rec in a['step_log'] for r in rec['rounds'])
+
+def test_a_model_in_eval_mode_still_trains_on_episodes(tmp_path):
+    "from_pretrained gives a model in eval mode; the trainer must still run its episode rollouts (found in the main job)."
+    model = tiny_qwen3(TOK).eval()
+    t = trainer(tmp_path, model=model)
+    t.train()
+    assert len(t.step_log) == 1 and t.step_log[0]['kinds']

@@ -511,6 +511,7 @@ class TBTTrainer(GRPOTrainer):
         return super()._prepare_inputs(batch)
 
     def training_step(self, model, inputs, num_items_in_batch=None):
+        model.train()  # before generation, which tells training from evaluation by this flag (from_pretrained gives eval mode)
         inputs = self._prepare_inputs(inputs)  # the step's episodes are generated here, on its first micro-step
         if not self._skip: return super().training_step(model, inputs, num_items_in_batch)
         self._step += 1                        # what TRL's training_step counts
