@@ -24,10 +24,10 @@ class MainJob:
     base_model: str = 'data/models/tiny-qwen3'  # the base policy
     task_dir: str = 'data/tasks'
     domains: str = 'travel,retail'
-    probe_per_family: int = 8                  # training tasks probed per family
-    probe_k: int = 8                           # probes per task
-    bench_per_family: int = 4                  # bench tasks evaluated per family
-    bench_k: int = 8                           # attempts per bench task: observed k/k is out of this k
+    probe_per_family: int = 4                  # training tasks probed per family
+    probe_k: int = 4                           # probes per task (the method's minimum of clean runs)
+    bench_per_family: int = 2                  # bench tasks evaluated per family
+    bench_k: int = 4                           # attempts per bench task: observed k/k is out of this k
     steps: int = 0                             # GRPO steps (0: the recipe's max_steps)
     concurrency: int = 64
 
@@ -187,8 +187,8 @@ def run_main(job:MainJob) -> dict:
 def main_cli(run:str='tiny-cpu',                  # run directory name under data/runs
              recipe:str='scripts/recipes/tiny_cpu.yaml', # GRPO recipe
              base_model:str='data/models/tiny-qwen3',  # base policy
-             probe_per_family:int=8, probe_k:int=8,
-             bench_per_family:int=4, bench_k:int=8,
+             probe_per_family:int=4, probe_k:int=4,
+             bench_per_family:int=2, bench_k:int=4,
              steps:int=0,                          # GRPO steps (0: the recipe's)
              concurrency:int=64):
     "The main job: probe -> select -> GRPO -> evaluate base and trained -> report (resumable)."
