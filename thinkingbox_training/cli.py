@@ -16,7 +16,8 @@ COMMANDS: dict = {}  # subcommand name -> (function, positional parameter names)
 
 # Modules that register subcommands; imported by `main` before dispatching. A new module adds itself here.
 COMMAND_MODULES = ['thinkingbox_training.cli', 'thinkingbox_training.tasks', 'thinkingbox_training.campaigns',
-                   'thinkingbox_training.difficulty', 'thinkingbox_training.pipeline']
+                   'thinkingbox_training.difficulty', 'thinkingbox_training.pipeline',
+                   'thinkingbox_training.base_policy']
 
 def command(name:str=None, # the subcommand; defaults to the function name with `_` -> `-`
             pos:list=None, # parameters given positionally on the command line

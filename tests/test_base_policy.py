@@ -1,0 +1,61 @@
+"""The shipped base policy (data/models/tiny-qwen3): it loads fast as a Qwen3 checkpoint with the right end and pad
+tokens, its chat template renders exactly as the interpreter's ChatFormat, its tokenizer is current for the domains'
+prompts, and a short seeded rollout through the episode engine gives well-formed token trajectories."""
+import time
+import pytest
+from thinkingbox_training.base_policy import model_dir, stale_prompt_lines, domain_prompt, episode_metrics, DOMAINS
+from thinkingbox_training.interpret import ChatFormat
+from thinkingbox_training.policies import HFPolicy, SamplingConfig
+from thinkingbox_training.episode import EpisodeRunner
+from thinkingbox_training.tasks import generate_tasks
+
+MODEL = model_dir()
+pytestmark = pytest.mark.skipif(not (MODEL/'model.safetensors').exists(), reason='no shipped model: run `tbt build-base-policy`')
+
+@pytest.fixture(scope='module')
+def policy():
+    return HFPolicy(str(MODEL), sampling=SamplingConfig(temperature=1.0, seed=3, max_tokens=128))
+
+def test_loads_fast_as_qwen3():
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    t0 = time.perf_counter()
+    model = AutoModelForCausalLM.from_pretrained(MODEL)
+    tok = AutoTokenizer.from_pretrained(MODEL)
+    assert time.perf_counter() - t0 < 5
+    assert type(model).__name__ == 'Qwen3ForCausalLM'
+    assert tok.eos_token == '<|im_end|>' and tok.pad_token == '<|endoftext|>'
+    assert model.config.eos_token_id == tok.eos_token_id and model.config.pad_token_id == tok.pad_token_id
+    assert model.config.vocab_size == len(tok)
+    g = model.generation_config
+    assert g.eos_token_id == tok.eos_token_id
+    assert all(getattr(g, k, None) in (None, 1.0) for k in ('temperature', 'top_p')) and getattr(g, 'top_k', None) in (None, 0)
+    assert sum(p.stat().st_size for p in MODEL.iterdir()) < 20e6
+
+def test_template_renders_as_chat_format(policy):
+    tok, fmt = policy.tokenizer, policy.fmt
+    msgs, tools = domain_prompt('travel')
+    conv = msgs + [{'role': 'user', 'content': 'Cancel BK-10017 please.'},
+                   {'role': 'assistant', 'content': '', 'tool_calls': [{'type': 'function', 'function': {'name': 'get_booking', 'arguments': {'booking_id': 'BK-10017'}}}]},
+                   {'role': 'tool', 'name': 'get_booking', 'content': '{"booking_id": "BK-10017"}'},
+                   {'role': 'assistant', 'content': 'Done.'}]
+    for m, gen in ((conv, False), (conv[:4], True)):
+        assert tok.apply_chat_template(m, tools=tools, tokenize=False, add_generation_prompt=gen) == fmt.render(m, tools, add_generation_prompt=gen)
+    ids = fmt.encode(fmt.render(msgs, tools))
+    assert len(ids) < 150 and fmt.decode(ids) == fmt.render(msgs, tools)
+
+def test_tokenizer_is_current_for_the_domains(policy):
+    stale = stale_prompt_lines(policy.tokenizer, DOMAINS)
+    assert not stale, f'{len(stale)} line(s) of the domains\' system turns changed since the build: rerun `tbt build-base-policy`; e.g. {stale[0][:80]!r}'
+
+def test_short_rollout_gives_wellformed_trajectories(policy):
+    tasks = [generate_tasks('travel', 'train', seed=4, n=1)[1], generate_tasks('retail', 'train', seed=4, n=1)[1]]
+    eps = EpisodeRunner(policy, check_tokens=True).run_sync([(t, 0) for t in tasks])
+    for e in eps:
+        tr = e.trajectory
+        assert tr.status in ('ok', 'truncated') and tr.prompt_ids and tr.turns >= 1
+        assert len(tr.completion_ids) == len(tr.mask) == len(tr.logprobs)
+        assert all((lp is None) == (m == 0) for lp, m in zip(tr.logprobs, tr.mask))
+        ends = [i for i in range(len(tr.mask)) if tr.mask[i] and (i + 1 == len(tr.mask) or not tr.mask[i + 1])]
+        assert all(tr.completion_ids[i] == policy.fmt.eos_id for i in ends[:-1])
+        assert e.verdict.reward in (0, 1)
+    assert episode_metrics(eps)['calls_per_episode'] > 0
