@@ -395,6 +395,16 @@ def list_rooms(ctx, hotel_id: Annotated[str, PField(description='hotel id, e.g. 
             'rate_periods': [{'name': p.name, 'first_night': _iso(p.start_date), 'last_night': _iso(p.end_date - timedelta(days=1)),
                               'surcharge_pct': p.surcharge_pct} for p in sorted(periods, key=lambda p: p.start_date)]}
 
+def _proposal(ctx, booking_id, room_id, check_in, check_out) -> tuple:
+    "A proposed change of a booking: (booking, its room, the proposed room, check-in, check-out), each checked."
+    b = _booking(ctx, booking_id)
+    _changeable(b)
+    cur = ctx.get(Room, b.room_id)
+    room = _room_at(ctx, b, room_id) if room_id else cur
+    ci, co_ = check_in or b.check_in, check_out or b.check_out
+    _stay(ctx, ci, co_)
+    return b, cur, room, ci, co_
+
 @travel.tool
 def quote_change(ctx, booking_id: BookingId,
                  room_id: Annotated[Optional[str], PField(description='new room id (omit to keep the room)')] = None,
@@ -403,12 +413,7 @@ def quote_change(ctx, booking_id: BookingId,
     """Price a proposed change of room and/or dates without making it: each night's rate, the new total and the
     difference, the company's nightly cap and whether any night exceeds it, whether it is a downgrade or an
     upgrade, and the loyalty points an upgrade would cost."""
-    b = _booking(ctx, booking_id)
-    _changeable(b)
-    cur = ctx.get(Room, b.room_id)
-    room = _room_at(ctx, b, room_id) if room_id else cur
-    ci, co_ = check_in or b.check_in, check_out or b.check_out
-    _stay(ctx, ci, co_)
+    b, cur, room, ci, co_ = _proposal(ctx, booking_id, room_id, check_in, check_out)
     nightly = _nightly(ctx, room, ci, co_)
     company = ctx.get(Company, ctx.get(Traveller, b.traveller_id).company_id)
     change = ('same room' if room.id == cur.id else 'downgrade' if room.nightly_rate_cents < cur.nightly_rate_cents else 'upgrade')
@@ -488,12 +493,7 @@ def request_approval(ctx, booking_id: BookingId,
                      check_out: Annotated[Optional[date], PField(description='requested check-out YYYY-MM-DD (omit to keep)')] = None) -> dict:
     """File a request for the traveller's manager to approve a change of a confirmed booking (the requested room
     and/or dates). Nothing changes on the booking; the travel desk applies the change once it is approved."""
-    b = _booking(ctx, booking_id)
-    _changeable(b)
-    cur = ctx.get(Room, b.room_id)
-    room = _room_at(ctx, b, room_id) if room_id else cur
-    ci, co_ = check_in or b.check_in, check_out or b.check_out
-    _stay(ctx, ci, co_)
+    b, cur, room, ci, co_ = _proposal(ctx, booking_id, room_id, check_in, check_out)
     if (room.id, ci, co_) == (b.room_id, b.check_in, b.check_out): raise ToolError(f'the requested stay is booking {b.id} as it is: nothing to approve')
     if kind == 'room_downgrade':
         if not room_id: raise ToolError('a room_downgrade request needs the requested room_id')
