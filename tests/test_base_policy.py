@@ -14,7 +14,7 @@ pytestmark = pytest.mark.skipif(not (MODEL/'model.safetensors').exists(), reason
 
 @pytest.fixture(scope='module')
 def policy():
-    return HFPolicy(str(MODEL), sampling=SamplingConfig(temperature=1.0, seed=3, max_tokens=128))
+    return HFPolicy(str(MODEL), sampling=SamplingConfig(temperature=1.0, seed=3, max_tokens=96))
 
 def test_loads_fast_as_qwen3():
     from transformers import AutoModelForCausalLM, AutoTokenizer
