@@ -192,21 +192,25 @@ def stale_prompt_lines(tokenizer, domains=DOMAINS) -> list[str]:
 
 # %% ../nbs/06a_base_policy.ipynb #c021
 _NAMES = ['alex', 'maria', 'jon', 'li', 'sara', 'omar', 'nina', 'paul', 'eva', 'tom', 'ana', 'ivan', 'mei', 'raj', 'lea', 'kim']
+_PARTS = re.compile(r'[a-z]+|\d+|[^a-z\d]+')
 
-def fresh_identifier(v:str, rng:random.Random) -> str:
-    "A random identifier of the same shape: same prefix and digit count, or an email at the same domain."
+def fresh_identifier(v:str, rng:random.Random, words:list=None) -> str:
+    "A random identifier of the same shape: same prefix and digit count; an email at the same domain, its words drawn from `words`."
     if '@' in v:
-        return f'{rng.choice(_NAMES)}.{rng.choice(_NAMES)}{rng.randrange(10, 100)}@{v.split("@", 1)[1]}'
+        local, dom = v.split('@', 1)
+        new = [rng.choice(words or _NAMES) if p.isalpha() else ''.join(str(rng.randrange(10)) for _ in p) if p.isdigit() else p
+               for p in _PARTS.findall(local)]
+        return ''.join(new) + '@' + dom
     p, d = v.split('-', 1)
     return f'{p}-{rng.randint(1, 9)}{"".join(str(rng.randrange(10)) for _ in range(len(d) - 1))}'
 
-def rename_identifiers(messages:list, rng:random.Random) -> list:
-    "`messages` with every identifier replaced, consistently, by a fresh one."
+def rename_identifiers(messages:list, rng:random.Random, words:list=None) -> list:
+    "`messages` with every identifier replaced, consistently, by a fresh one (email words from `words`)."
     text = json.dumps(messages, ensure_ascii=False)
     mapping = {}
     def sub(m):
         v = m.group(0)
-        if v not in mapping: mapping[v] = fresh_identifier(v, rng)
+        if v not in mapping: mapping[v] = fresh_identifier(v, rng, words)
         return mapping[v]
     return json.loads(ID_RE.sub(sub, text))
 
@@ -250,39 +254,51 @@ _LEADS = ['Please note', 'My details', 'For reference', 'Here you go', 'From my 
 _AMOUNTS = ['EUR {:,}.{:02d}', '${:,}.{:02d}']
 
 class CopyDrills:
-    "Echo drills (random identifiers, repeated or looked up) and renamed cuts of demonstrations."
+    "Echo drills (random identifiers, repeated or looked up) and renamed cuts of demonstrations, per domain."
     def __init__(self, episodes:list):
         self.cuts = [(c, e.trajectory.tools) for e in episodes for c in drill_cuts(e)]
-        self.pool = sorted({v for e in episodes for v in ID_RE.findall(json.dumps(e.trajectory.messages))})
-        self.lookups = sorted({l for e in episodes for l in lookup_tools(e.trajectory.tools)})
+        by = defaultdict(list)
+        for e in episodes: by[e.task.domain].append(e)
+        self.domains = sorted(by)
+        # each domain's system turn and tools, exactly as its episodes start
+        self.prompts = {d: ([es[0].trajectory.messages[0]], es[0].trajectory.tools) for d, es in by.items()}
+        self.pool = {d: sorted({v for e in es for v in ID_RE.findall(json.dumps(e.trajectory.messages))}) for d, es in by.items()}
+        self.lookups = {d: sorted({l for e in es for l in lookup_tools(e.trajectory.tools)}) for d, es in by.items()}
+        # the words of the demonstrations' emails: renamed emails recombine them, so drills teach copying these very tokens
+        self.words = sorted({w for p in self.pool.values() for v in p if '@' in v for w in re.findall(r'[a-z]+', v.split('@')[0])}) or _NAMES
 
-    def _value(self, rng, kind=None):
-        "A fresh identifier (of a prefix, if `kind`), an amount or a date."
+    def _value(self, rng, domain:str, kind=None):
+        "A fresh identifier of `domain` (of a prefix, if `kind`), an amount or a date."
         r = rng.random()
         if kind is None and r < 0.15: return rng.choice(_AMOUNTS).format(rng.randrange(1, 3000), rng.randrange(100))
         if kind is None and r < 0.25: return f'2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}'
-        pool = [v for v in self.pool if kind is None or (v.startswith(kind) if kind != '@' else '@' in v)]
-        return fresh_identifier(rng.choice(pool), rng)
+        pool = [v for v in self.pool[domain] if kind is None or (v.startswith(kind) if kind != '@' else '@' in v)]
+        return fresh_identifier(rng.choice(pool), rng, self.words)
 
-    def echo(self, rng:random.Random, repeat:float=0.5) -> tuple[list, None]:
-        "A short conversation: identifiers in a user message, repeated (with probability `repeat`) or looked up by the assistant."
-        if rng.random() < repeat or not self.lookups:
-            items = [self._value(rng) for _ in range(rng.randint(1, 4))]
+    def echo(self, rng:random.Random, repeat:float=0.5, system:bool=True) -> tuple[list, list]:
+        """A short conversation of one domain: identifiers in a user message, repeated (with probability `repeat`) or
+        looked up with that domain's tool. `system`: open with the domain's system turn and tools, so that which lookup
+        tool exists is read from the prompt, as in an episode (without it a drill would teach `find_traveller` in retail)."""
+        d = rng.choice(self.domains)
+        head, tools = self.prompts[d] if system else ([], None)
+        if rng.random() < repeat or not self.lookups[d]:
+            items = [self._value(rng, d) for _ in range(rng.randint(1, 4))]
             user = f"{rng.choice(_LEADS)}: {', '.join(items)}. Please repeat {'it' if len(items) == 1 else 'them'}."
-            return [{'role': 'user', 'content': user}, {'role': 'assistant', 'content': ', '.join(items)}], None
-        tool, param, kind = rng.choice(self.lookups)
-        others = {k for _, _, k in self.lookups}
-        key = self._value(rng, kind)
-        items = [v for v in (self._value(rng) for _ in range(rng.randint(0, 3))) if not any((v.startswith(k) if k != '@' else '@' in v) for k in others)]
+            return head + [{'role': 'user', 'content': user}, {'role': 'assistant', 'content': ', '.join(items)}], tools
+        if not system: raise ValueError('a lookup drill needs the system turn: it names the tools')
+        tool, param, kind = rng.choice(self.lookups[d])
+        others = {k for _, _, k in self.lookups[d]}
+        key = self._value(rng, d, kind)
+        items = [v for v in (self._value(rng, d) for _ in range(rng.randint(0, 3))) if not any((v.startswith(k) if k != '@' else '@' in v) for k in others)]
         items.insert(rng.randrange(len(items) + 1), key)
         user = f"{rng.choice(_LEADS)}: {', '.join(items)}. Please look it up."
         call = {'role': 'assistant', 'content': '', 'tool_calls': [{'type': 'function', 'function': {'name': tool, 'arguments': {param: key}}}]}
-        return [{'role': 'user', 'content': user}, call], None
+        return head + [{'role': 'user', 'content': user}, call], tools
 
     def cut(self, rng:random.Random) -> tuple[list, list]:
         "A cut of a demonstration with every identifier renamed."
         msgs, tools = rng.choice(self.cuts)
-        return rename_identifiers(msgs, rng), tools
+        return rename_identifiers(msgs, rng, self.words), tools
 
 # %% ../nbs/06a_base_policy.ipynb #c026
 def encode_conversation(tokenizer, messages:list, tools:list, args_only:bool=False) -> tuple[list, list]:
@@ -334,13 +350,13 @@ class BuildConfig:
     tasks_per_family: int = 160     # demonstrations per train family (seed DEMO_SEED)
     vocab_size: int = 4096
     model: ModelConfig = field(default_factory=ModelConfig)
-    steps: int = 1000               # steps on episodes and drills, after the echo-only start
+    steps: int = 1200               # steps on episodes and drills, after the echo-only start
     echo_only_steps: int = 800      # at most this many steps of echo drills alone at the start...
     echo_target: float = 0.93       # ...until their token accuracy (mean of the last 25 steps) reaches this
     echo_only_drills: int = 64      # echo drills per step then (repeats only)
     episodes_per_step: int = 8
-    cut_drills: int = 8             # per step after the echo-only start
-    echo_drills: int = 16           # per step after the echo-only start
+    cut_drills: int = 12            # per step after the echo-only start
+    echo_drills: int = 24           # per step after the echo-only start
     lr: float = 3e-3
     warmup: int = 30
     cooldown: float = 0.2           # the last share of steps, linear decay to 0
@@ -402,7 +418,7 @@ def sft(model, tokenizer, episodes:list, drills:CopyDrills, cfg:BuildConfig, log
             hist.append(row); log(row); acc.clear()
         return accs
     for n in range(1, cfg.echo_only_steps + 1):  # echo drills alone until copying has switched on
-        a = step({'echo': [encode_conversation(tokenizer, *drills.echo(rng, repeat=1.0)) for _ in range(cfg.echo_only_drills)]},
+        a = step({'echo': [encode_conversation(tokenizer, *drills.echo(rng, repeat=1.0, system=False)) for _ in range(cfg.echo_only_drills)]},
                  cfg.lr * min(1.0, n / cfg.warmup), n, 'echo')
         recent = (recent + [a['echo']])[-25:]
         if len(recent) == 25 and statistics.mean(recent) >= cfg.echo_target: break
@@ -568,7 +584,7 @@ def build_base_policy(cfg:BuildConfig=None, log=print) -> dict:
 
 @command('build-base-policy')
 def build_base_policy_cli(out:str='', # where to save; '' = data/models/tiny-qwen3
-                          steps:int=1000, # SFT steps after the echo-only start
+                          steps:int=1200, # SFT steps after the echo-only start
                           tasks_per_family:int=160, # demonstrations per train family
                           seed:int=0,
                           check_tasks:int=1, # held-out tasks per family for the closing check (0: none)
@@ -579,7 +595,7 @@ def build_base_policy_cli(out:str='', # where to save; '' = data/models/tiny-qwe
     build_base_policy(BuildConfig(out=out, steps=steps, tasks_per_family=tasks_per_family, seed=seed, check_tasks=check_tasks))
     return 0
 
-# %% ../nbs/06a_base_policy.ipynb #c046
+# %% ../nbs/06a_base_policy.ipynb #c050
 def _mid_episode(n:int, seed:int=11) -> list:
     "Conversations of `n` demonstrations, each up to (not including) its final reply."
     eps = run_demonstrations([t for d in DOMAINS for t in generate_tasks(d, 'train', seed=seed, n=max(1, n // 19 + 1))])
