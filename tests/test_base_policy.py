@@ -59,3 +59,17 @@ def test_short_rollout_gives_wellformed_trajectories(policy):
         assert all(tr.completion_ids[i] == policy.fmt.eos_id for i in ends[:-1])
         assert e.verdict.reward in (0, 1)
     assert episode_metrics(eps)['calls_per_episode'] > 0
+
+def test_recorded_reports_are_of_the_shipped_weights():
+    from thinkingbox_training.base_policy import recorded, report_line
+    build, report, speed = recorded()
+    assert report['run']['seed'] != 1000 and report['episodes'] == report['run']['k'] * sum(f['tasks'] for f in report['families'].values())
+    assert report_line(report).startswith('wellformed=') and {r['batch'] for r in speed['rows'] if r['what'] == 'generate'} == {8, 32}
+
+def test_a_report_of_other_weights_is_refused(tmp_path):
+    import json, shutil
+    from thinkingbox_training.base_policy import recorded
+    for f in ('model.safetensors', 'build.json', 'report.json', 'speed.json'): shutil.copy(MODEL/f, tmp_path/f)
+    r = json.loads((tmp_path/'report.json').read_text()); r['run']['weights_sha256'] = '0' * 64
+    (tmp_path/'report.json').write_text(json.dumps(r))
+    with pytest.raises(ValueError, match='report.json was measured on other weights'): recorded(tmp_path)

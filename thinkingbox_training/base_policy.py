@@ -21,9 +21,9 @@ __all__ = ['MODEL_NAME', 'DOMAINS', 'DEMO_SEED', 'FLAW_SHARE', 'DEFAULT_FLAW', '
            'invented_ids', 'demo_tasks', 'run_demonstrations', 'demo_summary', 'domain_prompt', 'prompt_lines',
            'build_tokenizer', 'stale_prompt_lines', 'fresh_identifier', 'rename_identifiers', 'drill_cuts',
            'lookup_tools', 'CopyDrills', 'encode_conversation', 'ModelConfig', 'make_model', 'BuildConfig', 'lr_at',
-           'lm_loss', 'sft', 'episode_metrics', 'report_line', 'rollouts', 'format_report', 'policy_report',
-           'show_episode', 'build_base_policy', 'build_base_policy_cli', 'generation_speed', 'train_step_speed',
-           'speed_report', 'policy_speed']
+           'lm_loss', 'sft', 'episode_metrics', 'weights_sha256', 'report_line', 'rollouts', 'format_report',
+           'policy_report', 'show_episode', 'build_base_policy', 'build_base_policy_cli', 'generation_speed',
+           'train_step_speed', 'speed_report', 'policy_speed', 'build_figure', 'recorded']
 
 # %% ../nbs/06a_base_policy.ipynb #c004
 MODEL_NAME = 'tiny-qwen3'   # data/prices.yaml prices a model of this name
@@ -318,7 +318,7 @@ def encode_conversation(tokenizer, messages:list, tools:list, args_only:bool=Fal
 class ModelConfig:
     "Shape of the base policy."
     hidden_size: int = 128
-    layers: int = 3
+    layers: int = 4
     heads: int = 4
     kv_heads: int = 2
     intermediate_size: int = 384
@@ -444,9 +444,16 @@ def _calls(ep:Episode) -> tuple[list, int]:
         # a call cut off by the token limit has no </tool_call>: parse_assistant counts it as unterminated
     return calls, bad
 
+def _miss(v:str, args:list, seen:str) -> str:
+    "Why needed identifier `v` is not among a call's `args`: no call took one of its kind; the calls took another one the conversation showed; or one it never showed."
+    kind = (lambda a: '@' in a) if '@' in v else (lambda a: a.startswith(v.split('-')[0] + '-'))
+    same = [a for a in args if is_identifier(a) and kind(a)]
+    return 'not_reached' if not same else 'another_shown' if any(a in seen for a in same) else 'invented'
+
 def episode_metrics(episodes:list) -> dict:
     "wellformed, id_copy, invented, mixed, calls_per_episode and success, overall and per family and task."
     good = bad = need = copied = used = made_up = 0
+    misses = Counter()  # why a needed identifier is missing from the calls
     rates = defaultdict(list)
     ps = {}
     for ep in episodes:
@@ -455,6 +462,7 @@ def episode_metrics(episodes:list) -> dict:
         args = [v for c in calls for v in call_values(c.arguments)]
         want = {v for c in ep.task.golden for v in call_values(c.arguments) if is_identifier(v)}
         need += len(want); copied += sum(v in args for v in want)
+        for v in want - set(args): misses[_miss(v, args, seen_text(ep.trajectory.messages))] += 1
         ids = [v for v in args if is_identifier(v)]
         used += len(ids); made_up += len(invented_ids(ep.trajectory.messages))
         rates[ep.task.uid].append(ep.reward or 0)
@@ -466,9 +474,14 @@ def episode_metrics(episodes:list) -> dict:
     return {'episodes': len(episodes), 'wellformed': good / max(1, good + bad), 'id_copy': copied / max(1, need),
             'invented': made_up / max(1, used), 'mixed': sum(0.1 <= r <= 0.9 for r in sens) / max(1, len(sens)),
             'calls_per_episode': good / max(1, len(episodes)), 'success': statistics.mean(r for rs in rates.values() for r in rs) if rates else 0.0,
-            'policy_sensitive_tasks': len(sens),
+            'policy_sensitive_tasks': len(sens), 'id_misses': dict(sorted(misses.items())),
             'families': {f: {'policy_sensitive': any(s for u, (g, s) in ps.items() if g == f), 'tasks': len(r),
                              'success': round(statistics.mean(r), 3), 'task_rates': sorted(round(x, 3) for x in r)} for f, r in sorted(fams.items())}}
+
+def weights_sha256(model=None) -> str:
+    "The sha256 of a model directory's weights (default: the shipped model): what a recorded report was measured on."
+    import hashlib
+    return hashlib.sha256((Path(model or model_dir())/'model.safetensors').read_bytes()).hexdigest()
 
 def report_line(m:dict) -> str:
     "The report's last line."
@@ -494,6 +507,7 @@ def format_report(m:dict) -> str:
     sens = [x for r in m['families'].values() if r['policy_sensitive'] for x in r['task_rates']]
     bins = Counter('0' if x == 0 else '1' if x == 1 else '(0,0.1)' if x < 0.1 else '(0.9,1)' if x > 0.9 else '[0.1,0.9]' for x in sens)
     lines.append(f"policy-sensitive tasks by success rate: " + ', '.join(f'{b}: {bins.get(b, 0)}' for b in ('0', '(0,0.1)', '[0.1,0.9]', '(0.9,1)', '1')))
+    if 'id_misses' in m: lines.append('needed identifiers missing from the calls: ' + ', '.join(f'{k} {v}' for k, v in m['id_misses'].items()))
     lines.append(f"episodes={m['episodes']} success={m['success']:.3f} invented={m['invented']:.3f}")
     lines.append(report_line(m))
     return '\n'.join(lines)
@@ -511,6 +525,7 @@ def policy_report(seed:int=2, # task and sampling seed (not the demonstrations' 
     eps = rollouts(model or None, seed=seed, k=k, n=n, split=split)
     m = episode_metrics(eps)
     m['wall_s'] = round(time.perf_counter() - t0, 1)
+    m['run'] = {'seed': seed, 'k': k, 'n': n, 'split': split, 'weights_sha256': weights_sha256(model or None)}
     if out: Path(out).parent.mkdir(parents=True, exist_ok=True); Path(out).write_text(json.dumps(m, indent=1))
     print(f'{len(eps)} episodes in {m["wall_s"]} s (seed {seed}, k {k}, {n} tasks per family, split {split})')
     print(format_report(m))
@@ -589,7 +604,7 @@ def build_base_policy_cli(out:str='', # where to save; '' = data/models/tiny-qwe
                           seed:int=0,
                           check_tasks:int=1, # held-out tasks per family for the closing check (0: none)
                          ):
-    "Rebuild the tiny Qwen3 base policy from scratch (seeded; ~1 h on 2 CPU cores) and print what it measured."
+    "Rebuild the tiny Qwen3 base policy from scratch (seeded; ~70 min on 2 CPU cores) and print what it measured."
     import os
     if os.environ.get('OMP_NUM_THREADS') != '1': print('note: OMP_NUM_THREADS is not 1; on a small CPU this is many times slower')
     build_base_policy(BuildConfig(out=out, steps=steps, tasks_per_family=tasks_per_family, seed=seed, check_tasks=check_tasks))
@@ -639,7 +654,37 @@ def speed_report(model:str='', batches=(8, 32), train_batches=(8, 16)) -> list[d
     return rows
 
 @command('policy-speed')
-def policy_speed(model:str=''): # a model directory; '' = data/models/tiny-qwen3
+def policy_speed(model:str='', # a model directory; '' = data/models/tiny-qwen3
+                 out:str='', # also write the rows as JSON here
+                ):
     "Generation tokens/s (batch 8, 32) and one training step (batch 8, 16) of the base policy on this machine."
-    for r in speed_report(model): print(r)
+    rows = speed_report(model)
+    for r in rows: print(r)
+    if out: Path(out).write_text(json.dumps({'weights_sha256': weights_sha256(model or None), 'rows': rows}, indent=1))
     return 0
+
+# %% ../nbs/06a_base_policy.ipynb #c055
+def build_figure(build:dict):
+    "Token accuracy of the drills and the episodes over the build's steps (echo-only start, then the mixed steps)."
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(7, 3.2)); ax = fig.add_subplot()
+    rows = [r for r in build['sft'] if 'step' in r]
+    echo_steps = next(r['steps'] for r in build['sft'] if 'steps' in r)
+    x = lambda r: r['step'] + (echo_steps if r['phase'] == 'sft' else 0)
+    for k, label in (('echo_acc', 'echo drills'), ('cut_acc', 'cut drills (call arguments)'), ('episode_acc', 'whole episodes')):
+        pts = [(x(r), r[k]) for r in rows if k in r]
+        ax.plot(*zip(*pts), label=label, marker='.')
+    ax.axvline(echo_steps, color='grey', ls=':', lw=1); ax.text(echo_steps, 0.05, ' episodes join', color='grey', fontsize=8)
+    ax.set(xlabel='step', ylabel='token accuracy (argmax)', ylim=(0, 1), title='base policy build: supervised fine-tuning')
+    ax.legend(loc='lower right', fontsize=8); fig.tight_layout()
+    return fig
+
+def recorded(model=None) -> tuple[dict, dict, dict]:
+    "build.json, report.json and speed.json of a model directory; refuses a report or speed file measured on other weights."
+    d = Path(model or model_dir())
+    build, report, speed = (json.loads((d/f).read_text()) for f in ('build.json', 'report.json', 'speed.json'))
+    sha = weights_sha256(d)
+    for name, got in (('report.json', report.get('run', {}).get('weights_sha256')), ('speed.json', speed.get('weights_sha256'))):
+        if got != sha: raise ValueError(f'{d/name} was measured on other weights ({str(got)[:12]} != {sha[:12]}): rerun '
+                                        f'`tbt {"policy-report --seed 2 --k 8" if name == "report.json" else "policy-speed"} --out {d/name}`')
+    return build, report, speed
