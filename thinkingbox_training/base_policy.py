@@ -663,7 +663,7 @@ def policy_speed(model:str='', # a model directory; '' = data/models/tiny-qwen3
     if out: Path(out).write_text(json.dumps({'weights_sha256': weights_sha256(model or None), 'rows': rows}, indent=1))
     return 0
 
-# %% ../nbs/06a_base_policy.ipynb #c055
+# %% ../nbs/06a_base_policy.ipynb #c057
 def build_figure(build:dict):
     "Token accuracy of the drills and the episodes over the build's steps (echo-only start, then the mixed steps)."
     from matplotlib.figure import Figure
