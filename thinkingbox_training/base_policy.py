@@ -17,13 +17,13 @@ from .cli import command
 
 # %% auto #0
 __all__ = ['MODEL_NAME', 'DOMAINS', 'DEMO_SEED', 'FLAW_SHARE', 'DEFAULT_FLAW', 'ID_RE', 'READ_TOOL', 'ASK', 'MIN_LINE',
-           'project_dir', 'model_dir', 'flaw_share', 'is_identifier', 'call_values', 'seen_text', 'DemoPolicy',
-           'invented_ids', 'demo_tasks', 'run_demonstrations', 'demo_summary', 'domain_prompt', 'prompt_lines',
-           'build_tokenizer', 'stale_prompt_lines', 'fresh_identifier', 'rename_identifiers', 'drill_cuts',
-           'lookup_tools', 'CopyDrills', 'encode_conversation', 'ModelConfig', 'make_model', 'BuildConfig', 'lr_at',
-           'lm_loss', 'sft', 'episode_metrics', 'weights_sha256', 'report_line', 'rollouts', 'format_report',
-           'policy_report', 'show_episode', 'build_base_policy', 'build_base_policy_cli', 'generation_speed',
-           'train_step_speed', 'speed_report', 'policy_speed', 'build_figure', 'recorded']
+           'project_dir', 'model_dir', 'flaw_share', 'is_identifier', 'id_kind', 'call_values', 'seen_text',
+           'DemoPolicy', 'invented_ids', 'demo_tasks', 'run_demonstrations', 'demo_summary', 'domain_prompt',
+           'prompt_lines', 'build_tokenizer', 'stale_prompt_lines', 'fresh_identifier', 'rename_identifiers',
+           'drill_cuts', 'lookup_tools', 'CopyDrills', 'encode_conversation', 'ModelConfig', 'make_model',
+           'BuildConfig', 'lr_at', 'lm_loss', 'sft', 'episode_metrics', 'weights_sha256', 'report_line', 'rollouts',
+           'format_report', 'policy_report', 'show_episode', 'build_base_policy', 'build_base_policy_cli',
+           'generation_speed', 'train_step_speed', 'speed_report', 'policy_speed', 'build_figure', 'recorded']
 
 # %% ../nbs/06a_base_policy.ipynb #c004
 MODEL_NAME = 'tiny-qwen3'   # data/prices.yaml prices a model of this name
@@ -60,6 +60,11 @@ READ_TOOL = re.compile(r'^(get|find|list|quote|search|lookup|check)_')
 def is_identifier(v) -> bool:
     "Whether `v` is an identifier a call must copy exactly (an id or an email)."
     return isinstance(v, str) and ID_RE.fullmatch(v) is not None
+
+def id_kind(v) -> str|None:
+    "An identifier's kind: its prefix (`BK-`), or `@` for an email; None for anything else."
+    if not is_identifier(v): return None
+    return '@' if '@' in v else v.split('-', 1)[0] + '-'
 
 def call_values(arguments) -> list:
     "The scalar values of a call's arguments, nested ones included."
@@ -272,7 +277,7 @@ class CopyDrills:
         r = rng.random()
         if kind is None and r < 0.15: return rng.choice(_AMOUNTS).format(rng.randrange(1, 3000), rng.randrange(100))
         if kind is None and r < 0.25: return f'2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}'
-        pool = [v for v in self.pool[domain] if kind is None or (v.startswith(kind) if kind != '@' else '@' in v)]
+        pool = [v for v in self.pool[domain] if kind is None or id_kind(v) == kind]
         return fresh_identifier(rng.choice(pool), rng, self.words)
 
     def echo(self, rng:random.Random, repeat:float=0.5, system:bool=True) -> tuple[list, list]:
@@ -289,7 +294,7 @@ class CopyDrills:
         tool, param, kind = rng.choice(self.lookups[d])
         others = {k for _, _, k in self.lookups[d]}
         key = self._value(rng, d, kind)
-        items = [v for v in (self._value(rng, d) for _ in range(rng.randint(0, 3))) if not any((v.startswith(k) if k != '@' else '@' in v) for k in others)]
+        items = [v for v in (self._value(rng, d) for _ in range(rng.randint(0, 3))) if id_kind(v) not in others]
         items.insert(rng.randrange(len(items) + 1), key)
         user = f"{rng.choice(_LEADS)}: {', '.join(items)}. Please look it up."
         call = {'role': 'assistant', 'content': '', 'tool_calls': [{'type': 'function', 'function': {'name': tool, 'arguments': {param: key}}}]}
@@ -446,8 +451,7 @@ def _calls(ep:Episode) -> tuple[list, int]:
 
 def _miss(v:str, args:list, seen:str) -> str:
     "Why needed identifier `v` is not among a call's `args`: no call took one of its kind; the calls took another one the conversation showed; or one it never showed."
-    kind = (lambda a: '@' in a) if '@' in v else (lambda a: a.startswith(v.split('-')[0] + '-'))
-    same = [a for a in args if is_identifier(a) and kind(a)]
+    same = [a for a in args if id_kind(a) == id_kind(v)]
     return 'not_reached' if not same else 'another_shown' if any(a in seen for a in same) else 'invented'
 
 def episode_metrics(episodes:list) -> dict:

@@ -110,16 +110,14 @@ def headline_rows(s:dict) -> list:
 
 # %% ../nbs/12_pipeline.ipynb #c010
 def training_steps(model_dir:str|Path) -> list:
-    "One row per GRPO step from `training_log.json`: reward, groups generated/useful/zero-variance/system-error, refill rounds, skipped."
+    "One row per GRPO step from `training_log.json`: mean reward of the groups it trained on, groups generated/useful/zero-variance/system-error, refill rounds, skipped."
     f = Path(model_dir)/'training_log.json'
     if not f.exists(): return []
-    log = json.loads(f.read_text())
-    hist = [h for h in log['log_history'] if 'reward' in h]
     out = []
-    for i, st in enumerate(log['steps']):
+    for st in json.loads(f.read_text())['steps']:
         kinds = st.get('kinds', [])
-        h = hist[i] if i < len(hist) else {}
-        out.append({'step': st['step'] + 1, 'reward': round(h.get('reward', float('nan')), 3), 'groups': len(kinds),
+        rewards = [g[2] for i in st.get('selected', []) for g in st['groups'][i]]
+        out.append({'step': st['step'] + 1, 'reward': round(sum(rewards) / len(rewards), 3) if rewards else float('nan'), 'groups': len(kinds),
                     'useful': len(st.get('selected', [])), 'zero_variance': sum(k == 'zero_variance' for k in kinds),
                     'system_error': sum(k == 'system_error' for k in kinds), 'refill_rounds': max(st.get('rounds') or [0]),
                     'skipped': bool(st.get('skipped'))})
