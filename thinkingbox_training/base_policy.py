@@ -18,11 +18,11 @@ from .cli import command
 # %% auto #0
 __all__ = ['MODEL_NAME', 'DOMAINS', 'DEMO_SEED', 'FLAW_SHARE', 'DEFAULT_FLAW', 'ID_RE', 'READ_TOOL', 'ASK', 'MIN_LINE',
            'project_dir', 'model_dir', 'flaw_share', 'is_identifier', 'id_kind', 'call_values', 'seen_text',
-           'DemoPolicy', 'invented_ids', 'demo_tasks', 'run_demonstrations', 'demo_summary', 'domain_prompt',
-           'prompt_lines', 'build_tokenizer', 'stale_prompt_lines', 'fresh_identifier', 'rename_identifiers',
-           'drill_cuts', 'lookup_tools', 'CopyDrills', 'encode_conversation', 'ModelConfig', 'make_model',
-           'BuildConfig', 'lr_at', 'lm_loss', 'sft', 'episode_metrics', 'weights_sha256', 'report_line', 'rollouts',
-           'format_report', 'policy_report', 'show_episode', 'build_base_policy', 'build_base_policy_cli',
+           'DemoPolicy', 'typed_ids', 'invented_ids', 'demo_tasks', 'run_demonstrations', 'demo_summary',
+           'domain_prompt', 'prompt_lines', 'build_tokenizer', 'stale_prompt_lines', 'fresh_identifier', 'digit_map',
+           'rename_identifiers', 'drill_cuts', 'lookup_tools', 'CopyDrills', 'encode_conversation', 'ModelConfig',
+           'make_model', 'BuildConfig', 'lr_at', 'lm_loss', 'sft', 'episode_metrics', 'weights_sha256', 'report_line',
+           'rollouts', 'format_report', 'policy_report', 'show_episode', 'build_base_policy', 'build_base_policy_cli',
            'generation_speed', 'train_step_speed', 'speed_report', 'policy_speed', 'build_figure', 'recorded']
 
 # %% ../nbs/06a_base_policy.ipynb #c004
@@ -118,15 +118,20 @@ class DemoPolicy(ScriptedPolicy):
         return Generation(text=assistant_text(msg) + '<|im_end|>', usage=Usage(model='scripted', calls=1))
 
 # %% ../nbs/06a_base_policy.ipynb #c011
-def invented_ids(messages:list) -> list[str]:
-    "Identifiers in the conversation's tool calls that no earlier user message or tool result contains."
+def typed_ids(messages:list) -> list[tuple[str, bool]]:
+    """Each identifier in the conversation's tool calls, and whether a user message or tool result showed it before
+    that call (a tool's error message that repeats a made-up id afterwards does not count)."""
     out = []
     for i, m in enumerate(messages):
         if m['role'] != 'assistant' or not m.get('tool_calls'): continue
         seen = seen_text(messages[:i])
         for tc in m['tool_calls']:
-            out += [v for v in call_values((tc.get('function') or tc).get('arguments')) if is_identifier(v) and v not in seen]
+            out += [(v, v in seen) for v in call_values((tc.get('function') or tc).get('arguments')) if is_identifier(v)]
     return out
+
+def invented_ids(messages:list) -> list[str]:
+    "Identifiers in the conversation's tool calls that no earlier user message or tool result contains."
+    return [v for v, shown in typed_ids(messages) if not shown]
 
 def demo_tasks(domains=DOMAINS, # domains to draw from
                n:int=200, # tasks per family
@@ -153,7 +158,7 @@ def demo_summary(episodes:list, policy:DemoPolicy=None) -> list[dict]:
              'asked': round(c['asked'] / c['n'], 2), 'success': round(c['success'] / c['n'], 2), 'invented': c['invented']}
             for k, c in sorted(rows.items())]
 
-# %% ../nbs/06a_base_policy.ipynb #c017
+# %% ../nbs/06a_base_policy.ipynb #c019
 def _render(messages:list, tools:list=None, add_generation_prompt:bool=False) -> str:
     from transformers.utils.chat_template_utils import _compile_jinja_template
     return _compile_jinja_template(QWEN3_CHAT_TEMPLATE).render(messages=messages, tools=tools or None, documents=None,
@@ -195,7 +200,7 @@ def stale_prompt_lines(tokenizer, domains=DOMAINS) -> list[str]:
     vocab = tokenizer.get_vocab()
     return [l for l in prompt_lines(domains) if l not in vocab]
 
-# %% ../nbs/06a_base_policy.ipynb #c021
+# %% ../nbs/06a_base_policy.ipynb #c023
 _NAMES = ['alex', 'maria', 'jon', 'li', 'sara', 'omar', 'nina', 'paul', 'eva', 'tom', 'ana', 'ivan', 'mei', 'raj', 'lea', 'kim']
 _PARTS = re.compile(r'[a-z]+|\d+|[^a-z\d]+')
 
@@ -209,18 +214,28 @@ def fresh_identifier(v:str, rng:random.Random, words:list=None) -> str:
     p, d = v.split('-', 1)
     return f'{p}-{rng.randint(1, 9)}{"".join(str(rng.randrange(10)) for _ in range(len(d) - 1))}'
 
+def digit_map(rng:random.Random) -> dict:
+    "A random permutation of the digits 1-9 (0 stays, so no identifier gains a leading zero)."
+    d = list('123456789'); rng.shuffle(d)
+    return dict(zip('123456789', d), **{'0': '0'})
+
 def rename_identifiers(messages:list, rng:random.Random, words:list=None) -> list:
-    "`messages` with every identifier replaced, consistently, by a fresh one (email words from `words`)."
-    text = json.dumps(messages, ensure_ascii=False)
-    mapping = {}
+    """`messages` with every identifier renamed, consistently: one random permutation of the digits for all ids, so ids
+    that share digits still do (an order's items `OI-682671`, `OI-682672` stay look-alikes of each other and of
+    `OR-68267`), and emails with words drawn from `words`."""
+    sigma, emails = digit_map(rng), {}
     def sub(m):
         v = m.group(0)
-        if v not in mapping: mapping[v] = fresh_identifier(v, rng, words)
-        return mapping[v]
-    return json.loads(ID_RE.sub(sub, text))
+        if '@' in v:
+            if v not in emails: emails[v] = fresh_identifier(v, rng, words)
+            return emails[v]
+        p, d = v.split('-', 1)
+        return p + '-' + ''.join(sigma[c] for c in d)
+    return json.loads(ID_RE.sub(sub, json.dumps(messages, ensure_ascii=False)))
 
 def drill_cuts(episode) -> list[list]:
-    "Short conversations cut from an episode, each ending with a call whose identifiers the cut shows."
+    """Short conversations cut from an episode, each ending with a call whose identifiers the cut shows: the system
+    turn, the opening message, then everything from the latest exchange that shows them up to the call."""
     msgs = episode.trajectory.messages
     out = []
     for j, m in enumerate(msgs):
@@ -228,19 +243,17 @@ def drill_cuts(episode) -> list[list]:
         need = [v for tc in m['tool_calls'] for v in call_values(tc['function']['arguments']) if is_identifier(v)]
         if not need: continue
         cut = msgs[:2]
-        missing = [v for v in need if v not in seen_text(cut)]
-        if missing:  # the latest exchange (an assistant turn and the messages answering it) that shows them
-            for i in range(j - 1, 1, -1):
-                if msgs[i]['role'] != 'assistant': continue
-                k = i + 1
-                while k < j and msgs[k]['role'] != 'assistant': k += 1
-                if all(v in seen_text(cut + msgs[i:k]) for v in need):
-                    cut = cut + msgs[i:k]; break
-            else: continue
+        if any(v not in seen_text(cut) for v in need):
+            # the latest assistant turn from which on the conversation shows them all; what follows it stays,
+            # since earlier calls of the same kind (the first of three cancellations) decide which id comes next
+            i = next((i for i in range(j - 1, 1, -1) if msgs[i]['role'] == 'assistant'
+                      and all(v in seen_text(cut + msgs[i:j]) for v in need)), None)
+            if i is None: continue
+            cut = cut + msgs[i:j]
         out.append(cut + [m])
     return out
 
-# %% ../nbs/06a_base_policy.ipynb #c022
+# %% ../nbs/06a_base_policy.ipynb #c024
 _EG = re.compile(r'e\.g\. ([A-Z]{2,}-)\d+')
 
 def lookup_tools(tools:list) -> list[tuple]:
@@ -305,20 +318,22 @@ class CopyDrills:
         msgs, tools = rng.choice(self.cuts)
         return rename_identifiers(msgs, rng, self.words), tools
 
-# %% ../nbs/06a_base_policy.ipynb #c026
-def encode_conversation(tokenizer, messages:list, tools:list, args_only:bool=False) -> tuple[list, list]:
-    "Token ids and labels (-100 outside the loss) of a conversation; `args_only`: only the last call's arguments."
+# %% ../nbs/06a_base_policy.ipynb #c028
+def encode_conversation(tokenizer, messages:list, tools:list, loss:str='assistant') -> tuple[list, list]:
+    """Token ids and labels (-100 outside the loss) of a conversation. `loss`: 'assistant' (every generated token),
+    'last' (the last assistant turn) or 'args' (the last call's arguments)."""
+    if loss not in ('assistant', 'last', 'args'): raise ValueError(f"loss must be 'assistant', 'last' or 'args', not {loss!r}")
     out = tokenizer.apply_chat_template(messages, tools=tools, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
     ids, mask = list(out['input_ids']), list(out['assistant_masks'])
-    if args_only:
+    if loss != 'assistant':
         text = _render(messages, tools)
         enc = tokenizer.backend_tokenizer.encode(text, add_special_tokens=False)
         assert enc.ids == ids, 'the rendered text tokenizes differently from apply_chat_template'
-        start = text.rindex('"arguments":') + len('"arguments":')
+        start = text.rindex('"arguments":') + len('"arguments":') if loss == 'args' else text.rindex('<|im_start|>assistant')
         mask = [m and s >= start for m, (s, _) in zip(mask, enc.offsets)]
     return ids, [t if m else -100 for t, m in zip(ids, mask)]
 
-# %% ../nbs/06a_base_policy.ipynb #c029
+# %% ../nbs/06a_base_policy.ipynb #c031
 @dataclass
 class ModelConfig:
     "Shape of the base policy."
@@ -345,7 +360,7 @@ def make_model(tokenizer, cfg:ModelConfig=None, seed:int=0):
     model.generation_config = GenerationConfig(eos_token_id=eos, pad_token_id=pad)
     return model
 
-# %% ../nbs/06a_base_policy.ipynb #c032
+# %% ../nbs/06a_base_policy.ipynb #c034
 @dataclass
 class BuildConfig:
     "Everything `build_base_policy` does, seeded."
@@ -360,8 +375,10 @@ class BuildConfig:
     echo_target: float = 0.93       # ...until their token accuracy (mean of the last 25 steps) reaches this
     echo_only_drills: int = 64      # echo drills per step then (repeats only)
     episodes_per_step: int = 8
-    cut_drills: int = 12            # per step after the echo-only start
-    echo_drills: int = 24           # per step after the echo-only start
+    cut_drills: int = 16            # per step after the echo-only start
+    echo_drills: int = 12           # per step after the echo-only start
+    cut_loss: str = 'last'          # loss on a cut's final call: 'last' (tool and arguments) or 'args' (arguments only)
+    rename_episodes: bool = True    # rename the identifiers of every demonstration each time a step takes it
     lr: float = 3e-3
     warmup: int = 30
     cooldown: float = 0.2           # the last share of steps, linear decay to 0
@@ -395,13 +412,16 @@ def lm_loss(model, ids, labels):
     loss = torch.nn.functional.cross_entropy(logits.float(), y[sel])
     return loss, (logits.argmax(-1) == y[sel]).float().mean().item()
 
-# %% ../nbs/06a_base_policy.ipynb #c033
+# %% ../nbs/06a_base_policy.ipynb #c035
 def sft(model, tokenizer, episodes:list, drills:CopyDrills, cfg:BuildConfig, log=print) -> list[dict]:
-    "Train `model` on encoded demonstrations (ids, labels) and drills; returns the log rows."
+    "Train `model` on demonstrations ((messages, tools) conversations) and drills; returns the log rows."
     import torch
     rng = random.Random(cfg.seed)
     pad = tokenizer.convert_tokens_to_ids('<|endoftext|>')
-    eps = sorted(episodes, key=lambda x: len(x[0]))
+    # batches are runs of demonstrations of similar length, renamed afresh (if `rename_episodes`) each time they are taken
+    eps = sorted(((len(encode_conversation(tokenizer, *c)[0]), c) for c in episodes), key=lambda x: x[0])
+    def encoded(c):
+        return encode_conversation(tokenizer, rename_identifiers(c[0], rng, drills.words) if cfg.rename_episodes else c[0], c[1])
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), weight_decay=cfg.weight_decay)
     model.train()
     hist, t0, acc, recent = [], time.perf_counter(), defaultdict(list), []
@@ -432,12 +452,12 @@ def sft(model, tokenizer, episodes:list, drills:CopyDrills, cfg:BuildConfig, log
     for n in range(1, cfg.steps + 1):
         i = rng.randrange(max(1, len(eps) - cfg.episodes_per_step + 1))
         step({'echo': [encode_conversation(tokenizer, *drills.echo(rng)) for _ in range(cfg.echo_drills)],
-              'cut': [encode_conversation(tokenizer, *drills.cut(rng), args_only=True) for _ in range(cfg.cut_drills)],
-              'episode': eps[i:i + cfg.episodes_per_step]}, lr_at(n - 1, cfg), n, 'sft')
+              'cut': [encode_conversation(tokenizer, *drills.cut(rng), loss=cfg.cut_loss) for _ in range(cfg.cut_drills)],
+              'episode': [encoded(c) for _, c in eps[i:i + cfg.episodes_per_step]]}, lr_at(n - 1, cfg), n, 'sft')
     model.eval()
     return hist
 
-# %% ../nbs/06a_base_policy.ipynb #c037
+# %% ../nbs/06a_base_policy.ipynb #c039
 def _calls(ep:Episode) -> tuple[list, int]:
     "The well-formed calls of an episode's assistant turns, and the number of malformed ones."
     calls, bad = [], 0
@@ -449,10 +469,11 @@ def _calls(ep:Episode) -> tuple[list, int]:
         # a call cut off by the token limit has no </tool_call>: parse_assistant counts it as unterminated
     return calls, bad
 
-def _miss(v:str, args:list, seen:str) -> str:
-    "Why needed identifier `v` is not among a call's `args`: no call took one of its kind; the calls took another one the conversation showed; or one it never showed."
-    same = [a for a in args if id_kind(a) == id_kind(v)]
-    return 'not_reached' if not same else 'another_shown' if any(a in seen for a in same) else 'invented'
+def _miss(v:str, typed:list) -> str:
+    """Why needed identifier `v` is not among the calls' identifiers `typed` ((value, shown before its call) pairs):
+    no call took one of its kind; a call took another one the conversation had shown; or only ones it had not."""
+    same = [shown for a, shown in typed if id_kind(a) == id_kind(v)]
+    return 'not_reached' if not same else 'another_shown' if any(same) else 'invented'
 
 def episode_metrics(episodes:list) -> dict:
     "wellformed, id_copy, invented, mixed, calls_per_episode and success, overall and per family and task."
@@ -466,7 +487,8 @@ def episode_metrics(episodes:list) -> dict:
         args = [v for c in calls for v in call_values(c.arguments)]
         want = {v for c in ep.task.golden for v in call_values(c.arguments) if is_identifier(v)}
         need += len(want); copied += sum(v in args for v in want)
-        for v in want - set(args): misses[_miss(v, args, seen_text(ep.trajectory.messages))] += 1
+        typed = typed_ids(ep.trajectory.messages)
+        for v in want - set(args): misses[_miss(v, typed)] += 1
         ids = [v for v in args if is_identifier(v)]
         used += len(ids); made_up += len(invented_ids(ep.trajectory.messages))
         rates[ep.task.uid].append(ep.reward or 0)
@@ -491,7 +513,7 @@ def report_line(m:dict) -> str:
     "The report's last line."
     return f"wellformed={m['wellformed']:.3f} id_copy={m['id_copy']:.3f} mixed={m['mixed']:.3f} calls_per_episode={m['calls_per_episode']:.3f}"
 
-# %% ../nbs/06a_base_policy.ipynb #c038
+# %% ../nbs/06a_base_policy.ipynb #c040
 def rollouts(model=None, # a directory, or an HFPolicy; default: the shipped model
              seed:int=2, # the task and sampling seed
              k:int=8, # attempts per task
@@ -535,7 +557,7 @@ def policy_report(seed:int=2, # task and sampling seed (not the demonstrations' 
     print(format_report(m))
     return 0
 
-# %% ../nbs/06a_base_policy.ipynb #c040
+# %% ../nbs/06a_base_policy.ipynb #c042
 def show_episode(ep:Episode, width:int=150) -> str:
     "An episode as text: the conversation (calls, shortened tool results), then the verdict."
     tr = ep.trajectory
@@ -552,7 +574,7 @@ def show_episode(ep:Episode, width:int=150) -> str:
     out += ['  ' + l for l in ep.verdict.explain().split('\n')]
     return '\n'.join(out)
 
-# %% ../nbs/06a_base_policy.ipynb #c044
+# %% ../nbs/06a_base_policy.ipynb #c046
 def build_base_policy(cfg:BuildConfig=None, log=print) -> dict:
     "Demonstrations -> tokenizer -> model -> SFT with drills -> save -> a closing check. Returns what it measured."
     import torch
@@ -584,7 +606,7 @@ def build_base_policy(cfg:BuildConfig=None, log=print) -> dict:
     rec['model'] = {'parameters': sum(p.numel() for p in model.parameters()), **asdict(cfg.model)}
     log(f"model: {rec['model']}")
     t = time.perf_counter()
-    rec['sft'] = sft(model, tok, enc, drills, cfg, log=log)
+    rec['sft'] = sft(model, tok, [(e.trajectory.messages, e.trajectory.tools) for e in eps], drills, cfg, log=log)
     rec['sft_wall_s'] = round(time.perf_counter() - t, 1)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
@@ -614,7 +636,7 @@ def build_base_policy_cli(out:str='', # where to save; '' = data/models/tiny-qwe
     build_base_policy(BuildConfig(out=out, steps=steps, tasks_per_family=tasks_per_family, seed=seed, check_tasks=check_tasks))
     return 0
 
-# %% ../nbs/06a_base_policy.ipynb #c050
+# %% ../nbs/06a_base_policy.ipynb #c052
 def _mid_episode(n:int, seed:int=11) -> list:
     "Conversations of `n` demonstrations, each up to (not including) its final reply."
     eps = run_demonstrations([t for d in DOMAINS for t in generate_tasks(d, 'train', seed=seed, n=max(1, n // 19 + 1))])
@@ -667,7 +689,7 @@ def policy_speed(model:str='', # a model directory; '' = data/models/tiny-qwen3
     if out: Path(out).write_text(json.dumps({'weights_sha256': weights_sha256(model or None), 'rows': rows}, indent=1))
     return 0
 
-# %% ../nbs/06a_base_policy.ipynb #c057
+# %% ../nbs/06a_base_policy.ipynb #c059
 def build_figure(build:dict):
     "Token accuracy of the drills and the episodes over the build's steps (echo-only start, then the mixed steps)."
     from matplotlib.figure import Figure
