@@ -412,6 +412,17 @@ def test_non_canonical_samples_check_by_text(fmt):
         traj, history = run_episode(fmt, msgs, TOOLS, sample=per_char)
         traj.check(history)
         assert any(fmt.encode(fmt.decode(traj.completion_ids[s:e])) != traj.completion_ids[s:e] for k, s, e in traj.segments if k == 'sampled')
+        # the observations are still checked token for token, each against its own text
+        obs = [(s, e) for k, s, e in traj.segments if k == 'observation']
+        if not obs: continue
+        s, e = obs[-1]
+        split = [i for ch in fmt.decode(traj.completion_ids[s:e]) for i in fmt.encode(ch)]
+        d = len(split) - (e - s)
+        bad = replace(traj, completion_ids=traj.completion_ids[:s] + split + traj.completion_ids[e:],
+                      mask=traj.mask[:s] + [0] * len(split) + traj.mask[e:], logprobs=traj.logprobs[:s] + [None] * len(split) + traj.logprobs[e:],
+                      segments=[(k, a + d * (a > s), b + d * (b >= e)) for k, a, b in traj.segments])
+        with pytest.raises(ValueError, match=rf'differ at token \d+ \(in observation segment {len(traj.segments) - 1 - (traj.segments[-1][0] == "sampled")}'):
+            bad.check(history)
 
 def test_check_catches_faults(fmt):
     rng = random.Random(15)
@@ -425,6 +436,9 @@ def test_check_catches_faults(fmt):
     cut = replace(traj, completion_ids=traj.completion_ids[:-3], mask=traj.mask[:-3], logprobs=traj.logprobs[:-3])
     with pytest.raises(ValueError, match='differ at character'): cut.check(history)
     with pytest.raises(ValueError, match='mask entries'): replace(traj, mask=traj.mask[:-1]).check(history)
+    with pytest.raises(ValueError, match=r'sampled segment 0, completion tokens 0-\d+ has mask \[0\]'):
+        replace(traj, mask=[0] * len(traj.mask)).check(history)
+    with pytest.raises(ValueError, match='do not tile'): replace(traj, segments=traj.segments[:-1]).check(history)
     with pytest.raises(ValueError, match='differ at character'): traj.check(history[:-1] + [{**history[-1], "content": "other"}])
     with pytest.raises(ValueError, match='differ at character'): traj.check(history, tools=TOOLS[:1])
     # same text, different (non-canonical) observation tokens: caught token for token

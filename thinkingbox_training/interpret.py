@@ -564,15 +564,10 @@ class TokenTrajectory:
         return next((f'{k} segment {i}, completion tokens {s}-{e}' for i, (k, s, e) in enumerate(self.segments) if s <= p < e),
                     'past the end of the trajectory')
 
-    def _at_boundary(self, i:int) -> bool:
-        "Whether token `i` is the last token of the prompt or of an observation, or the first of a sampled segment."
-        p = i - len(self.prompt_ids)
-        return any((k == "observation" and p == e - 1) or (k == "sampled" and p == s) for k, s, e in self.segments) or p in (-1, 0)
-
     def check(self, messages:list, # the whole conversation, as the episode recorded it
               tools:list=None, # the tools; by default those the trajectory started with
              ):
-        "Raise a ValueError unless the trajectory decodes to (and, when canonical, tokenizes as) the rendered conversation."
+        "Raise a ValueError unless the trajectory decodes to the rendered conversation and its formatter-written tokens are canonical."
         fmt, tools = self.fmt, self.tools if tools is None else tools
         if not len(self.completion_ids) == len(self.mask) == len(self.logprobs):
             raise ValueError(f"{len(self.completion_ids)} completion ids, {len(self.mask)} mask entries, {len(self.logprobs)} logprobs")
@@ -587,12 +582,18 @@ class TokenTrajectory:
             i = _diff_at(got, want)
             raise ValueError(f"token trajectory and rendered conversation differ at character {i} (in {self._where(i, 'char')}):\n"
                              f"  trajectory: {_around(got, i)}\n  rendered:   {_around(want, i)}")
-        if all(fmt.encode(fmt.decode(self.completion_ids[s:e])) == self.completion_ids[s:e] for k, s, e in self.segments if k == 'sampled'):
-            canon = fmt.encode(want)
-            if canon != self.ids:
-                i = _diff_at(self.ids, canon)
-                if self._at_boundary(i): return self  # a sampled token merged with the header's "\n" when re-encoded: the text agrees
+        ends = [0] + [e for *_, e in self.segments]
+        if [(s, e) for _, s, e in self.segments] != list(zip(ends, ends[1:])) or ends[-1] != len(self.completion_ids):
+            raise ValueError(f"segments {self.segments} do not tile the {len(self.completion_ids)} completion ids")
+        for i, (k, s, e) in enumerate(self.segments):
+            if set(self.mask[s:e]) - {int(k == 'sampled')}:
+                raise ValueError(f"{self._where(len(self.prompt_ids) + s, 'token')} has mask {sorted(set(self.mask[s:e]))}")
+        written = [(0, self.prompt_ids)] + [(len(self.prompt_ids) + s, self.completion_ids[s:e]) for k, s, e in self.segments if k == 'observation']
+        for at, ids in written:
+            canon = fmt.encode(fmt.decode(ids))
+            if canon != ids:
+                i = at + _diff_at(ids, canon)
                 raise ValueError(f"token trajectory and the encoded conversation differ at token {i} (in {self._where(i, 'token')}): "
                                  f"trajectory {self.ids[i:i + 5]} = {fmt.decode(self.ids[i:i + 5])!r}, "
-                                 f"encoded {canon[i:i + 5]} = {fmt.decode(canon[i:i + 5])!r}; after {fmt.decode(canon[max(0, i - 20):i])!r}")
+                                 f"encoded {canon[i - at:i - at + 5]} = {fmt.decode(canon[i - at:i - at + 5])!r}; after {fmt.decode(self.ids[max(0, i - 20):i])!r}")
         return self
