@@ -480,6 +480,7 @@ def episode_metrics(episodes:list) -> dict:
     good = bad = need = copied = used = made_up = 0
     misses = Counter()  # why a needed identifier is missing from the calls
     rates = defaultdict(list)
+    fam_ids = defaultdict(lambda: [0, 0])  # family -> [needed, copied]
     ps = {}
     for ep in episodes:
         calls, b = _calls(ep)
@@ -487,6 +488,7 @@ def episode_metrics(episodes:list) -> dict:
         args = [v for c in calls for v in call_values(c.arguments)]
         want = {v for c in ep.task.golden for v in call_values(c.arguments) if is_identifier(v)}
         need += len(want); copied += sum(v in args for v in want)
+        f = fam_ids[f'{ep.task.domain}/{ep.task.family}']; f[0] += len(want); f[1] += sum(v in args for v in want)
         typed = typed_ids(ep.trajectory.messages)
         for v in want - set(args): misses[_miss(v, typed)] += 1
         ids = [v for v in args if is_identifier(v)]
@@ -502,7 +504,8 @@ def episode_metrics(episodes:list) -> dict:
             'calls_per_episode': good / max(1, len(episodes)), 'success': statistics.mean(r for rs in rates.values() for r in rs) if rates else 0.0,
             'policy_sensitive_tasks': len(sens), 'id_misses': dict(sorted(misses.items())),
             'families': {f: {'policy_sensitive': any(s for u, (g, s) in ps.items() if g == f), 'tasks': len(r),
-                             'success': round(statistics.mean(r), 3), 'task_rates': sorted(round(x, 3) for x in r)} for f, r in sorted(fams.items())}}
+                             'success': round(statistics.mean(r), 3), 'id_copy': round(fam_ids[f][1] / max(1, fam_ids[f][0]), 3),
+                             'task_rates': sorted(round(x, 3) for x in r)} for f, r in sorted(fams.items())}}
 
 def weights_sha256(model=None) -> str:
     "The sha256 of a model directory's weights (default: the shipped model): what a recorded report was measured on."
@@ -527,9 +530,10 @@ def rollouts(model=None, # a directory, or an HFPolicy; default: the shipped mod
 
 def format_report(m:dict) -> str:
     "The report as text: per family, then the distribution of policy-sensitive task success, then the line."
-    lines = [f"{'family':42} {'PS':2} {'tasks':>5} {'success':>7}  per-task success rates"]
+    lines = [f"{'family':42} {'PS':2} {'tasks':>5} {'id_copy':>7} {'success':>7}  per-task success rates"]
     for f, r in m['families'].items():
-        lines.append(f"{f:42} {'y' if r['policy_sensitive'] else '':2} {r['tasks']:>5} {r['success']:>7.2f}  {r['task_rates']}")
+        ic = f"{r['id_copy']:>7.2f}" if 'id_copy' in r else f"{'':>7}"  # reports before build 4 did not record it
+        lines.append(f"{f:42} {'y' if r['policy_sensitive'] else '':2} {r['tasks']:>5} {ic} {r['success']:>7.2f}  {r['task_rates']}")
     sens = [x for r in m['families'].values() if r['policy_sensitive'] for x in r['task_rates']]
     bins = Counter('0' if x == 0 else '1' if x == 1 else '(0,0.1)' if x < 0.1 else '(0.9,1)' if x > 0.9 else '[0.1,0.9]' for x in sens)
     lines.append(f"policy-sensitive tasks by success rate: " + ', '.join(f'{b}: {bins.get(b, 0)}' for b in ('0', '(0,0.1)', '[0.1,0.9]', '(0.9,1)', '1')))
