@@ -219,23 +219,30 @@ def digit_map(rng:random.Random) -> dict:
     d = list('123456789'); rng.shuffle(d)
     return dict(zip('123456789', d), **{'0': '0'})
 
-def rename_identifiers(messages:list, rng:random.Random, words:list=None) -> list:
-    """`messages` with every identifier renamed, consistently: one random permutation of the digits for all ids, so ids
-    that share digits still do (an order's items `OI-682671`, `OI-682672` stay look-alikes of each other and of
-    `OR-68267`), and emails with words drawn from `words`."""
-    sigma, emails = digit_map(rng), {}
+def rename_identifiers(messages:list, rng:random.Random, words:list=None,
+                       digits:bool=False, # one permutation of the digits for every id, instead of fresh digits per id
+                      ) -> list:
+    """`messages` with every identifier renamed, consistently; emails get words drawn from `words`. With `digits`,
+    one random permutation of the digits renames every id, so ids that share digits still do (an order's items
+    `OI-682671`, `OI-682672` stay look-alikes of each other and of `OR-68267`); without it, each id gets fresh
+    random digits of its own."""
+    sigma, mapping = digit_map(rng) if digits else None, {}
     def sub(m):
         v = m.group(0)
-        if '@' in v:
-            if v not in emails: emails[v] = fresh_identifier(v, rng, words)
-            return emails[v]
-        p, d = v.split('-', 1)
-        return p + '-' + ''.join(sigma[c] for c in d)
+        if v not in mapping:
+            p, _, d = v.partition('-')
+            mapping[v] = fresh_identifier(v, rng, words) if sigma is None or '@' in v else p + '-' + ''.join(sigma[c] for c in d)
+        return mapping[v]
     return json.loads(ID_RE.sub(sub, json.dumps(messages, ensure_ascii=False)))
 
-def drill_cuts(episode) -> list[list]:
+def drill_cuts(episode,
+               through:bool=False, # keep everything from the showing exchange up to the call, not that exchange alone
+              ) -> list[list]:
     """Short conversations cut from an episode, each ending with a call whose identifiers the cut shows: the system
-    turn, the opening message, then everything from the latest exchange that shows them up to the call."""
+    turn, the opening message, the latest exchange (an assistant turn and the messages answering it) that shows
+    them, and the call. With `through`, the messages between that exchange and the call stay too (earlier calls
+    of the same kind, such as the first of three cancellations, say which id comes next); the exchange may then
+    be one that shows them together with what follows it."""
     msgs = episode.trajectory.messages
     out = []
     for j, m in enumerate(msgs):
@@ -244,12 +251,14 @@ def drill_cuts(episode) -> list[list]:
         if not need: continue
         cut = msgs[:2]
         if any(v not in seen_text(cut) for v in need):
-            # the latest assistant turn from which on the conversation shows them all; what follows it stays,
-            # since earlier calls of the same kind (the first of three cancellations) decide which id comes next
-            i = next((i for i in range(j - 1, 1, -1) if msgs[i]['role'] == 'assistant'
-                      and all(v in seen_text(cut + msgs[i:j]) for v in need)), None)
-            if i is None: continue
-            cut = cut + msgs[i:j]
+            for i in range(j - 1, 1, -1):
+                if msgs[i]['role'] != 'assistant': continue
+                k = i + 1
+                while k < j and msgs[k]['role'] != 'assistant': k += 1
+                if through: k = j
+                if all(v in seen_text(cut + msgs[i:k]) for v in need):
+                    cut = cut + msgs[i:k]; break
+            else: continue
         out.append(cut + [m])
     return out
 
@@ -273,8 +282,9 @@ _AMOUNTS = ['EUR {:,}.{:02d}', '${:,}.{:02d}']
 
 class CopyDrills:
     "Echo drills (random identifiers, repeated or looked up) and renamed cuts of demonstrations, per domain."
-    def __init__(self, episodes:list):
-        self.cuts = [(c, e.trajectory.tools) for e in episodes for c in drill_cuts(e)]
+    def __init__(self, episodes:list, through:bool=False, digits:bool=False): # see `drill_cuts` and `rename_identifiers`
+        self.digits = digits
+        self.cuts = [(c, e.trajectory.tools) for e in episodes for c in drill_cuts(e, through)]
         by = defaultdict(list)
         for e in episodes: by[e.task.domain].append(e)
         self.domains = sorted(by)
@@ -316,7 +326,7 @@ class CopyDrills:
     def cut(self, rng:random.Random) -> tuple[list, list]:
         "A cut of a demonstration with every identifier renamed."
         msgs, tools = rng.choice(self.cuts)
-        return rename_identifiers(msgs, rng, self.words), tools
+        return rename_identifiers(msgs, rng, self.words, self.digits), tools
 
 # %% ../nbs/06a_base_policy.ipynb #c028
 def encode_conversation(tokenizer, messages:list, tools:list, loss:str='assistant') -> tuple[list, list]:
@@ -375,10 +385,12 @@ class BuildConfig:
     echo_target: float = 0.93       # ...until their token accuracy (mean of the last 25 steps) reaches this
     echo_only_drills: int = 64      # echo drills per step then (repeats only)
     episodes_per_step: int = 8
-    cut_drills: int = 16            # per step after the echo-only start
-    echo_drills: int = 12           # per step after the echo-only start
-    cut_loss: str = 'last'          # loss on a cut's final call: 'last' (tool and arguments) or 'args' (arguments only)
-    rename_episodes: bool = True    # rename the identifiers of every demonstration each time a step takes it
+    cut_drills: int = 12            # per step after the echo-only start
+    echo_drills: int = 24           # per step after the echo-only start
+    cut_loss: str = 'args'          # loss on a cut's final turn: 'args' (the call's arguments) or 'last' (tool and arguments)
+    cut_through: bool = False       # cuts keep the messages between the showing exchange and their call (`drill_cuts`)
+    rename_digits: bool = False     # rename with one digit permutation per conversation (`rename_identifiers`)
+    rename_episodes: bool = False   # rename the identifiers of a demonstration each time a step takes it
     lr: float = 3e-3
     warmup: int = 30
     cooldown: float = 0.2           # the last share of steps, linear decay to 0
@@ -421,7 +433,7 @@ def sft(model, tokenizer, episodes:list, drills:CopyDrills, cfg:BuildConfig, log
     # batches are runs of demonstrations of similar length, renamed afresh (if `rename_episodes`) each time they are taken
     eps = sorted(((len(encode_conversation(tokenizer, *c)[0]), c) for c in episodes), key=lambda x: x[0])
     def encoded(c):
-        return encode_conversation(tokenizer, rename_identifiers(c[0], rng, drills.words) if cfg.rename_episodes else c[0], c[1])
+        return encode_conversation(tokenizer, rename_identifiers(c[0], rng, drills.words, drills.digits) if cfg.rename_episodes else c[0], c[1])
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), weight_decay=cfg.weight_decay)
     model.train()
     hist, t0, acc, recent = [], time.perf_counter(), defaultdict(list), []
@@ -599,7 +611,7 @@ def build_base_policy(cfg:BuildConfig=None, log=print) -> dict:
     tok = build_tokenizer(texts, domains, vocab_size=cfg.vocab_size)
     fmt = ChatFormat(tok)
     enc = [encode_conversation(tok, e.trajectory.messages, e.trajectory.tools) for e in eps]
-    drills = CopyDrills(eps)
+    drills = CopyDrills(eps, through=cfg.cut_through, digits=cfg.rename_digits)
     lens = sorted(len(i) for i, _ in enc)
     rec['tokenizer'] = {'vocab': len(tok), 'prompt_tokens': {d: len(fmt.encode(_render(*domain_prompt(d)))) for d in domains},
                         'episode_tokens': {'mean': round(statistics.mean(lens)), 'p50': lens[len(lens) // 2], 'max': lens[-1]},
