@@ -431,9 +431,9 @@ def sft(model, tokenizer, episodes:list, drills:CopyDrills, cfg:BuildConfig, log
     rng = random.Random(cfg.seed)
     pad = tokenizer.convert_tokens_to_ids('<|endoftext|>')
     # batches are runs of demonstrations of similar length, renamed afresh (if `rename_episodes`) each time they are taken
-    eps = sorted(((len(encode_conversation(tokenizer, *c)[0]), c) for c in episodes), key=lambda x: x[0])
-    def encoded(c):
-        return encode_conversation(tokenizer, rename_identifiers(c[0], rng, drills.words, drills.digits) if cfg.rename_episodes else c[0], c[1])
+    eps = sorted(((encode_conversation(tokenizer, *c), c) for c in episodes), key=lambda x: len(x[0][0]))
+    def encoded(enc, c):
+        return encode_conversation(tokenizer, rename_identifiers(c[0], rng, drills.words, drills.digits), c[1]) if cfg.rename_episodes else enc
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), weight_decay=cfg.weight_decay)
     model.train()
     hist, t0, acc, recent = [], time.perf_counter(), defaultdict(list), []
@@ -465,7 +465,7 @@ def sft(model, tokenizer, episodes:list, drills:CopyDrills, cfg:BuildConfig, log
         i = rng.randrange(max(1, len(eps) - cfg.episodes_per_step + 1))
         step({'echo': [encode_conversation(tokenizer, *drills.echo(rng)) for _ in range(cfg.echo_drills)],
               'cut': [encode_conversation(tokenizer, *drills.cut(rng), loss=cfg.cut_loss) for _ in range(cfg.cut_drills)],
-              'episode': [encoded(c) for _, c in eps[i:i + cfg.episodes_per_step]]}, lr_at(n - 1, cfg), n, 'sft')
+              'episode': [encoded(*x) for x in eps[i:i + cfg.episodes_per_step]]}, lr_at(n - 1, cfg), n, 'sft')
     model.eval()
     return hist
 
@@ -504,7 +504,7 @@ def episode_metrics(episodes:list) -> dict:
         typed = typed_ids(ep.trajectory.messages)
         for v in want - set(args): misses[_miss(v, typed)] += 1
         ids = [v for v in args if is_identifier(v)]
-        used += len(ids); made_up += len(invented_ids(ep.trajectory.messages))
+        used += len(ids); made_up += sum(not shown for _, shown in typed)
         rates[ep.task.uid].append(ep.reward or 0)
         ps[ep.task.uid] = (f'{ep.task.domain}/{ep.task.family}', get_domain(ep.task.domain).families[ep.task.family].policy_sensitive)
     task_rate = {u: sum(r) / len(r) for u, r in rates.items()}
