@@ -499,8 +499,9 @@ def episode_metrics(episodes:list) -> dict:
         good += len(calls); bad += b
         args = [v for c in calls for v in call_values(c.arguments)]
         want = {v for c in ep.task.golden for v in call_values(c.arguments) if is_identifier(v)}
-        need += len(want); copied += sum(v in args for v in want)
-        f = fam_ids[f'{ep.task.domain}/{ep.task.family}']; f[0] += len(want); f[1] += sum(v in args for v in want)
+        got = sum(v in args for v in want)
+        need += len(want); copied += got
+        f = fam_ids[f'{ep.task.domain}/{ep.task.family}']; f[0] += len(want); f[1] += got
         typed = typed_ids(ep.trajectory.messages)
         for v in want - set(args): misses[_miss(v, typed)] += 1
         ids = [v for v in args if is_identifier(v)]
