@@ -21,9 +21,10 @@ __all__ = ['MODEL_NAME', 'DOMAINS', 'DEMO_SEED', 'FLAW_SHARE', 'DEFAULT_FLAW', '
            'DemoPolicy', 'typed_ids', 'invented_ids', 'demo_tasks', 'run_demonstrations', 'demo_summary',
            'domain_prompt', 'prompt_lines', 'build_tokenizer', 'stale_prompt_lines', 'fresh_identifier', 'digit_map',
            'rename_identifiers', 'drill_cuts', 'lookup_tools', 'CopyDrills', 'encode_conversation', 'ModelConfig',
-           'make_model', 'BuildConfig', 'lr_at', 'lm_loss', 'sft', 'episode_metrics', 'weights_sha256', 'report_line',
-           'rollouts', 'format_report', 'policy_report', 'show_episode', 'build_base_policy', 'build_base_policy_cli',
-           'generation_speed', 'train_step_speed', 'speed_report', 'policy_speed', 'build_figure', 'recorded']
+           'make_model', 'BuildConfig', 'lr_at', 'lm_loss', 'part_loss', 'sft', 'episode_metrics', 'weights_sha256',
+           'report_line', 'rollouts', 'format_report', 'policy_report', 'show_episode', 'build_base_policy',
+           'build_base_policy_cli', 'generation_speed', 'train_step_speed', 'speed_report', 'policy_speed',
+           'build_figure', 'recorded']
 
 # %% ../nbs/06a_base_policy.ipynb #c004
 MODEL_NAME = 'tiny-qwen3'   # data/prices.yaml prices a model of this name
@@ -391,6 +392,7 @@ class BuildConfig:
     cut_through: bool = False       # cuts keep the messages between the showing exchange and their call (`drill_cuts`)
     rename_digits: bool = False     # rename with one digit permutation per conversation (`rename_identifiers`)
     rename_episodes: bool = False   # rename the identifiers of a demonstration each time a step takes it
+    pack_tokens: int = 0            # 0: each part of a step is one padded batch; else length-sorted sub-batches of at most this many tokens (`part_loss`)
     lr: float = 3e-3
     warmup: int = 30
     cooldown: float = 0.2           # the last share of steps, linear decay to 0
@@ -414,15 +416,33 @@ def _batch(examples:list, pad_id:int):
         ids[r, :len(i)] = torch.tensor(i); lab[r, :len(l)] = torch.tensor(l)
     return ids, lab
 
-def lm_loss(model, ids, labels):
-    "Token-mean cross-entropy on labelled positions, and the accuracy of the argmax there."
+def lm_loss(model, ids, labels, reduction:str='mean'):
+    "Token-mean (or, with `reduction='sum'`, summed) cross-entropy on labelled positions, and the accuracy (or number correct) of the argmax there."
     import torch
     h = model.model(input_ids=ids).last_hidden_state[:, :-1]
     y = labels[:, 1:]
     sel = y != -100
     logits = model.lm_head(h[sel])
-    loss = torch.nn.functional.cross_entropy(logits.float(), y[sel])
-    return loss, (logits.argmax(-1) == y[sel]).float().mean().item()
+    loss = torch.nn.functional.cross_entropy(logits.float(), y[sel], reduction=reduction)
+    right = (logits.argmax(-1) == y[sel]).float()
+    return loss, (right.mean() if reduction == 'mean' else right.sum()).item()
+
+def part_loss(model, examples:list, pad_id:int, pack_tokens:int=0):
+    """`lm_loss` over (ids, labels) `examples`. With `pack_tokens`, the examples go in length-sorted sub-batches of at
+    most that many padded tokens (one example at least) and the sums are divided by the number of labelled tokens:
+    the same token mean, without padding short examples to the longest."""
+    if not pack_tokens: return lm_loss(model, *_batch(examples, pad_id))
+    groups, g = [], []
+    for e in sorted(examples, key=lambda e: len(e[0])):
+        if g and len(e[0]) * (len(g) + 1) > pack_tokens: groups.append(g); g = []
+        g.append(e)
+    groups.append(g)
+    n = sum(sum(t != -100 for t in l[1:]) for _, l in examples)
+    loss, right = 0, 0
+    for g in groups:
+        l, r = lm_loss(model, *_batch(g, pad_id), reduction='sum')
+        loss, right = loss + l, right + r
+    return loss / max(1, n), right / max(1, n)
 
 # %% ../nbs/06a_base_policy.ipynb #c035
 def sft(model, tokenizer, episodes:list, drills:CopyDrills, cfg:BuildConfig, log=print) -> list[dict]:
@@ -442,7 +462,7 @@ def sft(model, tokenizer, episodes:list, drills:CopyDrills, cfg:BuildConfig, log
         loss, accs = 0, {}
         for k, ex in parts.items():
             if not ex: continue
-            l, accs[k] = lm_loss(model, *_batch(ex, pad))
+            l, accs[k] = part_loss(model, ex, pad, cfg.pack_tokens)
             loss = loss + l
             acc[f'{k}_loss'].append(l.item()); acc[f'{k}_acc'].append(accs[k])
         opt.zero_grad(set_to_none=True)
@@ -469,7 +489,7 @@ def sft(model, tokenizer, episodes:list, drills:CopyDrills, cfg:BuildConfig, log
     model.eval()
     return hist
 
-# %% ../nbs/06a_base_policy.ipynb #c039
+# %% ../nbs/06a_base_policy.ipynb #c040
 def _calls(ep:Episode) -> tuple[list, int]:
     "The well-formed calls of an episode's assistant turns, and the number of malformed ones."
     calls, bad = [], 0
@@ -529,7 +549,7 @@ def report_line(m:dict) -> str:
     "The report's last line."
     return f"wellformed={m['wellformed']:.3f} id_copy={m['id_copy']:.3f} mixed={m['mixed']:.3f} calls_per_episode={m['calls_per_episode']:.3f}"
 
-# %% ../nbs/06a_base_policy.ipynb #c040
+# %% ../nbs/06a_base_policy.ipynb #c041
 def rollouts(model=None, # a directory, or an HFPolicy; default: the shipped model
              seed:int=2, # the task and sampling seed
              k:int=8, # attempts per task
@@ -574,7 +594,7 @@ def policy_report(seed:int=2, # task and sampling seed (not the demonstrations' 
     print(format_report(m))
     return 0
 
-# %% ../nbs/06a_base_policy.ipynb #c042
+# %% ../nbs/06a_base_policy.ipynb #c043
 def show_episode(ep:Episode, width:int=150) -> str:
     "An episode as text: the conversation (calls, shortened tool results), then the verdict."
     tr = ep.trajectory
@@ -591,7 +611,7 @@ def show_episode(ep:Episode, width:int=150) -> str:
     out += ['  ' + l for l in ep.verdict.explain().split('\n')]
     return '\n'.join(out)
 
-# %% ../nbs/06a_base_policy.ipynb #c046
+# %% ../nbs/06a_base_policy.ipynb #c047
 def build_base_policy(cfg:BuildConfig=None, log=print) -> dict:
     "Demonstrations -> tokenizer -> model -> SFT with drills -> save -> a closing check. Returns what it measured."
     import torch
@@ -653,7 +673,7 @@ def build_base_policy_cli(out:str='', # where to save; '' = data/models/tiny-qwe
     build_base_policy(BuildConfig(out=out, steps=steps, tasks_per_family=tasks_per_family, seed=seed, check_tasks=check_tasks))
     return 0
 
-# %% ../nbs/06a_base_policy.ipynb #c052
+# %% ../nbs/06a_base_policy.ipynb #c053
 def _mid_episode(n:int, seed:int=11) -> list:
     "Conversations of `n` demonstrations, each up to (not including) its final reply."
     eps = run_demonstrations([t for d in DOMAINS for t in generate_tasks(d, 'train', seed=seed, n=max(1, n // 19 + 1))])
@@ -706,7 +726,7 @@ def policy_speed(model:str='', # a model directory; '' = data/models/tiny-qwen3
     if out: Path(out).write_text(json.dumps({'weights_sha256': weights_sha256(model or None), 'rows': rows}, indent=1))
     return 0
 
-# %% ../nbs/06a_base_policy.ipynb #c059
+# %% ../nbs/06a_base_policy.ipynb #c060
 def build_figure(build:dict):
     "Token accuracy of the drills and the episodes over the build's steps (echo-only start, then the mixed steps)."
     from matplotlib.figure import Figure
