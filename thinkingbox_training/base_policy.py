@@ -428,13 +428,12 @@ def lm_loss(model, ids, labels, reduction:str='mean'):
     return loss, (right.mean() if reduction == 'mean' else right.sum()).item()
 
 def part_loss(model, examples:list, pad_id:int, pack_tokens:int=0):
-    """`lm_loss` over (ids, labels) `examples`. With `pack_tokens`, the examples go in length-sorted sub-batches of at
-    most that many padded tokens (one example at least) and the sums are divided by the number of labelled tokens:
-    the same token mean, without padding short examples to the longest."""
-    if not pack_tokens: return lm_loss(model, *_batch(examples, pad_id))
+    """`lm_loss` over (ids, labels) `examples`: the summed loss and number right of length-sorted sub-batches of at
+    most `pack_tokens` padded tokens each (one example at least; 0: one batch), divided by the number of labelled
+    tokens. The same token mean however the examples are split, without padding short examples to the longest."""
     groups, g = [], []
     for e in sorted(examples, key=lambda e: len(e[0])):
-        if g and len(e[0]) * (len(g) + 1) > pack_tokens: groups.append(g); g = []
+        if pack_tokens and g and len(e[0]) * (len(g) + 1) > pack_tokens: groups.append(g); g = []
         g.append(e)
     groups.append(g)
     n = sum(sum(t != -100 for t in l[1:]) for _, l in examples)
