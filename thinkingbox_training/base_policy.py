@@ -20,11 +20,11 @@ __all__ = ['MODEL_NAME', 'DOMAINS', 'DEMO_SEED', 'FLAW_SHARE', 'DEFAULT_FLAW', '
            'project_dir', 'model_dir', 'flaw_share', 'is_identifier', 'id_kind', 'call_values', 'seen_text',
            'DemoPolicy', 'typed_ids', 'invented_ids', 'demo_tasks', 'run_demonstrations', 'demo_summary',
            'domain_prompt', 'prompt_lines', 'build_tokenizer', 'stale_prompt_lines', 'fresh_identifier', 'digit_map',
-           'rename_identifiers', 'drill_cuts', 'lookup_tools', 'CopyDrills', 'encode_conversation', 'ModelConfig',
-           'make_model', 'BuildConfig', 'lr_at', 'lm_loss', 'part_loss', 'sft', 'episode_metrics', 'weights_sha256',
-           'report_line', 'rollouts', 'format_report', 'policy_report', 'show_episode', 'build_base_policy',
-           'build_base_policy_cli', 'generation_speed', 'train_step_speed', 'speed_report', 'policy_speed',
-           'build_figure', 'recorded']
+           'rename_identifiers', 'shuffle_items', 'drill_cuts', 'lookup_tools', 'CopyDrills', 'encode_conversation',
+           'ModelConfig', 'make_model', 'BuildConfig', 'lr_at', 'lm_loss', 'part_loss', 'sft', 'episode_metrics',
+           'weights_sha256', 'report_line', 'rollouts', 'format_report', 'policy_report', 'show_episode',
+           'build_base_policy', 'build_base_policy_cli', 'generation_speed', 'train_step_speed', 'speed_report',
+           'policy_speed', 'build_figure', 'recorded']
 
 # %% ../nbs/06a_base_policy.ipynb #c004
 MODEL_NAME = 'tiny-qwen3'   # data/prices.yaml prices a model of this name
@@ -236,6 +236,29 @@ def rename_identifiers(messages:list, rng:random.Random, words:list=None,
         return mapping[v]
     return json.loads(ID_RE.sub(sub, json.dumps(messages, ensure_ascii=False)))
 
+def shuffle_items(messages:list, rng:random.Random) -> list:
+    """`messages` with each order's items in a random order, and the order's item ids permuted among its items
+    (consistently, in every message). The item a customer names by its product then sits at a random position
+    under a random one of the order's ids: a call can only get its `item_id` right by reading which item holds
+    that product. Tool results that are not JSON, or have no `items`, stay as they are."""
+    sigma, out = {}, []
+    for m in messages:
+        if m.get('role') == 'tool' and '"items"' in (m.get('content') or ''):
+            try: d = json.loads(m['content'])
+            except ValueError: d = None
+            items = d.get('items') if isinstance(d, dict) else None
+            ok = items and all(isinstance(i, dict) and 'item_id' in i for i in items)
+            # rewrite the result only if json.dumps reproduces it exactly (ASCII-escaped or not)
+            style = next((a for a in (False, True) if json.dumps(d, ensure_ascii=a) == m['content']), None) if ok else None
+            if style is not None:
+                ids = [i['item_id'] for i in items]
+                if not any(i in sigma for i in ids): sigma.update(zip(ids, rng.sample(ids, len(ids))))
+                rng.shuffle(items)
+                m = {**m, 'content': json.dumps(d, ensure_ascii=style)}
+        out.append(m)
+    if not sigma: return out
+    return json.loads(ID_RE.sub(lambda x: sigma.get(x.group(0), x.group(0)), json.dumps(out, ensure_ascii=False)))
+
 def drill_cuts(episode,
                through:bool=False, # keep everything from the showing exchange up to the call, not that exchange alone
               ) -> list[list]:
@@ -283,8 +306,9 @@ _AMOUNTS = ['EUR {:,}.{:02d}', '${:,}.{:02d}']
 
 class CopyDrills:
     "Echo drills (random identifiers, repeated or looked up) and renamed cuts of demonstrations, per domain."
-    def __init__(self, episodes:list, through:bool=False, digits:bool=False): # see `drill_cuts` and `rename_identifiers`
-        self.digits = digits
+    def __init__(self, episodes:list, through:bool=False, digits:bool=False, # see `drill_cuts` and `rename_identifiers`
+                 items:bool=False): # shuffle each order's items before renaming (`shuffle_items`)
+        self.digits, self.items = digits, items
         self.cuts = [(c, e.trajectory.tools) for e in episodes for c in drill_cuts(e, through)]
         by = defaultdict(list)
         for e in episodes: by[e.task.domain].append(e)
@@ -324,12 +348,16 @@ class CopyDrills:
         call = {'role': 'assistant', 'content': '', 'tool_calls': [{'type': 'function', 'function': {'name': tool, 'arguments': {param: key}}}]}
         return head + [{'role': 'user', 'content': user}, call], tools
 
-    def cut(self, rng:random.Random) -> tuple[list, list]:
-        "A cut of a demonstration with every identifier renamed."
-        msgs, tools = rng.choice(self.cuts)
-        return rename_identifiers(msgs, rng, self.words, self.digits), tools
+    def rename(self, messages:list, rng:random.Random) -> list:
+        "`messages` with its orders' items shuffled (if `items`) and every identifier renamed: how cuts and episodes are varied."
+        return rename_identifiers(shuffle_items(messages, rng) if self.items else messages, rng, self.words, self.digits)
 
-# %% ../nbs/06a_base_policy.ipynb #c028
+    def cut(self, rng:random.Random) -> tuple[list, list]:
+        "A cut of a demonstration, varied by `rename`."
+        msgs, tools = rng.choice(self.cuts)
+        return self.rename(msgs, rng), tools
+
+# %% ../nbs/06a_base_policy.ipynb #c030
 def encode_conversation(tokenizer, messages:list, tools:list, loss:str='assistant') -> tuple[list, list]:
     """Token ids and labels (-100 outside the loss) of a conversation. `loss`: 'assistant' (every generated token),
     'last' (the last assistant turn) or 'args' (the last call's arguments)."""
@@ -344,7 +372,7 @@ def encode_conversation(tokenizer, messages:list, tools:list, loss:str='assistan
         mask = [m and s >= start for m, (s, _) in zip(mask, enc.offsets)]
     return ids, [t if m else -100 for t, m in zip(ids, mask)]
 
-# %% ../nbs/06a_base_policy.ipynb #c031
+# %% ../nbs/06a_base_policy.ipynb #c033
 @dataclass
 class ModelConfig:
     "Shape of the base policy."
@@ -371,7 +399,7 @@ def make_model(tokenizer, cfg:ModelConfig=None, seed:int=0):
     model.generation_config = GenerationConfig(eos_token_id=eos, pad_token_id=pad)
     return model
 
-# %% ../nbs/06a_base_policy.ipynb #c034
+# %% ../nbs/06a_base_policy.ipynb #c036
 @dataclass
 class BuildConfig:
     "Everything `build_base_policy` does, seeded."
@@ -392,6 +420,7 @@ class BuildConfig:
     cut_through: bool = True        # cuts keep the messages between the showing exchange and their call (`drill_cuts`)
     rename_digits: bool = True      # rename with one digit permutation per conversation (`rename_identifiers`)
     rename_episodes: bool = True    # rename the identifiers of a demonstration each time a step takes it
+    shuffle_items: bool = False     # shuffle each order's items (`shuffle_items`) in the cuts, and in the demonstrations if `rename_episodes`
     pack_tokens: int = 4096         # 0: each part of a step is one padded batch; else length-sorted sub-batches of at most this many tokens (`part_loss`)
     lr: float = 3e-3
     warmup: int = 30
@@ -443,7 +472,7 @@ def part_loss(model, examples:list, pad_id:int, pack_tokens:int=0):
         loss, right = loss + l, right + r
     return loss / max(1, n), right / max(1, n)
 
-# %% ../nbs/06a_base_policy.ipynb #c035
+# %% ../nbs/06a_base_policy.ipynb #c037
 def sft(model, tokenizer, episodes:list, drills:CopyDrills, cfg:BuildConfig, log=print) -> list[dict]:
     "Train `model` on demonstrations ((messages, tools) conversations) and drills; returns the log rows."
     import torch
@@ -452,7 +481,7 @@ def sft(model, tokenizer, episodes:list, drills:CopyDrills, cfg:BuildConfig, log
     # batches are runs of demonstrations of similar length, renamed afresh (if `rename_episodes`) each time they are taken
     eps = sorted(((encode_conversation(tokenizer, *c), c) for c in episodes), key=lambda x: len(x[0][0]))
     def encoded(enc, c):
-        return encode_conversation(tokenizer, rename_identifiers(c[0], rng, drills.words, drills.digits), c[1]) if cfg.rename_episodes else enc
+        return encode_conversation(tokenizer, drills.rename(c[0], rng), c[1]) if cfg.rename_episodes else enc
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), weight_decay=cfg.weight_decay)
     model.train()
     hist, t0, acc, recent = [], time.perf_counter(), defaultdict(list), []
@@ -488,7 +517,7 @@ def sft(model, tokenizer, episodes:list, drills:CopyDrills, cfg:BuildConfig, log
     model.eval()
     return hist
 
-# %% ../nbs/06a_base_policy.ipynb #c040
+# %% ../nbs/06a_base_policy.ipynb #c042
 def _calls(ep:Episode) -> tuple[list, int]:
     "The well-formed calls of an episode's assistant turns, and the number of malformed ones."
     calls, bad = [], 0
@@ -509,7 +538,7 @@ def _miss(v:str, typed:list) -> str:
 def episode_metrics(episodes:list) -> dict:
     "wellformed, id_copy, invented, mixed, calls_per_episode and success, overall and per family and task."
     good = bad = need = copied = used = made_up = 0
-    misses = Counter()  # why a needed identifier is missing from the calls
+    misses = Counter()  # (kind, why) of each needed identifier missing from the calls
     rates = defaultdict(list)
     fam_ids = defaultdict(lambda: [0, 0])  # family -> [needed, copied]
     ps = {}
@@ -522,19 +551,22 @@ def episode_metrics(episodes:list) -> dict:
         need += len(want); copied += got
         f = fam_ids[f'{ep.task.domain}/{ep.task.family}']; f[0] += len(want); f[1] += got
         typed = typed_ids(ep.trajectory.messages)
-        for v in want - set(args): misses[_miss(v, typed)] += 1
+        for v in want - set(args): misses[id_kind(v), _miss(v, typed)] += 1
         ids = [v for v in args if is_identifier(v)]
         used += len(ids); made_up += sum(not shown for _, shown in typed)
         rates[ep.task.uid].append(ep.reward or 0)
         ps[ep.task.uid] = (f'{ep.task.domain}/{ep.task.family}', get_domain(ep.task.domain).families[ep.task.family].policy_sensitive)
     task_rate = {u: sum(r) / len(r) for u, r in rates.items()}
+    causes, by_kind = Counter(), defaultdict(dict)
+    for (k, w), n in sorted(misses.items()): causes[w] += n; by_kind[k][w] = n
     sens = [task_rate[u] for u, (_, s) in ps.items() if s]
     fams = defaultdict(list)
     for u, (f, s) in ps.items(): fams[f].append(task_rate[u])
     return {'episodes': len(episodes), 'wellformed': good / max(1, good + bad), 'id_copy': copied / max(1, need),
             'invented': made_up / max(1, used), 'mixed': sum(0.1 <= r <= 0.9 for r in sens) / max(1, len(sens)),
             'calls_per_episode': good / max(1, len(episodes)), 'success': statistics.mean(r for rs in rates.values() for r in rs) if rates else 0.0,
-            'policy_sensitive_tasks': len(sens), 'id_misses': dict(sorted(misses.items())),
+            'policy_sensitive_tasks': len(sens), 'id_misses': dict(sorted(causes.items())),
+            'id_misses_by_kind': dict(sorted(by_kind.items(), key=lambda kv: -sum(kv[1].values()))),
             'families': {f: {'policy_sensitive': any(s for u, (g, s) in ps.items() if g == f), 'tasks': len(r),
                              'success': round(statistics.mean(r), 3), 'id_copy': round(fam_ids[f][1] / max(1, fam_ids[f][0]), 3),
                              'task_rates': sorted(round(x, 3) for x in r)} for f, r in sorted(fams.items())}}
@@ -548,7 +580,7 @@ def report_line(m:dict) -> str:
     "The report's last line."
     return f"wellformed={m['wellformed']:.3f} id_copy={m['id_copy']:.3f} mixed={m['mixed']:.3f} calls_per_episode={m['calls_per_episode']:.3f}"
 
-# %% ../nbs/06a_base_policy.ipynb #c041
+# %% ../nbs/06a_base_policy.ipynb #c043
 def rollouts(model=None, # a directory, or an HFPolicy; default: the shipped model
              seed:int=2, # the task and sampling seed
              k:int=8, # attempts per task
@@ -570,6 +602,8 @@ def format_report(m:dict) -> str:
     bins = Counter('0' if x == 0 else '1' if x == 1 else '(0,0.1)' if x < 0.1 else '(0.9,1)' if x > 0.9 else '[0.1,0.9]' for x in sens)
     lines.append(f"policy-sensitive tasks by success rate: " + ', '.join(f'{b}: {bins.get(b, 0)}' for b in ('0', '(0,0.1)', '[0.1,0.9]', '(0.9,1)', '1')))
     if 'id_misses' in m: lines.append('needed identifiers missing from the calls: ' + ', '.join(f'{k} {v}' for k, v in m['id_misses'].items()))
+    if 'id_misses_by_kind' in m:  # reports before build 6a did not record it
+        lines.append('  by kind: ' + '; '.join(f"{k} {', '.join(f'{w} {n}' for w, n in ws.items())}" for k, ws in m['id_misses_by_kind'].items()))
     lines.append(f"episodes={m['episodes']} success={m['success']:.3f} invented={m['invented']:.3f}")
     lines.append(report_line(m))
     return '\n'.join(lines)
@@ -593,7 +627,7 @@ def policy_report(seed:int=2, # task and sampling seed (not the demonstrations' 
     print(format_report(m))
     return 0
 
-# %% ../nbs/06a_base_policy.ipynb #c043
+# %% ../nbs/06a_base_policy.ipynb #c045
 def show_episode(ep:Episode, width:int=150) -> str:
     "An episode as text: the conversation (calls, shortened tool results), then the verdict."
     tr = ep.trajectory
@@ -610,7 +644,7 @@ def show_episode(ep:Episode, width:int=150) -> str:
     out += ['  ' + l for l in ep.verdict.explain().split('\n')]
     return '\n'.join(out)
 
-# %% ../nbs/06a_base_policy.ipynb #c047
+# %% ../nbs/06a_base_policy.ipynb #c049
 def build_base_policy(cfg:BuildConfig=None, log=print) -> dict:
     "Demonstrations -> tokenizer -> model -> SFT with drills -> save -> a closing check. Returns what it measured."
     import torch
@@ -631,7 +665,7 @@ def build_base_policy(cfg:BuildConfig=None, log=print) -> dict:
     tok = build_tokenizer(texts, domains, vocab_size=cfg.vocab_size)
     fmt = ChatFormat(tok)
     enc = [encode_conversation(tok, e.trajectory.messages, e.trajectory.tools) for e in eps]
-    drills = CopyDrills(eps, through=cfg.cut_through, digits=cfg.rename_digits)
+    drills = CopyDrills(eps, through=cfg.cut_through, digits=cfg.rename_digits, items=cfg.shuffle_items)
     lens = sorted(len(i) for i, _ in enc)
     rec['tokenizer'] = {'vocab': len(tok), 'prompt_tokens': {d: len(fmt.encode(_render(*domain_prompt(d)))) for d in domains},
                         'episode_tokens': {'mean': round(statistics.mean(lens)), 'p50': lens[len(lens) // 2], 'max': lens[-1]},
@@ -675,7 +709,7 @@ def build_base_policy_cli(out:str='', # where to save; '' = data/models/tiny-qwe
                                   seed=seed, check_tasks=check_tasks))
     return 0
 
-# %% ../nbs/06a_base_policy.ipynb #c053
+# %% ../nbs/06a_base_policy.ipynb #c055
 def _mid_episode(n:int, seed:int=11) -> list:
     "Conversations of `n` demonstrations, each up to (not including) its final reply."
     eps = run_demonstrations([t for d in DOMAINS for t in generate_tasks(d, 'train', seed=seed, n=max(1, n // 19 + 1))])
@@ -728,7 +762,7 @@ def policy_speed(model:str='', # a model directory; '' = data/models/tiny-qwen3
     if out: Path(out).write_text(json.dumps({'weights_sha256': weights_sha256(model or None), 'rows': rows}, indent=1))
     return 0
 
-# %% ../nbs/06a_base_policy.ipynb #c060
+# %% ../nbs/06a_base_policy.ipynb #c062
 def build_figure(build:dict):
     "Token accuracy of the drills and the episodes over the build's steps (echo-only start, then the mixed steps)."
     from matplotlib.figure import Figure
