@@ -189,10 +189,11 @@ def prompt_lines(domains=DOMAINS) -> list[str]:
 def build_tokenizer(texts:list, # training texts: rendered conversations
                     domains=DOMAINS, # domains whose system-turn lines become tokens
                     vocab_size:int=4096, # BPE vocabulary (special and interpreter tokens included)
+                    id_digits:bool=True, # `make_tokenizer`'s identifier digit split (3, 2, 1); False: plain threes
                    ):
     "`make_tokenizer` on `texts`, plus one token per constant line of each domain's system turn."
     from tokenizers import AddedToken
-    tok = make_tokenizer(texts, vocab_size=vocab_size)
+    tok = make_tokenizer(texts, vocab_size=vocab_size, id_digits=id_digits)
     tok.add_tokens([AddedToken(l, normalized=False, special=False) for l in prompt_lines(domains)])
     return tok
 
@@ -408,6 +409,7 @@ class BuildConfig:
     domains: str = 'travel,retail'
     tasks_per_family: int = 160     # demonstrations per train family (seed DEMO_SEED)
     vocab_size: int = 4096
+    id_digits: bool = False         # True: the tokenizer splits identifier digits 3, 2, 1 (`make_tokenizer`, build 7a); False: plain threes, as 5a
     model: ModelConfig = field(default_factory=ModelConfig)
     steps: int = 1400               # steps on episodes and drills, after the echo-only start
     echo_only_steps: int = 800      # at most this many steps of echo drills alone at the start...
@@ -662,7 +664,7 @@ def build_base_policy(cfg:BuildConfig=None, log=print) -> dict:
     for r in rec['demonstrations']['families']: log(f'  {r}')
     t = time.perf_counter()
     texts = [_render(e.trajectory.messages, e.trajectory.tools) for e in eps]
-    tok = build_tokenizer(texts, domains, vocab_size=cfg.vocab_size)
+    tok = build_tokenizer(texts, domains, vocab_size=cfg.vocab_size, id_digits=cfg.id_digits)
     fmt = ChatFormat(tok)
     enc = [encode_conversation(tok, e.trajectory.messages, e.trajectory.tools) for e in eps]
     drills = CopyDrills(eps, through=cfg.cut_through, digits=cfg.rename_digits, items=cfg.shuffle_items)

@@ -11,9 +11,9 @@ from transformers import PreTrainedTokenizerFast
 from transformers.utils.chat_template_utils import _compile_jinja_template
 
 # %% auto #0
-__all__ = ['QWEN3_CHAT_TEMPLATE', 'SPECIAL_TOKENS', 'ADDED_TOKENS', 'PRETOKENIZE_PATTERN', 'PARSE_ERROR_KINDS', 'make_tokenizer',
-           'ParseError', 'ToolCall', 'type_arguments', 'AssistantTurn', 'parse_assistant', 'assistant_text',
-           'ChatFormat', 'TokenTrajectory']
+__all__ = ['QWEN3_CHAT_TEMPLATE', 'SPECIAL_TOKENS', 'ADDED_TOKENS', 'ID_DIGITS_PATTERN', 'PRETOKENIZE_PATTERN',
+           'PARSE_ERROR_KINDS', 'make_tokenizer', 'ParseError', 'ToolCall', 'type_arguments', 'AssistantTurn',
+           'parse_assistant', 'assistant_text', 'ChatFormat', 'TokenTrajectory']
 
 # %% ../nbs/00_interpret.ipynb #c008
 QWEN3_CHAT_TEMPLATE = r"""{#- Qwen3 chat format, prefix-preserving: every assistant turn keeps its reasoning as generated.
@@ -92,8 +92,12 @@ QWEN3_CHAT_TEMPLATE = r"""{#- Qwen3 chat format, prefix-preserving: every assist
 SPECIAL_TOKENS = ['<|endoftext|>', '<|im_start|>', '<|im_end|>']
 ADDED_TOKENS = ['<think>', '</think>', '<tool_call>', '</tool_call>', '<tool_response>', '</tool_response>']
 
-# GPT-4's split, plus an identifier prefix (`BK-`) as its own piece, never glued to what precedes it.
+# GPT-4's split, plus an identifier prefix (`BK-`) as its own piece, never glued to what precedes it, and an
+# identifier's digits split 3, 2, then one at a time: a child id (`OI-753122`, its order `OR-75312` and position 2)
+# spells its parent's digits with its parent's tokens (`753`, `12`) and adds one single-digit token (`2`).
+ID_DIGITS_PATTERN = r"|(?<=[A-Z]-\p{N}{3})\p{N}{1,2}|(?<=[A-Z]-\p{N}{5})\p{N}"
 PRETOKENIZE_PATTERN = (r"[A-Z]+-"
+                       + ID_DIGITS_PATTERN +
                        r"|(?i:'s|'t|'re|'ve|'m|'ll|'d)"
                        r"|[^\r\n\p{L}\p{N}]?(?![A-Z]+-)\p{L}+"
                        r"|\p{N}{1,3}"
@@ -104,12 +108,14 @@ def make_tokenizer(texts, # training texts (rendered conversations, tool results
                    vocab_size:int=2048, # total vocabulary, special and added tokens included
                    min_frequency:int=2, # a merge must be seen this often
                    template:str=None, # chat template to attach; QWEN3_CHAT_TEMPLATE if None
+                   id_digits:bool=True, # split an identifier's digits 3, 2, 1 (`ID_DIGITS_PATTERN`); False: plain threes, as up to base policy 6a
                   ) -> PreTrainedTokenizerFast:
     "Train a small byte-level BPE tokenizer in Qwen3's chat format on `texts`."
     from tokenizers import Tokenizer, Regex, AddedToken, models, pre_tokenizers, decoders, trainers
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(PRETOKENIZE_PATTERN), behavior='isolated'),
+        pre_tokenizers.Split(Regex(PRETOKENIZE_PATTERN if id_digits else PRETOKENIZE_PATTERN.replace(ID_DIGITS_PATTERN, '')),
+                             behavior='isolated'),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
     n_base = vocab_size - len(ADDED_TOKENS)
