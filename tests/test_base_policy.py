@@ -47,6 +47,15 @@ def test_tokenizer_is_current_for_the_domains(policy):
     stale = stale_prompt_lines(policy.tokenizer, DOMAINS)
     assert not stale, f'{len(stale)} line(s) of the domains\' system turns changed since the build: rerun `tbt build-base-policy`; e.g. {stale[0][:80]!r}'
 
+def test_default_build_config_makes_the_shipped_pre_tokenizer():
+    "`BuildConfig()` rebuilds the shipped policy: its tokenizer splits text as the shipped one does (5a: plain threes)."
+    import json
+    from thinkingbox_training.base_policy import BuildConfig
+    from thinkingbox_training.interpret import make_tokenizer
+    split = lambda t: t['pre_tokenizer']['pretokenizers'][0]['pattern']
+    made = make_tokenizer(['OI-753122 OR-75312'] * 4, vocab_size=300, id_digits=BuildConfig().id_digits)
+    assert split(json.loads(made.backend_tokenizer.to_str())) == split(json.loads((MODEL/'tokenizer.json').read_text()))
+
 def test_short_rollout_gives_wellformed_trajectories(policy):
     tasks = [generate_tasks('travel', 'train', seed=4, n=1)[1], generate_tasks('retail', 'train', seed=4, n=1)[1]]
     eps = EpisodeRunner(policy, check_tokens=True).run_sync([(t, 0) for t in tasks])
