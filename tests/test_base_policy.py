@@ -48,7 +48,7 @@ def test_tokenizer_is_current_for_the_domains(policy):
     assert not stale, f'{len(stale)} line(s) of the domains\' system turns changed since the build: rerun `tbt build-base-policy`; e.g. {stale[0][:80]!r}'
 
 def test_default_build_config_makes_the_shipped_pre_tokenizer():
-    "`BuildConfig()` rebuilds the shipped policy: its tokenizer splits text as the shipped one does (5a: plain threes)."
+    "`BuildConfig()` rebuilds the shipped policy: its tokenizer splits text as the shipped one does (8a: identifier digits split 3, 2, 1)."
     import json
     from thinkingbox_training.base_policy import BuildConfig
     from thinkingbox_training.interpret import make_tokenizer

@@ -409,7 +409,7 @@ class BuildConfig:
     domains: str = 'travel,retail'
     tasks_per_family: int = 160     # demonstrations per train family (seed DEMO_SEED)
     vocab_size: int = 4096
-    id_digits: bool = False         # True: the tokenizer splits identifier digits 3, 2, 1 (`make_tokenizer`, build 7a); False: plain threes, as 5a
+    id_digits: bool = True          # the tokenizer splits identifier digits 3, 2, 1 (`make_tokenizer`, builds 7a and 8a); False: plain threes, as 5a
     model: ModelConfig = field(default_factory=ModelConfig)
     steps: int = 1400               # steps on episodes and drills, after the echo-only start
     echo_only_steps: int = 800      # at most this many steps of echo drills alone at the start...
@@ -422,7 +422,7 @@ class BuildConfig:
     cut_through: bool = True        # cuts keep the messages between the showing exchange and their call (`drill_cuts`)
     rename_digits: bool = True      # rename with one digit permutation per conversation (`rename_identifiers`)
     rename_episodes: bool = True    # rename the identifiers of a demonstration each time a step takes it
-    shuffle_items: bool = False     # shuffle each order's items (`shuffle_items`) in the cuts, and in the demonstrations if `rename_episodes`
+    shuffle_items: bool = True      # shuffle each order's items (`shuffle_items`) in the cuts, and in the demonstrations if `rename_episodes` (6a, 8a)
     pack_tokens: int = 4096         # 0: each part of a step is one padded batch; else length-sorted sub-batches of at most this many tokens (`part_loss`)
     lr: float = 3e-3
     warmup: int = 30
@@ -703,7 +703,7 @@ def build_base_policy_cli(out:str='', # where to save; '' = data/models/tiny-qwe
                           check_tasks:int=1, # held-out tasks per family for the closing check (0: none)
                           threads:int=2, # torch threads: the shipped build used both cores of a 2-core machine, alone on it
                          ):
-    "Rebuild the tiny Qwen3 base policy from scratch (seeded; 78 min with both cores of a 2-core machine) and print what it measured."
+    "Rebuild the tiny Qwen3 base policy from scratch (seeded; 83 min with both cores of a 2-core machine) and print what it measured."
     import torch
     torch.set_num_threads(threads)
     d = BuildConfig()
