@@ -20,11 +20,11 @@ __all__ = ['MODEL_NAME', 'DOMAINS', 'DEMO_SEED', 'FLAW_SHARE', 'DEFAULT_FLAW', '
            'project_dir', 'model_dir', 'flaw_share', 'is_identifier', 'id_kind', 'call_values', 'seen_text',
            'DemoPolicy', 'typed_ids', 'invented_ids', 'demo_tasks', 'run_demonstrations', 'demo_summary',
            'domain_prompt', 'prompt_lines', 'build_tokenizer', 'stale_prompt_lines', 'fresh_identifier', 'digit_map',
-           'rename_identifiers', 'shuffle_items', 'drill_cuts', 'lookup_tools', 'CopyDrills', 'encode_conversation',
-           'ModelConfig', 'make_model', 'BuildConfig', 'lr_at', 'lm_loss', 'part_loss', 'sft', 'episode_metrics',
-           'weights_sha256', 'report_line', 'rollouts', 'format_report', 'policy_report', 'show_episode',
-           'build_base_policy', 'build_base_policy_cli', 'generation_speed', 'train_step_speed', 'speed_report',
-           'policy_speed', 'build_figure', 'recorded']
+           'rename_identifiers', 'shuffle_items', 'drill_cuts', 'lookup_tools', 'listed_items', 'is_choice_cut',
+           'CopyDrills', 'encode_conversation', 'ModelConfig', 'make_model', 'BuildConfig', 'lr_at', 'lm_loss',
+           'part_loss', 'sft', 'episode_metrics', 'weights_sha256', 'report_line', 'rollouts', 'format_report',
+           'policy_report', 'show_episode', 'build_base_policy', 'build_base_policy_cli', 'generation_speed',
+           'train_step_speed', 'speed_report', 'policy_speed', 'build_figure', 'recorded']
 
 # %% ../nbs/06a_base_policy.ipynb #c004
 MODEL_NAME = 'tiny-qwen3'   # data/prices.yaml prices a model of this name
@@ -305,12 +305,29 @@ def lookup_tools(tools:list) -> list[tuple]:
 _LEADS = ['Please note', 'My details', 'For reference', 'Here you go', 'From my records', 'The numbers I have']
 _AMOUNTS = ['EUR {:,}.{:02d}', '${:,}.{:02d}']
 
+def listed_items(messages:list) -> set:
+    "The `item_id`s that tool results list among two or more items: ids a call can only get right by choosing."
+    out = set()
+    for m in messages:
+        if m.get('role') != 'tool' or '"items"' not in (m.get('content') or ''): continue
+        try: d = json.loads(m['content'])
+        except ValueError: continue
+        items = d.get('items') if isinstance(d, dict) else None
+        if isinstance(items, list) and len(items) > 1: out |= {i['item_id'] for i in items if isinstance(i, dict) and 'item_id' in i}
+    return out
+
+def is_choice_cut(messages:list) -> bool:
+    "Whether a cut's final call needs an item that a tool result listed among others (which item: the customer said, by product)."
+    listed = listed_items(messages[:-1])
+    return any(v in listed for tc in messages[-1].get('tool_calls') or [] for v in call_values(tc['function']['arguments']))
+
 class CopyDrills:
     "Echo drills (random identifiers, repeated or looked up) and renamed cuts of demonstrations, per domain."
     def __init__(self, episodes:list, through:bool=False, digits:bool=False, # see `drill_cuts` and `rename_identifiers`
                  items:bool=False): # shuffle each order's items before renaming (`shuffle_items`)
         self.digits, self.items = digits, items
         self.cuts = [(c, e.trajectory.tools) for e in episodes for c in drill_cuts(e, through)]
+        self.choices = [(c, t) for c, t in self.cuts if is_choice_cut(c)]
         by = defaultdict(list)
         for e in episodes: by[e.task.domain].append(e)
         self.domains = sorted(by)
@@ -358,7 +375,13 @@ class CopyDrills:
         msgs, tools = rng.choice(self.cuts)
         return self.rename(msgs, rng), tools
 
-# %% ../nbs/06a_base_policy.ipynb #c030
+    def choice(self, rng:random.Random) -> tuple[list, list]:
+        "A cut whose call picks one of several listed items (`is_choice_cut`), varied by `rename`."
+        if not self.choices: raise ValueError('no demonstration has a call that picks one of several listed items')
+        msgs, tools = rng.choice(self.choices)
+        return self.rename(msgs, rng), tools
+
+# %% ../nbs/06a_base_policy.ipynb #c032
 def encode_conversation(tokenizer, messages:list, tools:list, loss:str='assistant') -> tuple[list, list]:
     """Token ids and labels (-100 outside the loss) of a conversation. `loss`: 'assistant' (every generated token),
     'last' (the last assistant turn) or 'args' (the last call's arguments)."""
@@ -373,7 +396,7 @@ def encode_conversation(tokenizer, messages:list, tools:list, loss:str='assistan
         mask = [m and s >= start for m, (s, _) in zip(mask, enc.offsets)]
     return ids, [t if m else -100 for t, m in zip(ids, mask)]
 
-# %% ../nbs/06a_base_policy.ipynb #c033
+# %% ../nbs/06a_base_policy.ipynb #c035
 @dataclass
 class ModelConfig:
     "Shape of the base policy."
@@ -400,7 +423,7 @@ def make_model(tokenizer, cfg:ModelConfig=None, seed:int=0):
     model.generation_config = GenerationConfig(eos_token_id=eos, pad_token_id=pad)
     return model
 
-# %% ../nbs/06a_base_policy.ipynb #c036
+# %% ../nbs/06a_base_policy.ipynb #c038
 @dataclass
 class BuildConfig:
     "Everything `build_base_policy` does, seeded."
@@ -417,6 +440,7 @@ class BuildConfig:
     echo_only_drills: int = 64      # echo drills per step then (repeats only)
     episodes_per_step: int = 8
     cut_drills: int = 12            # per step after the echo-only start
+    choice_drills: int = 0          # per step after the echo-only start: cuts whose call picks one of several listed items (`CopyDrills.choice`)
     echo_drills: int = 24           # per step after the echo-only start
     cut_loss: str = 'args'          # loss on a cut's final turn: 'args' (the call's arguments) or 'last' (tool and arguments)
     cut_through: bool = True        # cuts keep the messages between the showing exchange and their call (`drill_cuts`)
@@ -474,7 +498,7 @@ def part_loss(model, examples:list, pad_id:int, pack_tokens:int=0):
         loss, right = loss + l, right + r
     return loss / max(1, n), right / max(1, n)
 
-# %% ../nbs/06a_base_policy.ipynb #c037
+# %% ../nbs/06a_base_policy.ipynb #c039
 def sft(model, tokenizer, episodes:list, drills:CopyDrills, cfg:BuildConfig, log=print) -> list[dict]:
     "Train `model` on demonstrations ((messages, tools) conversations) and drills; returns the log rows."
     import torch
@@ -515,11 +539,12 @@ def sft(model, tokenizer, episodes:list, drills:CopyDrills, cfg:BuildConfig, log
         i = rng.randrange(max(1, len(eps) - cfg.episodes_per_step + 1))
         step({'echo': [encode_conversation(tokenizer, *drills.echo(rng)) for _ in range(cfg.echo_drills)],
               'cut': [encode_conversation(tokenizer, *drills.cut(rng), loss=cfg.cut_loss) for _ in range(cfg.cut_drills)],
+              'choice': [encode_conversation(tokenizer, *drills.choice(rng), loss=cfg.cut_loss) for _ in range(cfg.choice_drills)],
               'episode': [encoded(*x) for x in eps[i:i + cfg.episodes_per_step]]}, lr_at(n - 1, cfg), n, 'sft')
     model.eval()
     return hist
 
-# %% ../nbs/06a_base_policy.ipynb #c042
+# %% ../nbs/06a_base_policy.ipynb #c044
 def _calls(ep:Episode) -> tuple[list, int]:
     "The well-formed calls of an episode's assistant turns, and the number of malformed ones."
     calls, bad = [], 0
@@ -582,7 +607,7 @@ def report_line(m:dict) -> str:
     "The report's last line."
     return f"wellformed={m['wellformed']:.3f} id_copy={m['id_copy']:.3f} mixed={m['mixed']:.3f} calls_per_episode={m['calls_per_episode']:.3f}"
 
-# %% ../nbs/06a_base_policy.ipynb #c043
+# %% ../nbs/06a_base_policy.ipynb #c045
 def rollouts(model=None, # a directory, or an HFPolicy; default: the shipped model
              seed:int=2, # the task and sampling seed
              k:int=8, # attempts per task
@@ -629,7 +654,7 @@ def policy_report(seed:int=2, # task and sampling seed (not the demonstrations' 
     print(format_report(m))
     return 0
 
-# %% ../nbs/06a_base_policy.ipynb #c045
+# %% ../nbs/06a_base_policy.ipynb #c047
 def show_episode(ep:Episode, width:int=150) -> str:
     "An episode as text: the conversation (calls, shortened tool results), then the verdict."
     tr = ep.trajectory
@@ -646,7 +671,7 @@ def show_episode(ep:Episode, width:int=150) -> str:
     out += ['  ' + l for l in ep.verdict.explain().split('\n')]
     return '\n'.join(out)
 
-# %% ../nbs/06a_base_policy.ipynb #c049
+# %% ../nbs/06a_base_policy.ipynb #c051
 def build_base_policy(cfg:BuildConfig=None, log=print) -> dict:
     "Demonstrations -> tokenizer -> model -> SFT with drills -> save -> a closing check. Returns what it measured."
     import torch
@@ -671,7 +696,7 @@ def build_base_policy(cfg:BuildConfig=None, log=print) -> dict:
     lens = sorted(len(i) for i, _ in enc)
     rec['tokenizer'] = {'vocab': len(tok), 'prompt_tokens': {d: len(fmt.encode(_render(*domain_prompt(d)))) for d in domains},
                         'episode_tokens': {'mean': round(statistics.mean(lens)), 'p50': lens[len(lens) // 2], 'max': lens[-1]},
-                        'assistant_tokens_mean': round(statistics.mean(sum(x != -100 for x in l) for _, l in enc)), 'drill_cuts': len(drills.cuts), 'lookups': drills.lookups,
+                        'assistant_tokens_mean': round(statistics.mean(sum(x != -100 for x in l) for _, l in enc)), 'drill_cuts': len(drills.cuts), 'choice_cuts': len(drills.choices), 'lookups': drills.lookups,
                         'wall_s': round(time.perf_counter() - t, 1)}
     log(f"tokenizer: {rec['tokenizer']}")
     model = make_model(tok, cfg.model, seed=cfg.seed)
@@ -711,7 +736,7 @@ def build_base_policy_cli(out:str='', # where to save; '' = data/models/tiny-qwe
                                   seed=seed, check_tasks=check_tasks))
     return 0
 
-# %% ../nbs/06a_base_policy.ipynb #c055
+# %% ../nbs/06a_base_policy.ipynb #c057
 def _mid_episode(n:int, seed:int=11) -> list:
     "Conversations of `n` demonstrations, each up to (not including) its final reply."
     eps = run_demonstrations([t for d in DOMAINS for t in generate_tasks(d, 'train', seed=seed, n=max(1, n // 19 + 1))])
@@ -764,7 +789,7 @@ def policy_speed(model:str='', # a model directory; '' = data/models/tiny-qwen3
     if out: Path(out).write_text(json.dumps({'weights_sha256': weights_sha256(model or None), 'rows': rows}, indent=1))
     return 0
 
-# %% ../nbs/06a_base_policy.ipynb #c062
+# %% ../nbs/06a_base_policy.ipynb #c064
 def build_figure(build:dict):
     "Token accuracy of the drills and the episodes over the build's steps (echo-only start, then the mixed steps)."
     from matplotlib.figure import Figure
