@@ -82,3 +82,16 @@ def test_a_report_of_other_weights_is_refused(tmp_path):
     r = json.loads((tmp_path/'report.json').read_text()); r['run']['weights_sha256'] = '0' * 64
     (tmp_path/'report.json').write_text(json.dumps(r))
     with pytest.raises(ValueError, match='report.json was measured on other weights'): recorded(tmp_path)
+
+def test_choice_cuts_are_the_calls_that_pick_one_listed_item():
+    "A cut is a choice when its call needs an item a tool result listed among others; an order id, or a lone item, is not."
+    import json
+    from thinkingbox_training.base_policy import is_choice_cut, listed_items
+    order = lambda *ids: {'role': 'tool', 'content': json.dumps({'order_id': 'OR-12345', 'items': [{'item_id': i, 'product': f'P{i}'} for i in ids]})}
+    call = lambda **a: {'role': 'assistant', 'content': '', 'tool_calls': [{'type': 'function', 'function': {'name': 'create_return', 'arguments': a}}]}
+    assert listed_items([order('OI-123451', 'OI-123452')]) == {'OI-123451', 'OI-123452'}
+    assert listed_items([order('OI-123451')]) == set()
+    assert is_choice_cut([order('OI-123451', 'OI-123452'), call(order_id='OR-12345', item_id='OI-123452')])
+    assert not is_choice_cut([order('OI-123451', 'OI-123452'), call(order_id='OR-12345')])
+    assert not is_choice_cut([order('OI-123451'), call(order_id='OR-12345', item_id='OI-123451')])
+    assert not is_choice_cut([{'role': 'tool', 'content': 'not json "items"'}, call(item_id='OI-123451')])

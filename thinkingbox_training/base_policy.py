@@ -24,7 +24,7 @@ __all__ = ['MODEL_NAME', 'DOMAINS', 'DEMO_SEED', 'FLAW_SHARE', 'DEFAULT_FLAW', '
            'CopyDrills', 'encode_conversation', 'ModelConfig', 'make_model', 'BuildConfig', 'lr_at', 'lm_loss',
            'part_loss', 'sft', 'episode_metrics', 'weights_sha256', 'report_line', 'rollouts', 'format_report',
            'policy_report', 'show_episode', 'build_base_policy', 'build_base_policy_cli', 'generation_speed',
-           'train_step_speed', 'speed_report', 'policy_speed', 'build_figure', 'recorded']
+           'train_step_speed', 'speed_report', 'policy_speed', 'build_figure', 'recorded', 'choice_accuracy']
 
 # %% ../nbs/06a_base_policy.ipynb #c004
 MODEL_NAME = 'tiny-qwen3'   # data/prices.yaml prices a model of this name
@@ -814,3 +814,36 @@ def recorded(model=None) -> tuple[dict, dict, dict]:
         if got != sha: raise ValueError(f'{d/name} was measured on other weights ({str(got)[:12]} != {sha[:12]}): rerun '
                                         f'`tbt {"policy-report --seed 2 --k 8" if name == "report.json" else "policy-speed"} --out {d/name}`')
     return build, report, speed
+
+# %% ../nbs/06a_base_policy.ipynb #c067
+def choice_accuracy(model=None, # a directory; default: the shipped model
+                    n:int=300, # cuts to score (drawn with replacement, each shuffled and renamed afresh)
+                    tasks_per_family:int=40, seed:int=77, # the fresh demonstrations the cuts come from
+                   ) -> dict:
+    """Teacher-forced choice of an order item: the share of choice cuts where the model's argmax gives every token of
+    the chosen item id; `chance` (the mean of 1 / items listed); `others`, the same share for the call's other
+    identifiers; and `by_listed`, right / cuts by number of items listed."""
+    import torch
+    from transformers import AutoTokenizer, AutoModelForCausalLM
+    if seed == DEMO_SEED: raise ValueError(f'seed {seed} generated the demonstrations the policy was trained on: pick another')
+    path = str(model or model_dir())
+    tok, lm = AutoTokenizer.from_pretrained(path), AutoModelForCausalLM.from_pretrained(path).eval()
+    drills = CopyDrills(run_demonstrations(demo_tasks(n=tasks_per_family, seed=seed)), through=True, digits=True, items=True)
+    rng, right, others, chance, by = random.Random(seed), 0, Counter(), [], defaultdict(lambda: [0, 0])
+    for _ in range(n):
+        msgs, tools = drills.choice(rng)
+        text = _render(msgs, tools)
+        enc = tok.backend_tokenizer.encode(text, add_special_tokens=False)
+        with torch.no_grad(): pred = lm(torch.tensor([enc.ids])).logits[0].argmax(-1).tolist()
+        listed = {i['item_id']: len(d['items']) for m in msgs[:-1] if m['role'] == 'tool' and '"items"' in m['content']
+                  for d in [json.loads(m['content'])] for i in d['items']}
+        start = text.rindex('"arguments":')
+        for v in call_values(msgs[-1]['tool_calls'][0]['function']['arguments']):
+            if not is_identifier(v): continue
+            s = text.index(v, start)
+            ok = all(pred[p - 1] == enc.ids[p] for p, (a, b) in enumerate(enc.offsets) if a < s + len(v) and b > s)
+            if v in listed and listed[v] > 1:
+                right += ok; chance.append(1 / listed[v]); by[listed[v]][0] += ok; by[listed[v]][1] += 1
+            else: others[ok] += 1
+    return {'cuts': n, 'item': round(right / len(chance), 3), 'chance': round(statistics.mean(chance), 3),
+            'others': round(others[True] / max(1, sum(others.values())), 3), 'by_listed': {k: by[k] for k in sorted(by)}}
