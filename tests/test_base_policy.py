@@ -89,8 +89,8 @@ def test_choice_cuts_are_the_calls_that_pick_one_listed_item():
     from thinkingbox_training.base_policy import is_choice_cut, listed_items
     order = lambda *ids: {'role': 'tool', 'content': json.dumps({'order_id': 'OR-12345', 'items': [{'item_id': i, 'product': f'P{i}'} for i in ids]})}
     call = lambda **a: {'role': 'assistant', 'content': '', 'tool_calls': [{'type': 'function', 'function': {'name': 'create_return', 'arguments': a}}]}
-    assert listed_items([order('OI-123451', 'OI-123452')]) == {'OI-123451', 'OI-123452'}
-    assert listed_items([order('OI-123451')]) == set()
+    assert listed_items([order('OI-123451', 'OI-123452')]) == {'OI-123451': 2, 'OI-123452': 2}
+    assert listed_items([order('OI-123451')]) == {}
     assert is_choice_cut([order('OI-123451', 'OI-123452'), call(order_id='OR-12345', item_id='OI-123452')])
     assert not is_choice_cut([order('OI-123451', 'OI-123452'), call(order_id='OR-12345')])
     assert not is_choice_cut([order('OI-123451'), call(order_id='OR-12345', item_id='OI-123451')])

@@ -305,15 +305,16 @@ def lookup_tools(tools:list) -> list[tuple]:
 _LEADS = ['Please note', 'My details', 'For reference', 'Here you go', 'From my records', 'The numbers I have']
 _AMOUNTS = ['EUR {:,}.{:02d}', '${:,}.{:02d}']
 
-def listed_items(messages:list) -> set:
-    "The `item_id`s that tool results list among two or more items: ids a call can only get right by choosing."
-    out = set()
+def listed_items(messages:list) -> dict:
+    """The `item_id`s that tool results list among two or more items (ids a call can only get right by choosing),
+    each with the number of items its list has."""
+    out = {}
     for m in messages:
         if m.get('role') != 'tool' or '"items"' not in (m.get('content') or ''): continue
         try: d = json.loads(m['content'])
         except ValueError: continue
         items = d.get('items') if isinstance(d, dict) else None
-        if isinstance(items, list) and len(items) > 1: out |= {i['item_id'] for i in items if isinstance(i, dict) and 'item_id' in i}
+        if isinstance(items, list) and len(items) > 1: out.update({i['item_id']: len(items) for i in items if isinstance(i, dict) and 'item_id' in i})
     return out
 
 def is_choice_cut(messages:list) -> bool:
@@ -835,14 +836,13 @@ def choice_accuracy(model=None, # a directory; default: the shipped model
         text = _render(msgs, tools)
         enc = tok.backend_tokenizer.encode(text, add_special_tokens=False)
         with torch.no_grad(): pred = lm(torch.tensor([enc.ids])).logits[0].argmax(-1).tolist()
-        listed = {i['item_id']: len(d['items']) for m in msgs[:-1] if m['role'] == 'tool' and '"items"' in m['content']
-                  for d in [json.loads(m['content'])] for i in d['items']}
+        listed = listed_items(msgs[:-1])
         start = text.rindex('"arguments":')
         for v in call_values(msgs[-1]['tool_calls'][0]['function']['arguments']):
             if not is_identifier(v): continue
             s = text.index(v, start)
             ok = all(pred[p - 1] == enc.ids[p] for p, (a, b) in enumerate(enc.offsets) if a < s + len(v) and b > s)
-            if v in listed and listed[v] > 1:
+            if v in listed:
                 right += ok; chance.append(1 / listed[v]); by[listed[v]][0] += ok; by[listed[v]][1] += 1
             else: others[ok] += 1
     return {'cuts': n, 'item': round(right / len(chance), 3), 'chance': round(statistics.mean(chance), 3),
