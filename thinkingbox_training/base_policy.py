@@ -371,15 +371,12 @@ class CopyDrills:
         "`messages` with its orders' items shuffled (if `items`) and every identifier renamed: how cuts and episodes are varied."
         return rename_identifiers(shuffle_items(messages, rng) if self.items else messages, rng, self.words, self.digits)
 
-    def cut(self, rng:random.Random) -> tuple[list, list]:
+    def cut(self, rng:random.Random,
+            choice:bool=False, # only cuts whose call picks one of several listed items (`is_choice_cut`)
+           ) -> tuple[list, list]:
         "A cut of a demonstration, varied by `rename`."
-        msgs, tools = rng.choice(self.cuts)
-        return self.rename(msgs, rng), tools
-
-    def choice(self, rng:random.Random) -> tuple[list, list]:
-        "A cut whose call picks one of several listed items (`is_choice_cut`), varied by `rename`."
-        if not self.choices: raise ValueError('no demonstration has a call that picks one of several listed items')
-        msgs, tools = rng.choice(self.choices)
+        if choice and not self.choices: raise ValueError('no demonstration has a call that picks one of several listed items')
+        msgs, tools = rng.choice(self.choices if choice else self.cuts)
         return self.rename(msgs, rng), tools
 
 # %% ../nbs/06a_base_policy.ipynb #c032
@@ -441,7 +438,7 @@ class BuildConfig:
     echo_only_drills: int = 64      # echo drills per step then (repeats only)
     episodes_per_step: int = 8
     cut_drills: int = 12            # per step after the echo-only start
-    choice_drills: int = 0          # per step after the echo-only start: cuts whose call picks one of several listed items (`CopyDrills.choice`)
+    choice_drills: int = 0          # per step after the echo-only start: cuts whose call picks one of several listed items (`CopyDrills.cut`)
     echo_drills: int = 24           # per step after the echo-only start
     cut_loss: str = 'args'          # loss on a cut's final turn: 'args' (the call's arguments) or 'last' (tool and arguments)
     cut_through: bool = True        # cuts keep the messages between the showing exchange and their call (`drill_cuts`)
@@ -540,7 +537,7 @@ def sft(model, tokenizer, episodes:list, drills:CopyDrills, cfg:BuildConfig, log
         i = rng.randrange(max(1, len(eps) - cfg.episodes_per_step + 1))
         step({'echo': [encode_conversation(tokenizer, *drills.echo(rng)) for _ in range(cfg.echo_drills)],
               'cut': [encode_conversation(tokenizer, *drills.cut(rng), loss=cfg.cut_loss) for _ in range(cfg.cut_drills)],
-              'choice': [encode_conversation(tokenizer, *drills.choice(rng), loss=cfg.cut_loss) for _ in range(cfg.choice_drills)],
+              'choice': [encode_conversation(tokenizer, *drills.cut(rng, choice=True), loss=cfg.cut_loss) for _ in range(cfg.choice_drills)],
               'episode': [encoded(*x) for x in eps[i:i + cfg.episodes_per_step]]}, lr_at(n - 1, cfg), n, 'sft')
     model.eval()
     return hist
@@ -832,7 +829,7 @@ def choice_accuracy(model=None, # a directory; default: the shipped model
     drills = CopyDrills(run_demonstrations(demo_tasks(n=tasks_per_family, seed=seed)), through=True, digits=True, items=True)
     rng, right, others, chance, by = random.Random(seed), 0, Counter(), [], defaultdict(lambda: [0, 0])
     for _ in range(n):
-        msgs, tools = drills.choice(rng)
+        msgs, tools = drills.cut(rng, choice=True)
         text = _render(msgs, tools)
         enc = tok.backend_tokenizer.encode(text, add_special_tokens=False)
         with torch.no_grad(): pred = lm(torch.tensor([enc.ids])).logits[0].argmax(-1).tolist()
