@@ -826,7 +826,8 @@ def choice_accuracy(model=None, # a directory; default: the shipped model
     if seed == DEMO_SEED: raise ValueError(f'seed {seed} generated the demonstrations the policy was trained on: pick another')
     path = str(model or model_dir())
     tok, lm = AutoTokenizer.from_pretrained(path), AutoModelForCausalLM.from_pretrained(path).eval()
-    drills = CopyDrills(run_demonstrations(demo_tasks(n=tasks_per_family, seed=seed)), through=True, digits=True, items=True)
+    cfg = BuildConfig()  # cut, rename and shuffle as the build does
+    drills = CopyDrills(run_demonstrations(demo_tasks(n=tasks_per_family, seed=seed)), through=cfg.cut_through, digits=cfg.rename_digits, items=cfg.shuffle_items)
     rng, right, others, chance, by = random.Random(seed), 0, Counter(), [], defaultdict(lambda: [0, 0])
     for _ in range(n):
         msgs, tools = drills.cut(rng, choice=True)
