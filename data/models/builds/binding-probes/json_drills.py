@@ -1,0 +1,48 @@
+"""Binding probe (2026-11-30): as text_drills.py, with the items listed as get_order lists them (JSON objects with all
+their fields), product first (`pfirst`). Two threads. Run: python json_drills.py pfirst 200 64 warm   (log: json_pfirst.log; stopped after step 150)"""
+import sys, random, time, re, torch
+from transformers import AutoTokenizer
+from thinkingbox_training.base_policy import model_dir, make_model, ModelConfig, encode_conversation, fresh_identifier
+from thinkingbox_training.domains.retail import CATALOGUE
+torch.set_num_threads(2)
+order, steps, per = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+LR = 1e-3 if 'warm' in sys.argv else 3e-3
+tok = AutoTokenizer.from_pretrained(str(model_dir()))
+NAMES = [c[1] for c in CATALOGUE]
+def drill(rng):
+    orid = fresh_identifier('OR-40001', rng); n = rng.randint(2, 4)
+    prods = rng.sample(NAMES, n); digs = rng.sample('123456789', n)
+    ids = [f'OI-{orid[3:]}{d}' for d in digs]; k = rng.randrange(n)
+    import json
+    its = [{'item_id': i, 'product_id': fresh_identifier('PR-1000', rng), 'product': p, 'quantity': 1, 'unit_price_cents': rng.randrange(1000, 40000, 100), 'returned_qty': 0, 'replaced_qty': 0, 'shipment_id': f'SH-{orid[3:]}{digs[0]}'} for i, p in zip(ids, prods)]
+    if order == 'pfirst': its = [{'product': d.pop('product'), **d} for d in its]
+    lst = json.dumps(its)
+    user = f"Order {orid} items: {lst}. {rng.choice(['Please return the', 'I want to send back the', 'Replace the'])} {prods[k]}."
+    msgs = [{'role': 'user', 'content': user}, {'role': 'assistant', 'content': ids[k]}]
+    return encode_conversation(tok, msgs, None), ids[k]
+from transformers import AutoModelForCausalLM
+model = AutoModelForCausalLM.from_pretrained(str(model_dir())) if 'warm' in sys.argv else make_model(tok, ModelConfig(), seed=0)
+model.train()
+opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.98), weight_decay=0.01)
+pad = tok.convert_tokens_to_ids('<|endoftext|>')
+def batch(ex):
+    L = max(len(i) for (i, _), _ in ex)
+    X = torch.full((len(ex), L), pad); Y = torch.full((len(ex), L), -100)
+    for r, ((i, l), _) in enumerate(ex): X[r, :len(i)] = torch.tensor(i); Y[r, :len(l)] = torch.tensor(l)
+    return X, Y
+held = [drill(random.Random(10**6 + i)) for i in range(300)]
+def evaluate():
+    model.eval()
+    with torch.no_grad():
+        X, Y = batch(held); pred = model(input_ids=X).logits.argmax(-1)[:, :-1]; y = Y[:, 1:]
+        m = y != -100
+        ok = ((pred == y) | ~m).all(1)  # every assistant token right (the id and <|im_end|>)
+    model.train(); return ok.float().mean().item()
+print(order, 'step 0 exact', evaluate(), flush=True)
+rng = random.Random(0); t0 = time.time()
+for step in range(1, steps + 1):
+    X, Y = batch([drill(rng) for _ in range(per)])
+    for g in opt.param_groups: g['lr'] = LR * min(1, step / 30)
+    loss = model(input_ids=X, labels=Y).loss; loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step(); opt.zero_grad()
+    if step % 50 == 0: print(order, f'step {step} loss {loss.item():.3f} exact {evaluate():.3f} {time.time()-t0:.0f}s', flush=True)

@@ -1,0 +1,50 @@
+"""Binding probe (2026-11-30): can shipped build 8a learn which listed item a customer names, on short dense drills?
+
+Each drill is one user message listing an order's 2-4 items as plain text, `OI-...: product` (`idfirst`, the order
+get_order uses) or `product: OI-...` (`pfirst`), asking to return one product by name; the assistant answers its
+item id. Warm start from data/models/tiny-qwen3, AdamW at 1e-3, 64 drills a step, one thread; `exact` is the
+share of 300 held-out drills whose every answer token is the argmax (chance, one of 2-4 items: 0.36).
+Run: OMP_NUM_THREADS=1 python text_drills.py pfirst 400 64 warm   (logs: text_pfirst.log, text_idfirst.log; both stopped after step 300)"""
+import sys, random, time, re, torch
+from transformers import AutoTokenizer
+from thinkingbox_training.base_policy import model_dir, make_model, ModelConfig, encode_conversation, fresh_identifier
+from thinkingbox_training.domains.retail import CATALOGUE
+torch.set_num_threads(1)
+order, steps, per = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+LR = 1e-3 if 'warm' in sys.argv else 3e-3
+tok = AutoTokenizer.from_pretrained(str(model_dir()))
+NAMES = [c[1] for c in CATALOGUE]
+def drill(rng):
+    orid = fresh_identifier('OR-40001', rng); n = rng.randint(2, 4)
+    prods = rng.sample(NAMES, n); digs = rng.sample('123456789', n)
+    ids = [f'OI-{orid[3:]}{d}' for d in digs]; k = rng.randrange(n)
+    lst = '; '.join(f'{i}: {p}' if order == 'idfirst' else f'{p}: {i}' for i, p in zip(ids, prods))
+    user = f"Order {orid} has {lst}. {rng.choice(['Please return the', 'I want to send back the', 'Replace the'])} {prods[k]}."
+    msgs = [{'role': 'user', 'content': user}, {'role': 'assistant', 'content': ids[k]}]
+    return encode_conversation(tok, msgs, None), ids[k]
+from transformers import AutoModelForCausalLM
+model = AutoModelForCausalLM.from_pretrained(str(model_dir())) if 'warm' in sys.argv else make_model(tok, ModelConfig(), seed=0)
+model.train()
+opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.98), weight_decay=0.01)
+pad = tok.convert_tokens_to_ids('<|endoftext|>')
+def batch(ex):
+    L = max(len(i) for (i, _), _ in ex)
+    X = torch.full((len(ex), L), pad); Y = torch.full((len(ex), L), -100)
+    for r, ((i, l), _) in enumerate(ex): X[r, :len(i)] = torch.tensor(i); Y[r, :len(l)] = torch.tensor(l)
+    return X, Y
+held = [drill(random.Random(10**6 + i)) for i in range(300)]
+def evaluate():
+    model.eval()
+    with torch.no_grad():
+        X, Y = batch(held); pred = model(input_ids=X).logits.argmax(-1)[:, :-1]; y = Y[:, 1:]
+        m = y != -100
+        ok = ((pred == y) | ~m).all(1)  # every assistant token right (the id and <|im_end|>)
+    model.train(); return ok.float().mean().item()
+print(order, 'step 0 exact', evaluate(), flush=True)
+rng = random.Random(0); t0 = time.time()
+for step in range(1, steps + 1):
+    X, Y = batch([drill(rng) for _ in range(per)])
+    for g in opt.param_groups: g['lr'] = LR * min(1, step / 30)
+    loss = model(input_ids=X, labels=Y).loss; loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step(); opt.zero_grad()
+    if step % 50 == 0: print(order, f'step {step} loss {loss.item():.3f} exact {evaluate():.3f} {time.time()-t0:.0f}s', flush=True)
