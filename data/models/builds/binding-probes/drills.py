@@ -1,16 +1,18 @@
 """Binding probe (2026-11-30): can shipped build 8a learn which listed item a customer names, on short dense drills?
 
-Each drill is one user message listing an order's 2-4 items as plain text, `OI-...: product` (`idfirst`, the order
-get_order uses) or `product: OI-...` (`pfirst`), asking to return one product by name; the assistant answers its
-item id. Warm start from data/models/tiny-qwen3, AdamW at 1e-3, 64 drills a step, one thread; `exact` is the
-share of 300 held-out drills whose every answer token is the argmax (chance, one of 2-4 items: 0.36).
-Run: OMP_NUM_THREADS=1 python text_drills.py pfirst 400 64 warm   (logs: text_pfirst.log, text_idfirst.log; both stopped after step 300)"""
-import sys, random, time, re, torch
+Each drill is one user message that lists an order's 2-4 items and then asks to return one of them by its product;
+the assistant answers its item id. `text`: the items as `OI-...: product` (`idfirst`, the order get_order uses) or
+`product: OI-...` (`pfirst`); `json`: as get_order's JSON objects with all their fields. Warm start from
+data/models/tiny-qwen3, AdamW at 1e-3, 64 drills a step; `exact` is the share of 300 held-out drills whose every
+answer token is the argmax (chance, one of 2-4 items: 0.36). The runs behind the logs:
+  OMP_NUM_THREADS=1 python drills.py text pfirst 400 64 warm    text_pfirst.log (stopped after step 300)
+  OMP_NUM_THREADS=1 python drills.py text idfirst 400 64 warm   text_idfirst.log (stopped after step 300)
+  OMP_NUM_THREADS=2 python drills.py json pfirst 200 64 warm    json_pfirst.log (stopped after step 150)"""
+import sys, json, random, time, re, torch
 from transformers import AutoTokenizer
 from thinkingbox_training.base_policy import model_dir, make_model, ModelConfig, encode_conversation, fresh_identifier
 from thinkingbox_training.domains.retail import CATALOGUE
-torch.set_num_threads(1)
-order, steps, per = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+listing, order, steps, per = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 LR = 1e-3 if 'warm' in sys.argv else 3e-3
 tok = AutoTokenizer.from_pretrained(str(model_dir()))
 NAMES = [c[1] for c in CATALOGUE]
@@ -18,8 +20,13 @@ def drill(rng):
     orid = fresh_identifier('OR-40001', rng); n = rng.randint(2, 4)
     prods = rng.sample(NAMES, n); digs = rng.sample('123456789', n)
     ids = [f'OI-{orid[3:]}{d}' for d in digs]; k = rng.randrange(n)
-    lst = '; '.join(f'{i}: {p}' if order == 'idfirst' else f'{p}: {i}' for i, p in zip(ids, prods))
-    user = f"Order {orid} has {lst}. {rng.choice(['Please return the', 'I want to send back the', 'Replace the'])} {prods[k]}."
+    if listing == 'text':
+        lst, has = '; '.join(f'{i}: {p}' if order == 'idfirst' else f'{p}: {i}' for i, p in zip(ids, prods)), 'has'
+    else:
+        its = [{'item_id': i, 'product_id': fresh_identifier('PR-1000', rng), 'product': p, 'quantity': 1, 'unit_price_cents': rng.randrange(1000, 40000, 100), 'returned_qty': 0, 'replaced_qty': 0, 'shipment_id': f'SH-{orid[3:]}{digs[0]}'} for i, p in zip(ids, prods)]
+        if order == 'pfirst': its = [{'product': d.pop('product'), **d} for d in its]
+        lst, has = json.dumps(its), 'items:'
+    user = f"Order {orid} {has} {lst}. {rng.choice(['Please return the', 'I want to send back the', 'Replace the'])} {prods[k]}."
     msgs = [{'role': 'user', 'content': user}, {'role': 'assistant', 'content': ids[k]}]
     return encode_conversation(tok, msgs, None), ids[k]
 from transformers import AutoModelForCausalLM
