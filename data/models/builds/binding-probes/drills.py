@@ -7,16 +7,19 @@ data/models/tiny-qwen3, AdamW at 1e-3, 64 drills a step; `exact` is the share of
 answer token is the argmax (chance, one of 2-4 items: 0.36). The runs behind the logs:
   OMP_NUM_THREADS=1 python drills.py text pfirst 400 64 warm    text_pfirst.log (stopped after step 300)
   OMP_NUM_THREADS=1 python drills.py text idfirst 400 64 warm   text_idfirst.log (stopped after step 300)
-  OMP_NUM_THREADS=2 python drills.py json pfirst 200 64 warm    json_pfirst.log (stopped after step 150)"""
+  OMP_NUM_THREADS=2 python drills.py json pfirst 200 64 warm    json_pfirst.log (stopped after step 150)
+`before`: the request comes before the listing, in the same user message:
+  OMP_NUM_THREADS=1 python drills.py text pfirst 300 64 warm before   text_pfirst_before.log
+`conv` (with `json`): the request opens a conversation, a get_order call and its result list the items, and the
+answer is `create_return(order_id, item_id)`; `exact` then needs both arguments:
+  OMP_NUM_THREADS=2 python drills.py json pfirst 150 64 warm conv     json_pfirst_conv.log"""
 import sys, json, random, time, re, torch
 from transformers import AutoTokenizer
 from thinkingbox_training.base_policy import model_dir, make_model, ModelConfig, encode_conversation, fresh_identifier
 from thinkingbox_training.domains.retail import CATALOGUE
-listing, order, steps, per = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-LR = 1e-3 if 'warm' in sys.argv else 3e-3
-tok = AutoTokenizer.from_pretrained(str(model_dir()))
 NAMES = [c[1] for c in CATALOGUE]
-def drill(rng):
+def drill(tok, rng, listing:str='json', order:str='pfirst', before:bool=False, conv:bool=False):
+    "One drill's (token ids, labels) and its answer."
     orid = fresh_identifier('OR-40001', rng); n = rng.randint(2, 4)
     prods = rng.sample(NAMES, n); digs = rng.sample('123456789', n)
     ids = [f'OI-{orid[3:]}{d}' for d in digs]; k = rng.randrange(n)
@@ -26,32 +29,42 @@ def drill(rng):
         its = [{'item_id': i, 'product_id': fresh_identifier('PR-1000', rng), 'product': p, 'quantity': 1, 'unit_price_cents': rng.randrange(1000, 40000, 100), 'returned_qty': 0, 'replaced_qty': 0, 'shipment_id': f'SH-{orid[3:]}{digs[0]}'} for i, p in zip(ids, prods)]
         if order == 'pfirst': its = [{'product': d.pop('product'), **d} for d in its]
         lst, has = json.dumps(its), 'items:'
-    user = f"Order {orid} {has} {lst}. {rng.choice(['Please return the', 'I want to send back the', 'Replace the'])} {prods[k]}."
+    ask = f"{rng.choice(['Please return the', 'I want to send back the', 'Replace the'])} {prods[k]}"
+    if conv:  # the request opens a conversation, get_order's result lists the items, the answer is the write call
+        call = lambda name, a: {'role': 'assistant', 'content': '', 'tool_calls': [{'type': 'function', 'function': {'name': name, 'arguments': a}}]}
+        msgs = [{'role': 'user', 'content': f'{ask} from order {orid}.'}, call('get_order', {'order_id': orid}),
+                {'role': 'tool', 'content': json.dumps({'order_id': orid, 'status': 'delivered', 'items': its})}, call('create_return', {'order_id': orid, 'item_id': ids[k]})]
+        return encode_conversation(tok, msgs, None, loss='args'), ids[k]
+    user = f'{ask}. Order {orid} {has} {lst}.' if before else f'Order {orid} {has} {lst}. {ask}.'
     msgs = [{'role': 'user', 'content': user}, {'role': 'assistant', 'content': ids[k]}]
     return encode_conversation(tok, msgs, None), ids[k]
-from transformers import AutoModelForCausalLM
-model = AutoModelForCausalLM.from_pretrained(str(model_dir())) if 'warm' in sys.argv else make_model(tok, ModelConfig(), seed=0)
-model.train()
-opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.98), weight_decay=0.01)
-pad = tok.convert_tokens_to_ids('<|endoftext|>')
-def batch(ex):
-    L = max(len(i) for (i, _), _ in ex)
-    X = torch.full((len(ex), L), pad); Y = torch.full((len(ex), L), -100)
-    for r, ((i, l), _) in enumerate(ex): X[r, :len(i)] = torch.tensor(i); Y[r, :len(l)] = torch.tensor(l)
-    return X, Y
-held = [drill(random.Random(10**6 + i)) for i in range(300)]
-def evaluate():
-    model.eval()
-    with torch.no_grad():
-        X, Y = batch(held); pred = model(input_ids=X).logits.argmax(-1)[:, :-1]; y = Y[:, 1:]
-        m = y != -100
-        ok = ((pred == y) | ~m).all(1)  # every assistant token right (the id and <|im_end|>)
-    model.train(); return ok.float().mean().item()
-print(order, 'step 0 exact', evaluate(), flush=True)
-rng = random.Random(0); t0 = time.time()
-for step in range(1, steps + 1):
-    X, Y = batch([drill(rng) for _ in range(per)])
-    for g in opt.param_groups: g['lr'] = LR * min(1, step / 30)
-    loss = model(input_ids=X, labels=Y).loss; loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step(); opt.zero_grad()
-    if step % 50 == 0: print(order, f'step {step} loss {loss.item():.3f} exact {evaluate():.3f} {time.time()-t0:.0f}s', flush=True)
+if __name__ == '__main__':
+    listing, order, steps, per = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    LR = 1e-3 if 'warm' in sys.argv else 3e-3
+    tok = AutoTokenizer.from_pretrained(str(model_dir()))
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir())) if 'warm' in sys.argv else make_model(tok, ModelConfig(), seed=0)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.98), weight_decay=0.01)
+    pad = tok.convert_tokens_to_ids('<|endoftext|>')
+    def batch(ex):
+        L = max(len(i) for (i, _), _ in ex)
+        X = torch.full((len(ex), L), pad); Y = torch.full((len(ex), L), -100)
+        for r, ((i, l), _) in enumerate(ex): X[r, :len(i)] = torch.tensor(i); Y[r, :len(l)] = torch.tensor(l)
+        return X, Y
+    held = [drill(tok, random.Random(10**6 + i), listing, order, 'before' in sys.argv, 'conv' in sys.argv) for i in range(300)]
+    def evaluate():
+        model.eval()
+        with torch.no_grad():
+            X, Y = batch(held); pred = model(input_ids=X).logits.argmax(-1)[:, :-1]; y = Y[:, 1:]
+            m = y != -100
+            ok = ((pred == y) | ~m).all(1)  # every assistant token right (the id and <|im_end|>)
+        model.train(); return ok.float().mean().item()
+    print(order, 'step 0 exact', evaluate(), flush=True)
+    rng = random.Random(0); t0 = time.time()
+    for step in range(1, steps + 1):
+        X, Y = batch([drill(tok, rng, listing, order, 'before' in sys.argv, 'conv' in sys.argv) for _ in range(per)])
+        for g in opt.param_groups: g['lr'] = LR * min(1, step / 30)
+        loss = model(input_ids=X, labels=Y).loss; loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step(); opt.zero_grad()
+        if step % 50 == 0: print(order, f'step {step} loss {loss.item():.3f} exact {evaluate():.3f} {time.time()-t0:.0f}s', flush=True)
