@@ -20,6 +20,7 @@ from thinkingbox_training.domains.retail import CATALOGUE
 NAMES = [c[1] for c in CATALOGUE]
 def drill(tok, rng, listing:str='json', order:str='pfirst', before:bool=False, conv:bool=False):
     "One drill's (token ids, labels) and its answer."
+    if conv and listing != 'json': raise ValueError(f"a conversation drill lists the items as get_order does: listing must be 'json', not {listing!r}")
     orid = fresh_identifier('OR-40001', rng); n = rng.randint(2, 4)
     prods = rng.sample(NAMES, n); digs = rng.sample('123456789', n)
     ids = [f'OI-{orid[3:]}{d}' for d in digs]; k = rng.randrange(n)
