@@ -10,16 +10,18 @@ answer token is the argmax (chance, one of 2-4 items: 0.36). The runs behind the
   OMP_NUM_THREADS=2 python drills.py json pfirst 200 64 warm    json_pfirst.log (stopped after step 150)
 `before`: the request comes before the listing, in the same user message:
   OMP_NUM_THREADS=1 python drills.py text pfirst 300 64 warm before   text_pfirst_before.log
-`conv` (with `json`): the request opens a conversation, a get_order call and its result list the items, and the
-answer is `create_return(order_id, item_id)`; `exact` then needs both arguments:
-  OMP_NUM_THREADS=2 python drills.py json pfirst 150 64 warm conv     json_pfirst_conv.log"""
+`conv=call` (with `json`): the request opens a conversation, a get_order call and its result list the items, and the
+answer is `create_return(order_id, item_id)`; `exact` then needs both arguments. `conv=text`: the answer is the id alone:
+  OMP_NUM_THREADS=2 python drills.py json pfirst 150 64 warm conv=call     json_pfirst_conv.log
+  OMP_NUM_THREADS=2 python drills.py json pfirst 150 64 warm conv=text     json_pfirst_convtext.log"""
 import sys, json, random, time, re, torch
 from transformers import AutoTokenizer
 from thinkingbox_training.base_policy import model_dir, make_model, ModelConfig, encode_conversation, fresh_identifier
 from thinkingbox_training.domains.retail import CATALOGUE
 NAMES = [c[1] for c in CATALOGUE]
-def drill(tok, rng, listing:str='json', order:str='pfirst', before:bool=False, conv:bool=False):
+def drill(tok, rng, listing:str='json', order:str='pfirst', before:bool=False, conv:str=''):
     "One drill's (token ids, labels) and its answer."
+    if conv not in ('', 'call', 'text'): raise ValueError(f"conv must be 'call' or 'text', not {conv!r}")
     if conv and listing != 'json': raise ValueError(f"a conversation drill lists the items as get_order does: listing must be 'json', not {listing!r}")
     orid = fresh_identifier('OR-40001', rng); n = rng.randint(2, 4)
     prods = rng.sample(NAMES, n); digs = rng.sample('123456789', n)
@@ -31,11 +33,12 @@ def drill(tok, rng, listing:str='json', order:str='pfirst', before:bool=False, c
         if order == 'pfirst': its = [{'product': d.pop('product'), **d} for d in its]
         lst, has = json.dumps(its), 'items:'
     ask = f"{rng.choice(['Please return the', 'I want to send back the', 'Replace the'])} {prods[k]}"
-    if conv:  # the request opens a conversation, get_order's result lists the items, the answer is the write call
+    if conv:  # the request opens a conversation, get_order's result lists the items; the answer: the write call ('call') or the id alone ('text')
         call = lambda name, a: {'role': 'assistant', 'content': '', 'tool_calls': [{'type': 'function', 'function': {'name': name, 'arguments': a}}]}
         msgs = [{'role': 'user', 'content': f'{ask} from order {orid}.'}, call('get_order', {'order_id': orid}),
-                {'role': 'tool', 'content': json.dumps({'order_id': orid, 'status': 'delivered', 'items': its})}, call('create_return', {'order_id': orid, 'item_id': ids[k]})]
-        return encode_conversation(tok, msgs, None, loss='args'), ids[k]
+                {'role': 'tool', 'content': json.dumps({'order_id': orid, 'status': 'delivered', 'items': its})}]
+        if conv == 'text': return encode_conversation(tok, msgs + [{'role': 'assistant', 'content': ids[k]}], None, loss='last'), ids[k]
+        return encode_conversation(tok, msgs + [call('create_return', {'order_id': orid, 'item_id': ids[k]})], None, loss='args'), ids[k]
     user = f'{ask}. Order {orid} {has} {lst}.' if before else f'Order {orid} {has} {lst}. {ask}.'
     msgs = [{'role': 'user', 'content': user}, {'role': 'assistant', 'content': ids[k]}]
     return encode_conversation(tok, msgs, None), ids[k]
@@ -53,7 +56,7 @@ if __name__ == '__main__':
         X = torch.full((len(ex), L), pad); Y = torch.full((len(ex), L), -100)
         for r, ((i, l), _) in enumerate(ex): X[r, :len(i)] = torch.tensor(i); Y[r, :len(l)] = torch.tensor(l)
         return X, Y
-    held = [drill(tok, random.Random(10**6 + i), listing, order, 'before' in sys.argv, 'conv' in sys.argv) for i in range(300)]
+    held = [drill(tok, random.Random(10**6 + i), listing, order, 'before' in sys.argv, next((a[5:] for a in sys.argv if a.startswith('conv=')), '')) for i in range(300)]
     def evaluate():
         model.eval()
         with torch.no_grad():
@@ -64,7 +67,7 @@ if __name__ == '__main__':
     print(order, 'step 0 exact', evaluate(), flush=True)
     rng = random.Random(0); t0 = time.time()
     for step in range(1, steps + 1):
-        X, Y = batch([drill(tok, rng, listing, order, 'before' in sys.argv, 'conv' in sys.argv) for _ in range(per)])
+        X, Y = batch([drill(tok, rng, listing, order, 'before' in sys.argv, next((a[5:] for a in sys.argv if a.startswith('conv=')), '')) for _ in range(per)])
         for g in opt.param_groups: g['lr'] = LR * min(1, step / 30)
         loss = model(input_ids=X, labels=Y).loss; loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step(); opt.zero_grad()
