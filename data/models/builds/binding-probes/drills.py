@@ -10,6 +10,7 @@ answer token is the argmax (chance, one of 2-4 items: 0.36). The runs behind the
   OMP_NUM_THREADS=2 python drills.py json pfirst 200 64 warm    json_pfirst.log (stopped after step 150)
 `before`: the request comes before the listing, in the same user message:
   OMP_NUM_THREADS=1 python drills.py text pfirst 300 64 warm before   text_pfirst_before.log
+  OMP_NUM_THREADS=2 python drills.py json pfirst 150 64 warm before   json_pfirst_before.log
 `conv=call` (with `json`): the request opens a conversation, a get_order call and its result list the items, and the
 answer is `create_return(order_id, item_id)`; `exact` then needs both arguments. `conv=text`: the answer is the id alone:
   OMP_NUM_THREADS=2 python drills.py json pfirst 150 64 warm conv=call     json_pfirst_conv.log
