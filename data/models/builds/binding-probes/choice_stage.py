@@ -11,10 +11,11 @@ customer's products, no question for the email and its answer):
      python choice_stage.py /tmp/stage 200 32 compact   (log: choice_stage_compact.log)
 With `drills`, each step also has 32 of drills.py's JSON drills (product first, the request after the listing):
      python choice_stage.py /tmp/stage 200 16 compact drills   (log: choice_stage_drills.log)"""
-import sys, json, random, time, statistics, torch
+import sys, random, time, statistics, torch
 from collections import defaultdict
 from transformers import AutoTokenizer, AutoModelForCausalLM
-from thinkingbox_training.base_policy import *
+from thinkingbox_training.base_policy import (model_dir, run_demonstrations, demo_tasks, DEMO_SEED, CopyDrills,
+                                               choice_accuracy, encode_conversation, part_loss)
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent)); from drills import drill
 torch.set_num_threads(2)

@@ -13,9 +13,9 @@ answer token is the argmax (chance, one of 2-4 items: 0.36). The runs behind the
   OMP_NUM_THREADS=2 python drills.py json pfirst 150 64 warm before   json_pfirst_before.log
 `conv=call` (with `json`): the request opens a conversation, a get_order call and its result list the items, and the
 answer is `create_return(order_id, item_id)`; `exact` then needs both arguments. `conv=text`: the answer is the id alone:
-  OMP_NUM_THREADS=2 python drills.py json pfirst 150 64 warm conv=call     json_pfirst_conv.log
+  OMP_NUM_THREADS=2 python drills.py json pfirst 150 64 warm conv=call     json_pfirst_conv.log (run as a bare `conv`, since renamed)
   OMP_NUM_THREADS=2 python drills.py json pfirst 150 64 warm conv=text     json_pfirst_convtext.log"""
-import sys, json, random, time, re, torch
+import sys, json, random, time, torch
 from transformers import AutoTokenizer
 from thinkingbox_training.base_policy import model_dir, make_model, ModelConfig, encode_conversation, fresh_identifier
 from thinkingbox_training.domains.retail import CATALOGUE
