@@ -21,10 +21,11 @@ __all__ = ['MODEL_NAME', 'DOMAINS', 'DEMO_SEED', 'FLAW_SHARE', 'DEFAULT_FLAW', '
            'DemoPolicy', 'typed_ids', 'invented_ids', 'demo_tasks', 'run_demonstrations', 'demo_summary',
            'domain_prompt', 'prompt_lines', 'build_tokenizer', 'stale_prompt_lines', 'fresh_identifier', 'digit_map',
            'rename_identifiers', 'shuffle_items', 'drill_cuts', 'lookup_tools', 'listed_items', 'is_choice_cut',
-           'CopyDrills', 'encode_conversation', 'ModelConfig', 'make_model', 'BuildConfig', 'lr_at', 'lm_loss',
-           'part_loss', 'sft', 'episode_metrics', 'weights_sha256', 'report_line', 'rollouts', 'format_report',
-           'policy_report', 'show_episode', 'build_base_policy', 'build_base_policy_cli', 'generation_speed',
-           'train_step_speed', 'speed_report', 'policy_speed', 'build_figure', 'recorded', 'choice_accuracy']
+           'binding_drill', 'CopyDrills', 'encode_conversation', 'ModelConfig', 'make_model', 'BuildConfig', 'lr_at',
+           'lm_loss', 'part_loss', 'sft', 'episode_metrics', 'weights_sha256', 'report_line', 'rollouts',
+           'format_report', 'policy_report', 'show_episode', 'build_base_policy', 'build_base_policy_cli',
+           'generation_speed', 'train_step_speed', 'speed_report', 'policy_speed', 'build_figure', 'recorded',
+           'choice_accuracy']
 
 # %% ../nbs/06a_base_policy.ipynb #c004
 MODEL_NAME = 'tiny-qwen3'   # data/prices.yaml prices a model of this name
@@ -322,6 +323,31 @@ def is_choice_cut(messages:list) -> bool:
     listed = listed_items(messages[:-1])
     return any(v in listed for tc in messages[-1].get('tool_calls') or [] for v in call_values(tc['function']['arguments']))
 
+# a binding drill's opening message, by the call it leads to (any call: the neutral ones)
+_ASKS = {'create_return': ["I'd like to return the {p} from order {o}.", "Please take back the {p} of order {o}."],
+         'send_replacement': ["Please replace the {p} in order {o}.", "The {p} from order {o} needs replacing."],
+         'exchange_item': ["I want to exchange the {p} from order {o}.", "Can I swap the {p} in order {o}?"],
+         None: ["It's about the {p} in order {o}.", "Order {o}: the {p}, please."]}
+
+def binding_drill(cut:list) -> tuple|None:
+    """The parts of a binding drill made from a choice cut (`is_choice_cut`): the chosen item's product, its order id,
+    the exchange whose tool result lists the order's items (an assistant turn and the messages answering it), and
+    the call. None if the cut does not end in one call whose `item_id` a result lists among others."""
+    calls = cut[-1].get('tool_calls') or []
+    if len(calls) != 1: return None
+    args = calls[0]['function']['arguments']
+    item, order = args.get('item_id'), args.get('order_id')
+    if not (isinstance(item, str) and isinstance(order, str)): return None
+    for t in range(len(cut) - 2, 0, -1):
+        if cut[t]['role'] != 'tool' or '"items"' not in (cut[t].get('content') or ''): continue
+        try: d = json.loads(cut[t]['content'])
+        except ValueError: continue
+        items = d.get('items') if isinstance(d, dict) else None
+        hit = [i for i in items or [] if isinstance(i, dict) and i.get('item_id') == item and 'product' in i]
+        asks = [i for i in range(t) if cut[i]['role'] == 'assistant']
+        if hit and len(items) > 1 and asks: return hit[0]['product'], order, cut[asks[-1]:t + 1], cut[-1]
+    return None
+
 class CopyDrills:
     "Echo drills (random identifiers, repeated or looked up) and renamed cuts of demonstrations, per domain."
     def __init__(self, episodes:list, through:bool=False, digits:bool=False, # see `drill_cuts` and `rename_identifiers`
@@ -329,6 +355,7 @@ class CopyDrills:
         self.digits, self.items = digits, items
         self.cuts = [(c, e.trajectory.tools) for e in episodes for c in drill_cuts(e, through)]
         self.choices = [(c, t) for c, t in self.cuts if is_choice_cut(c)]
+        self.bindings = [b for c, _ in self.choices if (b := binding_drill(c))]
         by = defaultdict(list)
         for e in episodes: by[e.task.domain].append(e)
         self.domains = sorted(by)
@@ -379,19 +406,35 @@ class CopyDrills:
         msgs, tools = rng.choice(self.choices if choice else self.cuts)
         return self.rename(msgs, rng), tools
 
+    def binding(self, rng:random.Random) -> tuple[list, None]:
+        """A short conversation that asks which listed item a customer named, across turns: one terse message naming a
+        product and its order, the demonstration's exchange that lists the order's items, and its call on the item;
+        no system turn, varied by `rename`. Encode it with `loss='arg:item_id'`: the chosen id is all it drills."""
+        if not self.bindings: raise ValueError('no demonstration has a call that picks one of several listed items')
+        product, order, exchange, call = rng.choice(self.bindings)
+        asks = _ASKS.get(call['tool_calls'][0]['function']['name'], []) + _ASKS[None]
+        ask = {'role': 'user', 'content': rng.choice(asks).format(p=product, o=order)}
+        return self.rename([ask, *exchange, call], rng), None
+
 # %% ../nbs/06a_base_policy.ipynb #c032
 def encode_conversation(tokenizer, messages:list, tools:list, loss:str='assistant') -> tuple[list, list]:
     """Token ids and labels (-100 outside the loss) of a conversation. `loss`: 'assistant' (every generated token),
-    'last' (the last assistant turn) or 'args' (the last call's arguments)."""
-    if loss not in ('assistant', 'last', 'args'): raise ValueError(f"loss must be 'assistant', 'last' or 'args', not {loss!r}")
+    'last' (the last assistant turn), 'args' (the last call's arguments) or 'arg:NAME' (the value of the last call's
+    argument NAME)."""
+    if loss not in ('assistant', 'last', 'args') and not loss.startswith('arg:'):
+        raise ValueError(f"loss must be 'assistant', 'last', 'args' or 'arg:NAME', not {loss!r}")
     out = tokenizer.apply_chat_template(messages, tools=tools, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
     ids, mask = list(out['input_ids']), list(out['assistant_masks'])
     if loss != 'assistant':
         text = _render(messages, tools)
         enc = tokenizer.backend_tokenizer.encode(text, add_special_tokens=False)
         assert enc.ids == ids, 'the rendered text tokenizes differently from apply_chat_template'
-        start = text.rindex('"arguments":') + len('"arguments":') if loss == 'args' else text.rindex('<|im_start|>assistant')
-        mask = [m and s >= start for m, (s, _) in zip(mask, enc.offsets)]
+        start, end = text.rindex('"arguments":') + len('"arguments":') if loss == 'args' else text.rindex('<|im_start|>assistant'), len(text)
+        if loss.startswith('arg:'):  # from the value's opening quote to its closing one
+            key = f'"{loss[4:]}": "'
+            if key not in text[start:]: raise ValueError(f"the last call has no string argument {loss[4:]!r}")
+            start = text.rindex(key) + len(key) - 1; end = text.index('"', start + 1) + 1
+        mask = [m and start <= s < end for m, (s, _) in zip(mask, enc.offsets)]
     return ids, [t if m else -100 for t, m in zip(ids, mask)]
 
 # %% ../nbs/06a_base_policy.ipynb #c035
@@ -453,6 +496,7 @@ class BuildConfig:
     log_every: int = 50
     check_tasks: int = 1            # held-out tasks per family for the closing check (0: none)
     check_k: int = 4
+    binding_drills: int = 0         # per step, in the echo-only start and after it: cross-turn item choices (`CopyDrills.binding`), loss on the id
 
 def lr_at(step:int, cfg:BuildConfig) -> float:
     "Warmup, flat, linear cooldown (`step` counts the steps after the echo-only start)."
@@ -527,7 +571,8 @@ def sft(model, tokenizer, episodes:list, drills:CopyDrills, cfg:BuildConfig, log
             hist.append(row); log(row); acc.clear()
         return accs
     for n in range(1, cfg.echo_only_steps + 1):  # echo drills alone until copying has switched on
-        a = step({'echo': [encode_conversation(tokenizer, *drills.echo(rng, repeat=1.0, system=False)) for _ in range(cfg.echo_only_drills)]},
+        a = step({'echo': [encode_conversation(tokenizer, *drills.echo(rng, repeat=1.0, system=False)) for _ in range(cfg.echo_only_drills)],
+                  'binding': [encode_conversation(tokenizer, *drills.binding(rng), loss='arg:item_id') for _ in range(cfg.binding_drills)]},
                  cfg.lr * min(1.0, n / cfg.warmup), n, 'echo')
         recent = (recent + [a['echo']])[-25:]
         if len(recent) == 25 and statistics.mean(recent) >= cfg.echo_target: break
@@ -538,6 +583,7 @@ def sft(model, tokenizer, episodes:list, drills:CopyDrills, cfg:BuildConfig, log
         step({'echo': [encode_conversation(tokenizer, *drills.echo(rng)) for _ in range(cfg.echo_drills)],
               'cut': [encode_conversation(tokenizer, *drills.cut(rng), loss=cfg.cut_loss) for _ in range(cfg.cut_drills)],
               'choice': [encode_conversation(tokenizer, *drills.cut(rng, choice=True), loss=cfg.cut_loss) for _ in range(cfg.choice_drills)],
+              'binding': [encode_conversation(tokenizer, *drills.binding(rng), loss='arg:item_id') for _ in range(cfg.binding_drills)],
               'episode': [encoded(*x) for x in eps[i:i + cfg.episodes_per_step]]}, lr_at(n - 1, cfg), n, 'sft')
     model.eval()
     return hist
