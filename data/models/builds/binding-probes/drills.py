@@ -14,7 +14,12 @@ answer token is the argmax (chance, one of 2-4 items: 0.36). The runs behind the
 `conv=call` (with `json`): the request opens a conversation, a get_order call and its result list the items, and the
 answer is `create_return(order_id, item_id)`; `exact` then needs both arguments. `conv=text`: the answer is the id alone:
   OMP_NUM_THREADS=2 python drills.py json pfirst 150 64 warm conv=call     json_pfirst_conv.log (run as a bare `conv`, since renamed)
-  OMP_NUM_THREADS=2 python drills.py json pfirst 150 64 warm conv=text     json_pfirst_convtext.log"""
+  OMP_NUM_THREADS=2 python drills.py json pfirst 150 64 warm conv=text     json_pfirst_convtext.log
+`conv=split` (with `json`): the `before` drill with its user message split in two user turns, the request then the list:
+  OMP_NUM_THREADS=2 python drills.py json pfirst 150 64 warm conv=split    json_pfirst_split.log
+`conv=after` (with `json`): `conv=text` with the product moved out of the opening message ('I need help with order ...')
+into a user turn after get_order's result; the answer is the id alone:
+  OMP_NUM_THREADS=2 python drills.py json pfirst 150 64 warm conv=after    json_pfirst_after.log"""
 import sys, json, random, time, torch
 from transformers import AutoTokenizer
 from thinkingbox_training.base_policy import model_dir, make_model, ModelConfig, encode_conversation, fresh_identifier
@@ -22,7 +27,7 @@ from thinkingbox_training.domains.retail import CATALOGUE
 NAMES = [c[1] for c in CATALOGUE]
 def drill(tok, rng, listing:str='json', order:str='pfirst', before:bool=False, conv:str=''):
     "One drill's (token ids, labels) and its answer."
-    if conv not in ('', 'call', 'text'): raise ValueError(f"conv must be 'call' or 'text', not {conv!r}")
+    if conv not in ('', 'call', 'text', 'split', 'after'): raise ValueError(f"conv must be 'call', 'text', 'split' or 'after', not {conv!r}")
     if conv and listing != 'json': raise ValueError(f"a conversation drill lists the items as get_order does: listing must be 'json', not {listing!r}")
     orid = fresh_identifier('OR-40001', rng); n = rng.randint(2, 4)
     prods = rng.sample(NAMES, n); digs = rng.sample('123456789', n)
@@ -34,10 +39,16 @@ def drill(tok, rng, listing:str='json', order:str='pfirst', before:bool=False, c
         if order == 'pfirst': its = [{'product': d.pop('product'), **d} for d in its]
         lst, has = json.dumps(its), 'items:'
     ask = f"{rng.choice(['Please return the', 'I want to send back the', 'Replace the'])} {prods[k]}"
+    if conv == 'split':  # the `before` drill's user message split in two user turns at the request's end: nothing else differs
+        msgs = [{'role': 'user', 'content': f'{ask}.'}, {'role': 'user', 'content': f'Order {orid} {has} {lst}.'}, {'role': 'assistant', 'content': ids[k]}]
+        return encode_conversation(tok, msgs, None), ids[k]
     if conv:  # the request opens a conversation, get_order's result lists the items; the answer: the write call ('call') or the id alone ('text')
         call = lambda name, a: {'role': 'assistant', 'content': '', 'tool_calls': [{'type': 'function', 'function': {'name': name, 'arguments': a}}]}
         msgs = [{'role': 'user', 'content': f'{ask} from order {orid}.'}, call('get_order', {'order_id': orid}),
                 {'role': 'tool', 'content': json.dumps({'order_id': orid, 'status': 'delivered', 'items': its})}]
+        if conv == 'after':  # the opening message names the order alone; the product comes in a user turn after the list
+            msgs[0] = {'role': 'user', 'content': f'I need help with order {orid}.'}
+            return encode_conversation(tok, msgs + [{'role': 'user', 'content': f'{ask}.'}, {'role': 'assistant', 'content': ids[k]}], None, loss='last'), ids[k]
         if conv == 'text': return encode_conversation(tok, msgs + [{'role': 'assistant', 'content': ids[k]}], None, loss='last'), ids[k]
         return encode_conversation(tok, msgs + [call('create_return', {'order_id': orid, 'item_id': ids[k]})], None, loss='args'), ids[k]
     user = f'{ask}. Order {orid} {has} {lst}.' if before else f'Order {orid} {has} {lst}. {ask}.'
