@@ -344,8 +344,8 @@ def binding_drill(cut:list) -> tuple|None:
         except ValueError: continue
         items = d.get('items') if isinstance(d, dict) else None
         hit = [i for i in items or [] if isinstance(i, dict) and i.get('item_id') == item and 'product' in i]
-        asks = [i for i in range(t) if cut[i]['role'] == 'assistant']
-        if hit and len(items) > 1 and asks: return hit[0]['product'], order, cut[asks[-1]:t + 1], cut[-1]
+        turns = [i for i in range(t) if cut[i]['role'] == 'assistant']  # the exchange starts at the call before the result
+        if hit and len(items) > 1 and turns: return hit[0]['product'], order, cut[turns[-1]:t + 1], cut[-1]
     return None
 
 class CopyDrills:
@@ -419,8 +419,8 @@ class CopyDrills:
 # %% ../nbs/06a_base_policy.ipynb #c032
 def encode_conversation(tokenizer, messages:list, tools:list, loss:str='assistant') -> tuple[list, list]:
     """Token ids and labels (-100 outside the loss) of a conversation. `loss`: 'assistant' (every generated token),
-    'last' (the last assistant turn), 'args' (the last call's arguments) or 'arg:NAME' (the value of the last call's
-    argument NAME)."""
+    'last' (the last assistant turn), 'args' (the last call's arguments) or 'arg:NAME' (the value of string argument
+    NAME in the last assistant turn, its last call that has one; the value must hold no escaped quote)."""
     if loss not in ('assistant', 'last', 'args') and not loss.startswith('arg:'):
         raise ValueError(f"loss must be 'assistant', 'last', 'args' or 'arg:NAME', not {loss!r}")
     out = tokenizer.apply_chat_template(messages, tools=tools, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
