@@ -20,10 +20,10 @@ __all__ = ['MODEL_NAME', 'DOMAINS', 'DEMO_SEED', 'FLAW_SHARE', 'DEFAULT_FLAW', '
            'project_dir', 'model_dir', 'flaw_share', 'is_identifier', 'id_kind', 'call_values', 'seen_text',
            'DemoPolicy', 'typed_ids', 'invented_ids', 'demo_tasks', 'run_demonstrations', 'demo_summary',
            'domain_prompt', 'prompt_lines', 'build_tokenizer', 'stale_prompt_lines', 'fresh_identifier', 'digit_map',
-           'rename_identifiers', 'shuffle_items', 'drill_cuts', 'lookup_tools', 'listed_items', 'is_choice_cut',
-           'binding_drill', 'CopyDrills', 'encode_conversation', 'ModelConfig', 'make_model', 'BuildConfig', 'lr_at',
-           'lm_loss', 'part_loss', 'sft', 'episode_metrics', 'weights_sha256', 'report_line', 'rollouts',
-           'format_report', 'policy_report', 'show_episode', 'build_base_policy', 'build_base_policy_cli',
+           'rename_identifiers', 'shuffle_items', 'drill_cuts', 'lookup_tools', 'result_items', 'listed_items',
+           'is_choice_cut', 'binding_drill', 'CopyDrills', 'encode_conversation', 'ModelConfig', 'make_model',
+           'BuildConfig', 'lr_at', 'lm_loss', 'part_loss', 'sft', 'episode_metrics', 'weights_sha256', 'report_line',
+           'rollouts', 'format_report', 'policy_report', 'show_episode', 'build_base_policy', 'build_base_policy_cli',
            'generation_speed', 'train_step_speed', 'speed_report', 'policy_speed', 'build_figure', 'recorded',
            'choice_accuracy']
 
@@ -306,16 +306,21 @@ def lookup_tools(tools:list) -> list[tuple]:
 _LEADS = ['Please note', 'My details', 'For reference', 'Here you go', 'From my records', 'The numbers I have']
 _AMOUNTS = ['EUR {:,}.{:02d}', '${:,}.{:02d}']
 
+def result_items(m:dict) -> list[dict]:
+    "The objects with an `item_id` in a tool result's JSON `items` list ([] for any other message)."
+    if m.get('role') != 'tool' or '"items"' not in (m.get('content') or ''): return []
+    try: d = json.loads(m['content'])
+    except ValueError: return []
+    items = d.get('items') if isinstance(d, dict) else None
+    return [i for i in items if isinstance(i, dict) and 'item_id' in i] if isinstance(items, list) else []
+
 def listed_items(messages:list) -> dict:
     """The `item_id`s that tool results list among two or more items (ids a call can only get right by choosing),
     each with the number of items its list has."""
     out = {}
     for m in messages:
-        if m.get('role') != 'tool' or '"items"' not in (m.get('content') or ''): continue
-        try: d = json.loads(m['content'])
-        except ValueError: continue
-        items = d.get('items') if isinstance(d, dict) else None
-        if isinstance(items, list) and len(items) > 1: out.update({i['item_id']: len(items) for i in items if isinstance(i, dict) and 'item_id' in i})
+        items = result_items(m)
+        if len(items) > 1: out.update({i['item_id']: len(items) for i in items})
     return out
 
 def is_choice_cut(messages:list) -> bool:
@@ -339,11 +344,8 @@ def binding_drill(cut:list) -> tuple|None:
     item, order = args.get('item_id'), args.get('order_id')
     if not (isinstance(item, str) and isinstance(order, str)): return None
     for t in range(len(cut) - 2, 0, -1):
-        if cut[t]['role'] != 'tool' or '"items"' not in (cut[t].get('content') or ''): continue
-        try: d = json.loads(cut[t]['content'])
-        except ValueError: continue
-        items = d.get('items') if isinstance(d, dict) else None
-        hit = [i for i in items or [] if isinstance(i, dict) and i.get('item_id') == item and 'product' in i]
+        items = result_items(cut[t])
+        hit = [i for i in items if i['item_id'] == item and 'product' in i]
         turns = [i for i in range(t) if cut[i]['role'] == 'assistant']  # the exchange starts at the call before the result
         if hit and len(items) > 1 and turns: return hit[0]['product'], order, cut[turns[-1]:t + 1], cut[-1]
     return None

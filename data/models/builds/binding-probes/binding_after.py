@@ -10,9 +10,11 @@ and closing quote are all argmax. AdamW 1e-3, 30 steps' warmup. The runs behind 
       get-order-product-first.patch applied while the demonstrations were generated, the first minute)
 A `before` run beside them was stopped at its start to leave the machine to the second: build 11a and drills.py's
 conversation drills are that case."""
-import sys, random, time, torch
+import sys, random
+from pathlib import Path
 from transformers import AutoTokenizer, AutoModelForCausalLM
-from thinkingbox_training.base_policy import model_dir, run_demonstrations, demo_tasks, DEMO_SEED, CopyDrills, encode_conversation, _batch
+from thinkingbox_training.base_policy import model_dir, run_demonstrations, demo_tasks, DEMO_SEED, CopyDrills, encode_conversation
+sys.path.insert(0, str(Path(__file__).parent)); from drills import train_probe
 where, steps, per = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 if where not in ('before', 'after'): raise ValueError(f"where the product is named: 'before' or 'after', not {where!r}")
 tok = AutoTokenizer.from_pretrained(str(model_dir())); lm = AutoModelForCausalLM.from_pretrained(str(model_dir()))
@@ -24,22 +26,6 @@ def drill(d, rng):
         order = msgs[-1]['tool_calls'][0]['function']['arguments']['order_id']
         msgs = [{'role': 'user', 'content': f'I need help with order {order}.'}, *msgs[1:-1], msgs[0], msgs[-1]]
     return encode_conversation(tok, msgs, None, loss='arg:item_id')
-pad = tok.convert_tokens_to_ids('<|endoftext|>')
 H = [drill(held, random.Random(10**6 + i)) for i in range(300)]
 print(where, 'train bindings', len(train.bindings), 'held-out bindings', len(held.bindings), flush=True)
-def evaluate():
-    lm.eval(); ok = 0
-    with torch.no_grad():
-        for i in range(0, len(H), 50):
-            X, Y = _batch(H[i:i + 50], pad); pred = lm(input_ids=X).logits.argmax(-1)[:, :-1]; y = Y[:, 1:]
-            ok += ((pred == y) | (y == -100)).all(1).sum().item()
-    lm.train(); return ok / len(H)
-print(where, 'step 0 exact', round(evaluate(), 3), flush=True)
-opt = torch.optim.AdamW(lm.parameters(), lr=1e-3, betas=(0.9, 0.98), weight_decay=0.01)
-rng, t0 = random.Random(0), time.time(); lm.train()
-for step in range(1, steps + 1):
-    for g in opt.param_groups: g['lr'] = 1e-3 * min(1, step / 30)
-    X, Y = _batch([drill(train, rng) for _ in range(per)], pad)
-    loss = lm(input_ids=X, labels=Y).loss; loss.backward()
-    torch.nn.utils.clip_grad_norm_(lm.parameters(), 1.0); opt.step(); opt.zero_grad()
-    if step % 50 == 0: print(where, f'step {step} loss {loss.item():.3f} exact {evaluate():.3f} {time.time() - t0:.0f}s', flush=True)
+train_probe(lm, tok, lambda rng: drill(train, rng), H, steps, per, 1e-3, where, chunk=50)

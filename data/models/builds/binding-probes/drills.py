@@ -22,7 +22,7 @@ into a user turn after get_order's result; the answer is the id alone:
   OMP_NUM_THREADS=2 python drills.py json pfirst 150 64 warm conv=after    json_pfirst_after.log"""
 import sys, json, random, time, torch
 from transformers import AutoTokenizer
-from thinkingbox_training.base_policy import model_dir, make_model, ModelConfig, encode_conversation, fresh_identifier
+from thinkingbox_training.base_policy import model_dir, make_model, ModelConfig, encode_conversation, fresh_identifier, _batch
 from thinkingbox_training.domains.retail import CATALOGUE
 NAMES = [c[1] for c in CATALOGUE]
 def drill(tok, rng, listing:str='json', order:str='pfirst', before:bool=False, conv:str=''):
@@ -54,33 +54,33 @@ def drill(tok, rng, listing:str='json', order:str='pfirst', before:bool=False, c
     user = f'{ask}. Order {orid} {has} {lst}.' if before else f'Order {orid} {has} {lst}. {ask}.'
     msgs = [{'role': 'user', 'content': user}, {'role': 'assistant', 'content': ids[k]}]
     return encode_conversation(tok, msgs, None), ids[k]
+def train_probe(model, tok, draw, held:list, steps:int, per:int, lr:float, tag:str, chunk:int=300):
+    """Train `model` on `per` drills a step from `draw(rng)` ((ids, labels) pairs): AdamW (0.9, 0.98), weight decay
+    0.01, 30 steps' warmup, then `lr`; gradients clipped at 1. Before the first step and every 50 steps, print the loss
+    and `exact`: the share of `held` drills whose every labelled token is the argmax (scored `chunk` drills at a time)."""
+    pad = tok.convert_tokens_to_ids('<|endoftext|>')
+    def evaluate():
+        model.eval(); ok = 0
+        with torch.no_grad():
+            for i in range(0, len(held), chunk):
+                X, Y = _batch(held[i:i + chunk], pad); pred = model(input_ids=X).logits.argmax(-1)[:, :-1]; y = Y[:, 1:]
+                ok += ((pred == y) | (y == -100)).all(1).sum().item()
+        model.train(); return ok / len(held)
+    print(tag, f'step 0 exact {evaluate():.3f}', flush=True)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=0.01)
+    rng, t0 = random.Random(0), time.time(); model.train()
+    for step in range(1, steps + 1):
+        for g in opt.param_groups: g['lr'] = lr * min(1, step / 30)
+        X, Y = _batch([draw(rng) for _ in range(per)], pad)
+        loss = model(input_ids=X, labels=Y).loss; loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step(); opt.zero_grad()
+        if step % 50 == 0: print(tag, f'step {step} loss {loss.item():.3f} exact {evaluate():.3f} {time.time() - t0:.0f}s', flush=True)
 if __name__ == '__main__':
     listing, order, steps, per = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-    LR = 1e-3 if 'warm' in sys.argv else 3e-3
+    before, conv = 'before' in sys.argv, next((a[5:] for a in sys.argv if a.startswith('conv=')), '')
     tok = AutoTokenizer.from_pretrained(str(model_dir()))
     from transformers import AutoModelForCausalLM
     model = AutoModelForCausalLM.from_pretrained(str(model_dir())) if 'warm' in sys.argv else make_model(tok, ModelConfig(), seed=0)
-    model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.98), weight_decay=0.01)
-    pad = tok.convert_tokens_to_ids('<|endoftext|>')
-    def batch(ex):
-        L = max(len(i) for (i, _), _ in ex)
-        X = torch.full((len(ex), L), pad); Y = torch.full((len(ex), L), -100)
-        for r, ((i, l), _) in enumerate(ex): X[r, :len(i)] = torch.tensor(i); Y[r, :len(l)] = torch.tensor(l)
-        return X, Y
-    held = [drill(tok, random.Random(10**6 + i), listing, order, 'before' in sys.argv, next((a[5:] for a in sys.argv if a.startswith('conv=')), '')) for i in range(300)]
-    def evaluate():
-        model.eval()
-        with torch.no_grad():
-            X, Y = batch(held); pred = model(input_ids=X).logits.argmax(-1)[:, :-1]; y = Y[:, 1:]
-            m = y != -100
-            ok = ((pred == y) | ~m).all(1)  # every assistant token right (the id and <|im_end|>)
-        model.train(); return ok.float().mean().item()
-    print(order, 'step 0 exact', evaluate(), flush=True)
-    rng = random.Random(0); t0 = time.time()
-    for step in range(1, steps + 1):
-        X, Y = batch([drill(tok, rng, listing, order, 'before' in sys.argv, next((a[5:] for a in sys.argv if a.startswith('conv=')), '')) for _ in range(per)])
-        for g in opt.param_groups: g['lr'] = LR * min(1, step / 30)
-        loss = model(input_ids=X, labels=Y).loss; loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step(); opt.zero_grad()
-        if step % 50 == 0: print(order, f'step {step} loss {loss.item():.3f} exact {evaluate():.3f} {time.time()-t0:.0f}s', flush=True)
+    held = [drill(tok, random.Random(10**6 + i), listing, order, before, conv)[0] for i in range(300)]
+    train_probe(model, tok, lambda rng: drill(tok, rng, listing, order, before, conv)[0], held, steps, per,
+                1e-3 if 'warm' in sys.argv else 3e-3, order)
