@@ -6,7 +6,7 @@
 from __future__ import annotations
 import itertools, json, math, random, re, statistics, time
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field, asdict
+from dataclasses import dataclass, field, asdict, replace
 from pathlib import Path
 from .interpret import ChatFormat, make_tokenizer, parse_assistant, assistant_text, QWEN3_CHAT_TEMPLATE
 from .tasks import Task, get_domain, generate_tasks
@@ -16,11 +16,11 @@ from .grader import Usage
 from .cli import command
 
 # %% auto #0
-__all__ = ['MODEL_NAME', 'DOMAINS', 'DEMO_SEED', 'FLAW_SHARE', 'DEFAULT_FLAW', 'ID_RE', 'READ_TOOL', 'ASK', 'MIN_LINE',
+__all__ = ['MODEL_NAME', 'DOMAINS', 'DEMO_SEED', 'FLAW_SHARE', 'DEFAULT_FLAW', 'ID_RE', 'READ_TOOL', 'ASK', 'WHICH', 'MIN_LINE',
            'project_dir', 'model_dir', 'flaw_share', 'is_identifier', 'id_kind', 'call_values', 'seen_text',
-           'DemoPolicy', 'typed_ids', 'invented_ids', 'demo_tasks', 'run_demonstrations', 'demo_summary',
-           'domain_prompt', 'prompt_lines', 'build_tokenizer', 'stale_prompt_lines', 'fresh_identifier', 'digit_map',
-           'rename_identifiers', 'shuffle_items', 'drill_cuts', 'lookup_tools', 'result_items', 'listed_items',
+           'result_items', 'which_item', 'DemoPolicy', 'typed_ids', 'invented_ids', 'demo_tasks', 'run_demonstrations',
+           'demo_summary', 'domain_prompt', 'prompt_lines', 'build_tokenizer', 'stale_prompt_lines', 'fresh_identifier',
+           'digit_map', 'rename_identifiers', 'shuffle_items', 'drill_cuts', 'lookup_tools', 'listed_items',
            'is_choice_cut', 'binding_drill', 'CopyDrills', 'encode_conversation', 'ModelConfig', 'make_model',
            'BuildConfig', 'lr_at', 'lm_loss', 'part_loss', 'sft', 'episode_metrics', 'weights_sha256', 'report_line',
            'rollouts', 'format_report', 'policy_report', 'show_episode', 'build_base_policy', 'build_base_policy_cli',
@@ -83,13 +83,35 @@ def seen_text(messages:list) -> str:
 
 # %% ../nbs/06a_base_policy.ipynb #c009
 ASK = 'Could you give me your {fact}, please?'
+WHICH = 'Which item of order {order} do you mean?'
+
+def result_items(m:dict) -> list[dict]:
+    "The objects with an `item_id` in a tool result's JSON `items` list ([] for any other message)."
+    if m.get('role') != 'tool' or '"items"' not in (m.get('content') or ''): return []
+    try: d = json.loads(m['content'])
+    except ValueError: return []
+    items = d.get('items') if isinstance(d, dict) else None
+    return [i for i in items if isinstance(i, dict) and 'item_id' in i] if isinstance(items, list) else []
+
+def which_item(messages:list, call:dict) -> str|None:
+    """The expert's question before `call` when it takes an `item_id` that the latest tool result listing it showed
+    among others ("Which item of order OR-40001 do you mean?"); None if it takes no such item. The question names no
+    product: the build shuffles listed items (`shuffle_items`), and a list in the question would then disagree with it."""
+    args = call['arguments']; item = args.get('item_id')
+    if not isinstance(item, str): return None
+    items = next((its for its in map(result_items, reversed(messages)) if any(i['item_id'] == item for i in its)), [])
+    return WHICH.format(order=args.get('order_id') or 'the order') if len(items) > 1 else None
+
 
 class DemoPolicy(ScriptedPolicy):
-    "The expert for demonstrations: asks for facts it must not guess; a per-family share of attempts takes the family's first wrong move after the lookups."
+    """The expert for demonstrations: asks for facts it must not guess (and, if `ask_which`, which item when an order
+    lists several), and on a per-family share of attempts takes the family's first wrong move after the lookups."""
     def __init__(self, share=None, # (domain, family) -> flaw share; default `flaw_share`
-                 seed:int=0):
+                 seed:int=0,
+                 ask_which:bool=False, # ask which item before a call on one of several listed items (`which_item`)
+                ):
         super().__init__(flaw=0.0, seed=seed)
-        self.share, self.policy_id = share or flaw_share, 'scripted:demo'
+        self.share, self.ask_which, self.policy_id = share or flaw_share, ask_which, 'scripted:demo'
 
     def flawed(self, task:Task, repetition:int) -> bool:
         p = self.share(task.domain, task.family)
@@ -111,9 +133,10 @@ class DemoPolicy(ScriptedPolicy):
         if made < len(plan):
             call, seen = plan[made], seen_text(msgs)
             asked = {m.get('content') for m in msgs if m['role'] == 'assistant'}
-            for fact, value in r.task.user.facts.items():
-                q = ASK.format(fact=fact)
-                if isinstance(value, str) and value in call_values(call['arguments']) and value not in seen and q not in asked:
+            qs = [ASK.format(fact=fact) for fact, value in r.task.user.facts.items()
+                  if isinstance(value, str) and value in call_values(call['arguments']) and value not in seen]
+            for q in qs + ([which_item(msgs, call)] if self.ask_which else []):
+                if q and q not in asked:
                     return Generation(text=assistant_text({'role': 'assistant', 'content': q}) + '<|im_end|>', usage=Usage(model='scripted', calls=1))
             msg = {'role': 'assistant', 'content': '', 'tool_calls': [{'type': 'function', 'function': call}]}
         else: msg = {'role': 'assistant', 'content': r.task.reply or 'Done.'}
@@ -306,14 +329,6 @@ def lookup_tools(tools:list) -> list[tuple]:
 _LEADS = ['Please note', 'My details', 'For reference', 'Here you go', 'From my records', 'The numbers I have']
 _AMOUNTS = ['EUR {:,}.{:02d}', '${:,}.{:02d}']
 
-def result_items(m:dict) -> list[dict]:
-    "The objects with an `item_id` in a tool result's JSON `items` list ([] for any other message)."
-    if m.get('role') != 'tool' or '"items"' not in (m.get('content') or ''): return []
-    try: d = json.loads(m['content'])
-    except ValueError: return []
-    items = d.get('items') if isinstance(d, dict) else None
-    return [i for i in items if isinstance(i, dict) and 'item_id' in i] if isinstance(items, list) else []
-
 def listed_items(messages:list) -> dict:
     """The `item_id`s that tool results list among two or more items (ids a call can only get right by choosing),
     each with the number of items its list has."""
@@ -336,8 +351,9 @@ _ASKS = {'create_return': ["I'd like to return the {p} from order {o}.", "Please
 
 def binding_drill(cut:list) -> tuple|None:
     """The parts of a binding drill made from a choice cut (`is_choice_cut`): the chosen item's product, its order id,
-    the exchange whose tool result lists the order's items (an assistant turn and the messages answering it), and
-    the call. None if the cut does not end in one call whose `item_id` a result lists among others."""
+    the exchange from the call whose tool result lists the order's items up to the final call (the expert's question
+    which item, and the customer's answer, included), and the call. None if the cut does not end in one call whose
+    `item_id` a result lists among others."""
     calls = cut[-1].get('tool_calls') or []
     if len(calls) != 1: return None
     args = calls[0]['function']['arguments']
@@ -347,7 +363,7 @@ def binding_drill(cut:list) -> tuple|None:
         items = result_items(cut[t])
         hit = [i for i in items if i['item_id'] == item and 'product' in i]
         turns = [i for i in range(t) if cut[i]['role'] == 'assistant']  # the exchange starts at the call before the result
-        if hit and len(items) > 1 and turns: return hit[0]['product'], order, cut[turns[-1]:t + 1], cut[-1]
+        if hit and len(items) > 1 and turns: return hit[0]['product'], order, cut[turns[-1]:-1], cut[-1]
     return None
 
 class CopyDrills:
@@ -410,8 +426,8 @@ class CopyDrills:
 
     def binding(self, rng:random.Random) -> tuple[list, None]:
         """A short conversation that asks which listed item a customer named, across turns: one terse message naming a
-        product and its order, the demonstration's exchange that lists the order's items, and its call on the item;
-        no system turn, varied by `rename`. Encode it with `loss='arg:item_id'`: the chosen id is all it drills."""
+        product and its order, the demonstration's exchange from the lookup that lists the order's items (with the
+        question which item and its answer), and its call on the item; no system turn, varied by `rename`. Encode it with `loss='arg:item_id'`: the chosen id is all it drills."""
         if not self.bindings: raise ValueError('no demonstration has a call that picks one of several listed items')
         product, order, exchange, call = rng.choice(self.bindings)
         asks = _ASKS.get(call['tool_calls'][0]['function']['name'], []) + _ASKS[None]
@@ -499,6 +515,10 @@ class BuildConfig:
     check_tasks: int = 1            # held-out tasks per family for the closing check (0: none)
     check_k: int = 4
     binding_drills: int = 0         # per step, in the echo-only start and after it: cross-turn item choices (`CopyDrills.binding`), loss on the id
+    ask_which: bool = False         # the demonstrations ask which item after the order's lookup (`DemoPolicy`; builds 12a, 12b)
+    polish_steps: int = 0           # after the SFT steps: a second pass of this many mixed steps (`sft` again, no echo-only start)...
+    polish_lr: float = 1e-3         # ...at this peak learning rate, with a fresh optimizer and its own seeded draws...
+    polish_choice: int = 16         # ...and this many choice cuts a step (`CopyDrills.cut(choice=True)`) instead of binding drills
 
 def lr_at(step:int, cfg:BuildConfig) -> float:
     "Warmup, flat, linear cooldown (`step` counts the steps after the echo-only start)."
@@ -572,13 +592,13 @@ def sft(model, tokenizer, episodes:list, drills:CopyDrills, cfg:BuildConfig, log
             row.update({k: round(statistics.mean(v), 4) for k, v in sorted(acc.items()) if v})
             hist.append(row); log(row); acc.clear()
         return accs
-    for n in range(1, cfg.echo_only_steps + 1):  # echo drills alone until copying has switched on
+    for n in range(1, cfg.echo_only_steps + 1):  # echo drills alone until copying has switched on (none in a polish pass)
         a = step({'echo': [encode_conversation(tokenizer, *drills.echo(rng, repeat=1.0, system=False)) for _ in range(cfg.echo_only_drills)],
                   'binding': [encode_conversation(tokenizer, *drills.binding(rng), loss='arg:item_id') for _ in range(cfg.binding_drills)]},
                  cfg.lr * min(1.0, n / cfg.warmup), n, 'echo')
         recent = (recent + [a['echo']])[-25:]
         if len(recent) == 25 and statistics.mean(recent) >= cfg.echo_target: break
-    hist.append({'phase': 'echo', 'steps': n, 'echo_acc': round(statistics.mean(recent), 4), 's': round(time.perf_counter() - t0)}); log(hist[-1])
+    if recent: hist.append({'phase': 'echo', 'steps': n, 'echo_acc': round(statistics.mean(recent), 4), 's': round(time.perf_counter() - t0)}); log(hist[-1])
     acc.clear()
     for n in range(1, cfg.steps + 1):
         i = rng.randrange(max(1, len(eps) - cfg.episodes_per_step + 1))
@@ -728,7 +748,7 @@ def build_base_policy(cfg:BuildConfig=None, log=print) -> dict:
     rec, T = {'config': asdict(cfg)}, time.perf_counter()
     t = time.perf_counter()
     tasks = demo_tasks(domains, n=cfg.tasks_per_family)
-    eps = run_demonstrations(tasks)
+    eps = run_demonstrations(tasks, DemoPolicy(ask_which=cfg.ask_which))
     eps = [e for e in eps if e.trajectory.status == 'ok' and not invented_ids(e.trajectory.messages)]
     rec['demonstrations'] = {'tasks': len(tasks), 'kept': len(eps), 'wall_s': round(time.perf_counter() - t, 1), 'families': demo_summary(eps)}
     log(f"demonstrations: {len(eps)} of {len(tasks)} kept in {rec['demonstrations']['wall_s']} s")
@@ -750,6 +770,10 @@ def build_base_policy(cfg:BuildConfig=None, log=print) -> dict:
     log(f"model: {rec['model']}")
     t = time.perf_counter()
     rec['sft'] = sft(model, tok, [(e.trajectory.messages, e.trajectory.tools) for e in eps], drills, cfg, log=log)
+    if cfg.polish_steps:  # a second, gentler pass with the item choice drilled on real cuts
+        again = replace(cfg, seed=cfg.seed + 1, echo_only_steps=0, steps=cfg.polish_steps, lr=cfg.polish_lr,
+                        choice_drills=cfg.polish_choice, binding_drills=0)
+        rec['polish'] = sft(model, tok, [(e.trajectory.messages, e.trajectory.tools) for e in eps], drills, again, log=log)
     rec['sft_wall_s'] = round(time.perf_counter() - t, 1)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
@@ -865,6 +889,7 @@ def recorded(model=None) -> tuple[dict, dict, dict]:
 def choice_accuracy(model=None, # a directory; default: the shipped model
                     n:int=300, # cuts to score (drawn with replacement, each shuffled and renamed afresh)
                     tasks_per_family:int=40, seed:int=77, # the fresh demonstrations the cuts come from
+                    ask_which:bool=False, # demonstrations that ask which item (`DemoPolicy`), for a model built on them
                    ) -> dict:
     """Teacher-forced choice of an order item: the share of choice cuts where the model's argmax gives every token of
     the chosen item id; `chance` (the mean of 1 / items listed); `others`, the same share for the call's other
@@ -875,7 +900,7 @@ def choice_accuracy(model=None, # a directory; default: the shipped model
     path = str(model or model_dir())
     tok, lm = AutoTokenizer.from_pretrained(path), AutoModelForCausalLM.from_pretrained(path).eval()
     cfg = BuildConfig()  # cut, rename and shuffle as the build does
-    drills = CopyDrills(run_demonstrations(demo_tasks(n=tasks_per_family, seed=seed)), through=cfg.cut_through, digits=cfg.rename_digits, items=cfg.shuffle_items)
+    drills = CopyDrills(run_demonstrations(demo_tasks(n=tasks_per_family, seed=seed), DemoPolicy(ask_which=ask_which)), through=cfg.cut_through, digits=cfg.rename_digits, items=cfg.shuffle_items)
     rng, right, others, chance, by = random.Random(seed), 0, Counter(), [], defaultdict(lambda: [0, 0])
     for _ in range(n):
         msgs, tools = drills.cut(rng, choice=True)

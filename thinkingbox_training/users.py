@@ -67,7 +67,7 @@ class ScriptedUser:
             turn.reason = 'agent_done'  # the agent delivered an answer that asks nothing more
             return turn
         tw = set(_words(last))
-        parts = [f'My {k} is {v}.' for k, v in self.spec.facts.items() if _mentions(k, tw)]
+        parts = [f"My {k} {'are' if k.endswith('s') else 'is'} {v}." for k, v in self.spec.facts.items() if _mentions(k, tw)]
         for topic, yes in self.spec.decisions.items():
             if _mentions(topic, tw): parts.append('Yes, please go ahead.' if yes else 'No, please do not do that.')
         return UserTurn(' '.join(parts) if parts else "I'm sorry, I don't know anything more than what I told you.")

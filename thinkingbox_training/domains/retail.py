@@ -667,7 +667,7 @@ def _return_in_window(rng, i):
                         f"I want to return {what} from {ref} and get my money back; I don't need it."])
     return dict(query=signed(rng, q, s), init=s.init,
                 golden=lookups + [call('create_return', order_id=s.oid, email=s.email, item_id=it['id'], reason=reason, quantity=qty)],
-                user=UserSpec(context=context(s, f'{name} arrived recently.', f'return {what} for a refund.'), facts=facts,
+                user=UserSpec(context=context(s, f'{name} arrived recently.', f'return {what} for a refund.'), facts=facts | {'item': f'the {name}'},
                               decisions={'return': True}),
                 reply=f"I've accepted the return of {what}; {money(it['unit_price_cents'] * qty)} will be refunded to your {s.payment['detail']}.",
                 limits=LIMITS, tags=['return'])
@@ -688,13 +688,18 @@ def _return_out_of_window(rng, i):
     deadline = (date.fromisoformat(delivered) + timedelta(days=RETURN_DAYS)).isoformat()
     return dict(query=signed(rng, q, s), init=s.init, golden=lookups,
                 user=UserSpec(context=context(s, f'The {name} was delivered weeks ago. {excuse}', f'return the {name} for a refund.'),
-                              facts=facts, decisions={'return': True}),
+                              facts=facts | {'item': f'the {name}'}, decisions={'return': True}),
                 reply=(f"I'm sorry: the {name} was delivered on {delivered} and the {RETURN_DAYS}-day return window closed on {deadline}, "
                        "so I can't accept the return."),
                 limits=LIMITS, tags=['noop_ok', 'refusal', 'return'])
 
+def _named_item(task) -> dict:
+    "The order item whose product the customer names (the `item` fact: 'the <product>')."
+    name = task.user.facts['item'].removeprefix('the ')
+    return next(i for i in task.init['order_item'] if i['order_id'] == _oid(task) and _name(i['product_id']) == name)
+
 def _wrong_late_return(task) -> list:
-    it = next(i for i in task.init['order_item'] if i['order_id'] == _oid(task))
+    it = _named_item(task)
     return [([call('create_return', order_id=_oid(task), email=_email(task), item_id=it['id'], reason='unwanted',
                    quantity=it['quantity'])], 'return_request')]
 
@@ -782,7 +787,7 @@ def _damaged_item(rng, i):
     else:
         golden, reply = lookups + [ret], f"I've refunded {unit} to your {s.payment['detail']}; we refund or replace a damaged item, not both."
     return dict(query=signed(rng, q, s), init=init, golden=golden,
-                user=UserSpec(context=context(s, f'{_cap(what)}.', f'get a {wants} (and, if you can, the other one too).'), facts=facts,
+                user=UserSpec(context=context(s, f'{_cap(what)}.', f'get a {wants} (and, if you can, the other one too).'), facts=facts | {'item': f'the {name}'},
                               decisions={'replacement': wants == 'replacement' and not sold_out, 'refund': wants == 'refund' or sold_out}),
                 reply=reply, limits=LIMITS, tags=['damaged'] + (['out_of_stock'] if sold_out else []))
 
@@ -829,7 +834,8 @@ def _multi_item_return(rng, i):
     return dict(query=signed(rng, q, s), init=merge_rows(s.init, {'product': [{'id': c['product_id'], 'stock': rng.randint(2, 30)}]}),
                 golden=golden,
                 user=UserSpec(context=context(s, f'The {nc} arrived broken; you do not want the {na} and the {nb}.',
-                                              'return two items for a refund and get the broken one replaced.'), facts=facts,
+                                              'return two items for a refund and get the broken one replaced.'),
+                              facts=facts | {'items': f'the {na} and the {nb} to return, and the {nc} to replace'},
                               decisions={'return': True, 'replacement': True}),
                 reply=f"Done: {money(refund)} for {both(na, a)} and {both(nb, b)} will be refunded to your {s.payment['detail']}, and a replacement {nc} is on its way.",
                 limits=LIMITS_LONG, tags=['multi_step', 'return', 'damaged'])
@@ -854,7 +860,8 @@ def _return_and_exchange(rng, i):
                                   call('exchange_item', order_id=s.oid, email=s.email, item_id=b['id'], new_product_id=new_pid)],
                 user=UserSpec(context=context(s, f'The {nb} is the wrong size or colour; you do not want the {na}.',
                                               f'return the {na} and exchange the {nb} for {label}.'),
-                              facts=facts | {'size': label, 'colour': label}, decisions={'return': True, 'exchange': True}),
+                              facts=facts | {'size': label, 'colour': label, 'items': f'the {na} to return, and the {nb} to exchange'},
+                              decisions={'return': True, 'exchange': True}),
                 reply=(f"Done: {money(a['unit_price_cents'] * a['quantity'])} for {what} will be refunded to your {s.payment['detail']}, "
                        f"and the {model} in {label} is on its way in exchange."),
                 limits=LIMITS_LONG, tags=['multi_step', 'return', 'exchange'])
@@ -921,7 +928,7 @@ def _store_credit_refund(rng, i):
     return dict(query=signed(rng, q, s), init=s.init,
                 golden=lookups + [call('create_return', order_id=s.oid, email=s.email, item_id=it['id'], reason='unwanted', quantity=qty,
                                        refund_method='original_payment')],
-                user=UserSpec(context=context(s, f'You no longer want {what}.', 'return it; you would like store credit.'), facts=facts,
+                user=UserSpec(context=context(s, f'You no longer want {what}.', 'return it; you would like store credit.'), facts=facts | {'item': f'the {name}'},
                               decisions={'return': True, 'original payment': True}),
                 reply=(f"I've accepted the return of {what}. Refunds go back to the original payment, so {money(it['unit_price_cents'] * qty)} "
                        f"will be refunded to your {s.payment['detail']}."),
