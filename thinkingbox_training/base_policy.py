@@ -427,7 +427,8 @@ class CopyDrills:
     def binding(self, rng:random.Random) -> tuple[list, None]:
         """A short conversation that asks which listed item a customer named, across turns: one terse message naming a
         product and its order, the demonstration's exchange from the lookup that lists the order's items (with the
-        question which item and its answer), and its call on the item; no system turn, varied by `rename`. Encode it with `loss='arg:item_id'`: the chosen id is all it drills."""
+        question which item and its answer, if the demonstrator asked), and its call on the item; no system turn,
+        varied by `rename`. Encode it with `loss='arg:item_id'`: the chosen id is all it drills."""
         if not self.bindings: raise ValueError('no demonstration has a call that picks one of several listed items')
         product, order, exchange, call = rng.choice(self.bindings)
         asks = _ASKS.get(call['tool_calls'][0]['function']['name'], []) + _ASKS[None]

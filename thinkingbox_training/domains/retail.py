@@ -695,8 +695,11 @@ def _return_out_of_window(rng, i):
 
 def _named_item(task) -> dict:
     "The order item whose product the customer names (the `item` fact: 'the <product>')."
+    if 'item' not in task.user.facts: raise ValueError(f"task {task.uid}: user.facts has no 'item' (the product the customer names)")
     name = task.user.facts['item'].removeprefix('the ')
-    return next(i for i in task.init['order_item'] if i['order_id'] == _oid(task) and _name(i['product_id']) == name)
+    hit = [i for i in task.init['order_item'] if i['order_id'] == _oid(task) and _name(i['product_id']) == name]
+    if not hit: raise ValueError(f"task {task.uid}: no item of order {_oid(task)} is the {name!r} of user.facts['item']")
+    return hit[0]
 
 def _wrong_late_return(task) -> list:
     it = _named_item(task)
