@@ -770,11 +770,12 @@ def build_base_policy(cfg:BuildConfig=None, log=print) -> dict:
     rec['model'] = {'parameters': sum(p.numel() for p in model.parameters()), **asdict(cfg.model)}
     log(f"model: {rec['model']}")
     t = time.perf_counter()
-    rec['sft'] = sft(model, tok, [(e.trajectory.messages, e.trajectory.tools) for e in eps], drills, cfg, log=log)
+    convs = [(e.trajectory.messages, e.trajectory.tools) for e in eps]
+    rec['sft'] = sft(model, tok, convs, drills, cfg, log=log)
     if cfg.polish_steps:  # a second, gentler pass with the item choice drilled on real cuts
         again = replace(cfg, seed=cfg.seed + 1, echo_only_steps=0, steps=cfg.polish_steps, lr=cfg.polish_lr,
                         choice_drills=cfg.polish_choice, binding_drills=0)
-        rec['polish'] = sft(model, tok, [(e.trajectory.messages, e.trajectory.tools) for e in eps], drills, again, log=log)
+        rec['polish'] = sft(model, tok, convs, drills, again, log=log)
     rec['sft_wall_s'] = round(time.perf_counter() - t, 1)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
