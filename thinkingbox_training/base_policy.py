@@ -18,14 +18,14 @@ from .cli import command
 # %% auto #0
 __all__ = ['MODEL_NAME', 'DOMAINS', 'DEMO_SEED', 'FLAW_SHARE', 'DEFAULT_FLAW', 'ID_RE', 'READ_TOOL', 'ASK', 'WHICH', 'MIN_LINE',
            'project_dir', 'model_dir', 'flaw_share', 'is_identifier', 'id_kind', 'call_values', 'seen_text',
-           'result_items', 'which_item', 'DemoPolicy', 'typed_ids', 'invented_ids', 'demo_tasks', 'run_demonstrations',
-           'demo_summary', 'domain_prompt', 'prompt_lines', 'build_tokenizer', 'stale_prompt_lines', 'fresh_identifier',
-           'digit_map', 'rename_identifiers', 'shuffle_items', 'drill_cuts', 'lookup_tools', 'listed_items',
-           'is_choice_cut', 'binding_drill', 'CopyDrills', 'encode_conversation', 'ModelConfig', 'make_model',
-           'BuildConfig', 'lr_at', 'lm_loss', 'part_loss', 'sft', 'episode_metrics', 'weights_sha256', 'report_line',
-           'rollouts', 'format_report', 'policy_report', 'show_episode', 'build_base_policy', 'build_base_policy_cli',
-           'generation_speed', 'train_step_speed', 'speed_report', 'policy_speed', 'build_figure', 'recorded',
-           'choice_accuracy']
+           'result_items', 'which_item', 'item_note', 'DemoPolicy', 'typed_ids', 'invented_ids', 'demo_tasks',
+           'run_demonstrations', 'demo_summary', 'domain_prompt', 'prompt_lines', 'build_tokenizer',
+           'stale_prompt_lines', 'fresh_identifier', 'digit_map', 'rename_identifiers', 'shuffle_items', 'drill_cuts',
+           'lookup_tools', 'listed_items', 'is_choice_cut', 'binding_drill', 'CopyDrills', 'encode_conversation',
+           'ModelConfig', 'make_model', 'BuildConfig', 'lr_at', 'lm_loss', 'part_loss', 'sft', 'episode_metrics',
+           'weights_sha256', 'report_line', 'rollouts', 'format_report', 'policy_report', 'show_episode',
+           'build_base_policy', 'build_base_policy_cli', 'generation_speed', 'train_step_speed', 'speed_report',
+           'policy_speed', 'build_figure', 'recorded', 'choice_accuracy']
 
 # %% ../nbs/06a_base_policy.ipynb #c004
 MODEL_NAME = 'tiny-qwen3'   # data/prices.yaml prices a model of this name
@@ -102,6 +102,16 @@ def which_item(messages:list, call:dict) -> str|None:
     items = next((its for its in map(result_items, reversed(messages)) if any(i['item_id'] == item for i in its)), [])
     return WHICH.format(order=args.get('order_id') or 'the order') if len(items) > 1 else None
 
+def item_note(messages:list, call:dict) -> str|None:
+    """The expert's reasoning before `call` when it takes an `item_id` that the latest tool result listing it showed
+    among others: that item's product and id as get_order writes them (`"product": "Yoga Mat", "item_id": "OI-186385"`),
+    so the id is written right after the product the customer named, then copied into the call; None otherwise."""
+    item = call['arguments'].get('item_id')
+    if not isinstance(item, str): return None
+    items = next((its for its in map(result_items, reversed(messages)) if any(i['item_id'] == item for i in its)), [])
+    hit = [i for i in items if i['item_id'] == item and 'product' in i]
+    return f'"product": "{hit[0]["product"]}", "item_id": "{item}"' if len(items) > 1 and hit else None
+
 
 class DemoPolicy(ScriptedPolicy):
     """The expert for demonstrations: asks for facts it must not guess (and, if `ask_which`, which item when an order
@@ -109,9 +119,10 @@ class DemoPolicy(ScriptedPolicy):
     def __init__(self, share=None, # (domain, family) -> flaw share; default `flaw_share`
                  seed:int=0,
                  ask_which:bool=False, # ask which item before a call on one of several listed items (`which_item`)
+                 think_which:bool=False, # reason before such a call: the chosen item's product and id (`item_note`)
                 ):
         super().__init__(flaw=0.0, seed=seed)
-        self.share, self.ask_which, self.policy_id = share or flaw_share, ask_which, 'scripted:demo'
+        self.share, self.ask_which, self.think_which, self.policy_id = share or flaw_share, ask_which, think_which, 'scripted:demo'
 
     def flawed(self, task:Task, repetition:int) -> bool:
         p = self.share(task.domain, task.family)
@@ -139,6 +150,7 @@ class DemoPolicy(ScriptedPolicy):
                 if q and q not in asked:
                     return Generation(text=assistant_text({'role': 'assistant', 'content': q}) + '<|im_end|>', usage=Usage(model='scripted', calls=1))
             msg = {'role': 'assistant', 'content': '', 'tool_calls': [{'type': 'function', 'function': call}]}
+            if self.think_which and (note := item_note(msgs, call)): msg['reasoning_content'] = note
         else: msg = {'role': 'assistant', 'content': r.task.reply or 'Done.'}
         return Generation(text=assistant_text(msg) + '<|im_end|>', usage=Usage(model='scripted', calls=1))
 
@@ -369,8 +381,9 @@ def binding_drill(cut:list) -> tuple|None:
 class CopyDrills:
     "Echo drills (random identifiers, repeated or looked up) and renamed cuts of demonstrations, per domain."
     def __init__(self, episodes:list, through:bool=False, digits:bool=False, # see `drill_cuts` and `rename_identifiers`
-                 items:bool=False): # shuffle each order's items before renaming (`shuffle_items`)
-        self.digits, self.items = digits, items
+                 items:bool=False, # shuffle each order's items before renaming (`shuffle_items`)
+                 product_echo:float=0.0): # share of echo drills' values that are made-up product names (`product_name`)
+        self.digits, self.items, self.product_echo = digits, items, product_echo
         self.cuts = [(c, e.trajectory.tools) for e in episodes for c in drill_cuts(e, through)]
         self.choices = [(c, t) for c, t in self.cuts if is_choice_cut(c)]
         self.bindings = [b for c, _ in self.choices if (b := binding_drill(c))]
@@ -383,9 +396,18 @@ class CopyDrills:
         self.lookups = {d: sorted({l for e in es for l in lookup_tools(e.trajectory.tools)}) for d, es in by.items()}
         # the words of the demonstrations' emails: renamed emails recombine them, so drills teach copying these very tokens
         self.words = sorted({w for p in self.pool.values() for v in p if '@' in v for w in re.findall(r'[a-z]+', v.split('@')[0])}) or _NAMES
+        # the words of the demonstrations' product names: made-up names recombine them, so drills teach copying words
+        self.product_words = sorted({w for e in episodes for m in e.trajectory.messages for i in result_items(m)
+                                     for w in re.findall(r"[A-Za-z][\w'-]*", str(i.get('product', '')).split(',')[0])})
+
+    def product_name(self, rng:random.Random) -> str:
+        "A made-up product name: one to three words of the demonstrations' product names, sometimes with a size."
+        name = ' '.join(rng.sample(self.product_words, min(len(self.product_words), rng.randint(1, 3))))
+        return name + (f', size {rng.choice(["S", "M", "L", "XL", str(rng.randint(36, 46))])}' if rng.random() < 0.3 else '')
 
     def _value(self, rng, domain:str, kind=None):
-        "A fresh identifier of `domain` (of a prefix, if `kind`), an amount or a date."
+        "A fresh identifier of `domain` (of a prefix, if `kind`), an amount, a date or (a `product_echo` share) a product name."
+        if kind is None and self.product_echo and self.product_words and rng.random() < self.product_echo: return self.product_name(rng)
         r = rng.random()
         if kind is None and r < 0.15: return rng.choice(_AMOUNTS).format(rng.randrange(1, 3000), rng.randrange(100))
         if kind is None and r < 0.25: return f'2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}'
@@ -517,6 +539,8 @@ class BuildConfig:
     check_k: int = 4
     binding_drills: int = 0         # per step, in the echo-only start and after it: cross-turn item choices (`CopyDrills.binding`), loss on the id
     ask_which: bool = False         # the demonstrations ask which item after the order's lookup (`DemoPolicy`; builds 12a, 12b)
+    think_which: bool = False       # the demonstrations' call on one of several listed items first writes its product and id (`item_note`; 13a)
+    product_echo: float = 0.0       # share of echo drills' values that are made-up product names (`CopyDrills`; 13a)
     polish_steps: int = 0           # after the SFT steps: a second pass of this many mixed steps (`sft` again, no echo-only start)...
     polish_lr: float = 1e-3         # ...at this peak learning rate, with a fresh optimizer and its own seeded draws...
     polish_choice: int = 16         # ...and this many choice cuts a step (`CopyDrills.cut(choice=True)`) instead of binding drills
@@ -749,7 +773,7 @@ def build_base_policy(cfg:BuildConfig=None, log=print) -> dict:
     rec, T = {'config': asdict(cfg)}, time.perf_counter()
     t = time.perf_counter()
     tasks = demo_tasks(domains, n=cfg.tasks_per_family)
-    eps = run_demonstrations(tasks, DemoPolicy(ask_which=cfg.ask_which))
+    eps = run_demonstrations(tasks, DemoPolicy(ask_which=cfg.ask_which, think_which=cfg.think_which))
     eps = [e for e in eps if e.trajectory.status == 'ok' and not invented_ids(e.trajectory.messages)]
     rec['demonstrations'] = {'tasks': len(tasks), 'kept': len(eps), 'wall_s': round(time.perf_counter() - t, 1), 'families': demo_summary(eps)}
     log(f"demonstrations: {len(eps)} of {len(tasks)} kept in {rec['demonstrations']['wall_s']} s")
@@ -759,7 +783,7 @@ def build_base_policy(cfg:BuildConfig=None, log=print) -> dict:
     tok = build_tokenizer(texts, domains, vocab_size=cfg.vocab_size, id_digits=cfg.id_digits)
     fmt = ChatFormat(tok)
     enc = [encode_conversation(tok, e.trajectory.messages, e.trajectory.tools) for e in eps]
-    drills = CopyDrills(eps, through=cfg.cut_through, digits=cfg.rename_digits, items=cfg.shuffle_items)
+    drills = CopyDrills(eps, through=cfg.cut_through, digits=cfg.rename_digits, items=cfg.shuffle_items, product_echo=cfg.product_echo)
     lens = sorted(len(i) for i, _ in enc)
     rec['tokenizer'] = {'vocab': len(tok), 'prompt_tokens': {d: len(fmt.encode(_render(*domain_prompt(d)))) for d in domains},
                         'episode_tokens': {'mean': round(statistics.mean(lens)), 'p50': lens[len(lens) // 2], 'max': lens[-1]},
