@@ -18,8 +18,8 @@ from .cli import command
 # %% auto #0
 __all__ = ['MODEL_NAME', 'DOMAINS', 'DEMO_SEED', 'FLAW_SHARE', 'DEFAULT_FLAW', 'ID_RE', 'READ_TOOL', 'ASK', 'WHICH', 'MIN_LINE',
            'project_dir', 'model_dir', 'flaw_share', 'is_identifier', 'id_kind', 'call_values', 'seen_text',
-           'result_items', 'which_item', 'item_note', 'DemoPolicy', 'typed_ids', 'invented_ids', 'demo_tasks',
-           'run_demonstrations', 'demo_summary', 'domain_prompt', 'prompt_lines', 'build_tokenizer',
+           'result_items', 'listing', 'which_item', 'item_note', 'DemoPolicy', 'typed_ids', 'invented_ids',
+           'demo_tasks', 'run_demonstrations', 'demo_summary', 'domain_prompt', 'prompt_lines', 'build_tokenizer',
            'stale_prompt_lines', 'fresh_identifier', 'digit_map', 'rename_identifiers', 'shuffle_items', 'drill_cuts',
            'lookup_tools', 'listed_items', 'is_choice_cut', 'binding_drill', 'CopyDrills', 'encode_conversation',
            'ModelConfig', 'make_model', 'BuildConfig', 'lr_at', 'lm_loss', 'part_loss', 'sft', 'episode_metrics',
@@ -93,14 +93,18 @@ def result_items(m:dict) -> list[dict]:
     items = d.get('items') if isinstance(d, dict) else None
     return [i for i in items if isinstance(i, dict) and 'item_id' in i] if isinstance(items, list) else []
 
+def listing(messages:list, item:str) -> list[dict]:
+    "The items of the latest tool result in `messages` that lists `item` ([] if none does)."
+    return next((its for its in map(result_items, reversed(messages)) if any(i['item_id'] == item for i in its)), [])
+
 def which_item(messages:list, call:dict) -> str|None:
     """The expert's question before `call` when it takes an `item_id` that the latest tool result listing it showed
-    among others ("Which item of order OR-40001 do you mean?"); None if it takes no such item. The question names no
-    product: the build shuffles listed items (`shuffle_items`), and a list in the question would then disagree with it."""
+    among others ("Which item of order OR-40001 do you mean?"); None if it takes no such item. The question lists no
+    items, so only the customer's answer and the tool result say which id it is (`choice_parts.py list` tried a question
+    that lists them with their ids: the choice stayed at chance)."""
     args = call['arguments']; item = args.get('item_id')
     if not isinstance(item, str): return None
-    items = next((its for its in map(result_items, reversed(messages)) if any(i['item_id'] == item for i in its)), [])
-    return WHICH.format(order=args.get('order_id') or 'the order') if len(items) > 1 else None
+    return WHICH.format(order=args.get('order_id') or 'the order') if len(listing(messages, item)) > 1 else None
 
 def item_note(messages:list, call:dict) -> str|None:
     """The expert's reasoning before `call` when it takes an `item_id` that the latest tool result listing it showed
@@ -108,8 +112,7 @@ def item_note(messages:list, call:dict) -> str|None:
     so the id is written right after the product the customer named, then copied into the call; None otherwise."""
     item = call['arguments'].get('item_id')
     if not isinstance(item, str): return None
-    items = next((its for its in map(result_items, reversed(messages)) if any(i['item_id'] == item for i in its)), [])
-    hit = [i for i in items if i['item_id'] == item and 'product' in i]
+    items = listing(messages, item); hit = [i for i in items if i['item_id'] == item and 'product' in i]
     return f'"product": "{hit[0]["product"]}", "item_id": "{item}"' if len(items) > 1 and hit else None
 
 
