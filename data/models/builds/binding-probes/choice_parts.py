@@ -13,6 +13,7 @@ from pathlib import Path
 from transformers import AutoTokenizer, AutoModelForCausalLM
 from thinkingbox_training.base_policy import (model_dir, run_demonstrations, demo_tasks, DEMO_SEED, CopyDrills, DemoPolicy,
                                               BuildConfig, binding_drill, result_items, _render, _batch)
+sys.path.insert(0, str(Path(__file__).parent)); from drills import exact_by_part
 how, steps, per = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 if how not in ('span', 'list'): raise ValueError(f"how must be 'span' or 'list', not {how!r}")
 tok = AutoTokenizer.from_pretrained(str(model_dir())); lm = AutoModelForCausalLM.from_pretrained(str(model_dir()))
@@ -52,16 +53,7 @@ H = [draw(dh, held, random.Random(10**6 + i)) for i in range(300)]
 print(how, 'train choice cuts', len(train), 'held-out', len(held), flush=True)
 print(_render(*held[0])[-520:], flush=True)
 pad = tok.convert_tokens_to_ids('<|endoftext|>')
-def evaluate():
-    lm.eval(); ok = {n: 0 for n in H[0][2]}
-    with torch.no_grad():
-        for i in range(0, len(H), 50):
-            chunk = H[i:i + 50]; X, _ = _batch([(a, b) for a, b, _ in chunk], pad); pred = lm(input_ids=X).logits.argmax(-1)
-            for j, (ids, _, masks) in enumerate(chunk):
-                for n, m in masks.items():
-                    pos = [p for p, on in enumerate(m) if on]
-                    ok[n] += all(pred[j, p - 1].item() == ids[p] for p in pos)
-    lm.train(); return ' '.join(f'{n} {v / len(H):.3f}' for n, v in ok.items())
+evaluate = lambda: exact_by_part(lm, H, pad)
 print(how, 'step 0', evaluate(), flush=True)
 opt = torch.optim.AdamW(lm.parameters(), lr=1e-3, betas=(0.9, 0.98), weight_decay=0.01)
 rng, t0 = random.Random(0), time.time(); lm.train()

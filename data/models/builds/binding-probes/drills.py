@@ -54,6 +54,17 @@ def drill(tok, rng, listing:str='json', order:str='pfirst', before:bool=False, c
     user = f'{ask}. Order {orid} {has} {lst}.' if before else f'Order {orid} {has} {lst}. {ask}.'
     msgs = [{'role': 'user', 'content': user}, {'role': 'assistant', 'content': ids[k]}]
     return encode_conversation(tok, msgs, None), ids[k]
+def exact_by_part(model, held:list, pad:int, chunk:int=50) -> str:
+    """For `held` drills ((ids, labels, {part: token mask}) triples), the share whose every token of each part is the
+    argmax, teacher-forced, as text ('call_id 0.330 think_id ...'); scored `chunk` drills at a time."""
+    model.eval(); ok = {n: 0 for n in held[0][2]}
+    with torch.no_grad():
+        for i in range(0, len(held), chunk):
+            part = held[i:i + chunk]; X, _ = _batch([(a, b) for a, b, _ in part], pad); pred = model(input_ids=X).logits.argmax(-1)
+            for j, (ids, _, masks) in enumerate(part):
+                for n, m in masks.items(): ok[n] += all(pred[j, p - 1].item() == ids[p] for p, on in enumerate(m) if on)
+    model.train(); return ' '.join(f'{n} {v / len(held):.3f}' for n, v in ok.items())
+
 def train_probe(model, tok, draw, held:list, steps:int, per:int, lr:float, tag:str, chunk:int=300):
     """Train `model` on `per` drills a step from `draw(rng)` ((ids, labels) pairs): AdamW (0.9, 0.98), weight decay
     0.01, 30 steps' warmup, then `lr`; gradients clipped at 1. Before the first step and every 50 steps, print the loss
