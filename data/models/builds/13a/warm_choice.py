@@ -3,18 +3,21 @@ Warm on 13a's weights: 32 choice cuts a step of asking, reasoning demonstrations
 think_which=True)`, the build's own seed, renamed and shuffled as the build does), the loss on the think block and the
 call's item id, AdamW 1e-3 with 30 steps' warmup; every 50 steps, on 300 held-out cuts (seed 77), teacher-forced, the
 share whose every token is the argmax for each part, as parts.py scores them. Run from the build's patched copy:
-  OMP_NUM_THREADS=2 PYTHONPATH=<copy> python warm_choice.py /tmp/builds/13a 100 32 > warm_choice.log"""
+  OMP_NUM_THREADS=2 PYTHONPATH=<copy> python warm_choice.py /tmp/builds/13a 100 32 > warm_choice.log
+`fresh`: every id renamed with fresh digits of its own (`rename_identifiers(digits=False)`), so an order's items no longer
+share their digits with each other and the order (a probe of item ids that are not look-alikes):
+  OMP_NUM_THREADS=2 PYTHONPATH=<copy> python warm_choice.py /tmp/builds/13a 100 32 fresh > warm_choice_fresh.log"""
 import sys, random, time, torch
 from transformers import AutoTokenizer, AutoModelForCausalLM
 from pathlib import Path
 from thinkingbox_training.base_policy import (run_demonstrations, demo_tasks, DEMO_SEED, CopyDrills, DemoPolicy, BuildConfig, _render, _batch)
 sys.path.insert(0, str(Path(__file__).parent.parent/'binding-probes')); from drills import exact_by_part
-path, steps, per = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+path, steps, per, fresh = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), 'fresh' in sys.argv[4:]
 tok = AutoTokenizer.from_pretrained(path); lm = AutoModelForCausalLM.from_pretrained(path)
 cfg = BuildConfig()
 def cuts(n, seed):
     d = CopyDrills(run_demonstrations(demo_tasks(n=n, seed=seed), DemoPolicy(ask_which=True, think_which=True)),
-                   through=cfg.cut_through, digits=cfg.rename_digits, items=cfg.shuffle_items)
+                   through=cfg.cut_through, digits=cfg.rename_digits and not fresh, items=cfg.shuffle_items)
     return d, [(c, t) for c, t in d.choices if c[-1].get('reasoning_content')]
 def parts(text):
     k = text.rindex('"item_id": "') + len('"item_id": "'); s = text.rindex('<think>')
