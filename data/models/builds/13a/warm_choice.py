@@ -11,7 +11,7 @@ import sys, random, time, torch
 from transformers import AutoTokenizer, AutoModelForCausalLM
 from pathlib import Path
 from thinkingbox_training.base_policy import (run_demonstrations, demo_tasks, DEMO_SEED, CopyDrills, DemoPolicy, BuildConfig, _render, _batch)
-sys.path.insert(0, str(Path(__file__).parent.parent/'binding-probes')); from drills import exact_by_part
+sys.path.insert(0, str(Path(__file__).parent.parent/'binding-probes')); from drills import train_by_part
 path, steps, per, fresh = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), 'fresh' in sys.argv[4:]
 tok = AutoTokenizer.from_pretrained(path); lm = AutoModelForCausalLM.from_pretrained(path)
 cfg = BuildConfig()
@@ -33,14 +33,5 @@ def draw(d, pool, rng):
 (dt, train), (dh, held) = cuts(60, DEMO_SEED), cuts(20, 77)
 H = [draw(dh, held, random.Random(10**6 + i)) for i in range(300)]
 pad = tok.convert_tokens_to_ids('<|endoftext|>')
-evaluate = lambda: exact_by_part(lm, H, pad)
 print('train choice cuts', len(train), 'held-out', len(held), flush=True)
-print('step 0', evaluate(), flush=True)
-opt = torch.optim.AdamW(lm.parameters(), lr=1e-3, betas=(0.9, 0.98), weight_decay=0.01)
-rng, t0 = random.Random(0), time.time(); lm.train()
-for step in range(1, steps + 1):
-    for g in opt.param_groups: g['lr'] = 1e-3 * min(1, step / 30)
-    X, Y = _batch([draw(dt, train, rng)[:2] for _ in range(per)], pad)
-    loss = lm(input_ids=X, labels=Y).loss; loss.backward()
-    torch.nn.utils.clip_grad_norm_(lm.parameters(), 1.0); opt.step(); opt.zero_grad()
-    if step % 50 == 0: print(f'step {step} loss {loss.item():.3f}', evaluate(), f'{time.time() - t0:.0f}s', flush=True)
+train_by_part(lm, lambda rng: [draw(dt, train, rng)[:2] for _ in range(per)], H, pad, steps)

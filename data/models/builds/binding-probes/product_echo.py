@@ -11,7 +11,7 @@ from pathlib import Path
 from transformers import AutoTokenizer, AutoModelForCausalLM
 from thinkingbox_training.base_policy import (model_dir, run_demonstrations, demo_tasks, DEMO_SEED, CopyDrills, DemoPolicy,
                                               BuildConfig, binding_drill, result_items, encode_conversation, _render, _batch)
-sys.path.insert(0, str(Path(__file__).parent)); from drills import exact_by_part
+sys.path.insert(0, str(Path(__file__).parent)); from drills import train_by_part
 steps, n_cut, n_echo = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 tok = AutoTokenizer.from_pretrained(str(model_dir())); lm = AutoModelForCausalLM.from_pretrained(str(model_dir()))
 cfg = BuildConfig()
@@ -52,13 +52,4 @@ H = [draw(dh, held, random.Random(10**6 + i)) for i in range(300)]
 print('train choice cuts', len(train), 'held-out', len(held), 'catalogue words', len(words), flush=True)
 print(tok.decode(echo(random.Random(1))[0]), flush=True)
 pad = tok.convert_tokens_to_ids('<|endoftext|>')
-evaluate = lambda: exact_by_part(lm, H, pad)
-print('step 0', evaluate(), flush=True)
-opt = torch.optim.AdamW(lm.parameters(), lr=1e-3, betas=(0.9, 0.98), weight_decay=0.01)
-rng, t0 = random.Random(0), time.time(); lm.train()
-for step in range(1, steps + 1):
-    for g in opt.param_groups: g['lr'] = 1e-3 * min(1, step / 30)
-    X, Y = _batch([draw(dt, train, rng)[:2] for _ in range(n_cut)] + [echo(rng) for _ in range(n_echo)], pad)
-    loss = lm(input_ids=X, labels=Y).loss; loss.backward()
-    torch.nn.utils.clip_grad_norm_(lm.parameters(), 1.0); opt.step(); opt.zero_grad()
-    if step % 50 == 0: print(f'step {step} loss {loss.item():.3f}', evaluate(), f'{time.time() - t0:.0f}s', flush=True)
+train_by_part(lm, lambda rng: [draw(dt, train, rng)[:2] for _ in range(n_cut)] + [echo(rng) for _ in range(n_echo)], H, pad, steps)
