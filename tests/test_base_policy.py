@@ -95,3 +95,22 @@ def test_choice_cuts_are_the_calls_that_pick_one_listed_item():
     assert not is_choice_cut([order('OI-123451', 'OI-123452'), call(order_id='OR-12345')])
     assert not is_choice_cut([order('OI-123451'), call(order_id='OR-12345', item_id='OI-123451')])
     assert not is_choice_cut([{'role': 'tool', 'content': 'not json "items"'}, call(item_id='OI-123451')])
+
+def test_polish_saved_trains_the_saved_weights_and_records_its_source(tmp_path):
+    "A polish pass on saved weights changes them, keeps the tokenizer, and its build.json names the source's weights; it refuses to redo or overwrite."
+    import json
+    from safetensors.torch import load_file
+    from thinkingbox_training.base_policy import BuildConfig, polish_saved, weights_sha256
+    cfg = BuildConfig(out=str(tmp_path/'p'), polish_steps=2, polish_choice=0, polish_tasks_per_family=1, episodes_per_step=2,
+                      cut_drills=2, echo_drills=2, check_tasks=0, log_every=1)
+    rec = polish_saved(MODEL, cfg, log=lambda *a: None)
+    out = tmp_path/'p'
+    assert rec['polished_from']['weights_sha256'] == weights_sha256(MODEL) != weights_sha256(out)
+    before, after = load_file(MODEL/'model.safetensors'), load_file(out/'model.safetensors')
+    assert before.keys() == after.keys() and any((before[k] != after[k]).any() for k in before)
+    assert (out/'tokenizer.json').read_text() == (MODEL/'tokenizer.json').read_text()
+    saved = json.loads((out/'build.json').read_text())
+    assert saved['config']['polish_steps'] == 2 and [r['step'] for r in saved['polish'] if 'step' in r][-1] == 2
+    with pytest.raises(ValueError, match='records a polish pass already'): polish_saved(out, BuildConfig(out=str(tmp_path/'q'), polish_steps=2))
+    with pytest.raises(ValueError, match='is the source'): polish_saved(MODEL, BuildConfig(out=str(MODEL), polish_steps=2))
+    with pytest.raises(ValueError, match='polish_steps is 0'): polish_saved(MODEL, BuildConfig(out=str(tmp_path/'q')))

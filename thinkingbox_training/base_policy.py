@@ -24,8 +24,9 @@ __all__ = ['MODEL_NAME', 'DOMAINS', 'DEMO_SEED', 'FLAW_SHARE', 'DEFAULT_FLAW', '
            'lookup_tools', 'listed_items', 'is_choice_cut', 'binding_drill', 'CopyDrills', 'encode_conversation',
            'ModelConfig', 'make_model', 'BuildConfig', 'lr_at', 'lm_loss', 'part_loss', 'sft', 'episode_metrics',
            'weights_sha256', 'report_line', 'rollouts', 'format_report', 'policy_report', 'show_episode',
-           'build_base_policy', 'build_base_policy_cli', 'generation_speed', 'train_step_speed', 'speed_report',
-           'policy_speed', 'build_figure', 'recorded', 'choice_accuracy']
+           'build_base_policy', 'kept_demonstrations', 'polish_pass', 'polish_saved', 'build_base_policy_cli',
+           'generation_speed', 'train_step_speed', 'speed_report', 'policy_speed', 'build_figure', 'recorded',
+           'choice_accuracy']
 
 # %% ../nbs/06a_base_policy.ipynb #c004
 MODEL_NAME = 'tiny-qwen3'   # data/prices.yaml prices a model of this name
@@ -546,7 +547,8 @@ class BuildConfig:
     product_echo: float = 0.0       # share of echo drills' values that are made-up product names (`CopyDrills`; 13a)
     polish_steps: int = 0           # after the SFT steps: a second pass of this many mixed steps (`sft` again, no echo-only start)...
     polish_lr: float = 1e-3         # ...at this peak learning rate, with a fresh optimizer and its own seeded draws...
-    polish_choice: int = 16         # ...and this many choice cuts a step (`CopyDrills.cut(choice=True)`) instead of binding drills
+    polish_choice: int = 16         # ...and this many choice cuts a step (`CopyDrills.cut(choice=True)`) instead of binding drills...
+    polish_tasks_per_family: int = 0  # ...on demonstrations of this many tasks per family (DEMO_SEED; the first `tasks_per_family` are the build's own); 0: the build's (17a, 17b)
 
 def lr_at(step:int, cfg:BuildConfig) -> float:
     "Warmup, flat, linear cooldown (`step` counts the steps after the echo-only start)."
@@ -776,8 +778,7 @@ def build_base_policy(cfg:BuildConfig=None, log=print) -> dict:
     rec, T = {'config': asdict(cfg)}, time.perf_counter()
     t = time.perf_counter()
     tasks = demo_tasks(domains, n=cfg.tasks_per_family)
-    eps = run_demonstrations(tasks, DemoPolicy(ask_which=cfg.ask_which, think_which=cfg.think_which))
-    eps = [e for e in eps if e.trajectory.status == 'ok' and not invented_ids(e.trajectory.messages)]
+    eps = kept_demonstrations(tasks, cfg)
     rec['demonstrations'] = {'tasks': len(tasks), 'kept': len(eps), 'wall_s': round(time.perf_counter() - t, 1), 'families': demo_summary(eps)}
     log(f"demonstrations: {len(eps)} of {len(tasks)} kept in {rec['demonstrations']['wall_s']} s")
     for r in rec['demonstrations']['families']: log(f'  {r}')
@@ -799,10 +800,8 @@ def build_base_policy(cfg:BuildConfig=None, log=print) -> dict:
     t = time.perf_counter()
     convs = [(e.trajectory.messages, e.trajectory.tools) for e in eps]
     rec['sft'] = sft(model, tok, convs, drills, cfg, log=log)
-    if cfg.polish_steps:  # a second, gentler pass with the item choice drilled on real cuts
-        again = replace(cfg, seed=cfg.seed + 1, echo_only_steps=0, steps=cfg.polish_steps, lr=cfg.polish_lr,
-                        choice_drills=cfg.polish_choice, binding_drills=0)
-        rec['polish'] = sft(model, tok, convs, drills, again, log=log)
+    if cfg.polish_steps:  # a second, gentler pass, optionally on more demonstrations
+        rec['polish'] = polish_pass(model, tok, cfg, convs, drills, log=log)
     rec['sft_wall_s'] = round(time.perf_counter() - t, 1)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
@@ -817,6 +816,53 @@ def build_base_policy(cfg:BuildConfig=None, log=print) -> dict:
     rec['wall_s'] = round(time.perf_counter() - T, 1)
     (out/'build.json').write_text(json.dumps(rec, indent=1))
     log(f"saved {out} ({rec['size_bytes'] / 1e6:.1f} MB) in {rec['wall_s'] / 60:.1f} min")
+    return rec
+
+def kept_demonstrations(tasks:list, cfg:BuildConfig) -> list[Episode]:
+    "The demonstrator's episodes of `tasks` that a build trains on: those that ran and typed no identifier the conversation had not shown."
+    eps = run_demonstrations(tasks, DemoPolicy(ask_which=cfg.ask_which, think_which=cfg.think_which))
+    return [e for e in eps if e.trajectory.status == 'ok' and not invented_ids(e.trajectory.messages)]
+
+def polish_pass(model, tok, cfg:BuildConfig, convs:list=None, drills:CopyDrills=None, log=print) -> list[dict]:
+    """The polish pass of `cfg` on a built `model`: `polish_steps` mixed steps at `polish_lr` with a fresh optimizer and
+    its own seeded draws, on the build's conversations and drills (`convs`, `drills`) or, with
+    `polish_tasks_per_family`, on fresh demonstrations of that many tasks per family. Nothing carries over from the
+    first pass but the weights, so polishing saved weights is the same as a build that polishes (17a, 17b)."""
+    if cfg.polish_tasks_per_family or convs is None:
+        domains = tuple(d for d in cfg.domains.split(',') if d)
+        eps = kept_demonstrations(demo_tasks(domains, n=cfg.polish_tasks_per_family or cfg.tasks_per_family), cfg)
+        log(f'polish: {len(eps)} demonstrations')
+        convs = [(e.trajectory.messages, e.trajectory.tools) for e in eps]
+        drills = CopyDrills(eps, through=cfg.cut_through, digits=cfg.rename_digits, items=cfg.shuffle_items, product_echo=cfg.product_echo)
+    again = replace(cfg, seed=cfg.seed + 1, echo_only_steps=0, steps=cfg.polish_steps, lr=cfg.polish_lr,
+                    choice_drills=cfg.polish_choice, binding_drills=0)
+    return sft(model, tok, convs, drills, again, log=log)
+
+def polish_saved(src, cfg:BuildConfig, log=print) -> dict:
+    """`polish_pass` on the weights saved in `src` by the build `cfg` describes (less its polish), saved in `cfg.out`
+    with a closing check; its build.json is the source's, with `cfg` as its config and the pass added."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    src, out, T = Path(src), Path(cfg.out) if cfg.out else model_dir(), time.perf_counter()
+    if not cfg.polish_steps: raise ValueError('polish_saved: cfg.polish_steps is 0, nothing to do')
+    if src.resolve() == out.resolve(): raise ValueError(f'polish_saved: {out} is the source; pick another out')
+    rec = json.loads((src/'build.json').read_text())
+    if 'polish' in rec: raise ValueError(f'{src}/build.json records a polish pass already: polish its own source')
+    torch.manual_seed(cfg.seed)
+    tok, model = AutoTokenizer.from_pretrained(str(src)), AutoModelForCausalLM.from_pretrained(str(src))
+    rec.update(config=asdict(cfg), polished_from={'dir': str(src), 'weights_sha256': weights_sha256(src)})
+    rec['polish'] = polish_pass(model, tok, cfg, log=log)
+    rec['polish_wall_s'] = round(time.perf_counter() - T, 1)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out); tok.save_pretrained(out)
+    rec['size_bytes'] = sum(p.stat().st_size for p in out.iterdir() if p.is_file() and p.name != 'build.json')
+    if cfg.check_tasks:
+        m = episode_metrics(rollouts(out, seed=DEMO_SEED + 1, k=cfg.check_k, n=cfg.check_tasks, domains=tuple(d for d in cfg.domains.split(',') if d)))
+        rec['check'] = m
+        log(format_report(m))
+    rec['wall_s'] = round(rec.get('wall_s', 0) + rec['polish_wall_s'], 1)  # the whole build's: the source's and the pass
+    (out/'build.json').write_text(json.dumps(rec, indent=1))
+    log(f"saved {out} ({rec['size_bytes'] / 1e6:.1f} MB), polished in {rec['polish_wall_s'] / 60:.1f} min")
     return rec
 
 @command('build-base-policy')
