@@ -2,6 +2,7 @@
 tokens, its chat template renders exactly as the interpreter's ChatFormat, its tokenizer is current for the domains'
 prompts, and a short seeded rollout through the episode engine gives well-formed token trajectories."""
 import time
+from dataclasses import replace
 import pytest
 from thinkingbox_training.base_policy import model_dir, stale_prompt_lines, domain_prompt, episode_metrics, DOMAINS
 from thinkingbox_training.interpret import ChatFormat
@@ -96,21 +97,31 @@ def test_choice_cuts_are_the_calls_that_pick_one_listed_item():
     assert not is_choice_cut([order('OI-123451'), call(order_id='OR-12345', item_id='OI-123451')])
     assert not is_choice_cut([{'role': 'tool', 'content': 'not json "items"'}, call(item_id='OI-123451')])
 
-def test_polish_saved_trains_the_saved_weights_and_records_its_source(tmp_path):
-    "A polish pass on saved weights changes them, keeps the tokenizer, and its build.json names the source's weights; it refuses to redo or overwrite."
-    import json
+def test_polish_saved_runs_passes_in_order_and_records_their_source(tmp_path):
+    "A polish pass on saved weights changes them and keeps the tokenizer; build.json names the source's weights; a pass runs only after the passes before it."
+    import json, shutil
     from safetensors.torch import load_file
     from thinkingbox_training.base_policy import BuildConfig, polish_saved, weights_sha256
-    cfg = BuildConfig(out=str(tmp_path/'p'), polish_steps=2, polish_choice=0, polish_tasks_per_family=1, episodes_per_step=2,
+    cfg = BuildConfig(polish_steps=2, polish_choice=0, polish_tasks_per_family=(1, 1), episodes_per_step=2,
                       cut_drills=2, echo_drills=2, check_tasks=0, log_every=1)
-    rec = polish_saved(MODEL, cfg, log=lambda *a: None)
-    out = tmp_path/'p'
-    assert rec['polished_from']['weights_sha256'] == weights_sha256(MODEL) != weights_sha256(out)
-    before, after = load_file(MODEL/'model.safetensors'), load_file(out/'model.safetensors')
+    src, one, two = tmp_path/'src', tmp_path/'one', tmp_path/'two'
+    shutil.copytree(MODEL, src)  # a build's first pass: its record without polish passes
+    rec = json.loads((src/'build.json').read_text()); rec.pop('polish', None)
+    (src/'build.json').write_text(json.dumps(rec))
+    quiet = lambda *a: None
+    with pytest.raises(ValueError, match='records polish passes \\[\\]; the next to run is 1, not \\[2\\]'):
+        polish_saved(src, replace(cfg, out=str(one)), passes=[2], log=quiet)
+    rec = polish_saved(src, replace(cfg, out=str(one)), passes=[1], log=quiet)
+    assert rec['polished_from']['weights_sha256'] == weights_sha256(src) != weights_sha256(one)
+    before, after = load_file(src/'model.safetensors'), load_file(one/'model.safetensors')
     assert before.keys() == after.keys() and any((before[k] != after[k]).any() for k in before)
-    assert (out/'tokenizer.json').read_text() == (MODEL/'tokenizer.json').read_text()
-    saved = json.loads((out/'build.json').read_text())
-    assert saved['config']['polish_steps'] == 2 and [r['step'] for r in saved['polish'] if 'step' in r][-1] == 2
-    with pytest.raises(ValueError, match='records a polish pass already'): polish_saved(out, BuildConfig(out=str(tmp_path/'q'), polish_steps=2))
-    with pytest.raises(ValueError, match='is the source'): polish_saved(MODEL, BuildConfig(out=str(MODEL), polish_steps=2))
-    with pytest.raises(ValueError, match='polish_steps is 0'): polish_saved(MODEL, BuildConfig(out=str(tmp_path/'q')))
+    assert (one/'tokenizer.json').read_text() == (src/'tokenizer.json').read_text()
+    with pytest.raises(ValueError, match='records polish passes \\[1\\]; the next to run is 2, not \\[1\\]'):
+        polish_saved(one, replace(cfg, out=str(two)), passes=[1], log=quiet)
+    polish_saved(one, replace(cfg, out=str(two)), passes=[2], log=quiet)
+    saved = json.loads((two/'build.json').read_text())
+    assert saved['config']['polish_tasks_per_family'] == [1, 1] and saved['polished_from']['weights_sha256'] == weights_sha256(one)
+    assert [(r['polish_pass'], r['step']) for r in saved['polish'] if 'step' in r] == [(1, 1), (1, 2), (2, 1), (2, 2)]
+    with pytest.raises(ValueError, match='is the source'): polish_saved(src, replace(cfg, out=str(src)))
+    with pytest.raises(ValueError, match='polish_steps is 0'): polish_saved(src, BuildConfig(out=str(tmp_path/'q')))
+    with pytest.raises(ValueError, match='not \\[3\\]'): polish_saved(two, replace(cfg, out=str(tmp_path/'q')), passes=[3])

@@ -20,6 +20,7 @@ def email_of(order_id):
 
 def items_of(order_id): return [i for i in SEED['order_item'] if i['order_id'] == order_id]
 def ship_of(order_id): return next(s for s in SEED['shipment'] if s['order_id'] == order_id)
+def name_of(item): return next(p['name'] for p in SEED['product'] if p['id'] == item['product_id'])
 
 def task_with(uid, init=None):
     "A bare task on the seed (plus `init`), to provision a database from."
@@ -109,15 +110,17 @@ def error_cases():
         ('change_shipping_address', {'shipment_id': ship_of(IN_TRANSIT)['id'], 'email': e(IN_TRANSIT), 'new_address': '1 Elm Street, York'},
          f"shipment {ship_of(IN_TRANSIT)['id']} is in_transit"),
         ('change_shipping_address', {'shipment_id': ship_of(PENDING)['id'], 'email': e(PENDING), 'new_address': 'x'}, 'new_address'),
-        ('create_return', {'order_id': DELIVERED, 'email': e(DELIVERED), 'item_id': 'OI-1', 'reason': 'unwanted'}, "order item 'OI-1' not found"),
-        ('create_return', {'order_id': DELIVERED, 'email': e(DELIVERED), 'item_id': t_item['id'], 'reason': 'unwanted'},
-         f"item {t_item['id']} is not part of order {DELIVERED}"),
-        ('create_return', {'order_id': IN_TRANSIT, 'email': e(IN_TRANSIT), 'item_id': t_item['id'], 'reason': 'unwanted'},
+        ('create_return', {'order_id': DELIVERED, 'email': e(DELIVERED), 'product_id': 'PR-9999', 'reason': 'unwanted'},
+         f"order {DELIVERED} has no item of product 'PR-9999'; its products are {', '.join(i['product_id'] for i in items_of(DELIVERED))}"),
+        ('create_return', {'order_id': DELIVERED, 'email': e(DELIVERED), 'product_id': t_item['product_id'], 'reason': 'unwanted'},
+         f"order {DELIVERED} has no item of product {t_item['product_id']!r}"),
+        ('create_return', {'order_id': DELIVERED, 'email': e(DELIVERED), 'product_id': '', 'reason': 'unwanted'}, 'product_id'),
+        ('create_return', {'order_id': IN_TRANSIT, 'email': e(IN_TRANSIT), 'product_id': t_item['product_id'], 'reason': 'unwanted'},
          f"item {t_item['id']} has not been delivered (shipment {t_item['shipment_id']} is in_transit)"),
-        ('create_return', {'order_id': DELIVERED, 'email': e(DELIVERED), 'item_id': d_item['id'], 'reason': 'unwanted', 'quantity': d_item['quantity'] + 1},
-         f"item {d_item['id']}: only {d_item['quantity'] - 1} unit(s) left to return"),
-        ('create_return', {'order_id': DELIVERED, 'email': e(DELIVERED), 'item_id': d_item['id'], 'reason': 'bored'}, 'reason'),
-        ('send_replacement', {'order_id': IN_TRANSIT, 'email': e(IN_TRANSIT), 'item_id': t_item['id']}, f"item {t_item['id']} has not been delivered"),
+        ('create_return', {'order_id': DELIVERED, 'email': e(DELIVERED), 'product_id': d_item['product_id'], 'reason': 'unwanted', 'quantity': d_item['quantity'] + 1},
+         f"item {d_item['id']} ({d_item['product_id']}): only {d_item['quantity'] - 1} unit(s) left to return"),
+        ('create_return', {'order_id': DELIVERED, 'email': e(DELIVERED), 'product_id': d_item['product_id'], 'reason': 'bored'}, 'reason'),
+        ('send_replacement', {'order_id': IN_TRANSIT, 'email': e(IN_TRANSIT), 'product_id': t_item['product_id']}, f"item {t_item['id']} has not been delivered"),
         ('issue_goodwill_credit', {'order_id': CREDITED, 'email': e(CREDITED), 'percent': 10}, f'order {CREDITED} already received goodwill credit (CP-3001)'),
         ('issue_goodwill_credit', {'order_id': CANCELLED, 'email': e(CANCELLED), 'percent': 10}, f'order {CANCELLED} is cancelled'),
         ('issue_goodwill_credit', {'order_id': CREDITED, 'email': e(CREDITED), 'percent': 0}, 'percent'),
@@ -141,13 +144,13 @@ def test_tool_errors_that_need_a_situation():
     other_size = next(p for p in SEED['product'] if p['model'] == 'Trail Runner 2' and p['id'] not in (pid, sized['id']))
     shoe = {'order_item': [{'id': it['id'], 'product_id': sized['id'], 'unit_price_cents': sized['price_cents'], 'quantity': 1}]}
     cases = [
-        ({'product': [{'id': pid, 'stock': 0}]}, 'send_replacement', {'item_id': it['id']}, f'product {pid} ('),
-        ({'order_item': [{'id': it['id'], 'replaced_qty': it['quantity']}]}, 'send_replacement', {'item_id': it['id']}, 'already replaced'),
-        (shoe, 'exchange_item', {'item_id': it['id'], 'new_product_id': 'PR-2001'}, 'PR-2001 (Noise-cancelling Headphones) is not another variant of Trail Runner 2'),
-        (shoe, 'exchange_item', {'item_id': it['id'], 'new_product_id': sized['id']}, 'is not another variant'),
-        (shoe | {'product': [{'id': other_size['id'], 'price_cents': 13900}]}, 'exchange_item', {'item_id': it['id'], 'new_product_id': other_size['id']},
+        ({'product': [{'id': pid, 'stock': 0}]}, 'send_replacement', {'product_id': it['product_id']}, f'product {pid} ('),
+        ({'order_item': [{'id': it['id'], 'replaced_qty': it['quantity']}]}, 'send_replacement', {'product_id': it['product_id']}, 'already replaced'),
+        (shoe, 'exchange_item', {'product_id': sized['id'], 'new_product_id': 'PR-2001'}, 'PR-2001 (Noise-cancelling Headphones) is not another variant of Trail Runner 2'),
+        (shoe, 'exchange_item', {'product_id': sized['id'], 'new_product_id': sized['id']}, 'is not another variant'),
+        (shoe | {'product': [{'id': other_size['id'], 'price_cents': 13900}]}, 'exchange_item', {'product_id': sized['id'], 'new_product_id': other_size['id']},
          f"product {other_size['id']} costs 13900 cents, not {sized['price_cents']}"),
-        (shoe | {'product': [{'id': other_size['id'], 'stock': 0}]}, 'exchange_item', {'item_id': it['id'], 'new_product_id': other_size['id']},
+        (shoe | {'product': [{'id': other_size['id'], 'stock': 0}]}, 'exchange_item', {'product_id': sized['id'], 'new_product_id': other_size['id']},
          f"product {other_size['id']} ({other_size['name']}) is out of stock"),
     ]
     for k, (init, name, args, message) in enumerate(cases):
@@ -160,6 +163,24 @@ def test_tool_errors_that_need_a_situation():
         with pytest.raises(ToolError, match=f'order {oid} already has an open supervisor_review ticket'): db.run_tool('open_ticket', args)
 
 
+def test_item_writes_find_the_item_by_its_product():
+    "By product id (spaces around it ignored); after an exchange and its way back, the item with units left."
+    oid, email = 'OR-40007', email_of('OR-40007')
+    it = items_of(oid)[0]
+    for product in (it['product_id'], f" {it['product_id']} "):
+        with retail.provision() as db:
+            db.run_tool('create_return', {'order_id': oid, 'email': email, 'product_id': product, 'reason': 'unwanted'})
+            assert db.run_tool('get_order', {'order_id': oid})['returns'][-1]['item_id'] == it['id'], product
+    with retail.provision() as db:  # a product's name is not its id
+        with pytest.raises(ToolError, match=f"order {oid} has no item of product {name_of(it)!r}"):
+            db.run_tool('create_return', {'order_id': oid, 'email': email, 'product_id': name_of(it), 'reason': 'unwanted'})
+    # after an exchange and its way back the order lists a product twice; the first item has no unit left
+    twice = {'order_item': [it | {'returned_qty': it['quantity']}, it | {'id': it['id'] + '9', 'quantity': 1}]}
+    with retail.provision(task_with('exchange-and-back', twice)) as db:
+        db.run_tool('create_return', {'order_id': oid, 'email': email, 'product_id': it['product_id'], 'reason': 'unwanted'})
+        assert db.run_tool('get_order', {'order_id': oid})['returns'][-1]['item_id'] == it['id'] + '9'
+
+
 # --- failed writes leave nothing behind ----------------------------------------------------------------
 
 def test_a_refused_return_leaves_no_partial_write():
@@ -170,7 +191,7 @@ def test_a_refused_return_leaves_no_partial_write():
     with retail.provision(task) as db:
         before = db.snapshot()
         with pytest.raises(ToolError, match=f"exceeds the 0 cents left on payment {pay['id']}"):
-            db.run_tool('create_return', {'order_id': oid, 'email': email_of(oid), 'item_id': items_of(oid)[0]['id'], 'reason': 'unwanted'})
+            db.run_tool('create_return', {'order_id': oid, 'email': email_of(oid), 'product_id': items_of(oid)[0]['product_id'], 'reason': 'unwanted'})
         assert db.snapshot() == before
         # the same session still works afterwards
         assert db.run_tool('get_order', {'order_id': oid})['items'][0]['returned_qty'] == 0

@@ -17,16 +17,16 @@ from .cli import command
 
 # %% auto #0
 __all__ = ['MODEL_NAME', 'DOMAINS', 'DEMO_SEED', 'FLAW_SHARE', 'DEFAULT_FLAW', 'ID_RE', 'READ_TOOL', 'ASK', 'WHICH', 'MIN_LINE',
-           'project_dir', 'model_dir', 'flaw_share', 'is_identifier', 'id_kind', 'call_values', 'seen_text',
+           'SHIPPED', 'project_dir', 'model_dir', 'flaw_share', 'is_identifier', 'id_kind', 'call_values', 'seen_text',
            'result_items', 'listing', 'which_item', 'item_note', 'DemoPolicy', 'typed_ids', 'invented_ids',
            'demo_tasks', 'run_demonstrations', 'demo_summary', 'domain_prompt', 'prompt_lines', 'build_tokenizer',
            'stale_prompt_lines', 'fresh_identifier', 'digit_map', 'rename_identifiers', 'shuffle_items', 'drill_cuts',
            'lookup_tools', 'listed_items', 'is_choice_cut', 'binding_drill', 'CopyDrills', 'encode_conversation',
            'ModelConfig', 'make_model', 'BuildConfig', 'lr_at', 'lm_loss', 'part_loss', 'sft', 'episode_metrics',
            'weights_sha256', 'report_line', 'rollouts', 'format_report', 'policy_report', 'show_episode',
-           'build_base_policy', 'kept_demonstrations', 'polish_pass', 'polish_saved', 'build_base_policy_cli',
-           'generation_speed', 'train_step_speed', 'speed_report', 'policy_speed', 'build_figure', 'recorded',
-           'choice_accuracy']
+           'build_base_policy', 'kept_demonstrations', 'polish_passes', 'polish_pass', 'polish_saved', 'config_of',
+           'build_base_policy_cli', 'generation_speed', 'train_step_speed', 'speed_report', 'policy_speed',
+           'build_figure', 'recorded', 'choice_accuracy']
 
 # %% ../nbs/06a_base_policy.ipynb #c004
 MODEL_NAME = 'tiny-qwen3'   # data/prices.yaml prices a model of this name
@@ -548,7 +548,7 @@ class BuildConfig:
     polish_steps: int = 0           # after the SFT steps: a second pass of this many mixed steps (`sft` again, no echo-only start)...
     polish_lr: float = 1e-3         # ...at this peak learning rate, with a fresh optimizer and its own seeded draws...
     polish_choice: int = 16         # ...and this many choice cuts a step (`CopyDrills.cut(choice=True)`) instead of binding drills...
-    polish_tasks_per_family: int = 0  # ...on demonstrations of this many tasks per family (DEMO_SEED; the first `tasks_per_family` are the build's own); 0: the build's (17a, 17b)
+    polish_tasks_per_family: tuple = ()  # ...one pass per entry, on demonstrations of that many tasks per family (DEMO_SEED; the first `tasks_per_family` are the build's own); (): one pass on the build's (17a-17c)
 
 def lr_at(step:int, cfg:BuildConfig) -> float:
     "Warmup, flat, linear cooldown (`step` counts the steps after the echo-only start)."
@@ -800,8 +800,8 @@ def build_base_policy(cfg:BuildConfig=None, log=print) -> dict:
     t = time.perf_counter()
     convs = [(e.trajectory.messages, e.trajectory.tools) for e in eps]
     rec['sft'] = sft(model, tok, convs, drills, cfg, log=log)
-    if cfg.polish_steps:  # a second, gentler pass, optionally on more demonstrations
-        rec['polish'] = polish_pass(model, tok, cfg, convs, drills, log=log)
+    if cfg.polish_steps:  # gentler passes, optionally on more demonstrations
+        rec['polish'] = [r for p in polish_passes(cfg) for r in polish_pass(model, tok, cfg, p, convs, drills, log=log)]
     rec['sft_wall_s'] = round(time.perf_counter() - t, 1)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
@@ -823,36 +823,48 @@ def kept_demonstrations(tasks:list, cfg:BuildConfig) -> list[Episode]:
     eps = run_demonstrations(tasks, DemoPolicy(ask_which=cfg.ask_which, think_which=cfg.think_which))
     return [e for e in eps if e.trajectory.status == 'ok' and not invented_ids(e.trajectory.messages)]
 
-def polish_pass(model, tok, cfg:BuildConfig, convs:list=None, drills:CopyDrills=None, log=print) -> list[dict]:
-    """The polish pass of `cfg` on a built `model`: `polish_steps` mixed steps at `polish_lr` with a fresh optimizer and
-    its own seeded draws, on the build's conversations and drills (`convs`, `drills`) or, with
-    `polish_tasks_per_family`, on fresh demonstrations of that many tasks per family. Nothing carries over from the
-    first pass but the weights, so polishing saved weights is the same as a build that polishes (17a, 17b)."""
-    if cfg.polish_tasks_per_family or convs is None:
+def polish_passes(cfg:BuildConfig) -> list[int]:
+    "The polish passes of `cfg`, numbered from 1: one per entry of `polish_tasks_per_family`, or one on the build's own demonstrations."
+    return list(range(1, len(cfg.polish_tasks_per_family or (0,)) + 1)) if cfg.polish_steps else []
+
+def polish_pass(model, tok, cfg:BuildConfig, p:int=1, convs:list=None, drills:CopyDrills=None, log=print) -> list[dict]:
+    """Polish pass `p` of `cfg` on a built `model`: `polish_steps` mixed steps at `polish_lr` with a fresh optimizer and
+    its own draws (seed `cfg.seed + p`), on the build's conversations and drills (`convs`, `drills`) or, with
+    `polish_tasks_per_family`, on fresh demonstrations of its `p`-th entry's tasks per family. Nothing carries over
+    from the passes before but the weights, so polishing saved weights is the same as a build that polishes. Returns
+    the log rows, each with its pass."""
+    n = cfg.polish_tasks_per_family[p - 1] if cfg.polish_tasks_per_family else 0
+    if n or convs is None:
         domains = tuple(d for d in cfg.domains.split(',') if d)
-        eps = kept_demonstrations(demo_tasks(domains, n=cfg.polish_tasks_per_family or cfg.tasks_per_family), cfg)
-        log(f'polish: {len(eps)} demonstrations')
+        eps = kept_demonstrations(demo_tasks(domains, n=n or cfg.tasks_per_family), cfg)
+        log(f'polish pass {p}: {len(eps)} demonstrations')
         convs = [(e.trajectory.messages, e.trajectory.tools) for e in eps]
         drills = CopyDrills(eps, through=cfg.cut_through, digits=cfg.rename_digits, items=cfg.shuffle_items, product_echo=cfg.product_echo)
-    again = replace(cfg, seed=cfg.seed + 1, echo_only_steps=0, steps=cfg.polish_steps, lr=cfg.polish_lr,
+    again = replace(cfg, seed=cfg.seed + p, echo_only_steps=0, steps=cfg.polish_steps, lr=cfg.polish_lr,
                     choice_drills=cfg.polish_choice, binding_drills=0)
-    return sft(model, tok, convs, drills, again, log=log)
+    return [dict(r, polish_pass=p) for r in sft(model, tok, convs, drills, again, log=log)]
 
-def polish_saved(src, cfg:BuildConfig, log=print) -> dict:
-    """`polish_pass` on the weights saved in `src` by the build `cfg` describes (less its polish), saved in `cfg.out`
-    with a closing check; its build.json is the source's, with `cfg` as its config and the pass added."""
+def polish_saved(src, cfg:BuildConfig, passes:list=None, log=print) -> dict:
+    """Polish `passes` (default: all of `cfg`'s) on the weights saved in `src`, which must record exactly the passes
+    before them; saved in `cfg.out` with a closing check. Its build.json is the source's, with `cfg` as its config and
+    the passes' rows added: the record a build of `cfg` stopped after the last of `passes` would write."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
     src, out, T = Path(src), Path(cfg.out) if cfg.out else model_dir(), time.perf_counter()
-    if not cfg.polish_steps: raise ValueError('polish_saved: cfg.polish_steps is 0, nothing to do')
+    passes = list(passes or polish_passes(cfg))
+    if not passes: raise ValueError('polish_saved: cfg.polish_steps is 0, nothing to do')
+    if not set(passes) <= set(polish_passes(cfg)): raise ValueError(f'polish_saved: cfg has passes {polish_passes(cfg)}, not {passes}')
     if src.resolve() == out.resolve(): raise ValueError(f'polish_saved: {out} is the source; pick another out')
     rec = json.loads((src/'build.json').read_text())
-    if 'polish' in rec: raise ValueError(f'{src}/build.json records a polish pass already: polish its own source')
+    done = sorted({r.get('polish_pass', 1) for r in rec.get('polish', [])})
+    if done + passes != list(range(1, len(done) + len(passes) + 1)):
+        raise ValueError(f'{src}/build.json records polish passes {done}; the next to run is {len(done) + 1}, not {passes}')
     torch.manual_seed(cfg.seed)
     tok, model = AutoTokenizer.from_pretrained(str(src)), AutoModelForCausalLM.from_pretrained(str(src))
     rec.update(config=asdict(cfg), polished_from={'dir': str(src), 'weights_sha256': weights_sha256(src)})
-    rec['polish'] = polish_pass(model, tok, cfg, log=log)
-    rec['polish_wall_s'] = round(time.perf_counter() - T, 1)
+    rec['polish'] = rec.get('polish', []) + [r for p in passes for r in polish_pass(model, tok, cfg, p, log=log)]
+    t = round(time.perf_counter() - T, 1)
+    rec['polish_wall_s'] = round(rec.get('polish_wall_s', 0) + t, 1)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out); tok.save_pretrained(out)
     rec['size_bytes'] = sum(p.stat().st_size for p in out.iterdir() if p.is_file() and p.name != 'build.json')
@@ -860,10 +872,19 @@ def polish_saved(src, cfg:BuildConfig, log=print) -> dict:
         m = episode_metrics(rollouts(out, seed=DEMO_SEED + 1, k=cfg.check_k, n=cfg.check_tasks, domains=tuple(d for d in cfg.domains.split(',') if d)))
         rec['check'] = m
         log(format_report(m))
-    rec['wall_s'] = round(rec.get('wall_s', 0) + rec['polish_wall_s'], 1)  # the whole build's: the source's and the pass
+    rec['wall_s'] = round(rec.get('wall_s', 0) + t, 1)  # the whole build's: the source's and the passes
     (out/'build.json').write_text(json.dumps(rec, indent=1))
-    log(f"saved {out} ({rec['size_bytes'] / 1e6:.1f} MB), polished in {rec['polish_wall_s'] / 60:.1f} min")
+    log(f"saved {out} ({rec['size_bytes'] / 1e6:.1f} MB), polished in {t / 60:.1f} min")
     return rec
+
+def config_of(build:dict) -> BuildConfig:
+    "The `BuildConfig` a build.json records."
+    c = dict(build['config'], model=ModelConfig(**build['config']['model']))
+    if 'polish_tasks_per_family' in c: c['polish_tasks_per_family'] = tuple(c['polish_tasks_per_family'])
+    return BuildConfig(**c)
+
+# The shipped build (17c): `BuildConfig()`'s first pass (8a's settings), then two polish passes on more demonstrations
+SHIPPED = BuildConfig(polish_steps=600, polish_choice=0, polish_tasks_per_family=(320, 480))
 
 @command('build-base-policy')
 def build_base_policy_cli(out:str='', # where to save; '' = data/models/tiny-qwen3
@@ -873,12 +894,12 @@ def build_base_policy_cli(out:str='', # where to save; '' = data/models/tiny-qwe
                           check_tasks:int=1, # held-out tasks per family for the closing check (0: none)
                           threads:int=2, # torch threads: the shipped build used both cores of a 2-core machine, alone on it
                          ):
-    "Rebuild the tiny Qwen3 base policy from scratch (seeded; 83 min with both cores of a 2-core machine) and print what it measured."
+    "Rebuild the tiny Qwen3 base policy from scratch (`SHIPPED`, seeded; about 80 min with both cores of a 2-core machine) and print what it measured."
     import torch
     torch.set_num_threads(threads)
-    d = BuildConfig()
-    build_base_policy(BuildConfig(out=out, steps=steps or d.steps, tasks_per_family=tasks_per_family or d.tasks_per_family,
-                                  seed=seed, check_tasks=check_tasks))
+    d = SHIPPED
+    build_base_policy(replace(d, out=out, steps=steps or d.steps, tasks_per_family=tasks_per_family or d.tasks_per_family,
+                              seed=seed, check_tasks=check_tasks))
     return 0
 
 # %% ../nbs/06a_base_policy.ipynb #c057
@@ -942,10 +963,15 @@ def build_figure(build:dict):
     rows = [r for r in build['sft'] if 'step' in r]
     echo_steps = next(r['steps'] for r in build['sft'] if 'steps' in r)
     x = lambda r: r['step'] + (echo_steps if r['phase'] == 'sft' else 0)
+    cfg, end = build['config'], echo_steps + build['config']['steps']
+    pts_of = lambda k: [(x(r), r[k]) for r in rows if k in r] + [  # polish passes continue after the mixed steps
+        (end + (r.get('polish_pass', 1) - 1) * cfg['polish_steps'] + r['step'], r[k]) for r in build.get('polish', []) if 'step' in r and k in r]
     for k, label in (('echo_acc', 'echo drills'), ('cut_acc', 'cut drills (call arguments)'), ('episode_acc', 'whole episodes')):
-        pts = [(x(r), r[k]) for r in rows if k in r]
-        ax.plot(*zip(*pts), label=label, marker='.')
+        ax.plot(*zip(*pts_of(k)), label=label, marker='.')
     ax.axvline(echo_steps, color='grey', ls=':', lw=1); ax.text(echo_steps, 0.05, ' episodes join', color='grey', fontsize=8)
+    for p in sorted({r.get('polish_pass', 1) for r in build.get('polish', [])}):
+        s = end + (p - 1) * cfg['polish_steps']
+        ax.axvline(s, color='grey', ls=':', lw=1); ax.text(s, 0.32, f' polish {p}', color='grey', fontsize=8)
     ax.set(xlabel='step', ylabel='token accuracy (argmax)', ylim=(0, 1), title='base policy build: supervised fine-tuning')
     ax.legend(loc='lower right', fontsize=8); fig.tight_layout()
     return fig
@@ -976,6 +1002,9 @@ def choice_accuracy(model=None, # a directory; default: the shipped model
     tok, lm = AutoTokenizer.from_pretrained(path), AutoModelForCausalLM.from_pretrained(path).eval()
     cfg = BuildConfig()  # cut, rename and shuffle as the build does
     drills = CopyDrills(run_demonstrations(demo_tasks(n=tasks_per_family, seed=seed), DemoPolicy(ask_which=ask_which)), through=cfg.cut_through, digits=cfg.rename_digits, items=cfg.shuffle_items)
+    if not drills.choices:
+        raise ValueError('choice_accuracy: no demonstration call picks one of several listed items (since build 17c retail '
+                         "writes take the product id the customer quotes); apply a patch that restores item ids, e.g. builds/16c's, reversed")
     rng, right, others, chance, by = random.Random(seed), 0, Counter(), [], defaultdict(lambda: [0, 0])
     for _ in range(n):
         msgs, tools = drills.cut(rng, choice=True)

@@ -18,7 +18,7 @@ from ..tasks import Family, Limits, RubricItem, UserSpec
 
 # %% auto #0
 __all__ = ['CLOCK', 'TODAY', 'RETURN_DAYS', 'CREDIT_PERCENT', 'CREDIT_LIMIT_CENTS', 'CATALOGUE', 'FIRST', 'LAST', 'STREETS',
-           'CITIES', 'CARRIERS', 'PAYMENTS', 'POLICY', 'retail', 'OrderId', 'Email', 'ItemId', 'MODELS', 'SIZED',
+           'CITIES', 'CARRIERS', 'PAYMENTS', 'POLICY', 'retail', 'OrderId', 'Email', 'ItemProduct', 'MODELS', 'SIZED',
            'LIMITS', 'LIMITS_LONG', 'RetailBase', 'Customer', 'Product', 'Order', 'Shipment', 'OrderItem', 'Payment',
            'ReturnRequest', 'Refund', 'Compensation', 'Ticket', 'product_row', 'order_rows', 'merge_rows',
            'retail_seed', 'get_order', 'find_customer_orders', 'list_variants', 'cancel_order',
@@ -297,10 +297,14 @@ def _rows(ctx, table, **where) -> list:
     for k, v in where.items(): q = q.where(getattr(table, k) == v)
     return list(ctx.session.exec(q.order_by(table.id)).all())
 
-def _item_of(ctx, o:Order, item_id:str) -> OrderItem:
-    it = ctx.get(OrderItem, item_id, 'order item')
-    if it.order_id != o.id: raise ToolError(f'item {item_id} is not part of order {o.id}')
-    return it
+def _item_of(ctx, o:Order, product_id:str) -> OrderItem:
+    """The item of order `o` whose product is `product_id`. Of two such items (an exchange and its way back), the one
+    with units left."""
+    items = _rows(ctx, OrderItem, order_id=o.id)
+    hits = [it for it in items if it.product_id == product_id.strip()]
+    if not hits:
+        raise ToolError(f'order {o.id} has no item of product {product_id!r}; its products are ' + ', '.join(it.product_id for it in items))
+    return next((it for it in hits if it.returned_qty < it.quantity), hits[0])
 
 def _delivered_shipment(ctx, it:OrderItem, doing:str) -> Shipment:
     s = ctx.session.get(Shipment, it.shipment_id)
@@ -316,7 +320,7 @@ def _new_shipment(ctx, like:Shipment) -> Shipment:
 # %% ../../nbs/domains/02_retail.ipynb #c017
 OrderId = Annotated[str, PField(description='order id, e.g. OR-52031')]
 Email = Annotated[str, PField(description="the customer's email address, as the customer gave it")]
-ItemId = Annotated[str, PField(description='order item id from get_order, e.g. OI-520311')]
+ItemProduct = Annotated[str, PField(min_length=1, description="the item's product id, as get_order lists it and the customer's receipt prints it, e.g. PR-1042")]
 
 def _one(ctx, what:str, query:str, key:str) -> dict:
     rows = _sql(ctx, query, key)
@@ -401,17 +405,17 @@ def change_shipping_address(ctx, shipment_id: Annotated[str, PField(description=
     return {'shipment_id': s.id, 'address': s.address, 'promised_date': s.promised_date.isoformat()}
 
 @retail.tool
-def create_return(ctx, order_id: OrderId, email: Email, item_id: ItemId,
+def create_return(ctx, order_id: OrderId, email: Email, product_id: ItemProduct,
                   reason: Annotated[Literal['unwanted', 'damaged', 'wrong_item'], PField(description='why it comes back')],
                   quantity: Annotated[int, PField(ge=1, description='units to return')] = 1,
                   refund_method: Annotated[Literal['original_payment', 'store_credit'], PField(description='where the refund goes')] = 'original_payment',
                   ) -> dict:
     "Accept the return of delivered units of an order item and refund their price (to the original payment, or as store credit)."
     o = _verified_order(ctx, order_id, email)
-    it = _item_of(ctx, o, item_id)
+    it = _item_of(ctx, o, product_id)
     _delivered_shipment(ctx, it, 'return')
     left = it.quantity - it.returned_qty
-    if quantity > left: raise ToolError(f'item {item_id}: only {left} unit(s) left to return, not {quantity}')
+    if quantity > left: raise ToolError(f'item {it.id} ({product_id}): only {left} unit(s) left to return, not {quantity}')
     it.returned_qty += quantity
     if reason != 'damaged': ctx.session.get(Product, it.product_id).stock += quantity
     rt = ReturnRequest(id=_next_id(ctx, ReturnRequest, 'RT-'), order_id=o.id, item_id=it.id, quantity=quantity, reason=reason,
@@ -433,15 +437,15 @@ def create_return(ctx, order_id: OrderId, email: Email, item_id: ItemId,
     return {'return_id': rt.id, 'refund_id': rf.id, 'refund_cents': amount, 'refunded_to': pay.detail if pay else 'store credit'}
 
 @retail.tool
-def send_replacement(ctx, order_id: OrderId, email: Email, item_id: ItemId,
+def send_replacement(ctx, order_id: OrderId, email: Email, product_id: ItemProduct,
                      reason: Annotated[Literal['damaged', 'wrong_item'], PField(description='why it is replaced')] = 'damaged',
                      quantity: Annotated[int, PField(ge=1, description='units to replace')] = 1) -> dict:
     "Send a free replacement for delivered units that arrived damaged or wrong (a new shipment to the same address)."
     o = _verified_order(ctx, order_id, email)
-    it = _item_of(ctx, o, item_id)
+    it = _item_of(ctx, o, product_id)
     s = _delivered_shipment(ctx, it, 'replace')
     if it.replaced_qty + quantity > it.quantity:
-        raise ToolError(f'item {item_id}: {it.replaced_qty} of {it.quantity} unit(s) already replaced, cannot replace {quantity} more')
+        raise ToolError(f'item {it.id} ({product_id}): {it.replaced_qty} of {it.quantity} unit(s) already replaced, cannot replace {quantity} more')
     p = ctx.session.get(Product, it.product_id)
     if p.stock < quantity: raise ToolError(f'product {p.id} ({p.name}) is out of stock: no replacement possible')
     p.stock -= quantity; it.replaced_qty += quantity
@@ -452,13 +456,13 @@ def send_replacement(ctx, order_id: OrderId, email: Email, item_id: ItemId,
     return {'return_id': rt.id, 'shipment_id': new.id, 'promised_date': new.promised_date.isoformat()}
 
 @retail.tool
-def exchange_item(ctx, order_id: OrderId, email: Email, item_id: ItemId,
+def exchange_item(ctx, order_id: OrderId, email: Email, product_id: ItemProduct,
                   new_product_id: Annotated[str, PField(description='the variant to send instead, from list_variants')]) -> dict:
     "Exchange one delivered unit of an item for another variant (size, colour) of the same product at the same price."
     o = _verified_order(ctx, order_id, email)
-    it = _item_of(ctx, o, item_id)
+    it = _item_of(ctx, o, product_id)
     s = _delivered_shipment(ctx, it, 'exchange')
-    if it.returned_qty >= it.quantity: raise ToolError(f'item {item_id}: no unit left to exchange (all returned)')
+    if it.returned_qty >= it.quantity: raise ToolError(f'item {it.id} ({product_id}): no unit left to exchange (all returned)')
     old, new = ctx.session.get(Product, it.product_id), ctx.get(Product, new_product_id, 'product')
     if new.model != old.model or new.id == old.id: raise ToolError(f'product {new.id} ({new.name}) is not another variant of {old.name}')
     if new.price_cents != it.unit_price_cents:
@@ -515,6 +519,9 @@ def call(name:str, **arguments) -> dict: return {'name': name, 'arguments': argu
 def _cap(text:str) -> str: return text[:1].upper() + text[1:]  # str.capitalize would lower-case 'OR-58083'
 def money(cents:int) -> str: return f'${cents / 100:,.2f}'
 def _name(pid:str) -> str: return product_row(pid)['name']
+def _said(x:dict) -> str:
+    "How a customer names an order item: its product's name and the product id printed beside it on the receipt."
+    return f"{_name(x['product_id'])} ({x['product_id']})"
 
 def _lines(rng, k:int, lo:int=0, hi:int=10**9, models:list=None, avoid=()) -> list:
     "k items of distinct models (product id, quantity) whose total lies in [lo, hi]."
@@ -657,17 +664,18 @@ def _return_in_window(rng, i):
     it = _item(rng, s)
     name, qty = _name(it['product_id']), it['quantity']
     what = f'both {name} units' if qty == 2 else f'the {name}'
+    said = f"{what} ({it['product_id']})"  # the customer quotes the product id; replies name the product only
     ref, facts, lookups = opening(rng, s)
     reason = rng.choice(['unwanted', 'unwanted', 'unwanted', 'wrong_item'])
     if reason == 'wrong_item':
-        q = rng.choice([f'You sent me the wrong thing in {ref}: {what} is not what I ordered. Please take it back and refund me.',
-                        f'{_cap(ref)} came with the wrong product instead of {what}. I want to return it for a refund.'])
+        q = rng.choice([f'You sent me the wrong thing in {ref}: {said} is not what I ordered. Please take it back and refund me.',
+                        f'{_cap(ref)} came with the wrong product instead of {said}. I want to return it for a refund.'])
     else:
-        q = rng.choice([f"I'd like to return {what} from {ref}. It doesn't fit.", f'Can I send back {what} from {ref}? I changed my mind.',
-                        f"I want to return {what} from {ref} and get my money back; I don't need it."])
+        q = rng.choice([f"I'd like to return {said} from {ref}. It doesn't fit.", f'Can I send back {said} from {ref}? I changed my mind.',
+                        f"I want to return {said} from {ref} and get my money back; I don't need it."])
     return dict(query=signed(rng, q, s), init=s.init,
-                golden=lookups + [call('create_return', order_id=s.oid, email=s.email, item_id=it['id'], reason=reason, quantity=qty)],
-                user=UserSpec(context=context(s, f'{name} arrived recently.', f'return {what} for a refund.'), facts=facts | {'item': f'the {name}'},
+                golden=lookups + [call('create_return', order_id=s.oid, email=s.email, product_id=it['product_id'], reason=reason, quantity=qty)],
+                user=UserSpec(context=context(s, f'{name} arrived recently.', f'return {what} for a refund.'), facts=facts | {'item': f'the {_said(it)}'},
                               decisions={'return': True}),
                 reply=f"I've accepted the return of {what}; {money(it['unit_price_cents'] * qty)} will be refunded to your {s.payment['detail']}.",
                 limits=LIMITS, tags=['return'])
@@ -683,27 +691,27 @@ def _return_out_of_window(rng, i):
     ref, facts, lookups = opening(rng, s)
     excuse = rng.choice(['I was travelling for work and only just opened it.', "I've been ill and couldn't get to the post office.",
                          "It's only a few days past the deadline, surely that's fine.", 'I never used it, it is still in its box.'])
-    q = rng.choice([f"I'd like to return the {name} from {ref}. {excuse}", f'Please accept a return of the {name} from {ref}. {excuse}'])
+    q = rng.choice([f"I'd like to return the {_said(it)} from {ref}. {excuse}", f'Please accept a return of the {_said(it)} from {ref}. {excuse}'])
     delivered = sh['delivered_at'][:10]
     deadline = (date.fromisoformat(delivered) + timedelta(days=RETURN_DAYS)).isoformat()
     return dict(query=signed(rng, q, s), init=s.init, golden=lookups,
                 user=UserSpec(context=context(s, f'The {name} was delivered weeks ago. {excuse}', f'return the {name} for a refund.'),
-                              facts=facts | {'item': f'the {name}'}, decisions={'return': True}),
+                              facts=facts | {'item': f'the {_said(it)}'}, decisions={'return': True}),
                 reply=(f"I'm sorry: the {name} was delivered on {delivered} and the {RETURN_DAYS}-day return window closed on {deadline}, "
                        "so I can't accept the return."),
                 limits=LIMITS, tags=['noop_ok', 'refusal', 'return'])
 
 def _named_item(task) -> dict:
-    "The order item whose product the customer names (the `item` fact: 'the <product>')."
+    "The order item whose product the customer names (the `item` fact: 'the <product> (<product id>)', as `_said` gives it)."
     if 'item' not in task.user.facts: raise ValueError(f"task {task.uid}: user.facts has no 'item' (the product the customer names)")
     name = task.user.facts['item'].removeprefix('the ')
-    hit = [i for i in task.init['order_item'] if i['order_id'] == _oid(task) and _name(i['product_id']) == name]
+    hit = [i for i in task.init['order_item'] if i['order_id'] == _oid(task) and _said(i) == name]
     if not hit: raise ValueError(f"task {task.uid}: no item of order {_oid(task)} is the {name!r} of user.facts['item']")
     return hit[0]
 
 def _wrong_late_return(task) -> list:
     it = _named_item(task)
-    return [([call('create_return', order_id=_oid(task), email=_email(task), item_id=it['id'], reason='unwanted',
+    return [([call('create_return', order_id=_oid(task), email=_email(task), product_id=it['product_id'], reason='unwanted',
                    quantity=it['quantity'])], 'return_request')]
 
 add_family(Family('return_out_of_window', _return_out_of_window, policy_sensitive=True, wrong_moves=_wrong_late_return,
@@ -772,15 +780,15 @@ def _damaged_item(rng, i):
     wants = rng.choice(['replacement', 'replacement', 'refund'])
     sold_out = wants == 'replacement' and rng.random() < 0.25
     init = merge_rows(s.init, {'product': [{'id': pid, 'stock': 0 if sold_out else rng.randint(2, 30)}]})
-    what = f'the {name} arrived {rng.choice(["broken", "cracked", "badly damaged"])}' if reason == 'damaged' else f'you sent the wrong product instead of the {name}'
+    what = f'the {_said(it)} arrived {rng.choice(["broken", "cracked", "badly damaged"])}' if reason == 'damaged' else f'you sent the wrong product instead of the {_said(it)}'
     if wants == 'replacement':
         q = rng.choice([f'{_cap(what)} ({ref}). Please send me a new one, and I think I should get a refund too for the trouble.',
                         f'About {ref}: {what}. I want a replacement, plus my money back for the hassle.'])
     else:
         q = rng.choice([f'{_cap(what)} ({ref}). I want a refund, and please send a new one anyway, I still need it.',
                         f'About {ref}: {what}. Refund me, and also ship me a replacement.'])
-    ret = call('create_return', order_id=s.oid, email=s.email, item_id=it['id'], reason=reason, quantity=1)
-    rep = call('send_replacement', order_id=s.oid, email=s.email, item_id=it['id'], reason=reason, quantity=1)
+    ret = call('create_return', order_id=s.oid, email=s.email, product_id=pid, reason=reason, quantity=1)
+    rep = call('send_replacement', order_id=s.oid, email=s.email, product_id=pid, reason=reason, quantity=1)
     unit = money(it['unit_price_cents'])
     if sold_out:
         golden = lookups + [call('list_variants', product_id=pid), ret]
@@ -790,7 +798,7 @@ def _damaged_item(rng, i):
     else:
         golden, reply = lookups + [ret], f"I've refunded {unit} to your {s.payment['detail']}; we refund or replace a damaged item, not both."
     return dict(query=signed(rng, q, s), init=init, golden=golden,
-                user=UserSpec(context=context(s, f'{_cap(what)}.', f'get a {wants} (and, if you can, the other one too).'), facts=facts | {'item': f'the {name}'},
+                user=UserSpec(context=context(s, f'{_cap(what)}.', f'get a {wants} (and, if you can, the other one too).'), facts=facts | {'item': f'the {_said(it)}'},
                               decisions={'replacement': wants == 'replacement' and not sold_out, 'refund': wants == 'refund' or sold_out}),
                 reply=reply, limits=LIMITS, tags=['damaged'] + (['out_of_stock'] if sold_out else []))
 
@@ -827,18 +835,19 @@ def _multi_item_return(rng, i):
     s = make_shop(rng, ['delivered'], days=rng.randint(2, 20), k=(3, 4))
     a, b, c = rng.sample(s.items, 3)
     na, nb, nc = (_name(x['product_id']) for x in (a, b, c))
+    sa, sb, sc = (_said(x) for x in (a, b, c))  # as the customer quotes them
     ref, facts, lookups = opening(rng, s)
     both = lambda n, x: f'both {n} units' if x['quantity'] == 2 else f'the {n}'
-    q = rng.choice([f"From {ref} I want to send back {both(na, a)} and {both(nb, b)}, I don't need them. And the {nc} arrived broken: please send a replacement.",
-                    f"Three things about {ref}: please take back {both(na, a)} and {both(nb, b)} for a refund, and replace the {nc}, which came damaged."])
-    golden = lookups + [call('create_return', order_id=s.oid, email=s.email, item_id=x['id'], reason='unwanted', quantity=x['quantity'])
-                        for x in (a, b)] + [call('send_replacement', order_id=s.oid, email=s.email, item_id=c['id'], reason='damaged', quantity=1)]
+    q = rng.choice([f"From {ref} I want to send back {both(sa, a)} and {both(sb, b)}, I don't need them. And the {sc} arrived broken: please send a replacement.",
+                    f"Three things about {ref}: please take back {both(sa, a)} and {both(sb, b)} for a refund, and replace the {sc}, which came damaged."])
+    golden = lookups + [call('create_return', order_id=s.oid, email=s.email, product_id=x['product_id'], reason='unwanted', quantity=x['quantity'])
+                        for x in (a, b)] + [call('send_replacement', order_id=s.oid, email=s.email, product_id=c['product_id'], reason='damaged', quantity=1)]
     refund = a['unit_price_cents'] * a['quantity'] + b['unit_price_cents'] * b['quantity']
     return dict(query=signed(rng, q, s), init=merge_rows(s.init, {'product': [{'id': c['product_id'], 'stock': rng.randint(2, 30)}]}),
                 golden=golden,
                 user=UserSpec(context=context(s, f'The {nc} arrived broken; you do not want the {na} and the {nb}.',
                                               'return two items for a refund and get the broken one replaced.'),
-                              facts=facts | {'items': f'the {na} and the {nb} to return, and the {nc} to replace'},
+                              facts=facts | {'items': f'the {sa} and the {sb} to return, and the {sc} to replace'},
                               decisions={'return': True, 'replacement': True}),
                 reply=f"Done: {money(refund)} for {both(na, a)} and {both(nb, b)} will be refunded to your {s.payment['detail']}, and a replacement {nc} is on its way.",
                 limits=LIMITS_LONG, tags=['multi_step', 'return', 'damaged'])
@@ -853,17 +862,19 @@ def _return_and_exchange(rng, i):
     s = make_shop(rng, ['delivered'], days=rng.randint(2, 20), lines=[(old_pid, 1)] + other)
     b, a = s.items[0], rng.choice(s.items[1:])
     na, nb, label = _name(a['product_id']), _name(old_pid), _name(new_pid).split(', ')[1]
+    sa, sb = _said(a), _said(b)  # as the customer quotes them
     ref, facts, lookups = opening(rng, s)
     what = f'both {na} units' if a['quantity'] == 2 else f'the {na}'
-    q = rng.choice([f"Two things about {ref}: I'd like to return {what}, and can I swap the {nb} for {label}?",
-                    f'From {ref}, please take back {what} for a refund. Also the {nb} is not right: I want it in {label} instead.'])
+    said = f'both {sa} units' if a['quantity'] == 2 else f'the {sa}'
+    q = rng.choice([f"Two things about {ref}: I'd like to return {said}, and can I swap the {sb} for {label}?",
+                    f'From {ref}, please take back {said} for a refund. Also the {sb} is not right: I want it in {label} instead.'])
     return dict(query=signed(rng, q, s), init=merge_rows(s.init, {'product': [{'id': new_pid, 'stock': rng.randint(2, 20)}]}),
                 golden=lookups + [call('list_variants', product_id=old_pid),
-                                  call('create_return', order_id=s.oid, email=s.email, item_id=a['id'], reason='unwanted', quantity=a['quantity']),
-                                  call('exchange_item', order_id=s.oid, email=s.email, item_id=b['id'], new_product_id=new_pid)],
+                                  call('create_return', order_id=s.oid, email=s.email, product_id=a['product_id'], reason='unwanted', quantity=a['quantity']),
+                                  call('exchange_item', order_id=s.oid, email=s.email, product_id=old_pid, new_product_id=new_pid)],
                 user=UserSpec(context=context(s, f'The {nb} is the wrong size or colour; you do not want the {na}.',
                                               f'return the {na} and exchange the {nb} for {label}.'),
-                              facts=facts | {'size': label, 'colour': label, 'items': f'the {na} to return, and the {nb} to exchange'},
+                              facts=facts | {'size': label, 'colour': label, 'items': f'the {sa} to return, and the {sb} to exchange'},
                               decisions={'return': True, 'exchange': True}),
                 reply=(f"Done: {money(a['unit_price_cents'] * a['quantity'])} for {what} will be refunded to your {s.payment['detail']}, "
                        f"and the {model} in {label} is on its way in exchange."),
@@ -872,7 +883,7 @@ def _return_and_exchange(rng, i):
 def _wrong_refund_not_exchange(task) -> list:
     writes = _golden_writes(task)
     b = writes[-1]['arguments']
-    return [(writes[:-1] + [call('create_return', order_id=b['order_id'], email=b['email'], item_id=b['item_id'], reason='unwanted', quantity=1)],
+    return [(writes[:-1] + [call('create_return', order_id=b['order_id'], email=b['email'], product_id=b['product_id'], reason='unwanted', quantity=1)],
              "'exchange'")]
 
 add_family(Family('return_and_exchange', _return_and_exchange, bench_only=True, wrong_moves=_wrong_refund_not_exchange,
@@ -925,13 +936,14 @@ def _store_credit_refund(rng, i):
     it = _item(rng, s)
     name, qty = _name(it['product_id']), it['quantity']
     what = f'both {name} units' if qty == 2 else f'the {name}'
+    said = f"{what} ({it['product_id']})"  # the customer quotes the product id; replies name the product only
     ref, facts, lookups = opening(rng, s)
-    q = rng.choice([f"I'd like to return {what} from {ref}. Please give me the refund as store credit, not on my card.",
-                    f'Can I send back {what} from {ref}? I would prefer store credit so I can reorder quickly.'])
+    q = rng.choice([f"I'd like to return {said} from {ref}. Please give me the refund as store credit, not on my card.",
+                    f'Can I send back {said} from {ref}? I would prefer store credit so I can reorder quickly.'])
     return dict(query=signed(rng, q, s), init=s.init,
-                golden=lookups + [call('create_return', order_id=s.oid, email=s.email, item_id=it['id'], reason='unwanted', quantity=qty,
+                golden=lookups + [call('create_return', order_id=s.oid, email=s.email, product_id=it['product_id'], reason='unwanted', quantity=qty,
                                        refund_method='original_payment')],
-                user=UserSpec(context=context(s, f'You no longer want {what}.', 'return it; you would like store credit.'), facts=facts | {'item': f'the {name}'},
+                user=UserSpec(context=context(s, f'You no longer want {what}.', 'return it; you would like store credit.'), facts=facts | {'item': f'the {_said(it)}'},
                               decisions={'return': True, 'original payment': True}),
                 reply=(f"I've accepted the return of {what}. Refunds go back to the original payment, so {money(it['unit_price_cents'] * qty)} "
                        f"will be refunded to your {s.payment['detail']}."),
