@@ -550,6 +550,8 @@ class BuildConfig:
     polish_choice: int = 16         # ...and this many choice cuts a step (`CopyDrills.cut(choice=True)`) instead of binding drills...
     polish_tasks_per_family: tuple = ()  # ...one pass per entry, on demonstrations of that many tasks per family (DEMO_SEED; the first `tasks_per_family` are the build's own); (): one pass on the build's (17a-17c)
 
+    def domain_names(self) -> tuple: return tuple(d for d in self.domains.split(',') if d)
+
 def lr_at(step:int, cfg:BuildConfig) -> float:
     "Warmup, flat, linear cooldown (`step` counts the steps after the echo-only start)."
     cool = int(cfg.steps * (1 - cfg.cooldown))
@@ -773,7 +775,7 @@ def build_base_policy(cfg:BuildConfig=None, log=print) -> dict:
     import torch
     cfg = cfg or BuildConfig()
     out = Path(cfg.out) if cfg.out else model_dir()
-    domains = tuple(d for d in cfg.domains.split(',') if d)
+    domains = cfg.domain_names()
     torch.manual_seed(cfg.seed)
     rec, T = {'config': asdict(cfg)}, time.perf_counter()
     t = time.perf_counter()
@@ -835,8 +837,7 @@ def polish_pass(model, tok, cfg:BuildConfig, p:int=1, convs:list=None, drills:Co
     the log rows, each with its pass."""
     n = cfg.polish_tasks_per_family[p - 1] if cfg.polish_tasks_per_family else 0
     if n or convs is None:
-        domains = tuple(d for d in cfg.domains.split(',') if d)
-        eps = kept_demonstrations(demo_tasks(domains, n=n or cfg.tasks_per_family), cfg)
+        eps = kept_demonstrations(demo_tasks(cfg.domain_names(), n=n or cfg.tasks_per_family), cfg)
         log(f'polish pass {p}: {len(eps)} demonstrations')
         convs = [(e.trajectory.messages, e.trajectory.tools) for e in eps]
         drills = CopyDrills(eps, through=cfg.cut_through, digits=cfg.rename_digits, items=cfg.shuffle_items, product_echo=cfg.product_echo)
@@ -869,7 +870,7 @@ def polish_saved(src, cfg:BuildConfig, passes:list=None, log=print) -> dict:
     model.save_pretrained(out); tok.save_pretrained(out)
     rec['size_bytes'] = sum(p.stat().st_size for p in out.iterdir() if p.is_file() and p.name != 'build.json')
     if cfg.check_tasks:
-        m = episode_metrics(rollouts(out, seed=DEMO_SEED + 1, k=cfg.check_k, n=cfg.check_tasks, domains=tuple(d for d in cfg.domains.split(',') if d)))
+        m = episode_metrics(rollouts(out, seed=DEMO_SEED + 1, k=cfg.check_k, n=cfg.check_tasks, domains=cfg.domain_names()))
         rec['check'] = m
         log(format_report(m))
     rec['wall_s'] = round(rec.get('wall_s', 0) + t, 1)  # the whole build's: the source's and the passes
