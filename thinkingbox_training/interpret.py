@@ -320,19 +320,30 @@ def _check_call(name:str, arguments, raw:str, schemas):
     typed, errors = type_arguments(arguments, schemas[name], name)
     return (None, errors) if errors else (ToolCall(name, typed, raw), [])
 
+def _json_problem(e:Exception) -> str:
+    "Why `json.loads` refused a text, for the agent: a syntax error with its place, or a limit of the parser."
+    if isinstance(e, json.JSONDecodeError): return f'{e.msg} at char {e.pos}'
+    if isinstance(e, RecursionError): return 'nested too deeply'
+    return str(e).split(';')[0]  # e.g. an integer literal over the interpreter's digit limit
+
+def _loads(text:str):
+    "`json.loads` that fails only with ValueError (too deep a nesting included)."
+    try: return json.loads(text)
+    except RecursionError as e: raise ValueError(_json_problem(e)) from None
+
 def _parse_json_call(body:str, raw:str, schemas):
-    try: obj = json.loads(body)
+    try: obj = _loads(body)
     except ValueError as e:
         m = _NAME_RE.search(body); name = m.group(1) if m else None
-        return None, [ParseError('bad_json', f"{name + ': ' if name else ''}tool call is not valid JSON ({e.msg} at char {e.pos}); "
+        return None, [ParseError('bad_json', f"{name + ': ' if name else ''}tool call is not valid JSON ({_json_problem(e)}); "
                                  'write {"name": <tool>, "arguments": {...}}', raw, name)]
     if not isinstance(obj, dict) or not isinstance(obj.get('name'), str):
         return None, [ParseError('bad_json', 'tool call must be a JSON object {"name": <tool>, "arguments": {...}}', raw)]
     name, args = obj['name'], obj.get('arguments', obj.get('parameters', {}))
     if isinstance(args, str):
-        try: args = json.loads(args) if args.strip() else {}
+        try: args = _loads(args) if args.strip() else {}
         except ValueError as e:
-            return None, [ParseError('bad_json', f"{name}: arguments are not valid JSON ({e.msg} at char {e.pos})", raw, name)]
+            return None, [ParseError('bad_json', f"{name}: arguments are not valid JSON ({_json_problem(e)})", raw, name)]
     if not isinstance(args, dict):
         return None, [ParseError('bad_json', f"{name}: arguments must be a JSON object, got {_show(args)}", raw, name)]
     return _check_call(name, args, raw, schemas)
@@ -380,6 +391,19 @@ class AssistantTurn:
             if assistant_text(m) == text: return m
         return {"role": "assistant", "content": text, "reasoning_content": None}
 
+# A JSON string (no raw newline can be in one), or a call tag
+_TAG_OR_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"|</tool_call>|<tool_call>')
+
+def _call_tags(text:str, start:int) -> tuple:
+    "Where the call opened before `start` closes, and where a later one opens (-1: nowhere); tags in JSON strings do not count."
+    if not text[start:].lstrip().startswith('{'):  # the XML form: values are raw text
+        return text.find(_CALL_CLOSE, start), text.find(_CALL_OPEN, start)
+    k = -1
+    for m in _TAG_OR_STRING.finditer(text, start):
+        if m.group() == _CALL_CLOSE: return m.start(), k
+        if m.group() == _CALL_OPEN and k < 0: k = m.start()
+    return -1, k
+
 def parse_assistant(text:str, # what the model generated after `<|im_start|>assistant\n`
                     tools:list=None, # OpenAI-style tool specs; None: take calls as written
                    ) -> AssistantTurn:
@@ -392,7 +416,7 @@ def parse_assistant(text:str, # what the model generated after `<|im_start|>assi
         i = rest.find(_CALL_OPEN, pos)
         if i < 0: texts.append(rest[pos:]); break
         texts.append(rest[pos:i])
-        j, k = rest.find(_CALL_CLOSE, i), rest.find(_CALL_OPEN, i + len(_CALL_OPEN))
+        j, k = _call_tags(rest, i + len(_CALL_OPEN))
         if j < 0 or 0 <= k < j:
             stop = len(rest) if j < 0 else k
             raw = rest[i:stop]
