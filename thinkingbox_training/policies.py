@@ -4,7 +4,7 @@
 
 # %% ../nbs/06_policies.ipynb #c002
 from __future__ import annotations
-import asyncio, hashlib, math, os, random, re
+import asyncio, hashlib, itertools, math, os, random, re
 from dataclasses import dataclass, field, asdict
 from typing import Any
 from .interpret import ChatFormat, assistant_text
@@ -12,8 +12,9 @@ from .tasks import Task, get_domain
 from .grader import Usage
 
 # %% auto #0
-__all__ = ['SamplingConfig', 'GenRequest', 'Generation', 'HFPolicy', 'tiny_qwen3', 'VLLMPolicy', 'EndpointPolicy',
-           'ChatEndpointPolicy', 'ScriptedPolicy', 'make_policy']
+__all__ = ['ASK', 'READ_TOOL', 'SamplingConfig', 'GenRequest', 'Generation', 'HFPolicy', 'tiny_qwen3', 'VLLMPolicy',
+           'EndpointPolicy', 'ChatEndpointPolicy', 'call_values', 'seen_text', 'ScriptedPolicy', 'make_policy',
+           'generation_speed']
 
 # %% ../nbs/06_policies.ipynb #c004
 @dataclass
@@ -235,30 +236,61 @@ class VLLMPolicy:
 
 # %% ../nbs/06_policies.ipynb #c019
 class EndpointPolicy:
-    "A raw-completions endpoint driven through our template and parser."
-    def __init__(self, model:str, tokenizer, base_url:str=None, api_key:str=None, sampling:SamplingConfig=None, timeout_s:float=120.0):
+    "A vLLM completions endpoint, token-exact: the prompt's token ids in, the sampled ids and their logprobs out."
+    def __init__(self, model:str|None, # the served model's name; None: the first the server lists (/v1/models)
+                 tokenizer, # the model's tokenizer (or ChatFormat): the chat format and the end-of-turn token
+                 base_url:str=None, # e.g. http://host:8000/v1 (default: TBT_POLICY_BASE_URL)
+                 api_key:str=None, sampling:SamplingConfig=None, timeout_s:float=600.0,
+                 concurrency:int=64, # requests in flight at once from this process
+                ):
         from openai import AsyncOpenAI
-        self.model, self.fmt, self.sampling = model, ChatFormat(tokenizer), sampling or SamplingConfig()
+        self.model, self.sampling = model, sampling or SamplingConfig()
+        self.fmt = tokenizer if isinstance(tokenizer, ChatFormat) else ChatFormat(tokenizer)
         self.client = AsyncOpenAI(base_url=base_url or os.environ.get('TBT_POLICY_BASE_URL'),
                                   api_key=api_key or os.environ.get('TBT_POLICY_API_KEY', 'none'), timeout=timeout_s)
-        self.policy_id = f'endpoint:{model}'
+        self.policy_id, self.concurrency, self._gate = f'endpoint:{model}', concurrency, None
+
+    def request_body(self, r:GenRequest) -> dict:
+        "The /v1/completions parameters of one request (beyond model and prompt), as vLLM reads them."
+        c = self.sampling
+        body = dict(temperature=c.temperature, top_p=c.top_p, max_tokens=r.max_tokens, seed=r.seed % 2**63, logprobs=0)
+        extra = {'return_token_ids': True, 'return_tokens_as_token_ids': True, 'stop_token_ids': [self.fmt.eos_id],
+                 'skip_special_tokens': False, 'spaces_between_special_tokens': False}
+        if c.top_k: extra['top_k'] = c.top_k
+        return {**body, 'extra_body': extra}
 
     async def _one(self, r:GenRequest) -> Generation:
-        c = self.sampling
-        prompt = self.fmt.decode(r.prompt_ids)
-        extra = {'top_k': c.top_k} if c.top_k else {}
-        o = await self.client.completions.create(model=self.model, prompt=prompt, temperature=c.temperature, top_p=c.top_p,
-                                                 max_tokens=r.max_tokens, seed=r.seed % 2**31, stop=[self.fmt.end_of_turn],
-                                                 extra_body=extra or None)
+        if r.prompt_ids is None: raise ValueError(f'{self.policy_id}: a token-level policy needs GenRequest.prompt_ids')
+        if self._gate is None: self._gate = asyncio.Semaphore(self.concurrency)
+        async with self._gate:
+            if self.model is None:
+                self.model = (await self.client.models.list()).data[0].id
+                self.policy_id = f'endpoint:{self.model}'
+            o = await self.client.completions.create(model=self.model, prompt=list(r.prompt_ids), **self.request_body(r))
         ch = o.choices[0]
+        extra = ch.model_extra or {}
+        sent = extra.get('prompt_token_ids')
+        if sent is not None and list(sent) != list(r.prompt_ids):
+            i = next((k for k, (a, b) in enumerate(zip(sent, r.prompt_ids)) if a != b), min(len(sent), len(r.prompt_ids)))
+            raise RuntimeError(f'{self.policy_id}: the server read other prompt ids than were sent, from position {i} '
+                               f'(sent {list(r.prompt_ids[i:i + 5])}, read {list(sent[i:i + 5])}): it is not token-exact')
+        lp = ch.logprobs
+        ids = extra.get('token_ids')
+        if ids is None and lp is not None and lp.tokens: ids = [int(t.removeprefix('token_id:')) for t in lp.tokens]
+        if ids is None:
+            raise RuntimeError(f'{self.policy_id}: the server returned no token ids (a vLLM server returns them with return_token_ids)')
+        ids = list(ids)
+        lps = [None if x is None or math.isnan(x) else float(x) for x in lp.token_logprobs] if lp is not None else [None] * len(ids)
+        if len(lps) != len(ids): raise RuntimeError(f'{self.policy_id}: {len(lps)} logprobs for {len(ids)} token ids')
         stopped = ch.finish_reason == 'stop'
-        text = ch.text + (self.fmt.end_of_turn if stopped and not ch.text.endswith(self.fmt.end_of_turn) else '')
+        if stopped and (not ids or ids[-1] != self.fmt.eos_id): ids, lps = ids + [self.fmt.eos_id], lps + [None]  # stop token not echoed
         u = o.usage
-        return Generation(text=text, token_ids=self.fmt.encode(text), logprobs=None, finish='stop' if stopped else 'length',
-                          usage=Usage(model=self.model, input=getattr(u, 'prompt_tokens', 0) or 0,
-                                      output=getattr(u, 'completion_tokens', 0) or 0, calls=1))
+        return Generation(text=self.fmt.decode(ids), token_ids=ids, logprobs=lps, finish='stop' if stopped else 'length',
+                          usage=Usage(model=self.model, input=getattr(u, 'prompt_tokens', 0) or len(r.prompt_ids),
+                                      output=getattr(u, 'completion_tokens', 0) or len(ids), calls=1))
 
     async def generate(self, requests:list) -> list[Generation]:
+        "Every request on its own, concurrently (no collective: each process talks to the server on its own)."
         return list(await asyncio.gather(*[self._one(r) for r in requests]))
 
 class ChatEndpointPolicy:
@@ -294,34 +326,73 @@ class ChatEndpointPolicy:
         return list(await asyncio.gather(*[self._one(r) for r in requests]))
 
 # %% ../nbs/06_policies.ipynb #c023
+ASK = 'Could you give me your {fact}, please?'  # the expert's question for a fact the conversation has not shown
+
+def call_values(arguments) -> list:
+    "The scalar values of a call's arguments, nested ones included."
+    if isinstance(arguments, dict): return [x for v in arguments.values() for x in call_values(v)]
+    if isinstance(arguments, list): return [x for v in arguments for x in call_values(v)]
+    return [arguments]
+
+def seen_text(messages:list) -> str:
+    "What the agent has been told so far: user messages and tool results."
+    return '\n'.join(m.get('content') or '' for m in messages if m['role'] in ('user', 'tool'))
+
+def _as_call(c) -> dict:
+    return c if isinstance(c, dict) else {'name': c.name, 'arguments': dict(c.arguments)}
+
+READ_TOOL = re.compile(r'^(get|find|list|quote|search|lookup|check)_')  # a tool whose name says it only reads
+
 class ScriptedPolicy:
-    "The expert: golden calls one per turn, then the reference reply; optionally flawed on a seeded share of attempts."
-    fmt = None
-    def __init__(self, flaw:float=0.0, seed:int=0):
-        if not 0 <= flaw <= 1: raise ValueError(f'flaw must be in [0, 1], got {flaw}')
-        self.flaw, self.seed = flaw, seed
-        self.policy_id = 'scripted' + (f':flaw={flaw:g}' if flaw else '')
+    "The expert: golden calls one per turn, then the reference reply; flawed on a seeded share of attempts."
+    def __init__(self, flaw=0.0, # share of attempts that go wrong: a rate in [0, 1], or a function task -> rate
+                 seed:int=0, # seeds which attempts are flawed
+                 ask:bool=False, # ask the user for a fact a call needs before typing it, if the conversation has not shown it
+                 tokenizer=None, # a tokenizer or ChatFormat: turns then carry token ids, as a model's do
+                 name:str=None, # the policy id; default 'scripted' or 'scripted:flaw=P'
+                ):
+        if not callable(flaw) and not 0 <= flaw <= 1: raise ValueError(f'flaw must be in [0, 1], got {flaw}')
+        self.flaw, self.seed, self.ask = flaw, seed, ask
+        self.fmt = None if tokenizer is None else tokenizer if isinstance(tokenizer, ChatFormat) else ChatFormat(tokenizer)
+        self.policy_id = name or 'scripted' + (f':flaw={flaw:g}' if not callable(flaw) and flaw else '')
+
+    def rate(self, task:Task) -> float:
+        "The share of flawed attempts for `task`."
+        return self.flaw(task) if callable(self.flaw) else self.flaw
 
     def flawed(self, task:Task, repetition:int) -> bool:
-        "Whether this attempt takes a wrong path (deterministic per task uid and repetition)."
-        return self.flaw > 0 and random.Random(f'{self.seed}/{task.uid}/{repetition}').random() < self.flaw
+        "Whether this attempt takes a wrong path (deterministic per seed, task uid and repetition)."
+        p = self.rate(task)
+        return p > 0 and random.Random(f'{self.seed}/{task.uid}/{repetition}').random() < p
 
     def plan(self, task:Task, repetition:int) -> list[dict]:
-        "The tool calls this attempt makes."
-        golden = [{'name': c.name, 'arguments': c.arguments} for c in task.golden]
+        "The tool calls of this attempt: the golden ones, or the golden lookups then the family's first wrong move."
+        golden = [_as_call(c) for c in task.golden]
         if not self.flawed(task, repetition): return golden
         fam = get_domain(task.domain).families.get(task.family)
-        moves = fam.wrong_moves(task) if fam and fam.wrong_moves else []
-        if moves: return [c if isinstance(c, dict) else {'name': c.name, 'arguments': c.arguments} for c in moves[0][0]]
-        return golden[:-1]
+        moves = fam.wrong_moves(task) if fam is not None and fam.wrong_moves else []
+        if not moves: return golden[:-1]
+        reads = list(itertools.takewhile(lambda c: READ_TOOL.match(c['name']), golden))
+        return reads + [c for c in map(_as_call, moves[0][0]) if c not in reads]
+
+    def _question(self, r:GenRequest, call:dict) -> str|None:
+        "The question to ask before `call`, if it needs a fact of the user's that the conversation has not shown."
+        seen, asked = seen_text(r.messages), {m.get('content') for m in r.messages if m['role'] == 'assistant'}
+        qs = [ASK.format(fact=fact) for fact, value in r.task.user.facts.items()
+              if isinstance(value, str) and value in call_values(call['arguments']) and value not in seen]
+        return next((q for q in qs if q not in asked), None)
 
     def _turn(self, r:GenRequest) -> Generation:
         plan = self.plan(r.task, r.repetition)
-        if r.turn < len(plan):
-            c = plan[r.turn]
-            msg = {'role': 'assistant', 'content': '', 'tool_calls': [{'type': 'function', 'function': {'name': c['name'], 'arguments': c['arguments']}}]}
-        else: msg = {'role': 'assistant', 'content': r.task.reply or 'Done.'}
-        return Generation(text=assistant_text(msg) + '<|im_end|>', usage=Usage(model='scripted', calls=1))
+        made = sum(len(m.get('tool_calls') or []) for m in r.messages if m['role'] == 'assistant')
+        if made >= len(plan): msg = {'role': 'assistant', 'content': r.task.reply or 'Done.'}
+        elif self.ask and (q := self._question(r, plan[made])): msg = {'role': 'assistant', 'content': q}
+        else: msg = {'role': 'assistant', 'content': '', 'tool_calls': [{'type': 'function', 'function': plan[made]}]}
+        text = assistant_text(msg) + '<|im_end|>'
+        if self.fmt is None: return Generation(text=text, usage=Usage(model='scripted', calls=1))
+        ids = self.fmt.encode(text)
+        return Generation(text=text, token_ids=ids, logprobs=[0.0] * len(ids), finish='stop',
+                          usage=Usage(model='scripted', input=len(r.prompt_ids or []), output=len(ids), calls=1))
 
     async def generate(self, requests:list) -> list[Generation]:
         return [self._turn(r) for r in requests]
@@ -342,3 +413,20 @@ def make_policy(spec:str, sampling:SamplingConfig=None, **kw):
         return EndpointPolicy(spec[9:], tok, sampling=sampling, **kw)
     if spec.startswith('chat:'): return ChatEndpointPolicy(spec[5:], sampling=sampling, **kw)
     return HFPolicy(spec, sampling=sampling, **kw)
+
+# %% ../nbs/06_policies.ipynb #c901
+def generation_speed(policy, # a token-level policy with `fmt` and `sample` (`HFPolicy`)
+                     convs:list, # (messages, tools) conversations to continue, repeated in turn to fill the batch
+                     batch:int=8, # conversations sampled together
+                     max_tokens:int=64, # tokens each may sample
+                    ) -> dict:
+    "Sampled tokens per second of one batched turn, and the batch's mean prompt length."
+    import statistics, time
+    prompts = [policy.fmt.prompt_ids(m, t) for m, t in (list(convs) * batch)[:batch]]
+    policy.sample(prompts[:2], [0, 1], 4)  # warm up
+    t0 = time.perf_counter()
+    gens = policy.sample(prompts, list(range(batch)), max_tokens)
+    dt = time.perf_counter() - t0
+    n = sum(len(g.token_ids) for g in gens)
+    return {'batch': batch, 'prompt_tokens': round(statistics.mean(map(len, prompts))), 'sampled_tokens': n,
+            's': round(dt, 2), 'tokens_per_s': round(n / dt, 1)}
