@@ -285,6 +285,7 @@ def _sortable(v): return (v is None, type(v).__name__, v if v is not None else 0
 
 def canonical_state(dom:Domain, raw:dict, initial:dict) -> dict:
     "Canonical snapshot {table: {key: {column: value}}} of a raw state, relative to the initial raw state."
+    if hasattr(dom, 'canonical'): return dom.canonical(raw, initial)  # a backend kind with its own canonical form (thinkingbox)
     out, labels = {}, {}  # labels: (table, old key) -> canonical key
     for name, tab in dom.tables.items():
         pkc = [c.name for c in tab.primary_key.columns]

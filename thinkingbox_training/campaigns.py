@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio, hashlib, json, os, sqlite3, sys, time
 from pathlib import Path
 from .cli import command
-from .tasks import Task, load_tasks
+from .tasks import Task, load_tasks, refuse_evaluation_only
 from .episode import AttemptRecord, EpisodeRunner
 from .policies import SamplingConfig, make_policy
 from .grader import Grader, RuleJudge, OpenAIJudge
@@ -149,6 +149,7 @@ def _tasks_from(paths:str, split:str=None, held_out:bool=True) -> tuple:
     if not paths: raise SystemExit('--tasks is required: one or more task files (JSON Lines), comma-separated')
     files = [p for p in paths.split(',') if p]
     tasks = load_tasks(*files)
+    if split == 'train': refuse_evaluation_only(tasks, 'probing')
     if split: tasks = [t for t in tasks if t.split == split]
     if not held_out: tasks = [t for t in tasks if not t.held_out_family]
     if not tasks: raise SystemExit(f'no tasks in {paths}' + (f' with split={split}' if split else ''))

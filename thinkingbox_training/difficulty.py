@@ -91,7 +91,7 @@ def credible_interval(a, # Beta posterior alpha per task
     return stats.beta.ppf(q[None, :], np.atleast_1d(a)[:, None], np.atleast_1d(b)[:, None])
 
 # %% ../nbs/09_difficulty.ipynb #c018
-from .tasks import BenchmarkOverlap, assert_disjoint, read_uids  # one definition, shared with training
+from .tasks import BenchmarkOverlap, assert_disjoint, read_uids, refuse_evaluation_only  # shared with training
 
 # %% ../nbs/09_difficulty.ipynb #c021
 def _rank(uid, seed): return hashlib.sha256(f'{seed}:{uid}'.encode()).hexdigest()
@@ -158,6 +158,7 @@ def select_pool(probes:list, # attempt records of the base policy's probing camp
     masses, ci = band_masses(a, b, cfg.edges), credible_interval(a, b, cfg.ci)
     band = np.array(cfg.bands, dtype=object)[assign_bands(masses, cfg.tie_tol)]
     judged = n >= cfg.min_clean
+    refuse_evaluation_only(uids, 'pool selection')
     bench = set(bench_uids) | {u for u in uids if t[u]['split'] == 'bench'}
     if reference is not None:
         rt = tally(reference)

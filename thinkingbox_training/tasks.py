@@ -10,9 +10,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 # %% auto #0
-__all__ = ['DOMAINS', 'UserSpec', 'ToolCallSpec', 'RubricItem', 'Limits', 'Task', 'register_domain', 'get_domain', 'TaskProblem',
-           'TaskFileError', 'check_task', 'parse_tasks', 'load_tasks', 'write_tasks', 'BenchmarkOverlap',
-           'assert_disjoint', 'read_uids', 'exclude', 'split_tasks', 'Family', 'generate_tasks', 'generate_tasks_cli']
+__all__ = ['DOMAINS', 'EVALUATION_ONLY', 'UserSpec', 'ToolCallSpec', 'RubricItem', 'Limits', 'Task', 'register_domain',
+           'get_domain', 'TaskProblem', 'TaskFileError', 'check_task', 'parse_tasks', 'load_tasks', 'write_tasks',
+           'BenchmarkOverlap', 'assert_disjoint', 'EvaluationOnly', 'register_evaluation_only',
+           'refuse_evaluation_only', 'read_uids', 'exclude', 'split_tasks', 'Family', 'generate_tasks',
+           'generate_tasks_cli']
 
 # %% ../nbs/01_tasks.ipynb #c004
 class _Strict(BaseModel):
@@ -141,6 +143,11 @@ def load_tasks(*paths) -> list[Task]:
     for p in paths:
         p = Path(p)
         if not p.exists(): problems.append(TaskProblem(file=str(p), line=0, message='no such file')); continue
+        if p.suffix in ('.py', '.yaml', '.yml'):  # the ThinkingBox format: a task module or a test list
+            from thinkingbox_training.thinkingbox import load_thinkingbox
+            try: tasks += load_thinkingbox(p)
+            except TaskFileError as e: problems += e.problems
+            continue
         try: got = parse_tasks(p.read_text().splitlines(), file=str(p))
         except TaskFileError as e: problems += e.problems; continue
         for t in got:
@@ -166,9 +173,35 @@ def assert_disjoint(pool, # task uids of a training pool
                     first:int=5, # shared uids named in the message
                    ):
     "Raise `BenchmarkOverlap`, naming the shared uids, unless the pool and the benchmark are disjoint."
+    refuse_evaluation_only(pool, 'a training pool')
     if shared := sorted(set(pool) & set(bench_uids)):
         raise BenchmarkOverlap(f'{len(shared)} benchmark task uids in the training pool: ' + ', '.join(shared[:first])
                                + (', ...' if len(shared) > first else ''))
+
+EVALUATION_ONLY: dict = {}  # task uid -> the clause that restricts it to evaluation (see `register_evaluation_only`)
+
+class EvaluationOnly(BenchmarkOverlap):
+    "A task that its licence restricts to evaluation, on its way into probing, a training pool or training."
+
+def register_evaluation_only(uids, clause:str):
+    "Mark `uids` as evaluation-only under `clause` (the thinkingbox module registers its release test lists)."
+    for u in uids: EVALUATION_ONLY[u] = clause
+
+def refuse_evaluation_only(items, # tasks or task uids
+                           use:str, # what they were about to be used for: 'probing', 'a training pool', ...
+                          ):
+    "Raise `EvaluationOnly`, naming the task and the clause, if any of `items` is restricted to evaluation."
+    items = list(items)
+    uids = [x if isinstance(x, str) else x.uid for x in items]
+    if not EVALUATION_ONLY and any('.py:' in u for u in uids):  # a ThinkingBox uid: read the release lists first
+        import os
+        if os.environ.get('THINKINGBOX_DATA'):
+            from thinkingbox_training.thinkingbox import release_uids
+            release_uids()
+    for x, u in zip(items, uids):
+        tags = [] if isinstance(x, str) else [t.split(':', 1)[1] for t in x.tags if t.startswith('evaluation-only:')]
+        clause = EVALUATION_ONLY.get(u) or (f'{tags[0]} is for evaluation only' if tags else None)
+        if clause: raise EvaluationOnly(f'task {u} may not be used for {use}: {clause}')
 
 def read_uids(path, # one uid per line, or JSON Lines with a `uid` or `task_uid` field
              ) -> list:
@@ -185,6 +218,7 @@ def read_uids(path, # one uid per line, or JSON Lines with a `uid` or `task_uid`
 
 def exclude(tasks:list, bench_uids=(), drop_held_out:bool=True) -> list:
     "Tasks fit for a training pool: not a benchmark uid, not bench split, not a held-out family; disjointness asserted."
+    refuse_evaluation_only(tasks, 'a training pool')
     bench = set(bench_uids)
     kept = [t for t in tasks if t.uid not in bench and t.split == 'train' and not (drop_held_out and t.held_out_family)]
     assert_disjoint([t.uid for t in kept], bench)

@@ -33,6 +33,7 @@ _TOOL_CACHE: dict = {}
 
 def domain_mcp_tools(dom:Domain) -> dict[str, Tool]:
     "The MCP tool descriptions of a domain's tools, built once per domain."
+    if hasattr(dom, 'mcp_tools'): return dom.mcp_tools()  # a backend kind that describes its own tools (thinkingbox)
     key = (dom.name, id(dom), tuple(dom.tools))
     if key not in _TOOL_CACHE:  # results are text for the agent: no output schema for the client to validate (~1 ms a call)
         _TOOL_CACHE[key] = {n: Tool.from_function(_stub(f), structured_output=False) for n, f in dom.tools.items()}
