@@ -3,7 +3,7 @@ import json, os, signal, sqlite3, subprocess, sys, time
 from pathlib import Path
 import pytest
 from thinkingbox_training.tasks import Task, ToolCallSpec, write_tasks
-from thinkingbox_training.campaigns import AttemptStore, load_campaign, run_campaign
+from thinkingbox_training.campaigns import AttemptStore, CampaignError, load_campaign, run_campaign
 from thinkingbox_training.episode import AttemptRecord
 from thinkingbox_training.metrics import CampaignIncomplete
 
@@ -56,7 +56,7 @@ def test_a_clean_attempt_is_never_overwritten_and_another_campaign_is_refused(tm
     s = AttemptStore(tmp_path/'c'/'attempts.sqlite')
     rec = AttemptRecord(**s.records('c')[0])
     with pytest.raises(ValueError, match='already stored'): s.put(rec, s.begin('c'))
-    with pytest.raises(ValueError, match='holds another campaign: .*k'): run_campaign(tmp_path/'c', ts, 'scripted', k=3, progress=False)
+    with pytest.raises(CampaignError, match=r'holds another campaign \(k: stored 2, now 3\)'): run_campaign(tmp_path/'c', ts, 'scripted', k=3, progress=False)
 
 def test_system_errors_are_retried_then_left_visible_and_block_the_numbers(tmp_path):
     from thinkingbox_training.episode import EpisodeRunner

@@ -4,24 +4,41 @@
 
 # %% ../nbs/08_campaigns.ipynb #c002
 from __future__ import annotations
-import asyncio, hashlib, json, os, sqlite3, sys, time
+import asyncio, collections, hashlib, inspect, json, os, sqlite3, sys, time
 from pathlib import Path
 from .cli import command
 from .tasks import Task, load_tasks, refuse_evaluation_only
 from .episode import AttemptRecord, EpisodeRunner
 from .policies import SamplingConfig, make_policy
-from .grader import Grader, RuleJudge, OpenAIJudge
+from .grader import DefectiveTask, Grader, RuleJudge, OpenAIJudge, expected_state
 from . import metrics
 
 # %% auto #0
-__all__ = ['AttemptStore', 'export_jsonl', 'run_campaign', 'load_campaign', 'evaluate', 'probe', 'aggregate', 'compare']
+__all__ = ['CampaignError', 'AttemptStore', 'export_jsonl', 'CampaignLock', 'read_meta', 'refuse_defective', 'run_campaign',
+           'campaign_records', 'agent_exceptions', 'load_campaign', 'evaluate', 'probe', 'aggregate', 'compare']
 
 # %% ../nbs/08_campaigns.ipynb #c004
+class CampaignError(RuntimeError):
+    "A campaign directory that cannot be run or read as asked; the message names the file and what to do."
+
 class AttemptStore:
     "A crash-proof store of attempt records: SQLite, WAL, synchronous=FULL, keyed by (campaign, task uid, repetition)."
     def __init__(self, path:str|Path):
         self.path = Path(path); self.path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+        try:  # check before anything is written: a damaged store is left as it is
+            problems = [r[0] for r in self.db.execute('PRAGMA quick_check')]
+            if problems != ['ok']: raise sqlite3.DatabaseError('; '.join(problems[:3]))
+            self._setup()
+        except sqlite3.DatabaseError as e:
+            self.db.close(); raise self._damaged(e) from None
+
+    def _damaged(self, what) -> CampaignError:
+        return CampaignError(f'{self.path} is damaged ({what}); it was left as it is. Restore it from a copy, or move it '
+                             f'away and run the campaign again to start it over (`sqlite3 {self.path} .recover` salvages '
+                             'what is still readable)')
+
+    def _setup(self):
         self.db.execute('PRAGMA journal_mode=WAL'); self.db.execute('PRAGMA synchronous=FULL')
         self.db.executescript('''
           CREATE TABLE IF NOT EXISTS attempts (campaign TEXT, task_uid TEXT, repetition INTEGER, status TEXT,
@@ -54,9 +71,21 @@ class AttemptStore:
         self.db.execute('UPDATE invocations SET finished = ? WHERE id = ?', (time.time(), invocation))
 
     def records(self, campaign:str) -> list[dict]:
-        "Every stored attempt of `campaign`, ordered by task uid and repetition."
-        return [json.loads(r[0]) for r in self.db.execute(
-            'SELECT record FROM attempts WHERE campaign=? ORDER BY task_uid, repetition', (campaign,))]
+        "Every stored attempt of `campaign`, ordered by task uid and repetition; `CampaignError` naming one that is damaged."
+        out = []
+        try: rows = self.db.execute('SELECT task_uid, repetition, status, record FROM attempts WHERE campaign=? '
+                                    'ORDER BY task_uid, repetition', (campaign,)).fetchall()
+        except sqlite3.DatabaseError as e: raise self._damaged(e) from None
+        for uid, rep, status, rec in rows:
+            try: d = json.loads(rec)
+            except (TypeError, ValueError) as e: d = None
+            if not (isinstance(d, dict) and d.get('task_uid') == uid and d.get('repetition') == rep and d.get('status') == status):
+                raise CampaignError(
+                    f'{self.path}: the stored record of attempt {uid}#{rep} of campaign {campaign!r} is damaged '
+                    f'({str(rec)[:80]!r}); it was left as it is. To run that attempt again, delete its row: sqlite3 {self.path} '
+                    f'"DELETE FROM attempts WHERE campaign=\'{campaign}\' AND task_uid=\'{uid}\' AND repetition={rep}"')
+            out.append(d)
+        return out
 
     def keys(self, campaign:str, clean:bool=True) -> set:
         "Keys of the clean (or, with clean=False, the system-error) attempts."
@@ -85,6 +114,60 @@ def export_jsonl(store:AttemptStore, campaign:str, path:Path):
     tmp = path.with_suffix('.jsonl.tmp')
     tmp.write_text(''.join(json.dumps(r, sort_keys=True) + '\n' for r in store.records(campaign))); os.replace(tmp, path)
 
+class CampaignLock:
+    "One campaign directory, one invocation: an exclusive `flock` on OUT/campaign.lock while a run holds it."
+    def __init__(self, out:str|Path): self.path, self.f = Path(out)/'campaign.lock', None
+    def __enter__(self):
+        import fcntl
+        self.f = open(self.path, 'a+')
+        try: fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.f.seek(0); holder = self.f.read().strip() or 'another process'; self.f.close()
+            raise CampaignError(f'{self.path.parent} is being run by {holder}: one campaign directory, one invocation. '
+                                'Wait for that run to end (or stop it), then run this again: it resumes.') from None
+        self.f.seek(0); self.f.truncate()
+        self.f.write(f"pid {os.getpid()} ({' '.join(sys.argv)[:200]}), since {time.strftime('%Y-%m-%d %H:%M:%S')}\n"); self.f.flush()
+        return self
+    def __exit__(self, *exc): self.f.close()
+
+def _tasks_sha(tasks:list) -> str:
+    "The hash of the tasks' content as they run (init, golden calls, checks, budgets, user, ...)."
+    h = hashlib.sha256()
+    for t in sorted(tasks, key=lambda t: t.uid): h.update(t.model_dump_json().encode()); h.update(b'\n')
+    return h.hexdigest()
+
+def read_meta(out:str|Path) -> dict:
+    "A campaign directory's campaign.json; `CampaignError` naming it when it is missing or damaged."
+    path = Path(out)/'campaign.json'
+    if not path.exists(): raise CampaignError(f'{out} is not a campaign directory (no campaign.json)')
+    try: meta = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as e: meta, why = None, f'{type(e).__name__}: {e}'
+    else: why = 'it lacks campaign, tasks or k'
+    if not (isinstance(meta, dict) and {'campaign', 'tasks', 'k'} <= set(meta)):
+        raise CampaignError(f'{path} is damaged ({why}); it was left as it is. Restore it from a copy (the attempts '
+                            f'in {Path(out)/"attempts.sqlite"} are kept), or run into a new --out')
+    return meta
+
+def _resume_check(out:Path, old:dict, meta:dict):
+    "Refuse to resume a campaign with anything that changes verdicts different from what it was started with."
+    diff = [f for f in meta if f in old and old[f] != meta[f]]
+    if diff:
+        show = '; '.join(f'{f}: stored {json.dumps(old[f], default=str)[:120]}, now {json.dumps(meta[f], default=str)[:120]}' for f in diff)
+        raise CampaignError(f'{out} holds another campaign ({show}): resuming it so would mix verdicts of different '
+                            'settings; run with the stored settings, or use another --out')
+    new = [f for f in meta if f not in old]
+    if new: print(f'({out}/campaign.json, written by an earlier version, does not record {", ".join(new)}: '
+                  'resumed on the stored fields only)', file=sys.stderr)
+
+def refuse_defective(tasks:list):
+    "`CampaignError` naming every task whose golden calls do not replay (an attempt of it could never be graded)."
+    bad = []
+    for t in tasks:
+        try: expected_state(t)
+        except DefectiveTask as e: bad.append(str(e))
+    if bad: raise CampaignError(f'{len(bad)} defective task(s), refused before any attempt runs:\n  ' + '\n  '.join(bad[:20])
+                                + ('\n  ...' if len(bad) > 20 else ''))
+
 def run_campaign(out:str|Path,             # the campaign directory (created, or resumed)
                  tasks:list,               # the tasks
                  policy,                   # a policy object, or a spec for `make_policy`
@@ -100,19 +183,29 @@ def run_campaign(out:str|Path,             # the campaign directory (created, or
                  runner_kw:dict=None) -> dict:
     "Run (or resume) tasks x k attempts into `out`; returns counts of what this invocation did and what is left."
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
+    with CampaignLock(out):
+        return _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency, error_retries, task_files,
+                           progress, runner_kw)
+
+def _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency, error_retries, task_files, progress, runner_kw):
     name = name or out.name
     sampling = sampling or SamplingConfig()
+    grader = grader or Grader(judge=RuleJudge())
+    runner_kw = dict(runner_kw or {})
     pol = make_policy(policy, sampling) if isinstance(policy, str) else policy
     meta = {'campaign': name, 'policy': pol.policy_id, 'k': k, 'user': user, 'sampling': vars(sampling),
-            'tasks': [t.uid for t in tasks], 'task_files_sha256': _sha(task_files) if task_files else None}
+            'judge': getattr(grader.judge, 'name', None) if grader.judge is not None else None,
+            'tool_timeout_s': runner_kw.get('tool_timeout_s', inspect.signature(EpisodeRunner).parameters['tool_timeout_s'].default),
+            'tasks': [t.uid for t in tasks], 'tasks_sha256': _tasks_sha(tasks),
+            'task_files_sha256': _sha(task_files) if task_files else None}
     mpath = out/'campaign.json'
-    if mpath.exists():
-        old = json.loads(mpath.read_text())
-        diff = [f for f in meta if old.get(f) != meta[f]]
-        if diff: raise ValueError(f'{out} holds another campaign: {", ".join(diff)} differ(s) '
-                                  f'(stored {[old.get(f) for f in diff]!r:.200}); use another --out')
-    else: _write_json(mpath, meta)
-    store = AttemptStore(out/'attempts.sqlite')
+    if mpath.exists(): _resume_check(out, read_meta(out), meta)
+    store = AttemptStore(out/'attempts.sqlite')  # refuses a damaged store before anything is written
+    try:
+        store.records(name)                      # and a damaged record
+        refuse_defective(tasks)
+    except BaseException: store.close(); raise
+    if not mpath.exists(): _write_json(mpath, meta)
     inv = store.begin(name)
     by_uid = {t.uid: t for t in tasks}
     runner = EpisodeRunner(pol, grader=grader, user=user, sampling=sampling, concurrency=concurrency, progress=progress, **(runner_kw or {}))
@@ -130,18 +223,38 @@ def run_campaign(out:str|Path,             # the campaign directory (created, or
     finally:
         export_jsonl(store, name, out/'attempts.jsonl')
         executed = next(i['executed'] for i in store.invocations(name) if i['id'] == inv)
-        errors = len(store.keys(name, clean=False))
+        left = [r for r in store.records(name) if r['status'] == 'system_error']
         store.close()
-    return {'campaign': name, 'executed': executed, 'expected': len(tasks) * k, 'system_errors_left': errors, 'stats': runner.stats}
+    kinds = collections.Counter(_error_kind(r['verdict'].get('system_error') or '') for r in left)
+    return {'campaign': name, 'executed': executed, 'expected': len(tasks) * k, 'system_errors_left': len(left),
+            'system_errors': dict(kinds.most_common()), 'stats': runner.stats}
+
+def _error_kind(msg:str) -> str:
+    "A system error's message without the figures that vary between attempts (ids, seconds, addresses)."
+    import re
+    return re.sub(r'\d+(\.\d+)?', 'N', msg)[:160]
+
+def campaign_records(out:str|Path) -> list[dict]:
+    "The stored attempt records of the campaign in `out` (from its store, else its export)."
+    out, meta = Path(out), read_meta(out)
+    if not (out/'attempts.sqlite').exists(): return metrics.read_attempts(out/'attempts.jsonl')
+    s = AttemptStore(out/'attempts.sqlite')
+    try: return s.records(meta['campaign'])
+    finally: s.close()
+
+def agent_exceptions(records:list) -> dict:
+    """Per tool, the calls where domain code raised an exception on the agent's input: failed calls the agent saw
+    (scored as usual), counted so that they do not hide bugs of ours."""
+    c = collections.Counter()
+    for r in records:
+        for tool, n in (r.get('agent_exceptions') or {}).items(): c[tool] += n
+    return dict(sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
 
 def load_campaign(out:str|Path) -> metrics.Campaign:
-    "The validated campaign in directory `out` (raises `CampaignIncomplete` naming what is missing)."
+    "The validated campaign in directory `out` (raises `CampaignIncomplete` naming what is missing, `CampaignError` what is damaged)."
     out = Path(out)
-    if not (out/'campaign.json').exists(): raise FileNotFoundError(f'{out} is not a campaign directory (no campaign.json)')
-    meta = json.loads((out/'campaign.json').read_text())
-    if (out/'attempts.sqlite').exists():
-        s = AttemptStore(out/'attempts.sqlite'); records = s.records(meta['campaign']); s.close()
-    else: records = metrics.read_attempts(out/'attempts.jsonl')
+    meta = read_meta(out)
+    records = campaign_records(out)
     return metrics.Campaign.from_records(records, meta['tasks'], meta['k'])
 
 # %% ../nbs/08_campaigns.ipynb #c012
@@ -178,10 +291,12 @@ def evaluate(tasks:str=None,            # task files (JSON Lines), comma-separat
     ts, files = _tasks_from(tasks, split or None)
     out = out or f"data/runs/eval-{Path(policy).name.replace(':', '_')}"
     s = SamplingConfig(temperature=temperature, top_p=top_p, top_k=top_k, max_tokens=max_tokens, seed=seed)
-    r = run_campaign(out, ts, policy, k, user=user, sampling=s, grader=_judge(judge), concurrency=concurrency,
-                     error_retries=error_retries, task_files=files, progress=not quiet)
+    try: r = run_campaign(out, ts, policy, k, user=user, sampling=s, grader=_judge(judge), concurrency=concurrency,
+                          error_retries=error_retries, task_files=files, progress=not quiet)
+    except CampaignError as e: print(f'tbt evaluate: {e}', file=sys.stderr); return 2
     print(f"{r['campaign']}: executed {r['executed']} attempt(s) this run; {r['expected']} expected; "
           f"{r['system_errors_left']} system error(s) left -> {out}")
+    for kind, n in r['system_errors'].items(): print(f'  {n} x system error: {kind}', file=sys.stderr)
     return 1 if r['system_errors_left'] else 0
 
 @command(pos=[])
@@ -206,15 +321,20 @@ def aggregate(out:str,                  # a campaign directory
               json:bool=False):         # print the metrics as JSON
     "A campaign's metrics (pass@1 with interval, pass@k, observed k/k, pass^k, cost) or what keeps it from validating."
     try: camp = load_campaign(out)
-    except metrics.CampaignIncomplete as e: print(e, file=sys.stderr); return 1
+    except (metrics.CampaignIncomplete, CampaignError) as e: print(e, file=sys.stderr); return 1
     prices = _prices_or_none(camp)
     rows = metrics.metrics_table(camp, by=by, prices=prices)
+    raised = agent_exceptions(campaign_records(out))
     if json:
         import json as jsonlib
         print(jsonlib.dumps({'campaign': str(out), 'policy': camp.policy_id, 'k': camp.k, 'tasks': len(camp.uids),
                           'summary': metrics.summarize(camp.rewards), 'rows': rows,
-                          'by_held_out': metrics.metrics_table(camp, by='held_out')}, indent=1, default=str))
-    else: print(metrics.to_markdown(metrics.pretty(rows)))
+                          'by_held_out': metrics.metrics_table(camp, by='held_out'), 'agent_exceptions': raised},
+                            indent=1, default=str))
+    else:
+        print(metrics.to_markdown(metrics.pretty(rows)))
+        if raised: print('\nExceptions raised by domain code on the agent\'s input (failed calls the agent saw; each may be a bug '
+                         'of ours): ' + ', '.join(f'{t} {n}' for t, n in raised.items()))
     return 0
 
 @command(pos=['base', 'trained'])

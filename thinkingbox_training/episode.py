@@ -11,12 +11,12 @@ from pydantic import BaseModel, Field
 from .interpret import TokenTrajectory, parse_assistant
 from .tasks import Task, get_domain
 from .tools import ToolSession
-from .grader import Grader, RuleJudge, Usage, Verdict, void_verdict
+from .grader import Grader, RuleJudge, Usage, Verdict, expected_state, void_verdict
 from .users import UserEndpointError, make_user, visible_messages
 from .policies import GenRequest, SamplingConfig
 
 # %% auto #0
-__all__ = ['SYSTEM_PROMPT', 'Trajectory', 'Episode', 'AttemptRecord', 'EpisodeRunner', 'run_blocking']
+__all__ = ['SYSTEM_PROMPT', 'Trajectory', 'Episode', 'AttemptRecord', 'EpisodeRunner', 'run_blocking', 'show_episode']
 
 # %% ../nbs/07_episode.ipynb #c004
 SYSTEM_PROMPT = """You are a customer support agent of the {domain} backend. Follow the policy below exactly.
@@ -40,7 +40,9 @@ class Trajectory(BaseModel):
     turns: int = 0
     tool_calls: int = 0
     malformed_calls: int = 0
-    wall_s: float = 0.0
+    agent_exceptions: dict[str, int] = Field(default_factory=dict)  # tool -> calls where domain code raised on the agent's input
+    wall_s: float = 0.0                                    # from start to verdict
+    own_s: float = 0.0                                     # the wall clock's count: wall_s less waits for other episodes
     @property
     def final_message(self) -> str:
         "The agent's last visible message."
@@ -77,6 +79,7 @@ class AttemptRecord(BaseModel):
     turns: int = 0
     tool_calls: int = 0
     malformed_calls: int = 0
+    agent_exceptions: dict = Field(default_factory=dict)  # tool -> calls where domain code raised on the agent's input
     tokens: int = 0                   # completion tokens of the trajectory (sampled + observations)
 
     @classmethod
@@ -87,7 +90,8 @@ class AttemptRecord(BaseModel):
                    status=tr.status, reward=v.reward, termination=tr.termination,
                    verdict={'reward': v.reward, 'tables': v.tables, 'reasons': v.reasons[:max_reasons], 'system_error': v.system_error},
                    usage={k: u.model_dump() for k, u in tr.usage.items()}, duration_s=tr.wall_s, turns=tr.turns,
-                   tool_calls=tr.tool_calls, malformed_calls=tr.malformed_calls, tokens=len(tr.completion_ids))
+                   tool_calls=tr.tool_calls, malformed_calls=tr.malformed_calls, agent_exceptions=dict(tr.agent_exceptions),
+                   tokens=len(tr.completion_ids))
 
 # %% ../nbs/07_episode.ipynb #c009
 class _Batcher:
@@ -99,9 +103,10 @@ class _Batcher:
     def join(self): self.live += 1
     def leave(self): self.live -= 1; self._maybe_flush()
 
-    async def generate(self, req:GenRequest):
+    async def generate(self, req:GenRequest) -> tuple:
+        "(the generation, seconds the request waited for the step to start)."
         fut = asyncio.get_running_loop().create_future()
-        self.queue.append((req, fut)); self._maybe_flush()
+        self.queue.append((req, fut, time.perf_counter())); self._maybe_flush()
         return await fut
 
     def _maybe_flush(self):
@@ -112,11 +117,13 @@ class _Batcher:
     async def _flush(self):
         batch, self.queue = self.queue, []
         t0 = time.perf_counter()
-        try: gens = await self.policy.generate([r for r, _ in batch])
+        try: gens = await self.policy.generate([r for r, _, _ in batch])
         except Exception as e:
-            for _, f in batch: f.set_exception(e)
+            for _, f, _ in batch:
+                if not f.done(): f.set_exception(e)
         else:
-            for (_, f), g in zip(batch, gens): f.set_result(g)
+            for (_, f, tq), g in zip(batch, gens):
+                if not f.done(): f.set_result((g, t0 - tq))
         finally:
             self.stats['model_calls'] += 1; self.stats['model_s'] += time.perf_counter() - t0
             self.stats['batch_sizes'].append(len(batch))
@@ -131,15 +138,19 @@ class _Live:
         self.tr = Trajectory()
         self.tt: TokenTrajectory|None = None
         self.t0 = time.perf_counter()
+        self.waited = 0.0     # seconds spent waiting for other episodes' work (not counted by the wall clock)
         self.ts = self.user = None
         self.ended = False
 
+    def own_s(self) -> float: return time.perf_counter() - self.t0 - self.waited
+
     def end(self, termination:str, system_error:str=None):
+        "End the episode (the first reason stays); a system error voids it, also one that comes after the end (grading)."
+        if system_error and self.tr.status != 'system_error': self.tr.status, self.tr.system_error = 'system_error', system_error
         if self.ended: return
         self.ended = True
         self.tr.termination = termination
-        if system_error: self.tr.status, self.tr.system_error = 'system_error', system_error
-        elif termination in ('turn_limit', 'token_limit', 'wall_clock'): self.tr.status = 'truncated'
+        if not system_error and termination in ('turn_limit', 'token_limit'): self.tr.status = 'truncated'
 
     def tokens(self) -> int:
         return len(self.tt.prompt_ids) + len(self.tt.completion_ids) if self.tt else 0
@@ -169,7 +180,9 @@ class EpisodeRunner:
         lim = ep.task.limits
         if ep.tr.turns >= lim.max_turns: ep.end('turn_limit')
         elif ep.tt is not None and ep.tokens() >= lim.max_episode_tokens: ep.end('token_limit')
-        elif time.perf_counter() - ep.t0 > lim.wall_clock_s: ep.end('wall_clock')
+        elif ep.own_s() > lim.wall_clock_s:  # an infrastructure guard, not the policy's budget
+            ep.end('wall_clock', f'wall clock: the episode took {ep.own_s():.1f}s of its own time (tools, user, model calls), '
+                                 f'over its {lim.wall_clock_s:g}s guard')
         return not ep.ended
 
     def _request(self, ep:_Live) -> GenRequest:
@@ -196,6 +209,8 @@ class EpisodeRunner:
             r = await ep.ts.call(call.name, call.arguments)
             ep.tr.tool_calls += 1
             if r.system_error: ep.end('system_error', r.system_error); return False
+            if getattr(r, 'agent_exception', None):  # domain code raised on the agent's input: a failed call, counted per tool
+                ep.tr.agent_exceptions[call.name] = ep.tr.agent_exceptions.get(call.name, 0) + 1
             obs.append(r.message())
         self.stats['tool_s'] += time.perf_counter() - t0
         ep.tr.malformed_calls += len(turn.errors)
@@ -231,33 +246,44 @@ class EpisodeRunner:
                     ep.user = make_user(self.user_spec, task, **self.user_kw)
                     self.stats['setup_s'] += time.perf_counter() - t0
                     while self._budget(ep):
-                        try: g = await batcher.generate(self._request(ep))
+                        try: g, waited = await batcher.generate(self._request(ep))
                         except Exception as e: ep.end('system_error', f'policy failed: {type(e).__name__}: {e}'); break
+                        ep.waited += waited
                         if await self._act(ep, g) and not ep.ended: await self._reply(ep)
                     batcher.leave(); batcher = None
                     if hasattr(self.policy, 'release'): self.policy.release(id(ep))
+                    tr.own_s = ep.own_s()
                     t0 = time.perf_counter()
-                    if tr.status == 'system_error': v = void_verdict(tr.system_error)
-                    else:
-                        v = await self.grader.grade(task, db, tr.final_message, visible_messages(tr.messages))
-                        tr.usage['judge'].add(v.judge_usage)
+                    if tr.status != 'system_error': v = await self._grade(ep, db)
                     self.stats['grade_s'] += time.perf_counter() - t0
         except Exception as e:
-            if isinstance(e, ValueError) and 'judge' in str(e): raise  # a configuration error, not an episode's
             ep.end('system_error', f'episode failed: {type(e).__name__}: {e}')
-            v = void_verdict(tr.system_error)
         finally:
             if batcher is not None: batcher.leave()
+        if tr.status == 'system_error': v = void_verdict(tr.system_error)
         if ep.tt is not None:
             if self.check_tokens: ep.tt.check(tr.messages, tr.tools)
             tr.prompt_ids, tr.completion_ids, tr.mask, tr.logprobs = ep.tt.prompt_ids, ep.tt.completion_ids, ep.tt.mask, ep.tt.logprobs
         tr.wall_s = time.perf_counter() - ep.t0
         return Episode(task, rep, tr, v, self.policy_id)
 
+    async def _grade(self, ep:_Live, db) -> Verdict|None:
+        "The verdict; a judge or grader that fails makes the episode a system error (None)."
+        try:
+            await asyncio.to_thread(expected_state, ep.task)  # replays the golden calls (once per task): off the event loop
+            v = await self.grader.grade(ep.task, db, ep.tr.final_message, visible_messages(ep.tr.messages))
+        except Exception as e:
+            ep.end('system_error', f'grading failed: {type(e).__name__}: {e}'[:2000]); return None
+        ep.tr.usage['judge'].add(v.judge_usage)
+        return v
+
     async def run(self, jobs:list, # [(task, repetition)]
                   on_done=None,       # called with each Episode as soon as it ends (e.g. to store it)
                  ) -> list[Episode]:
-        "Run `jobs`; episodes come back in the order of `jobs`."
+        """Run `jobs`; episodes come back in the order of `jobs`. If `on_done` raises, no new episode starts, the live
+        ones finish (unstored) and the exception ends the run."""
+        if self.grader.judge is None and (t := next((t for t, _ in jobs if t.rubric), None)):
+            raise ValueError(f'task {t.uid} has a rubric but no judge is configured')
         batcher = _Batcher(self.policy, self.stats)
         if hasattr(self.policy, 'reset_cache'): self.policy.reset_cache()  # the weights may have changed since the last run
         slots = asyncio.Semaphore(self.concurrency)
@@ -265,16 +291,22 @@ class EpisodeRunner:
         if self.progress:
             from tqdm.auto import tqdm
             bar = tqdm(total=len(jobs), desc=f'episodes ({self.policy_id})', unit='ep')
+        failed = []
         async def one(task, rep):
             async with slots:
+                if failed: return None
                 batcher.join()
                 ep = await self._episode(task, rep, batcher)
-            if on_done is not None: on_done(ep)
+            if on_done is not None and not failed:
+                try: on_done(ep)
+                except BaseException as e: failed.append(e)
             if bar: bar.update(1)
             return ep
-        try: return list(await asyncio.gather(*[one(t, r) for t, r in jobs]))
+        try: eps = list(await asyncio.gather(*[one(t, r) for t, r in jobs]))
         finally:
             if bar: bar.close()
+        if failed: raise failed[0]
+        return eps
 
     def run_sync(self, jobs:list, on_done=None) -> list[Episode]:
         "`run` from synchronous code (a script, a trainer), also inside a notebook's running event loop."
@@ -286,3 +318,20 @@ def run_blocking(coro):
     except RuntimeError: return asyncio.run(coro)
     import concurrent.futures
     with concurrent.futures.ThreadPoolExecutor(1) as ex: return ex.submit(asyncio.run, coro).result()
+
+# %% ../nbs/07_episode.ipynb #c901
+def show_episode(ep:Episode, width:int=150) -> str:
+    "An episode as text: the conversation (calls, shortened tool results), then the verdict."
+    tr = ep.trajectory
+    out = [f'{ep.task.uid} #{ep.repetition} [{ep.policy_id}]: reward {ep.reward}, {tr.termination}, {tr.turns} turns, {tr.tool_calls} calls']
+    cut = lambda s: s if len(s) <= width else s[:width - 3] + '...'
+    for m in tr.messages[1:]:
+        if m['role'] == 'user': out.append(f"  user:  {m['content']}")
+        elif m['role'] == 'tool': out.append(f"  tool:  {cut(m['content'])}")
+        elif m['role'] == 'assistant':
+            for tc in m.get('tool_calls') or []:
+                f = tc.get('function') or tc
+                out.append(f"  call:  {f['name']}({', '.join(f'{k}={v!r}' for k, v in f['arguments'].items())})")
+            if (m.get('content') or '').strip(): out.append(f"  agent: {m['content']}")
+    out += ['  ' + l for l in ep.verdict.explain().split('\n')]
+    return '\n'.join(out)

@@ -107,7 +107,9 @@ class LLMUser:
             try:
                 r = await self.client.chat.completions.create(model=self.model, messages=msgs, temperature=self.temperature,
                                                               seed=self.seed, max_tokens=self.max_tokens)
-                text = r.choices[0].message.content or ''
+                if not getattr(r, 'choices', None) or getattr(r.choices[0].message, 'content', None) is None:
+                    raise ValueError(f'the endpoint answered no message content: {str(r)[:200]}')  # an endpoint fault
+                text = r.choices[0].message.content
                 u = r.usage
                 turn = guard_stop(text, STOP in text, last)
                 turn.usage = Usage(model=self.model, input=getattr(u, 'prompt_tokens', 0) or 0,
@@ -137,14 +139,15 @@ class StandInServer:
     def __init__(self, chat:Callable=scripted_chat, # messages -> reply text
                  complete:Callable=None,            # prompt -> completion text (for /v1/completions)
                  fail_first:int=0,                  # answer the first N requests with HTTP 503
-                 model:str='stand-in'):
-        self.chat, self.complete, self.fail_left, self.model = chat, complete, fail_first, model
+                 model:str='stand-in',
+                 delay_s:float=0.0):                # wait this long before each answer (a slow endpoint)
+        self.chat, self.complete, self.fail_left, self.model, self.delay_s = chat, complete, fail_first, model, delay_s
         self.requests: list = []
         outer = self
         class H(BaseHTTPRequestHandler):
             def log_message(self, *a): pass
             def _send(self, code, obj):
-                body = json.dumps(obj).encode()
+                body = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
                 self.send_response(code); self.send_header('Content-Type', 'application/json')
                 self.send_header('Content-Length', str(len(body))); self.end_headers(); self.wfile.write(body)
             def do_GET(self):
@@ -153,15 +156,17 @@ class StandInServer:
             def do_POST(self):
                 req = json.loads(self.rfile.read(int(self.headers.get('Content-Length', 0))) or b'{}')
                 outer.requests.append((self.path, req))
+                if outer.delay_s: time.sleep(outer.delay_s)
                 if outer.fail_left > 0:
                     outer.fail_left -= 1
                     return self._send(503, {'error': {'message': 'stand-in: injected failure'}})
                 if self.path.endswith('/chat/completions'):
                     text = outer.chat(req['messages'])
-                    ntok = sum(len(str(m.get('content', '')).split()) for m in req['messages'])
+                    if isinstance(text, (bytes, dict)): return self._send(200, text)  # a whole (broken) answer
+                    ntok, nout = sum(len(str(m.get('content', '')).split()) for m in req['messages']), len((text or '').split())
                     return self._send(200, {'id': 'c', 'object': 'chat.completion', 'created': 0, 'model': req.get('model'),
                         'choices': [{'index': 0, 'finish_reason': 'stop', 'message': {'role': 'assistant', 'content': text}}],
-                        'usage': {'prompt_tokens': ntok, 'completion_tokens': len(text.split()), 'total_tokens': ntok + len(text.split())}})
+                        'usage': {'prompt_tokens': ntok, 'completion_tokens': nout, 'total_tokens': ntok + nout}})
                 if self.path.endswith('/completions') and outer.complete:
                     text = outer.complete(req['prompt'])
                     return self._send(200, {'id': 'c', 'object': 'text_completion', 'created': 0, 'model': req.get('model'),
