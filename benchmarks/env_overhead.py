@@ -7,8 +7,8 @@ make the expert's tool calls through MCP, grade the final state. Each task's gol
 read-only lookups (the domain's first read tool on an id from the task) up to --calls calls, so every episode
 makes the same number of calls. Medians over tasks, wall time per stage and the process's CPU time per episode (robust when the machine
 is shared); the last line is `env_overhead_ms_median=<value>`.
-For scale (STACK.md): the ThinkingBox harness ~5.7 s to create a session, ~2.3 s to destroy it, ~33 ms a
-tool call, ~0.15 s to grade; tau2-bench ~130 ms to reset, ~290 ms to grade.
+For scale, measured on this machine while planning the project: the ThinkingBox harness ~5.7 s to create a session,
+~2.3 s to destroy it, ~33 ms a tool call, ~0.15 s to grade; tau2-bench ~130 ms to reset, ~290 ms to grade.
 """
 import argparse, asyncio, os, statistics, time
 os.environ.setdefault('OMP_NUM_THREADS', '1')

@@ -2,9 +2,9 @@
 tokens, its chat template renders exactly as the interpreter's ChatFormat, its tokenizer is current for the domains'
 prompts, and a short seeded rollout through the episode engine gives well-formed token trajectories."""
 import time
-from dataclasses import replace
 import pytest
 from thinkingbox_training.base_policy import model_dir, stale_prompt_lines, domain_prompt, episode_metrics, DOMAINS
+from thinkingbox_training.policy_report import recorded, report_line
 from thinkingbox_training.interpret import ChatFormat
 from thinkingbox_training.policies import HFPolicy, SamplingConfig
 from thinkingbox_training.episode import EpisodeRunner
@@ -48,14 +48,26 @@ def test_tokenizer_is_current_for_the_domains(policy):
     stale = stale_prompt_lines(policy.tokenizer, DOMAINS)
     assert not stale, f'{len(stale)} line(s) of the domains\' system turns changed since the build: rerun `tbt build-base-policy`; e.g. {stale[0][:80]!r}'
 
-def test_default_build_config_makes_the_shipped_pre_tokenizer():
-    "`BuildConfig()` rebuilds the shipped policy: its tokenizer splits text as the shipped one does (8a: identifier digits split 3, 2, 1)."
+def test_the_recipe_makes_the_shipped_pre_tokenizer():
+    "The build's tokenizer splits text as the shipped one does (identifier digits 3, 2, 1)."
     import json
-    from thinkingbox_training.base_policy import BuildConfig
     from thinkingbox_training.interpret import make_tokenizer
     split = lambda t: t['pre_tokenizer']['pretokenizers'][0]['pattern']
-    made = make_tokenizer(['OI-753122 OR-75312'] * 4, vocab_size=300, id_digits=BuildConfig().id_digits)
+    made = make_tokenizer(['OI-753122 OR-75312'] * 4, vocab_size=300)
     assert split(json.loads(made.backend_tokenizer.to_str())) == split(json.loads((MODEL/'tokenizer.json').read_text()))
+
+def test_build_config_defaults_are_the_shipped_build():
+    "`BuildConfig()` is what the shipped build.json records; the record's other options sit at the one value the recipe uses."
+    import json
+    from dataclasses import asdict
+    from thinkingbox_training.base_policy import BuildConfig
+    shipped = json.loads((MODEL/'build.json').read_text())['config']
+    now = json.loads(json.dumps(asdict(BuildConfig())))
+    assert {k: shipped[k] for k in now} == now
+    assert {k: v for k, v in shipped.items() if k not in now} == {
+        'id_digits': True, 'shuffle_items': True, 'rename_digits': True, 'rename_episodes': True, 'cut_through': True,
+        'cut_loss': 'args', 'choice_drills': 0, 'binding_drills': 0, 'polish_choice': 0, 'ask_which': False,
+        'think_which': False, 'product_echo': 0.0}
 
 def test_short_rollout_gives_wellformed_trajectories(policy):
     tasks = [generate_tasks('travel', 'train', seed=4, n=1)[1], generate_tasks('retail', 'train', seed=4, n=1)[1]]
@@ -71,57 +83,32 @@ def test_short_rollout_gives_wellformed_trajectories(policy):
     assert episode_metrics(eps)['calls_per_episode'] > 0
 
 def test_recorded_reports_are_of_the_shipped_weights():
-    from thinkingbox_training.base_policy import recorded, report_line
     build, report, speed = recorded()
     assert report['run']['seed'] != 1000 and report['episodes'] == report['run']['k'] * sum(f['tasks'] for f in report['families'].values())
     assert report_line(report).startswith('wellformed=') and {r['batch'] for r in speed['rows'] if r['what'] == 'generate'} == {8, 32}
 
 def test_a_report_of_other_weights_is_refused(tmp_path):
     import json, shutil
-    from thinkingbox_training.base_policy import recorded
     for f in ('model.safetensors', 'build.json', 'report.json', 'speed.json'): shutil.copy(MODEL/f, tmp_path/f)
     r = json.loads((tmp_path/'report.json').read_text()); r['run']['weights_sha256'] = '0' * 64
     (tmp_path/'report.json').write_text(json.dumps(r))
     with pytest.raises(ValueError, match='report.json was measured on other weights'): recorded(tmp_path)
 
-def test_choice_cuts_are_the_calls_that_pick_one_listed_item():
-    "A cut is a choice when its call needs an item a tool result listed among others; an order id, or a lone item, is not."
+def test_a_tiny_build_saves_a_loadable_policy_with_its_record(tmp_path):
+    "The whole recipe at toy size: demonstrations, tokenizer, SFT, two polish passes on fresh demonstrations, save."
     import json
-    from thinkingbox_training.base_policy import is_choice_cut, listed_items
-    order = lambda *ids: {'role': 'tool', 'content': json.dumps({'order_id': 'OR-12345', 'items': [{'item_id': i, 'product': f'P{i}'} for i in ids]})}
-    call = lambda **a: {'role': 'assistant', 'content': '', 'tool_calls': [{'type': 'function', 'function': {'name': 'create_return', 'arguments': a}}]}
-    assert listed_items([order('OI-123451', 'OI-123452')]) == {'OI-123451': 2, 'OI-123452': 2}
-    assert listed_items([order('OI-123451')]) == {}
-    assert is_choice_cut([order('OI-123451', 'OI-123452'), call(order_id='OR-12345', item_id='OI-123452')])
-    assert not is_choice_cut([order('OI-123451', 'OI-123452'), call(order_id='OR-12345')])
-    assert not is_choice_cut([order('OI-123451'), call(order_id='OR-12345', item_id='OI-123451')])
-    assert not is_choice_cut([{'role': 'tool', 'content': 'not json "items"'}, call(item_id='OI-123451')])
-
-def test_polish_saved_runs_passes_in_order_and_records_their_source(tmp_path):
-    "A polish pass on saved weights changes them and keeps the tokenizer; build.json names the source's weights; a pass runs only after the passes before it."
-    import json, shutil
-    from safetensors.torch import load_file
-    from thinkingbox_training.base_policy import BuildConfig, polish_saved, weights_sha256
-    cfg = BuildConfig(polish_steps=2, polish_choice=0, polish_tasks_per_family=(1, 1), episodes_per_step=2,
-                      cut_drills=2, echo_drills=2, check_tasks=0, log_every=1)
-    src, one, two = tmp_path/'src', tmp_path/'one', tmp_path/'two'
-    shutil.copytree(MODEL, src)  # a build's first pass: its record without polish passes
-    rec = json.loads((src/'build.json').read_text()); rec.pop('polish', None)
-    (src/'build.json').write_text(json.dumps(rec))
-    quiet = lambda *a: None
-    with pytest.raises(ValueError, match='records polish passes \\[\\]; the next to run is 1, not \\[2\\]'):
-        polish_saved(src, replace(cfg, out=str(one)), passes=[2], log=quiet)
-    rec = polish_saved(src, replace(cfg, out=str(one)), passes=[1], log=quiet)
-    assert rec['polished_from']['weights_sha256'] == weights_sha256(src) != weights_sha256(one)
-    before, after = load_file(src/'model.safetensors'), load_file(one/'model.safetensors')
-    assert before.keys() == after.keys() and any((before[k] != after[k]).any() for k in before)
-    assert (one/'tokenizer.json').read_text() == (src/'tokenizer.json').read_text()
-    with pytest.raises(ValueError, match='records polish passes \\[1\\]; the next to run is 2, not \\[1\\]'):
-        polish_saved(one, replace(cfg, out=str(two)), passes=[1], log=quiet)
-    polish_saved(one, replace(cfg, out=str(two)), passes=[2], log=quiet)
-    saved = json.loads((two/'build.json').read_text())
-    assert saved['config']['polish_tasks_per_family'] == [1, 1] and saved['polished_from']['weights_sha256'] == weights_sha256(one)
-    assert [(r['polish_pass'], r['step']) for r in saved['polish'] if 'step' in r] == [(1, 1), (1, 2), (2, 1), (2, 2)]
-    with pytest.raises(ValueError, match='is the source'): polish_saved(src, replace(cfg, out=str(src)))
-    with pytest.raises(ValueError, match='polish_steps is 0'): polish_saved(src, BuildConfig(out=str(tmp_path/'q')))
-    with pytest.raises(ValueError, match='not \\[3\\]'): polish_saved(two, replace(cfg, out=str(tmp_path/'q')), passes=[3])
+    from dataclasses import asdict
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from thinkingbox_training.base_policy import BuildConfig, ModelConfig, build_base_policy
+    cfg = BuildConfig(out=str(tmp_path/'p'), domains='travel', tasks_per_family=1, vocab_size=1024,
+                      model=ModelConfig(hidden_size=32, layers=1, heads=2, kv_heads=1, intermediate_size=64),
+                      steps=2, echo_only_steps=2, echo_only_drills=4, episodes_per_step=2, cut_drills=2, echo_drills=2,
+                      log_every=1, check_tasks=0, polish_steps=1, polish_tasks_per_family=(1, 2))
+    rec = build_base_policy(cfg, log=lambda *a: None)
+    saved = json.loads((tmp_path/'p'/'build.json').read_text())
+    assert saved['config'] == json.loads(json.dumps(asdict(cfg))) and 'check' not in saved
+    assert [(r['phase'], r.get('polish_pass')) for r in saved['polish']] == [('sft', 1), ('sft', 2)]
+    assert saved['demonstrations']['kept'] > 0 and rec['wall_s'] > 0
+    tok, model = AutoTokenizer.from_pretrained(tmp_path/'p'), AutoModelForCausalLM.from_pretrained(tmp_path/'p')
+    assert model.config.vocab_size == len(tok) and tok.eos_token == '<|im_end|>'
+    assert stale_prompt_lines(tok, ('travel',)) == []

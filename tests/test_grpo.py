@@ -7,9 +7,9 @@ warnings.filterwarnings('ignore', message='.*use_cache=True.*')
 from transformers import PrinterCallback, TrainerCallback
 import trl
 from trl import GRPOConfig, GRPOTrainer, TrlParser
-from thinkingbox_training.grpo import (TBTConfig, TBTTrainer, CannedPolicy, Rollout, batch_plan, check_rollout_contract, check_sampling,
+from thinkingbox_training.grpo import (TBTConfig, TBTTrainer, Rollout, batch_plan, check_rollout_contract, check_sampling,
                                        dynamic_sample, load_pool, main, prompt_task_uid, sampling_config, task_dataset, task_prompt)
-from thinkingbox_training.policies import SamplingConfig, tiny_qwen3
+from thinkingbox_training.policies import SamplingConfig, ScriptedPolicy, tiny_qwen3
 from thinkingbox_training.tasks import BenchmarkOverlap, write_tasks
 from grpo_fixtures import pay_task, crash_task, tokenizer, flaw_by_family
 
@@ -23,7 +23,7 @@ def cfg(tmp_path, **kw):
     return TBTConfig(**{**base, **kw})
 
 def trainer(tmp_path, pool=TASKS, policy='canned', model=None, callbacks=None, train_dataset=None, **kw):
-    pol = CannedPolicy(TOK, flaw=0.5) if policy == 'canned' else policy
+    pol = ScriptedPolicy(flaw=0.5, tokenizer=TOK) if policy == 'canned' else policy
     t = TBTTrainer(model or tiny_qwen3(TOK), cfg(tmp_path, **kw), pool, processing_class=TOK, policy=pol,
                    callbacks=callbacks, train_dataset=train_dataset)
     t.remove_callback(PrinterCallback)
@@ -58,8 +58,8 @@ def test_sampling_is_derived_from_the_training_config_and_checked(tmp_path):
     check_sampling(c, s)
     with pytest.raises(ValueError, match='max_tokens: policy 256, config 32'): check_sampling(c, SamplingConfig(temperature=0.7, top_k=5))
     with pytest.raises(ValueError, match='repetition_penalty'): check_sampling(cfg(tmp_path, repetition_penalty=1.1), sampling_config(c))
-    class Fixed(CannedPolicy): sampling = SamplingConfig(temperature=0.6)
-    with pytest.raises(ValueError, match='temperature'): trainer(tmp_path, policy=Fixed(TOK))
+    class Fixed(ScriptedPolicy): sampling = SamplingConfig(temperature=0.6)
+    with pytest.raises(ValueError, match='temperature'): trainer(tmp_path, policy=Fixed(tokenizer=TOK))
 
 # ---------------------------------------------------------------- TRL's rollout_func contract
 
@@ -110,7 +110,7 @@ def test_dynamic_sample_refills_and_fills_the_shortfall_with_masked_groups():
 
 def test_zero_variance_groups_are_replaced(tmp_path):
     pool = [pay_task(i, 'easy') for i in range(4)] + [pay_task(i) for i in range(4)]
-    t = trainer(tmp_path, pool=pool, policy=CannedPolicy(TOK, flaw=flaw_by_family), max_steps=2, max_refill_rounds=6,
+    t = trainer(tmp_path, pool=pool, policy=ScriptedPolicy(flaw=flaw_by_family, tokenizer=TOK), max_steps=2, max_refill_rounds=6,
                 train_dataset=task_dataset(pool[:4]))       # the steps' own tasks are all easy: every first group is all-pass
     t.train()
     for rec in t.step_log:
@@ -147,7 +147,7 @@ def capture(t) -> list:
 def test_bound_hit_trains_on_fewer_groups_with_fillers_masked(tmp_path, caplog):
     pool = [pay_task(0, 'easy'), pay_task(1, 'easy'), pay_task(0, 'hard'), pay_task(0)]
     # round 0: the two easy tasks (all pass); the one refill round allowed: the hard task (all fail) and a mixed one
-    t = trainer(tmp_path, pool=pool, policy=CannedPolicy(TOK, flaw=flaw_by_family), groups_per_step=2, max_refill_rounds=1,
+    t = trainer(tmp_path, pool=pool, policy=ScriptedPolicy(flaw=flaw_by_family, tokenizer=TOK), groups_per_step=2, max_refill_rounds=1,
                 train_dataset=task_dataset(pool[:2]))
     cap = capture(t)
     with caplog.at_level('WARNING', logger='thinkingbox_training.grpo'): t.train()
@@ -186,7 +186,7 @@ def test_all_zero_step_leaves_weights_and_adam_moments(tmp_path):
             self.policy.flaw = 0.0                           # from now on every group is all-pass
             self.after = ({k: v.detach().clone() for k, v in model.named_parameters()},
                           {n: {k: v.clone() for k, v in optimizer.state[p].items()} for n, p in model.named_parameters()})
-    pol = CannedPolicy(TOK, flaw=0.5)
+    pol = ScriptedPolicy(flaw=0.5, tokenizer=TOK)
     cb = AfterFirstStep(pol)
     t = trainer(tmp_path, policy=pol, callbacks=[cb], max_steps=3, max_refill_rounds=0)
     t.train()

@@ -9,15 +9,10 @@ from pathlib import Path
 from fastcore.script import anno_parser
 
 # %% auto #0
-__all__ = ['COMMANDS', 'COMMAND_MODULES', 'command', 'main', 'render_readme', 'readme']
+__all__ = ['COMMANDS', 'command', 'command_modules', 'main', 'project_dir', 'render_readme', 'readme']
 
 # %% ../nbs/11_cli.ipynb #c004
 COMMANDS: dict = {}  # subcommand name -> (function, positional parameter names)
-
-# Modules that register subcommands; imported by `main` before dispatching. A new module adds itself here.
-COMMAND_MODULES = ['thinkingbox_training.cli', 'thinkingbox_training.tasks', 'thinkingbox_training.campaigns',
-                   'thinkingbox_training.difficulty', 'thinkingbox_training.pipeline',
-                   'thinkingbox_training.base_policy']
 
 def command(name:str=None, # the subcommand; defaults to the function name with `_` -> `-`
             pos:list=None, # parameters given positionally on the command line
@@ -27,6 +22,14 @@ def command(name:str=None, # the subcommand; defaults to the function name with 
         COMMANDS[name or f.__name__.replace('_', '-')] = (f, pos or [])
         return f
     return register
+
+def command_modules() -> list[str]:
+    """The package's modules that register subcommands: those whose source uses `@command`. `main` imports them, and
+    only them (a module such as `grpo` that registers none is not imported for `tbt --help`)."""
+    import thinkingbox_training
+    root = Path(list(thinkingbox_training.__path__)[0])
+    return ['.'.join(('thinkingbox_training', *p.relative_to(root).with_suffix('').parts))
+            for p in sorted(root.rglob('*.py')) if '@command' in p.read_text()]
 
 # %% ../nbs/11_cli.ipynb #c005
 def _usage():
@@ -39,7 +42,7 @@ def _usage():
 def main(argv:list=None):
     "Entry point of the `tbt` console script: dispatch to a registered subcommand."
     argv = sys.argv[1:] if argv is None else list(argv)
-    for m in COMMAND_MODULES: importlib.import_module(m)
+    for m in command_modules(): importlib.import_module(m)
     if not argv or argv[0] in ('-h', '--help'):
         print(_usage()); return 0
     name, rest = argv[0], argv[1:]
@@ -55,11 +58,14 @@ def main(argv:list=None):
     return res if isinstance(res, int) else 0
 
 # %% ../nbs/11_cli.ipynb #c007
-def _project_root(start:Path=None) -> Path:
-    p = Path(start or Path.cwd()).resolve()
-    for d in [p, *p.parents]:
-        if (d/'pyproject.toml').exists() and (d/'nbs').is_dir(): return d
-    raise FileNotFoundError(f'no project root (pyproject.toml beside nbs/) above {p}')
+def project_dir() -> Path:
+    """The checkout the package lives in, which holds data/, nbs/ and pyproject.toml (`make install` installs the package
+    editable from it). `__path__`, not `__file__`: an editable install may import the package as a namespace package."""
+    import thinkingbox_training
+    d = Path(list(thinkingbox_training.__path__)[0]).resolve().parent
+    if not (d/'pyproject.toml').is_file():
+        raise FileNotFoundError(f'{d} holds no pyproject.toml: the package is not installed from a checkout (`make install`)')
+    return d
 
 def render_readme(index:Path) -> str:
     "README markdown from the index notebook: markdown cells verbatim, code cells fenced, directives and outputs dropped."
@@ -81,7 +87,7 @@ def render_readme(index:Path) -> str:
 def readme(check:bool=False, # only check that README.md is current; exit 1 if not
           ):
     "Write README.md from nbs/index.ipynb (offline; no Quarto needed)."
-    root = _project_root()
+    root = project_dir()
     text, dst = render_readme(root/'nbs'/'index.ipynb'), root/'README.md'
     if check:
         if not dst.exists() or dst.read_text() != text:

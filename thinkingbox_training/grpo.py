@@ -4,7 +4,7 @@
 
 # %% ../nbs/10_grpo.ipynb #c003
 from __future__ import annotations
-import asyncio, json, logging, math, os, random, re, concurrent.futures
+import asyncio, json, logging, math, os, random, re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 import torch
@@ -15,22 +15,16 @@ from .interpret import ChatFormat
 from .tasks import Task, load_tasks, exclude, assert_disjoint, read_uids
 from .grader import Grader, RuleJudge, OpenAIJudge, Usage
 from .policies import SamplingConfig, Generation, HFPolicy, ScriptedPolicy
-from .episode import EpisodeRunner, Episode
+from .episode import EpisodeRunner, Episode, run_blocking
 
 # %% auto #0
 __all__ = ['logger', 'TASK_PROMPT', 'BatchPlan', 'batch_plan', 'TBTConfig', 'sampling_config', 'check_sampling', 'task_prompt',
-           'prompt_task_uid', 'task_dataset', 'with_budgets', 'load_pool', 'make_judge', 'CannedPolicy', 'Rollout',
-           'rollout_fields', 'verdict', 'group_kind', 'Sampled', 'dynamic_sample', 'step_metrics',
-           'check_rollout_contract', 'TBTTrainer', 'describe', 'main']
+           'prompt_task_uid', 'task_dataset', 'with_budgets', 'load_pool', 'make_judge', 'Rollout', 'rollout_fields',
+           'verdict', 'group_kind', 'Sampled', 'dynamic_sample', 'step_metrics', 'check_rollout_contract', 'TBTTrainer',
+           'describe', 'main']
 
 # %% ../nbs/10_grpo.ipynb #c004
 logger = logging.getLogger(__name__)
-
-def _run_sync(coro):
-    "Run a coroutine to completion from synchronous code, also when an event loop is already running (notebooks)."
-    try: asyncio.get_running_loop()
-    except RuntimeError: return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(1) as ex: return ex.submit(asyncio.run, coro).result()
 
 # %% ../nbs/10_grpo.ipynb #c006
 @dataclass
@@ -227,30 +221,6 @@ def make_judge(spec:str, # 'rule', 'openai:MODEL' or 'none'
     if spec.startswith('openai:'): return OpenAIJudge(model=spec.split(':', 1)[1], base_url=base_url)
     raise ValueError(f"unknown judge {spec!r}: use 'rule', 'openai:MODEL' or 'none'")
 
-# %% ../nbs/10_grpo.ipynb #c022
-class CannedPolicy:
-    "The scripted expert as a token-level policy: canned turns through a ChatFormat, flawed on a seeded share of attempts."
-    def __init__(self, tokenizer, # a tokenizer (or ChatFormat) with the chat template
-                 flaw=0.0, # share of flawed attempts: a rate, or a function task -> rate
-                 seed:int=0, # seeds which attempts are flawed
-                 name:str='canned'):
-        self.fmt = tokenizer if isinstance(tokenizer, ChatFormat) else ChatFormat(tokenizer)
-        self.flaw, self.seed, self.policy_id = flaw, seed, name
-
-    def rate(self, task:Task) -> float: return self.flaw(task) if callable(self.flaw) else self.flaw
-    def flawed(self, task:Task, repetition:int) -> bool:
-        "Whether this attempt goes wrong (deterministic per task uid, repetition and seed)."
-        return ScriptedPolicy(self.rate(task), self.seed).flawed(task, repetition)
-
-    async def generate(self, requests:list) -> list:
-        out = []
-        for r in requests:
-            text = ScriptedPolicy(self.rate(r.task), self.seed)._turn(r).text
-            ids = self.fmt.encode(text)
-            out.append(Generation(text=text, token_ids=ids, logprobs=[0.0] * len(ids), finish='stop',
-                                  usage=Usage(model=self.policy_id, input=len(r.prompt_ids or []), output=len(ids), calls=1)))
-        return out
-
 # %% ../nbs/10_grpo.ipynb #c025
 @dataclass
 class Rollout:
@@ -427,14 +397,14 @@ class TBTTrainer(GRPOTrainer):
     def _run(self, jobs:list) -> list:
         "Run episodes of `jobs` in this process; called by every process together (generation may gather parameters)."
         if self.policy is not None:
-            return [Rollout.from_episode(e, self.fmt) for e in _run_sync(self._runner(self.policy).run(jobs))] if jobs else []
+            return [Rollout.from_episode(e, self.fmt) for e in run_blocking(self._runner(self.policy).run(jobs))] if jobs else []
         with (unwrap_model_for_generation(self.model_wrapped, self.accelerator, gather_deepspeed3_params=self.args.ds3_gather_for_generation,
                                           gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs) as model,
               self._dist.summon_full_params(self.model_wrapped, recurse=False)):
             if not jobs: return []
             policy = HFPolicy(model, self.processing_class, self.sampling, name='policy')
             check_sampling(self.args, policy.sampling)
-            return [Rollout.from_episode(e, self.fmt) for e in _run_sync(self._runner(policy).run(jobs))]
+            return [Rollout.from_episode(e, self.fmt) for e in run_blocking(self._runner(policy).run(jobs))]
 
     def _runner(self, policy) -> EpisodeRunner:
         a = self.args

@@ -108,14 +108,12 @@ def make_tokenizer(texts, # training texts (rendered conversations, tool results
                    vocab_size:int=2048, # total vocabulary, special and added tokens included
                    min_frequency:int=2, # a merge must be seen this often
                    template:str=None, # chat template to attach; QWEN3_CHAT_TEMPLATE if None
-                   id_digits:bool=True, # split an identifier's digits 3, 2, 1 (`ID_DIGITS_PATTERN`); False: plain threes, as up to base policy 6a
                   ) -> PreTrainedTokenizerFast:
     "Train a small byte-level BPE tokenizer in Qwen3's chat format on `texts`."
     from tokenizers import Tokenizer, Regex, AddedToken, models, pre_tokenizers, decoders, trainers
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(PRETOKENIZE_PATTERN if id_digits else PRETOKENIZE_PATTERN.replace(ID_DIGITS_PATTERN, '')),
-                             behavior='isolated'),
+        pre_tokenizers.Split(Regex(PRETOKENIZE_PATTERN), behavior='isolated'),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
     n_base = vocab_size - len(ADDED_TOKENS)

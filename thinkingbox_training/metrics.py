@@ -12,6 +12,7 @@ import numpy as np
 import yaml
 from scipy import stats
 from matplotlib.figure import Figure
+from .cli import project_dir
 
 # %% auto #0
 __all__ = ['DOMAINS', 'STATUSES', 'PARTS', 'TOKENS', 'read_attempts', 'synthetic_records', 'CampaignIncomplete',
@@ -246,12 +247,7 @@ def metrics_table(camp:Campaign, # a validated campaign
 PARTS = ('agent', 'user', 'judge')  # the parts of an attempt's token usage
 TOKENS = ('input', 'cached_input', 'output')  # the counts of each part, priced separately
 
-def _project_dir() -> Path:
-    "The checkout the package lives in (`__path__`, not `__file__`: an editable install may import it as a namespace package)."
-    import thinkingbox_training
-    return Path(list(thinkingbox_training.__path__)[0]).resolve().parent
-
-def _default_prices() -> Path: return _project_dir()/'data'/'prices.yaml'
+def _default_prices() -> Path: return project_dir()/'data'/'prices.yaml'
 
 def load_prices(path:str|Path=None, # a YAML price table; default: the project's data/prices.yaml
                ) -> dict:
@@ -440,7 +436,7 @@ def headline(base:Campaign, # the campaign of the base policy
 def scratch_dir(*parts:str, # sub-folders
                ) -> Path:
     "A git-ignored folder under the project's data/runs/_scratch/ for demonstration outputs (created)."
-    p = _project_dir()/'data'/'runs'/'_scratch'/Path(*parts)
+    p = project_dir()/'data'/'runs'/'_scratch'/Path(*parts)
     p.mkdir(parents=True, exist_ok=True)
     return p
 

@@ -430,3 +430,20 @@ def generation_speed(policy, # a token-level policy with `fmt` and `sample` (`HF
     n = sum(len(g.token_ids) for g in gens)
     return {'batch': batch, 'prompt_tokens': round(statistics.mean(map(len, prompts))), 'sampled_tokens': n,
             's': round(dt, 2), 'tokens_per_s': round(n / dt, 1)}
+
+# %% ../nbs/06_policies.ipynb #c901
+def generation_speed(policy, # a token-level policy with `fmt` and `sample` (`HFPolicy`)
+                     convs:list, # (messages, tools) conversations to continue, repeated in turn to fill the batch
+                     batch:int=8, # conversations sampled together
+                     max_tokens:int=64, # tokens each may sample
+                    ) -> dict:
+    "Sampled tokens per second of one batched turn, and the batch's mean prompt length."
+    import statistics, time
+    prompts = [policy.fmt.prompt_ids(m, t) for m, t in (list(convs) * batch)[:batch]]
+    policy.sample(prompts[:2], [0, 1], 4)  # warm up
+    t0 = time.perf_counter()
+    gens = policy.sample(prompts, list(range(batch)), max_tokens)
+    dt = time.perf_counter() - t0
+    n = sum(len(g.token_ids) for g in gens)
+    return {'batch': batch, 'prompt_tokens': round(statistics.mean(map(len, prompts))), 'sampled_tokens': n,
+            's': round(dt, 2), 'tokens_per_s': round(n / dt, 1)}
