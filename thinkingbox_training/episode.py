@@ -177,6 +177,7 @@ class EpisodeRunner:
 
     def _budget(self, ep:_Live) -> bool:
         "End the episode if a budget is spent; True if it may go on."
+        if ep.ended: return False
         lim = ep.task.limits
         if ep.tr.turns >= lim.max_turns: ep.end('turn_limit')
         elif ep.tt is not None and ep.tokens() >= lim.max_episode_tokens: ep.end('token_limit')
