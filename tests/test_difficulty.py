@@ -138,13 +138,14 @@ def test_read_uids(tmp_path):
 
 def test_split_is_stratified_deterministic_and_order_free():
     recs, _ = synthetic_probe(600, seed=4)
-    a = select_pool(recs)
-    b = select_pool(recs[::-1])
+    split = SelectionConfig(dev_fraction=0.1)
+    a = select_pool(recs, split)
+    b = select_pool(recs[::-1], split)
     assert a.train == b.train and a.dev == b.dev and a.rows == b.rows
     for band in ('hard', 'medium', 'easy'):
         kept = [r for r in a.rows if r['kept'] and r['band'] == band]
         assert sum(r['pool_split'] == 'dev' for r in kept) == int(0.1 * len(kept) + 0.5)
-    c = select_pool(recs, SelectionConfig(seed=1))
+    c = select_pool(recs, SelectionConfig(seed=1, dev_fraction=0.1))
     assert c.pool == a.pool and c.dev != a.dev
     assert select_pool(recs, SelectionConfig(dev_fraction=0)).dev == []
     assert set(a.train) | set(a.dev) == set(a.pool) and not set(a.train) & set(a.dev)
@@ -225,3 +226,31 @@ def test_selection_of_10000_tasks_is_fast():
     t0 = time.perf_counter(); sel = select_pool(recs); dt = time.perf_counter() - t0
     assert len(sel.rows) == 10_000
     assert dt < 2.0, f'{dt:.2f} s'  # about 0.4 s on a busy 2-core machine; generous against noise
+
+
+# ---------------------------------------------------------------- issue 27: band rule, dev split, probe budgets
+
+def test_mass_and_mean_disagree_at_zero_of_four_and_the_rule_is_an_option():
+    a, b = np.array([0.5]), np.array([4.5])                         # 0 successes in 4 probes: mean 0.1
+    assert BANDS[assign_bands(band_masses(a, b))[0]] == 'too_hard' and BANDS[D.mean_bands(a, b)[0]] == 'hard'
+    recs = probe('t/0', 0, n=4)
+    assert select_pool(recs).pool == [] and row(select_pool(recs), 't/0')['other_rule_band'] == 'hard'   # the method's rule
+    by_mean = select_pool(recs, SelectionConfig(band_rule='mean'))
+    assert by_mean.pool == ['t/0'] and row(by_mean, 't/0')['band'] == 'hard' and row(by_mean, 't/0')['other_rule_band'] == 'too_hard'
+    for n in (8,): assert all(assign_bands(band_masses(k + .5, n - k + .5))[0] == D.mean_bands(k + .5, n - k + .5)[0] for k in range(n + 1))
+    with pytest.raises(ValueError, match='band_rule'): SelectionConfig(band_rule='mode')
+
+def test_pool_txt_holds_only_what_training_may_use(tmp_path):
+    recs, _ = synthetic_probe(200, seed=4)
+    assert SelectionConfig().dev_fraction == 0 and not select_pool(recs).dev      # no dev split by default
+    sel = select_pool(recs, SelectionConfig(dev_fraction=0.2))
+    write_selection(sel, tmp_path)
+    pool = (tmp_path / 'pool.txt').read_text().split()
+    assert sel.dev and pool == sel.train and not set(pool) & set(sel.dev)
+
+def test_tbt_select_records_the_probe_budgets(tmp_path):
+    budgets = {'source': 'run', 'max_turns': 10, 'max_tokens_per_turn': 96, 'max_episode_tokens': 8192}
+    (tmp_path / 'attempts.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in probe('t/1', 4) + probe('t/2', 1)))
+    (tmp_path / 'campaign.json').write_text(json.dumps({'campaign': 'probe', 'budgets': budgets}))
+    assert main(['select', str(tmp_path / 'attempts.jsonl'), '--out', str(tmp_path / 'o')]) == 0
+    assert json.loads((tmp_path / 'o' / 'manifest.json').read_text())['probe_budgets'] == budgets

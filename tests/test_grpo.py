@@ -298,3 +298,41 @@ def test_a_model_in_eval_mode_still_trains_on_episodes(tmp_path):
     t = trainer(tmp_path, model=model)
     t.train()
     assert len(t.step_log) == 1 and t.step_log[0]['kinds']
+
+
+# ---------------------------------------------------------------- issue 27: budgets and callbacks
+
+def test_a_runs_budgets_replace_each_tasks_own(tmp_path):
+    from thinkingbox_training.grpo import with_budgets
+    from thinkingbox_training.tasks import Limits
+    task = pay_task(0).model_copy(update={'limits': Limits(max_turns=16, max_tokens_per_turn=256, max_episode_tokens=15360, wall_clock_s=99)})
+    lim = with_budgets(task, cfg(tmp_path, max_turns=30, max_tokens_per_turn=2048, max_episode_tokens=32768)).limits
+    assert (lim.max_turns, lim.max_tokens_per_turn, lim.max_episode_tokens, lim.wall_clock_s) == (30, 2048, 32768, 99)
+    lim = with_budgets(task, cfg(tmp_path, max_turns=4, max_tokens_per_turn=32, max_episode_tokens=1024)).limits
+    assert (lim.max_turns, lim.max_tokens_per_turn, lim.max_episode_tokens) == (4, 32, 1024)
+
+def test_dry_run_prints_the_effective_budgets(tmp_path, capsys):
+    assert main(['--config', _recipe(tmp_path, max_turns=30, max_tokens_per_turn=2048, max_episode_tokens=32768), '--dry-run']) == 0
+    out = capsys.readouterr().out
+    assert 'effective episode budgets: 30 turns, 2048 tokens a turn, 32768 tokens an episode, for every task' in out
+    assert "their own limits, replaced by the budgets above: 12 turns, 256 tokens a turn, 8192 an episode (each task's own)" in out
+
+def test_dry_run_builds_the_callbacks_a_recipe_names(tmp_path, capsys, monkeypatch):
+    import transformers.integrations.integration_utils as iu
+    monkeypatch.setattr(iu, 'is_tensorboard_available', lambda: False)   # as on a machine without the gpu extra
+    assert main(['--config', _recipe(tmp_path, report_to='tensorboard'), '--dry-run']) == 1
+    out = capsys.readouterr().out
+    assert "report_to=['tensorboard']: TensorBoardCallback cannot start" in out and 'pip install -e ".[gpu]"' in out
+
+def test_load_pool_warns_when_its_probe_ran_under_other_budgets(tmp_path):
+    from thinkingbox_training.metrics import BudgetsDiffer
+    write_tasks(TASKS, tmp_path / 't.jsonl')
+    (tmp_path / 'pool').mkdir(); (tmp_path / 'pool' / 'pool.txt').write_text('demo/pay/0001\ndemo/pay/0002\n')
+    probe = {'source': 'tasks', 'max_turns': 12, 'max_tokens_per_turn': 256, 'max_episode_tokens': 8192}
+    (tmp_path / 'pool' / 'manifest.json').write_text(json.dumps({'probe_budgets': probe}))
+    c = cfg(tmp_path, task_files=[str(tmp_path / 't.jsonl')], pool_file=str(tmp_path / 'pool' / 'pool.txt'), max_turns=10,
+            max_tokens_per_turn=96, max_episode_tokens=8192)
+    with pytest.warns(BudgetsDiffer, match=r"probing campaign of .*12 turns, 256 tokens a turn.*this run: 10 turns, 96 tokens a turn"):
+        assert len(load_pool(c)) == 2
+    (tmp_path / 'pool' / 'manifest.json').write_text(json.dumps({'probe_budgets': dict(probe, source='run', max_turns=10, max_tokens_per_turn=96)}))
+    with warnings.catch_warnings(): warnings.simplefilter('error'); load_pool(c)       # the same budgets: no warning

@@ -286,3 +286,55 @@ def test_published_table_regenerated_from_counts():
     s = summarize(base.rewards)
     assert (s['attempts'], s['successes'], s['solved_all'], s['solved_once']) == (10_140, 5242, 38, 453)
     assert s['pass@20'] == pytest.approx(453 / 507) and s['pass^20'] == pytest.approx(38 / 507)
+
+
+# ---------------------------------------------------------------- issue 27: intervals, costs, budgets
+
+def test_pass1_interval_resamples_tasks_when_attempts_are_pooled():
+    "Two tasks x 20 attempts, one always solved and one never: two pieces of evidence, not 40 independent ones."
+    s = summarize(np.array([[1] * 20, [0] * 20]))
+    assert s['pass@1_interval'] == '95% bootstrap over tasks' and (s['pass@1_lo'], s['pass@1_hi']) == (0.0, 1.0)
+    one = summarize(np.array([[1], [0], [1]]))              # one attempt per task: independent, binomial
+    assert one['pass@1_interval'] == '95% Wilson over attempts' and (one['pass@1_lo'], one['pass@1_hi']) == wilson(2, 3)
+
+def test_wilson_is_scipys():
+    for s, n in [(0, 10), (3, 7), (10, 10), (5242, 10140)]:
+        ci = stats.binomtest(s, n).proportion_ci(0.95, method='wilson')
+        assert wilson(s, n) == (pytest.approx(ci.low, abs=1e-15), pytest.approx(ci.high, abs=1e-15))
+
+def test_every_table_names_its_interval():
+    rows = metrics_table(camp([4, 0, 2, 4, 1, 3], 4))
+    assert all(r['pass@1_interval'] == '95% bootstrap over tasks' for r in rows[:-1]) and rows[-1]['pass@1_interval'] is None
+    assert 'pass@1_interval' in to_markdown(pretty(rows)).splitlines()[0]
+
+def test_cost_per_dependable_task_has_an_interval_over_tasks():
+    from thinkingbox_training.metrics import task_costs
+    c = camp([2, 1, 2, 0, 2], 2, usage=usage)
+    ci = cost_index(c, PRICES)
+    assert ci['cost_interval'] == '95% bootstrap over tasks'
+    assert ci['cost_per_dependable_lo'] < ci['cost_per_dependable'] < ci['cost_per_dependable_hi']
+    assert task_costs(c, PRICES).sum() == pytest.approx(ci['cost'])
+    assert cost_index(camp([0, 1], 2, usage=usage), PRICES)['cost_per_dependable_lo'] is None
+
+def test_cost_lines_keep_the_index_to_the_agent_and_list_the_rest_apart():
+    from thinkingbox_training.metrics import campaign_spend, cost_lines
+    base, trained = camp([2, 1], 2, usage=usage), camp([2, 2], 2, usage=usage, policy_id='t')
+    spent = {'probing': campaign_spend(synthetic_records([1, 1], 4, usage=usage), PRICES),
+             'training': {'episodes': 64, 'tokens': 12_345, 'usd': None}}
+    rows = {r['line']: r for r in cost_lines(base, trained, PRICES, ('base', 'trained'), spent)}
+    assert rows['campaign cost (the index: inference of the evaluated policy)']['base'] == f"${cost_index(base, PRICES)['cost']:,.2f}"
+    assert rows['judge (not in the index)']['base'] == '4,000 tokens, $0.01'
+    assert rows['simulated user (not in the index)']['trained'] == '60 tokens, $0.00'
+    assert rows['probing spent to make trained (not in the index)']['trained'] == '8 episodes, 8,808,120 tokens, $7.62'  # 8 x (agent 0.95 + judge 0.002)
+    assert rows['training spent to make trained (not in the index)']['trained'] == '64 episodes, 12,345 tokens, no price'
+    assert '95% bootstrap over tasks' in ' '.join(rows)
+
+def test_compare_warns_when_budgets_differ():
+    from thinkingbox_training.metrics import BudgetsDiffer
+    a, b = camp([2, 1], 2), camp([2, 2], 2, policy_id='t')
+    a.budgets = {'source': 'tasks', 'max_turns': [7, 16], 'max_tokens_per_turn': 256, 'max_episode_tokens': [7168, 15360]}
+    b.budgets = {'source': 'run', 'max_turns': 10, 'max_tokens_per_turn': 96, 'max_episode_tokens': 8192}
+    with pytest.warns(BudgetsDiffer, match=r'base: 7-16 turns, 256 tokens a turn.*trained: 10 turns, 96 tokens a turn'): compare(a, b, n_boot=100)
+    b.budgets = dict(a.budgets)
+    import warnings
+    with warnings.catch_warnings(): warnings.simplefilter('error'); compare(a, b, n_boot=100)

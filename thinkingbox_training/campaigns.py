@@ -15,7 +15,8 @@ from . import metrics
 
 # %% auto #0
 __all__ = ['CampaignError', 'AttemptStore', 'export_jsonl', 'CampaignLock', 'read_meta', 'refuse_defective', 'run_campaign',
-           'campaign_records', 'agent_exceptions', 'load_campaign', 'evaluate', 'probe', 'aggregate', 'compare']
+           'campaign_records', 'agent_exceptions', 'load_campaign', 'recipe_budgets', 'evaluate', 'probe', 'aggregate',
+           'compare']
 
 # %% ../nbs/08_campaigns.ipynb #c004
 class CampaignError(RuntimeError):
@@ -180,16 +181,19 @@ def run_campaign(out:str|Path,             # the campaign directory (created, or
                  error_retries:int=2,      # extra rounds for attempts that hit a system error
                  task_files:list=(),       # the files the tasks came from (hashed into campaign.json)
                  progress:bool=True,
-                 runner_kw:dict=None) -> dict:
+                 runner_kw:dict=None,
+                 budgets:dict=None) -> dict: # a run's episode budgets in place of each task's own (probing); None: the tasks' own
     "Run (or resume) tasks x k attempts into `out`; returns counts of what this invocation did and what is left."
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     with CampaignLock(out):
         return _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency, error_retries, task_files,
-                           progress, runner_kw)
+                           progress, runner_kw, budgets)
 
-def _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency, error_retries, task_files, progress, runner_kw):
+def _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency, error_retries, task_files, progress, runner_kw,
+                budgets=None):
     name = name or out.name
     sampling = sampling or SamplingConfig()
+    if budgets is not None: tasks = [metrics.apply_budgets(t, budgets) for t in tasks]
     grader = grader or Grader(judge=RuleJudge())
     runner_kw = dict(runner_kw or {})
     pol = make_policy(policy, sampling) if isinstance(policy, str) else policy
@@ -198,6 +202,7 @@ def _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency
             'tool_timeout_s': runner_kw.get('tool_timeout_s', inspect.signature(EpisodeRunner).parameters['tool_timeout_s'].default),
             'tasks': [t.uid for t in tasks], 'tasks_sha256': _tasks_sha(tasks),
             'task_files_sha256': _sha(task_files) if task_files else None}
+    meta['budgets'] = metrics.budgets_record(tasks, sampling.max_tokens, 'tasks' if budgets is None else 'run')
     mpath = out/'campaign.json'
     if mpath.exists(): _resume_check(out, read_meta(out), meta)
     store = AttemptStore(out/'attempts.sqlite')  # refuses a damaged store before anything is written
@@ -255,7 +260,9 @@ def load_campaign(out:str|Path) -> metrics.Campaign:
     out = Path(out)
     meta = read_meta(out)
     records = campaign_records(out)
-    return metrics.Campaign.from_records(records, meta['tasks'], meta['k'])
+    camp = metrics.Campaign.from_records(records, meta['tasks'], meta['k'])
+    camp.budgets = meta.get('budgets')   # compared by `metrics.compare`
+    return camp
 
 # %% ../nbs/08_campaigns.ipynb #c012
 def _tasks_from(paths:str, split:str=None, held_out:bool=True) -> tuple:
@@ -273,6 +280,15 @@ def _judge(spec:str):
     if spec.startswith('openai:'): return Grader(judge=OpenAIJudge(model=spec[7:]))
     raise SystemExit(f"unknown judge {spec!r}: use 'rule' or 'openai:MODEL'")
 
+def recipe_budgets(path:str) -> tuple:
+    "The episode budgets and sampling a training recipe (YAML) states: what a probe for that run must use."
+    import yaml
+    r = yaml.safe_load(Path(path).read_text()) or {}
+    missing = [f for f in metrics.BUDGETS if f not in r]
+    if missing: raise SystemExit(f'{path} does not state {", ".join(missing)}: a recipe that a probe follows must state its budgets')
+    return ({f: int(r[f]) for f in metrics.BUDGETS},
+            dict(temperature=float(r.get('temperature', 1.0)), top_p=float(r.get('top_p', 1.0)), top_k=int(r.get('top_k') or 0)))
+
 @command(pos=[])
 def evaluate(tasks:str=None,            # task files (JSON Lines), comma-separated (required)
              policy:str='scripted',     # policy spec: scripted[:flaw=P], a model directory or name, vllm:M, endpoint:M, chat:M
@@ -282,17 +298,23 @@ def evaluate(tasks:str=None,            # task files (JSON Lines), comma-separat
              user:str='scripted',       # simulated user: scripted or openai:MODEL
              judge:str='rule',          # rubric judge: rule (offline) or openai:MODEL
              temperature:float=1.0, top_p:float=1.0, top_k:int=0,
-             max_tokens:int=256,        # sampled tokens per assistant turn
+             max_tokens:int=0,          # a cap on sampled tokens per assistant turn below each task's own limit (0: none)
              seed:int=0,                # base sampling seed
              concurrency:int=64,        # episodes live at once
              error_retries:int=2,       # rounds of retries for system errors
-             quiet:bool=False):
-    "Run (or resume) an evaluation campaign: every task x k attempts into a crash-proof store."
+             quiet:bool=False,
+             recipe:str=None):          # a training recipe (YAML): run under its episode budgets and sampling, not the tasks' own
+    "Run (or resume) an evaluation campaign: every task x k attempts into a crash-proof store (each task's own limits by default)."
     ts, files = _tasks_from(tasks, split or None)
     out = out or f"data/runs/eval-{Path(policy).name.replace(':', '_')}"
-    s = SamplingConfig(temperature=temperature, top_p=top_p, top_k=top_k, max_tokens=max_tokens, seed=seed)
+    budgets = None
+    if recipe:
+        budgets, samp = recipe_budgets(recipe)
+        temperature, top_p, top_k, max_tokens = samp['temperature'], samp['top_p'], samp['top_k'], budgets['max_tokens_per_turn']
+    s = SamplingConfig(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
+                       max_tokens=max_tokens or max(t.limits.max_tokens_per_turn for t in ts))
     try: r = run_campaign(out, ts, policy, k, user=user, sampling=s, grader=_judge(judge), concurrency=concurrency,
-                          error_retries=error_retries, task_files=files, progress=not quiet)
+                          error_retries=error_retries, task_files=files, progress=not quiet, budgets=budgets)
     except CampaignError as e: print(f'tbt evaluate: {e}', file=sys.stderr); return 2
     print(f"{r['campaign']}: executed {r['executed']} attempt(s) this run; {r['expected']} expected; "
           f"{r['system_errors_left']} system error(s) left -> {out}")
@@ -304,10 +326,12 @@ def probe(tasks:str=None,               # task files (JSON Lines), comma-separat
           policy:str='scripted',        # the base policy
           k:int=8,                      # probes per task
           out:str='data/runs/probe',    # campaign directory; then `tbt select OUT/attempts.jsonl`
-          user:str='scripted', temperature:float=1.0, max_tokens:int=256, seed:int=0, concurrency:int=64,
-          quiet:bool=False):
+          user:str='scripted', temperature:float=1.0, max_tokens:int=0, seed:int=0, concurrency:int=64,
+          quiet:bool=False,
+          recipe:str=None):             # the training recipe: probe under its episode budgets and sampling (recommended)
     "Probe the training tasks with the base policy (k attempts each): the input of `tbt select`."
-    return evaluate(tasks, policy, k, out, 'train', user, 'rule', temperature, 1.0, 0, max_tokens, seed, concurrency, 2, quiet)
+    return evaluate(tasks=tasks, policy=policy, k=k, out=out, split='train', user=user, judge='rule', temperature=temperature,
+                    max_tokens=max_tokens, seed=seed, concurrency=concurrency, quiet=quiet, recipe=recipe)
 
 def _prices_or_none(camp):
     try:
@@ -348,10 +372,11 @@ def compare(base:str,                   # the base policy's campaign directory
     prices = _prices_or_none(a) and _prices_or_none(b)
     cmp = metrics.compare(a, b)
     head = metrics.headline(a, b, prices, names=n) if prices else None
-    if head: print(metrics.to_markdown(head))
+    lines = metrics.cost_lines(a, b, prices, names=n) if prices else None
+    if head: print(metrics.to_markdown(head)); print(metrics.to_markdown(lines))
     print(json.dumps({k: v for k, v in cmp.items() if not isinstance(v, (list, dict)) or k in ('transitions',)}, indent=1, default=str))
     if out:
         Path(out).mkdir(parents=True, exist_ok=True)
-        if head: metrics.write_tables(head, Path(out)/'headline')
+        if head: metrics.write_tables(head, Path(out)/'headline'); metrics.write_tables(lines, Path(out)/'costs')
         metrics.plot_transitions(cmp, Path(out)/'transitions.png')
     return 0

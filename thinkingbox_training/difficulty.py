@@ -14,7 +14,7 @@ from .metrics import DOMAINS, STATUSES, read_attempts, to_csv
 from .cli import command
 
 # %% auto #0
-__all__ = ['BANDS', 'BAND_COLOURS', 'SelectionConfig', 'tally', 'band_masses', 'assign_bands', 'credible_interval',
+__all__ = ['BANDS', 'BAND_COLOURS', 'SelectionConfig', 'tally', 'band_masses', 'assign_bands', 'mean_bands', 'credible_interval',
            'stratified_split', 'Selection', 'select_pool', 'atomic_write', 'write_selection', 'useful_group_prob',
            'expected_useful_group_prob', 'plot_posteriors', 'plot_band_counts', 'plot_useful_groups', 'synthetic_probe',
            'select_cli']
@@ -35,7 +35,8 @@ class SelectionConfig:
     ref_min_successes: int = 1  # solvability gate: successes of the reference policy on the task
     ref_threshold: float = None  # solvability gate, if set: P(p > ref_threshold) >= ref_prob under the reference posterior
     ref_prob: float = 0.5  # the posterior probability that ref_threshold requires
-    dev_fraction: float = 0.1  # share of each kept band held out as the dev split
+    band_rule: str = 'mass'  # 'mass': the band holding most posterior mass (the method's); 'mean': the band of the posterior mean
+    dev_fraction: float = 0.0  # share of each kept band held out as a dev split, never trained on (0: none; see below)
     seed: int = 0  # salt of the split's hash of the uid
     tie_tol: float = 1e-12  # band masses this close to the largest count as tied
 
@@ -45,6 +46,7 @@ class SelectionConfig:
         if e[0] != 0 or e[-1] != 1 or np.any(np.diff(e) <= 0): raise ValueError(f'edges must rise strictly from 0 to 1: {self.edges}')
         if len(self.bands) != len(e) - 1: raise ValueError(f'{len(self.bands)} band names for {len(e) - 1} intervals')
         if unknown := set(self.keep) - set(self.bands): raise ValueError(f'keep names unknown bands: {sorted(unknown)}')
+        if self.band_rule not in ('mass', 'mean'): raise ValueError(f"band_rule must be 'mass' or 'mean', not {self.band_rule!r}")
         if self.min_clean < 1 or not 0 < self.ci < 1 or not 0 <= self.dev_fraction < 1 or min(self.prior) <= 0:
             raise ValueError('need min_clean >= 1, 0 < ci < 1, 0 <= dev_fraction < 1 and a positive prior')
 
@@ -81,6 +83,14 @@ def assign_bands(masses, # (tasks, bands) band masses, hardest band first
     "Index of the band with the most mass per task; ties go to the harder (earlier) band."
     m = np.atleast_2d(masses)
     return np.argmax(m >= m.max(1, keepdims=True) - tol, axis=1)
+
+def mean_bands(a, # Beta posterior alpha per task
+               b, # Beta posterior beta per task
+               edges=SelectionConfig.edges, # band boundaries from 0 to 1
+              ) -> np.ndarray:
+    "Index of the band holding the posterior mean a / (a + b) per task (a mean on an edge goes to the band above it)."
+    mean = np.atleast_1d(np.asarray(a, float) / (np.asarray(a, float) + np.asarray(b, float)))
+    return np.clip(np.searchsorted(np.asarray(edges, float), mean, side='right') - 1, 0, len(edges) - 2)
 
 def credible_interval(a, # Beta posterior alpha per task
                       b, # Beta posterior beta per task
@@ -156,7 +166,9 @@ def select_pool(probes:list, # attempt records of the base policy's probing camp
     n = np.array([t[u]['n'] for u in uids], float); k = np.array([t[u]['k'] for u in uids], float)
     a, b = k + cfg.prior[0], n - k + cfg.prior[1]
     masses, ci = band_masses(a, b, cfg.edges), credible_interval(a, b, cfg.ci)
-    band = np.array(cfg.bands, dtype=object)[assign_bands(masses, cfg.tie_tol)]
+    by_mass, by_mean = assign_bands(masses, cfg.tie_tol), mean_bands(a, b, cfg.edges)
+    band = np.array(cfg.bands, dtype=object)[by_mass if cfg.band_rule == 'mass' else by_mean]
+    other = np.array(cfg.bands, dtype=object)[by_mean if cfg.band_rule == 'mass' else by_mass]
     judged = n >= cfg.min_clean
     refuse_evaluation_only(uids, 'pool selection')
     bench = set(bench_uids) | {u for u in uids if t[u]['split'] == 'bench'}
@@ -178,7 +190,8 @@ def select_pool(probes:list, # attempt records of the base policy's probing camp
         row = dict(task_uid=u, domain=t[u]['domain'], family=t[u]['family'], clean_runs=int(n[i]), successes=int(k[i]),
                    system_errors=t[u]['system_errors'], alpha=a_[i], beta=b_[i], mean=a_[i] / (a_[i] + b_[i]),
                    ci_lo=ci_[i][0], ci_hi=ci_[i][1], **dict(zip(names, m_[i])),
-                   band=band[i] if judged[i] else None, kept=not why, reasons=why, pool_split=None)
+                   band=band[i] if judged[i] else None, other_rule_band=other[i] if judged[i] else None,
+                   kept=not why, reasons=why, pool_split=None)
         if reference is not None: row.update(ref_clean_runs=int(rn[i]), ref_successes=int(rk[i]), ref_p_above=float(r_above[i]))
         rows.append(row)
     pool = [r['task_uid'] for r in rows if r['kept']]
@@ -211,11 +224,12 @@ def write_selection(sel:Selection, # the result of `select_pool`
                     out_dir:str|Path, # the directory to write into (created)
                     sources:dict=None, # input name -> file it was read from: its SHA-256 goes into the manifest
                     figures:bool=False, # also draw the three figures into the directory
+                    probe_budgets:dict=None, # the episode budgets the probing campaign ran under (its campaign.json's `budgets`)
                    ) -> dict:
-    "Write pool.txt, split.json, tasks.jsonl, tasks.csv (and figures), then manifest.json last; returns the manifest."
+    "Write pool.txt (what training reads: the train part), split.json, tasks.jsonl, tasks.csv (and figures), then manifest.json."
     out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
     flat = [{**r, 'reasons': ';'.join(r['reasons'])} for r in sel.rows]
-    written = [atomic_write(out/'pool.txt', ''.join(u + '\n' for u in sel.pool)),
+    written = [atomic_write(out/'pool.txt', ''.join(u + '\n' for u in sel.train)),
                atomic_write(out/'split.json', json.dumps({'train': sel.train, 'dev': sel.dev}, indent=1) + '\n'),
                atomic_write(out/'tasks.jsonl', ''.join(json.dumps(r) + '\n' for r in sel.rows)),
                atomic_write(out/'tasks.csv', to_csv(flat))]
@@ -226,7 +240,8 @@ def write_selection(sel:Selection, # the result of `select_pool`
     inputs = {name: dict(v) for name, v in sel.inputs.items()}
     for name, p in (sources or {}).items():
         if p is not None: inputs.setdefault(name, {}).update(path=str(p), file_sha256=_sha_file(p))
-    manifest = {'method': 'Jeffreys posterior Beta(k+1/2, n-k+1/2), band of largest mass, ties to the harder band',
+    rule = ('band of largest mass, ties to the harder band' if sel.config.band_rule == 'mass' else 'band of the posterior mean')
+    manifest = {'method': f'Jeffreys posterior Beta(k+1/2, n-k+1/2), {rule}', 'probe_budgets': probe_budgets,
                 'package_version': version('thinkingbox-training'), 'config': asdict(sel.config), 'counts': sel.counts(),
                 'inputs': inputs, 'outputs': {p.name: _sha_file(p) for p in written}}
     text = json.dumps(manifest, indent=1) + '\n'
@@ -353,19 +368,22 @@ def select_cli(attempts:str, # the probing campaign's attempt records (JSON Line
                ref_min_successes:int=1, # solvability gate: successes of the reference policy
                ref_threshold:float=None, # solvability gate: also require P(p > this) >= ref_prob
                ref_prob:float=0.5, # with --ref-threshold: the posterior probability required
-               dev_fraction:float=0.1, # share of each kept band held out as dev
+               dev_fraction:float=0.0, # share of each kept band held out as dev, never trained on (0: no dev split)
+               band_rule:str='mass', # 'mass' (the method's: the band of most posterior mass) or 'mean' (of the posterior mean)
                seed:int=0, # salt of the split
                plots:bool=False, # also draw the figures into `out`
               ):
     "Choose the training pool from a probing campaign (Jeffreys posterior bands) and write it with its manifest."
     cfg = SelectionConfig(keep=tuple(s.strip() for s in keep.split(',') if s.strip()), min_clean=min_clean,
                           ref_min_successes=ref_min_successes, ref_threshold=ref_threshold, ref_prob=ref_prob,
-                          dev_fraction=dev_fraction, seed=seed)
+                          dev_fraction=dev_fraction, seed=seed, band_rule=band_rule)
     sel = select_pool(read_attempts(attempts), cfg, read_attempts(reference) if reference else None,
                       read_uids(bench) if bench else ())
-    man = write_selection(sel, out, {'probes': attempts, 'reference': reference, 'bench_uids': bench}, figures=plots)
+    camp = Path(attempts).with_name('campaign.json')   # beside a campaign's attempts: the budgets it ran under
+    budgets = json.loads(camp.read_text()).get('budgets') if camp.exists() else None
+    man = write_selection(sel, out, {'probes': attempts, 'reference': reference, 'bench_uids': bench}, figures=plots, probe_budgets=budgets)
     c = man['counts']
     print(f"{c['tasks']} tasks; per band: " + ', '.join(f"{b} {v['tasks']}" for b, v in c['bands'].items()))
-    print(f"pool {c['pool']} (train {c['train']}, dev {c['dev']}); rejected: " + ', '.join(f'{k} {v}' for k, v in c['reasons'].items()))
+    print(f"pool {c['pool']} (train {c['train']}: pool.txt; dev {c['dev']}); rejected: " + ', '.join(f'{k} {v}' for k, v in c['reasons'].items()))
     print(f'wrote {out}')
     return 0

@@ -19,9 +19,9 @@ from .episode import EpisodeRunner, Episode, run_blocking
 
 # %% auto #0
 __all__ = ['logger', 'TASK_PROMPT', 'BatchPlan', 'batch_plan', 'TBTConfig', 'sampling_config', 'check_sampling', 'task_prompt',
-           'prompt_task_uid', 'task_dataset', 'with_budgets', 'load_pool', 'make_judge', 'Rollout', 'rollout_fields',
-           'verdict', 'group_kind', 'Sampled', 'dynamic_sample', 'step_metrics', 'check_rollout_contract', 'TBTTrainer',
-           'describe', 'main']
+           'prompt_task_uid', 'task_dataset', 'run_budgets', 'with_budgets', 'check_pool_budgets', 'load_pool',
+           'make_judge', 'Rollout', 'rollout_fields', 'verdict', 'group_kind', 'Sampled', 'dynamic_sample',
+           'step_metrics', 'check_rollout_contract', 'TBTTrainer', 'describe', 'report_callbacks', 'main']
 
 # %% ../nbs/10_grpo.ipynb #c004
 logger = logging.getLogger(__name__)
@@ -82,11 +82,11 @@ class TBTConfig(GRPOConfig):
     max_refill_rounds: int = field(default=4, metadata={'help': 'Extra rollout rounds a step may spend replacing zero-variance and system-error '
                                                                'groups; when they run out the step trains on the useful groups it has.'})
     # --- episodes
-    max_turns: int = field(default=12, metadata={'help': "Assistant turns per episode (a task's own lower limit wins)."})
-    max_tokens_per_turn: int = field(default=256, metadata={'help': "Sampled tokens per assistant turn (a task's own lower limit wins); the "
-                                                                   'max_tokens of the shared SamplingConfig.'})
-    max_episode_tokens: int = field(default=4096, metadata={'help': "Prompt plus completion tokens per episode (a task's own lower limit "
-                                                                   'wins); also max_completion_length.'})
+    max_turns: int = field(default=12, metadata={'help': "Assistant turns per episode; replaces each task's own limit."})
+    max_tokens_per_turn: int = field(default=256, metadata={'help': "Sampled tokens per assistant turn; replaces each task's own limit; "
+                                                                   'the max_tokens of the shared SamplingConfig.'})
+    max_episode_tokens: int = field(default=4096, metadata={'help': "Prompt plus completion tokens per episode; replaces each task's own "
+                                                                   'limit; also max_completion_length.'})
     tool_timeout_s: float = field(default=10.0, metadata={'help': 'Per tool call; a timeout is a system error, never a wrong answer.'})
     concurrency: int = field(default=64, metadata={'help': 'Episodes live at once in each process.'})
     user: str = field(default='scripted', metadata={'help': "Simulated user: 'scripted' or 'openai:MODEL'."})
@@ -191,12 +191,24 @@ def task_dataset(tasks:list): # the training pool
     return Dataset.from_dict({'prompt': [task_prompt(t.uid) for t in tasks], 'task_uid': [t.uid for t in tasks]})
 
 # %% ../nbs/10_grpo.ipynb #c020
+from .metrics import BUDGETS, apply_budgets, budgets_record, show_budgets, warn_budgets
+
+def run_budgets(args:TBTConfig) -> dict:
+    "The episode budgets a run states (each of `BUDGETS`)."
+    return {f: getattr(args, f) for f in BUDGETS}
+
 def with_budgets(task:Task, args:TBTConfig) -> Task:
-    "`task` with the run's episode budgets (a tighter limit of the task's own is kept)."
-    lim = task.limits
-    return task.model_copy(update={'limits': lim.model_copy(update={
-        'max_turns': min(lim.max_turns, args.max_turns), 'max_tokens_per_turn': min(lim.max_tokens_per_turn, args.max_tokens_per_turn),
-        'max_episode_tokens': min(lim.max_episode_tokens, args.max_episode_tokens)})})
+    "`task` with the run's episode budgets in place of its own (wider or tighter); its wall clock stays."
+    return apply_budgets(task, run_budgets(args))
+
+def check_pool_budgets(args:TBTConfig, # the run
+                       pool:list, # its pool (tasks)
+                      ) -> bool:
+    "Warn (`BudgetsDiffer`) when the manifest beside `pool_file` says its probing ran under other budgets; True if it did."
+    man = Path(args.pool_file).with_name('manifest.json') if args.pool_file else None
+    if man is None or not man.exists(): return False   # a pool written by hand records nothing to check
+    run = budgets_record([with_budgets(t, args) for t in pool], source='run')
+    return warn_budgets(json.loads(man.read_text()).get('probe_budgets'), run, (f'the probing campaign of {args.pool_file}', 'this run'))
 
 def load_pool(args:TBTConfig) -> list:
     "The training pool of a run: tasks of `task_files`, restricted to `pool_file`, disjoint from the benchmark."
@@ -211,7 +223,9 @@ def load_pool(args:TBTConfig) -> list:
     assert_disjoint(uids, bench)
     held = [u for u in uids if by_uid[u].held_out_family]
     if held: raise ValueError(f'{len(held)} pool uid(s) are of held-out (bench-only) families, e.g. {held[:3]}')
-    return [by_uid[u] for u in dict.fromkeys(uids)]
+    pool = [by_uid[u] for u in dict.fromkeys(uids)]
+    check_pool_budgets(args, pool)
+    return pool
 
 def make_judge(spec:str, # 'rule', 'openai:MODEL' or 'none'
                base_url:str=None):
@@ -500,18 +514,35 @@ def describe(args:TBTConfig) -> str:
     "The resolved configuration that matters to a run, and its batch arithmetic."
     def show(v): return repr(getattr(v, 'value', v))  # enums (lr_scheduler_type) by their value
     lines = [f'{k}: {show(getattr(args, k))}' for k in _SHOWN]
-    return '\n'.join(lines + [f'batch: {args.plan}'])
+    eff = (f'effective episode budgets: {args.max_turns} turns, {args.max_tokens_per_turn} tokens a turn, '
+           f"{args.max_episode_tokens} tokens an episode, for every task (in place of each task's own limits)")
+    return '\n'.join(lines + [f'batch: {args.plan}', eff])
+
+def report_callbacks(args:TBTConfig) -> list:
+    "The logging callbacks `report_to` names, built as the trainer builds them: a missing package is a clear error now."
+    from transformers.integrations import get_reporting_integration_callbacks
+    out = []
+    for cb in get_reporting_integration_callbacks(args.report_to):
+        try: out.append(cb())
+        except Exception as e:
+            raise RuntimeError(f'report_to={args.report_to}: {cb.__name__} cannot start ({e}); install the gpu extra '
+                               '(pip install -e ".[gpu]") or set report_to: none') from e
+    return out
 
 def main(argv:list=None) -> int:
     "Train a policy with GRPO on database-state rewards (`scripts/train.py`): --config recipe.yaml [overrides] [--dry-run]."
     (args,) = TrlParser([TBTConfig]).parse_args_and_config(argv)
     say = print if int(os.environ.get('RANK', '0')) == 0 else (lambda *a: None)   # once, not once per process
     say(describe(args))
+    try: report_callbacks(args)
+    except RuntimeError as e:
+        if not args.dry_run: raise
+        say(f'error: {e}'); return 1
     if args.dry_run:   # the configuration and its arithmetic are checked; the pool too when its files exist already
         try: pool = load_pool(args)
         except (OSError, ValueError) as e:
             say(f'pool: not checked ({str(e).splitlines()[0]} ...)'); return 0
-        say(f'pool: {len(pool)} tasks')
+        say(f'pool: {len(pool)} tasks; their own limits, replaced by the budgets above: {show_budgets(budgets_record(pool))}')
         if len(pool) < args.groups_per_step: say(f'error: fewer pool tasks than groups_per_step={args.groups_per_step}'); return 1
         return 0
     pool = load_pool(args)
@@ -524,6 +555,6 @@ def main(argv:list=None) -> int:
     trainer.save_model(args.output_dir)
     if trainer.accelerator.is_main_process:  # what each step sampled, dropped, refilled and skipped, beside the model
         (Path(args.output_dir)/'training_log.json').write_text(json.dumps(
-            {'steps': trainer.step_log, 'log_history': trainer.state.log_history}, indent=1, default=str) + '\n')
+            {'steps': trainer.step_log, 'log_history': trainer.state.log_history, 'budgets': run_budgets(args)}, indent=1, default=str) + '\n')
     say(f'saved {args.output_dir}')
     return 0

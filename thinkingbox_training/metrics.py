@@ -4,7 +4,7 @@
 
 # %% ../nbs/07a_metrics.ipynb #c003
 from __future__ import annotations
-import csv, io, json, math
+import csv, io, json, math, warnings
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,10 +15,12 @@ from matplotlib.figure import Figure
 from .cli import project_dir
 
 # %% auto #0
-__all__ = ['DOMAINS', 'STATUSES', 'PARTS', 'TOKENS', 'read_attempts', 'synthetic_records', 'CampaignIncomplete',
-           'campaign_problems', 'Campaign', 'pass_at_k', 'pass_hat_k', 'k_ladder', 'wilson', 'bootstrap_mean',
-           'summarize', 'metrics_table', 'load_prices', 'usage_totals', 'price_of', 'cost_index', 'compare', 'pretty',
-           'to_markdown', 'to_csv', 'to_latex', 'write_tables', 'headline', 'scratch_dir', 'plot_domains',
+__all__ = ['DOMAINS', 'STATUSES', 'INTERVALS', 'PARTS', 'TOKENS', 'BUDGETS', 'read_attempts', 'synthetic_records',
+           'CampaignIncomplete', 'campaign_problems', 'Campaign', 'pass_at_k', 'pass_hat_k', 'k_ladder', 'wilson',
+           'bootstrap_mean', 'bootstrap_ratio', 'interval_label', 'summarize', 'metrics_table', 'load_prices',
+           'usage_totals', 'price_of', 'cost_index', 'task_costs', 'BudgetsDiffer', 'apply_budgets', 'budgets_record',
+           'show_budgets', 'budgets_differ', 'warn_budgets', 'compare', 'pretty', 'to_markdown', 'to_csv', 'to_latex',
+           'write_tables', 'headline', 'campaign_spend', 'cost_lines', 'scratch_dir', 'plot_domains',
            'plot_pass_curves', 'plot_transitions']
 
 # %% ../nbs/07a_metrics.ipynb #c006
@@ -112,6 +114,7 @@ class Campaign:
     held_out: np.ndarray  # True where the task's family never appears in training
     records: list  # the attempt records (token usage for the cost index)
     policy_id: str = None  # the policy that ran
+    budgets: dict = None  # the episode budgets it ran under (`budgets_record`, from campaign.json), if recorded
 
     @classmethod
     def from_records(cls, records:list, # attempt records
@@ -175,12 +178,10 @@ def wilson(successes:int, # successes
            n:int, # trials
            conf:float=0.95, # confidence level
           ) -> tuple:
-    "Wilson score interval (lo, hi) for a binomial proportion."
+    "Wilson score interval (lo, hi) for a binomial proportion: scipy's `binomtest(...).proportion_ci(method='wilson')`."
     if n == 0: return (math.nan, math.nan)
-    z, p = stats.norm.ppf(0.5 + conf / 2), successes / n
-    d = 1 + z * z / n
-    mid, half = (p + z * z / (2 * n)) / d, z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return (0.0 if successes == 0 else mid - half, 1.0 if successes == n else mid + half)
+    ci = stats.binomtest(int(successes), int(n)).proportion_ci(conf, method='wilson')
+    return (float(ci.low), float(ci.high))
 
 def bootstrap_mean(values, # one value (or one row of values) per task
                    n_boot:int=4000, # resamples
@@ -195,29 +196,55 @@ def bootstrap_mean(values, # one value (or one row of values) per task
     lo, hi = np.quantile(np.concatenate(means), [(1 - conf) / 2, (1 + conf) / 2], axis=0)
     return (lo, hi)
 
+def bootstrap_ratio(num, # one numerator per task (e.g. its cost)
+                    den, # one denominator per task (e.g. 1 if it is dependable)
+                    n_boot:int=4000, # resamples
+                    seed:int=0, # seed of the resampling
+                    conf:float=0.95, # confidence level
+                   ) -> tuple:
+    "Percentile interval (lo, hi) of sum(num) / sum(den) when tasks are resampled; a resample with no denominator is infinite."
+    num, den, rng, out = np.asarray(num, float), np.asarray(den, float), np.random.default_rng(seed), []
+    for start in range(0, n_boot, 500):
+        idx = rng.integers(0, len(num), size=(min(500, n_boot - start), len(num)))
+        n, d = num[idx].sum(1), den[idx].sum(1)
+        out.append(np.divide(n, d, out=np.full_like(n, np.inf), where=d > 0))
+    r = np.concatenate(out)  # 'lower' / 'higher': never interpolate towards an infinite resample
+    return (float(np.quantile(r, (1 - conf) / 2, method='lower')), float(np.quantile(r, (1 + conf) / 2, method='higher')))
+
+INTERVALS = {'tasks': 'bootstrap over tasks', 'wilson': 'Wilson over attempts'}  # the pass@1 intervals, by name
+
+def interval_label(interval:str, # a key of INTERVALS
+                   conf:float=0.95, # confidence level
+                  ) -> str:
+    "How a table names the interval it shows, e.g. '95% bootstrap over tasks'."
+    return f'{conf:.0%} {INTERVALS[interval]}'
+
 # %% ../nbs/07a_metrics.ipynb #c026
 def summarize(rewards, # (tasks, k) array of 0/1
               conf:float=0.95, # confidence level of the pass@1 interval
-              interval:str='wilson', # 'wilson' over attempts, or 'bootstrap' over tasks
+              interval:str='auto', # 'tasks' (bootstrap over tasks), 'wilson' (attempts as independent), 'auto': tasks when k > 1
               seed:int=0, # seed of the bootstrap
              ) -> dict:
-    "pass@1 with an interval, solved once, solved k/k, and pass@j / pass^j along `k_ladder(k)` of a reward matrix."
+    "pass@1 with an interval (named in `pass@1_interval`), solved once, solved k/k, and pass@j / pass^j along `k_ladder(k)`."
     r = np.asarray(rewards)
     T, k = r.shape
     c = r.sum(1)
     s = int(c.sum())
+    if interval == 'auto': interval = 'tasks' if k > 1 else 'wilson'
+    if interval == 'bootstrap': interval = 'tasks'  # its older name
     if interval == 'wilson': lo, hi = wilson(s, T * k, conf)
-    elif interval == 'bootstrap': lo, hi = bootstrap_mean(c / k, seed=seed, conf=conf)
-    else: raise ValueError(f"interval must be 'wilson' or 'bootstrap', not {interval!r}")
+    elif interval == 'tasks': lo, hi = bootstrap_mean(c / k, seed=seed, conf=conf) if T > 1 else (math.nan, math.nan)
+    else: raise ValueError(f"interval must be 'auto', 'tasks' or 'wilson', not {interval!r}")
     once, every = int((c > 0).sum()), int((c == k).sum())
     out = {'tasks': T, 'k': k, 'attempts': T * k, 'successes': s, 'pass@1': s / (T * k),
-           'pass@1_lo': float(lo), 'pass@1_hi': float(hi), 'solved_once': once, 'solved_once_rate': once / T,
+           'pass@1_lo': float(lo), 'pass@1_hi': float(hi), 'pass@1_interval': interval_label(interval, conf),
+           'solved_once': once, 'solved_once_rate': once / T,
            'solved_all': every, 'solved_all_rate': every / T}
     for j in k_ladder(k)[1:]: out[f'pass@{j}'] = float(pass_at_k(k, c, j).mean())
     for j in k_ladder(k): out[f'pass^{j}'] = float(pass_hat_k(k, c, j).mean())
     return out
 
-def _is_rate(key): return key.endswith('_rate') or (key.startswith(('pass@', 'pass^')) and not key.endswith(('_lo', '_hi')))
+def _is_rate(key): return key.endswith('_rate') or (key.startswith(('pass@', 'pass^')) and not key.endswith(('_lo', '_hi', '_interval')))
 
 def _labels(camp, by):
     if by == 'domain': return camp.domains
@@ -229,7 +256,7 @@ def metrics_table(camp:Campaign, # a validated campaign
                   by:str='domain', # 'domain', 'family' or 'held_out'
                   prices:dict=None, # a price table: adds the cost index to each row
                   conf:float=0.95, # confidence level of the pass@1 interval
-                  interval:str='wilson', # 'wilson' or 'bootstrap'
+                  interval:str='auto', # 'auto', 'tasks' or 'wilson' (see `summarize`)
                  ) -> list:
     "One row of metrics per group, then the micro (all attempts) and macro (mean over groups) rows."
     labels, rows = _labels(camp, by), []
@@ -294,8 +321,9 @@ def cost_index(camp:Campaign, # a validated campaign
                prices:dict, # the price table (`load_prices`)
                parts:tuple=('agent',), # the usage parts that make the campaign cost
                tasks=None, # optional boolean mask over the campaign's tasks
+               conf:float=0.95, # confidence level of the interval of the cost per dependable task
               ) -> dict:
-    "Campaign cost, cost per successful attempt and per dependable task, and tokens and cost of each usage part."
+    "Campaign cost, cost per successful attempt and per dependable task (with an interval over tasks), tokens and cost per part."
     mask = np.ones(len(camp.uids), bool) if tasks is None else np.asarray(tasks, bool)
     keep = {u for u, m in zip(camp.uids, mask) if m}
     recs = [r for r in camp.records if r['task_uid'] in keep]
@@ -306,10 +334,71 @@ def cost_index(camp:Campaign, # a validated campaign
         for t in TOKENS: out[f'{part}_{t}'] = sum(n[t] for n in tot.values())
     c = camp.successes[mask]
     s, dep, cost = int(c.sum()), int((c == camp.k).sum()), sum(out[f'{p}_cost'] for p in parts)
+    lo, hi = bootstrap_ratio(task_costs(camp, prices, parts)[mask], c == camp.k, conf=conf) if dep else (None, None)
     return {'cost': cost, 'successes': s, 'dependable': dep, 'cost_per_success': cost / s if s else None,
-            'cost_per_dependable': cost / dep if dep else None, **out}
+            'cost_per_dependable': cost / dep if dep else None, 'cost_per_dependable_lo': lo, 'cost_per_dependable_hi': hi,
+            'cost_interval': interval_label('tasks', conf), **out}
 
-def _cost_row(ci): return {k: ci[k] for k in ('cost', 'cost_per_success', 'cost_per_dependable', 'user_cost', 'judge_cost')}
+def task_costs(camp:Campaign, # a validated campaign
+               prices:dict, # the price table
+               parts:tuple=('agent',), # the usage parts that make the cost
+              ) -> np.ndarray:
+    "Each task's cost (USD) over its k attempts, in the campaign's task order: what the interval of the cost index resamples."
+    by = defaultdict(list)
+    for r in camp.records: by[r['task_uid']].append(r)
+    return np.array([sum(price_of(usage_totals(by[u], p), prices, p) for p in parts) for u in camp.uids])
+
+def _cost_row(ci): return {k: ci[k] for k in ('cost', 'cost_per_success', 'cost_per_dependable', 'cost_per_dependable_lo',
+                                              'cost_per_dependable_hi', 'user_cost', 'judge_cost')}
+
+# %% ../nbs/07a_metrics.ipynb #c031b
+BUDGETS = ('max_turns', 'max_tokens_per_turn', 'max_episode_tokens')  # the episode budgets, all in the policy's control
+
+class BudgetsDiffer(UserWarning):
+    "Numbers measured under different episode budgets are compared, or a pool probed under other budgets is trained on."
+
+def apply_budgets(task, # a `Task`
+                  budgets:dict, # a run's budgets: each of BUDGETS -> a positive integer
+                 ):
+    "`task` with its episode budgets replaced by `budgets` (its wall clock, an infrastructure guard, stays its own)."
+    bad = {f: budgets.get(f) for f in BUDGETS if type(budgets.get(f)) is not int or budgets.get(f) < 1}
+    if bad: raise ValueError(f'episode budgets must be positive integers for {", ".join(BUDGETS)}; got {bad}')
+    return task.model_copy(update={'limits': task.limits.model_copy(update={f: budgets[f] for f in BUDGETS})})
+
+def budgets_record(tasks:list, # the tasks as they run (after `apply_budgets` where a run's budgets apply)
+                   max_tokens:int=None, # the sampler's own per-turn cap, if any
+                   source:str='tasks', # 'run' (a run's budgets replaced the tasks') or 'tasks' (each task's own limits)
+                  ) -> dict:
+    "The episode budgets a campaign runs under, for campaign.json: each budget's figure, or [min, max] over the tasks."
+    if source not in ('run', 'tasks'): raise ValueError(f"source must be 'run' or 'tasks', not {source!r}")
+    out = {'source': source}
+    for f in BUDGETS:
+        v = [getattr(t.limits, f) for t in tasks]
+        if f == 'max_tokens_per_turn' and max_tokens: v = [min(x, max_tokens) for x in v]
+        out[f] = min(v) if min(v) == max(v) else [min(v), max(v)]
+    return out
+
+def show_budgets(r:dict) -> str:
+    "A budget record in words."
+    if not r: return 'not recorded'
+    fig = lambda v: f'{v[0]}-{v[1]}' if isinstance(v, list) else f'{v}'
+    how = "the run's, for every task" if r.get('source') == 'run' else "each task's own"
+    return f"{fig(r['max_turns'])} turns, {fig(r['max_tokens_per_turn'])} tokens a turn, {fig(r['max_episode_tokens'])} an episode ({how})"
+
+def budgets_differ(a:dict, # one budget record (None: not recorded)
+                   b:dict, # the other
+                   names:tuple=('one', 'the other'), # what each belongs to
+                  ) -> str|None:
+    "A message naming both sets when two records differ in a figure (or only one is recorded); None when they agree."
+    if not a and not b: return None
+    if a and b and all(a.get(f) == b.get(f) for f in BUDGETS): return None
+    return f'episode budgets differ: {names[0]}: {show_budgets(a)}; {names[1]}: {show_budgets(b)}'
+
+def warn_budgets(a:dict, b:dict, names:tuple) -> bool:
+    "Warn (`BudgetsDiffer`) when two budget records differ; True if they do."
+    msg = budgets_differ(a, b, names)
+    if msg: warnings.warn(msg, BudgetsDiffer, stacklevel=3)
+    return msg is not None
 
 # %% ../nbs/07a_metrics.ipynb #c033
 def _transition(before, after):
@@ -324,6 +413,7 @@ def compare(base:Campaign, # the campaign of the base policy
     "Per-task transitions, paired bootstrap intervals of the pass@1 and k/k differences, and McNemar's exact test."
     if set(base.uids) != set(trained.uids) or base.k != trained.k:
         raise ValueError(f'campaigns differ: {len(set(base.uids) ^ set(trained.uids))} tasks not in both, k {base.k} vs {trained.k}')
+    warn_budgets(base.budgets, trained.budgets, ('base', 'trained'))
     k, row = base.k, {u: i for i, u in enumerate(trained.uids)}
     cb, ct = base.successes, trained.successes[[row[u] for u in base.uids]]
     all_b, all_t, once_b, once_t = cb == k, ct == k, cb > 0, ct > 0
@@ -431,6 +521,43 @@ def headline(base:Campaign, # the campaign of the base policy
          'change': _rel(cb['cost_per_success'], ct['cost_per_success'])},
         {'metric': 'cost per dependable task', a: _usd(cb['cost_per_dependable']), b: _usd(ct['cost_per_dependable']),
          'change': _rel(cb['cost_per_dependable'], ct['cost_per_dependable'])}]
+
+def _tokens(ci, part): return ci[f'{part}_input'] + ci[f'{part}_output']
+
+def _spend(s:dict) -> str:
+    "One line of what a stage spent: episodes, tokens, dollars where every model is priced."
+    return f"{s['episodes']:,} episodes, {s['tokens']:,} tokens, " + (_usd(s['usd']) if s.get('usd') is not None else 'no price')
+
+def campaign_spend(records:list, # attempt records, system errors included (they were paid for too)
+                   prices:dict=None, # the price table; None or an unpriced model: no dollars
+                  ) -> dict:
+    "What a campaign spent, every usage part together: episodes, tokens, and dollars where every model is priced."
+    tot = {p: usage_totals(records, p) for p in PARTS}
+    tokens = sum(n['input'] + n['output'] for t in tot.values() for n in t.values())
+    try: usd = sum(price_of(t, prices, p) for p, t in tot.items()) if prices is not None else None
+    except ValueError: usd = None
+    return {'episodes': len(records), 'tokens': tokens, 'usd': usd}
+
+def cost_lines(base:Campaign, # the campaign of the base policy
+               trained:Campaign, # the campaign of the trained policy, same tasks and k
+               prices:dict, # the price table
+               names:tuple=('base', 'RL'), # column names of the two campaigns
+               spent:dict=None, # what the trained policy cost to make: stage name -> `campaign_spend`-like dict
+               conf:float=0.95, # confidence level of the interval
+              ) -> list:
+    "The costs beside the headline: the index (the agent's inference), its interval per dependable task, then user, judge, probing, training."
+    cb, ct = cost_index(base, prices, conf=conf), cost_index(trained, prices, conf=conf)
+    a, b = names
+    def ci(c): return 'n/a' if c['cost_per_dependable_lo'] is None else f"[{_usd(c['cost_per_dependable_lo'])}, {_usd(c['cost_per_dependable_hi'])}]"
+    def part(c, p): return f"{_tokens(c, p):,} tokens, {_usd(c[f'{p}_cost'])}"
+    rows = [{'line': 'campaign cost (the index: inference of the evaluated policy)', a: _usd(cb['cost']), b: _usd(ct['cost'])},
+            {'line': 'cost per dependable task', a: _usd(cb['cost_per_dependable']), b: _usd(ct['cost_per_dependable'])},
+            {'line': f"cost per dependable task, {cb['cost_interval']}", a: ci(cb), b: ci(ct)},
+            {'line': 'simulated user (not in the index)', a: part(cb, 'user'), b: part(ct, 'user')},
+            {'line': 'judge (not in the index)', a: part(cb, 'judge'), b: part(ct, 'judge')}]
+    for stage, s in (spent or {}).items():
+        rows.append({'line': f'{stage} spent to make {b} (not in the index)', a: '', b: _spend(s)})
+    return rows
 
 # %% ../nbs/07a_metrics.ipynb #c048
 def scratch_dir(*parts:str, # sub-folders
