@@ -12,9 +12,9 @@ from .tasks import Task, get_domain
 from .grader import Usage
 
 # %% auto #0
-__all__ = ['ASK', 'READ_TOOL', 'SamplingConfig', 'GenRequest', 'Generation', 'HFPolicy', 'tiny_qwen3', 'VLLMPolicy',
-           'EndpointPolicy', 'ChatEndpointPolicy', 'call_values', 'seen_text', 'ScriptedPolicy', 'make_policy',
-           'generation_speed']
+__all__ = ['ASK', 'READ_TOOL', 'SamplingConfig', 'GenRequest', 'Generation', 'uniforms', 'draw', 'HFPolicy', 'tiny_qwen3',
+           'VLLMPolicy', 'EndpointPolicy', 'ChatEndpointPolicy', 'call_values', 'seen_text', 'ScriptedPolicy',
+           'make_policy', 'generation_speed']
 
 # %% ../nbs/06_policies.ipynb #c004
 @dataclass
@@ -69,6 +69,102 @@ def _process(logits, cfg:SamplingConfig):
         logits = logits.masked_fill(drop.scatter(-1, idx, drop), float('-inf'))
     return logits
 
+_M64 = (1 << 64) - 1
+
+def uniforms(seeds:list, step:int) -> list[float]:
+    "One uniform in [0, 1) per seed for draw number `step`: a counter-based stream (splitmix64 of seed and step)."
+    out = []
+    for s in seeds:
+        z = (int(s) * 0x9E3779B97F4A7C15 + (step + 1) * 0xD1B54A32D192ED03) & _M64
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+        out.append(((z ^ (z >> 31)) >> 11) / 2.0**53)
+    return out
+
+def draw(logprobs, u):
+    "Inverse-CDF draw: for each row, the first token whose cumulative probability exceeds u (tokens of probability 0 never)."
+    import torch
+    cdf = logprobs.double().exp().cumsum(-1)
+    x = torch.as_tensor(u, dtype=torch.float64, device=cdf.device)[:, None] * cdf[:, -1:]
+    return torch.searchsorted(cdf, x, right=True)[:, 0].clamp(max=cdf.shape[-1] - 1)
+
+def _decode_attention(module, query, key, value, attention_mask, scaling:float=None, slab=None, **kw):
+    "One decode step's attention: each row over its shared prefix (read once per prefix for all its rows) and its own\n    columns of the slab, merged by their log-sum-exp; grouped-query heads read their key/value head in place."
+    import torch
+    B, H, _, D = query.shape
+    G = key.shape[1]
+    q = query.view(B, G, H // G, D) * scaling  # a kv head's query heads become its query positions
+    s = (q @ key.transpose(-1, -2)).masked_fill(~attention_mask, float('-inf'))  # [B, G, H/G, width]
+    m = s.amax(-1, keepdim=True)  # finite: a row's own new token is always visible
+    e = (s - m).exp()
+    l, o = e.sum(-1, keepdim=True), e @ value
+    for (pk, pv), rows in slab.groups(module.layer_idx):
+        b = len(rows)
+        qg = q[rows].transpose(0, 1).reshape(G, -1, D)  # all the prefix's rows in one product per kv head
+        sp = qg @ pk[0].transpose(-1, -2)
+        mp = sp.amax(-1, keepdim=True)
+        ep = (sp - mp).exp()
+        lp, op = ep.sum(-1, keepdim=True), ep @ pv[0]
+        back = lambda t: t.view(G, b, H // G, -1).transpose(0, 1)
+        mp, lp, op = back(mp), back(lp), back(op)
+        mr = torch.maximum(m[rows], mp)
+        a, c = (m[rows] - mr).exp(), (mp - mr).exp()
+        l[rows], o[rows] = l[rows] * a + lp * c, o[rows] * a + op * c
+    return (o / l).reshape(B, H, 1, D).transpose(1, 2).contiguous(), None
+
+class _Slab:
+    "The decode batch's KV cache. A prefix shared by many rows (the system turn) is kept once; each row's own tokens\n    live in a preallocated [rows, kv heads, capacity, head dim] buffer per layer, row r in columns [0, n[r]) (no\n    padding in front, no concatenation): each step writes every row's new key and value at the row's own next column."
+    def __init__(self, rows:list, # per request: (prefix or None, per layer (keys, values) of shape [1, kv heads, n, head dim])
+                 capacity:int):
+        import torch
+        k0 = rows[0][1][0][0]
+        B, (_, G, _, D), dev = len(rows), k0.shape, k0.device
+        self.k = [k0.new_zeros(B, G, capacity, D) for _ in rows[0][1]]
+        self.v = [k0.new_zeros(B, G, capacity, D) for _ in rows[0][1]]
+        for r, (_, kv) in enumerate(rows):
+            for li, (k, v) in enumerate(kv):
+                self.k[li][r, :, :k.shape[2]] = k[0]; self.v[li][r, :, :v.shape[2]] = v[0]
+        self.n = torch.tensor([kv[0][0].shape[2] for _, kv in rows], device=dev)
+        self.prefix = [p for p, _ in rows]  # row -> its prefix's cache (or None)
+        self.start = torch.tensor([p[0][0].shape[2] if p else 0 for p in self.prefix], device=dev)  # its first position
+        self.rows, self.width, self._groups, self._b = torch.arange(B, device=dev), 0, None, B
+
+    def update(self, key, value, layer_idx:int, *args, **kw):
+        "Write the step's keys and values at each row's next column; return the columns attention reads."
+        b = key.shape[0]
+        r, c = self.rows[:b], self.n[:b]
+        K, V = self.k[layer_idx], self.v[layer_idx]
+        K[r, :, c] = key[:, :, 0]; V[r, :, c] = value[:, :, 0]
+        return K[:b, :, :self.width], V[:b, :, :self.width]
+
+    def step(self, b:int):
+        "Prepare a step over rows [0, b): the width attention reads, its mask and each row's position."
+        import torch
+        n = self.n[:b]
+        self.width = int(n.max()) + 1
+        if self._groups is None or self._b != b:  # rows grouped by shared prefix, again when rows move or leave
+            by, self._b = {}, b
+            for r, p in enumerate(self.prefix[:b]):
+                if p is not None: by.setdefault(id(p), (p, []))[1].append(r)
+            self._groups = [(p, torch.tensor(rs, device=n.device)) for p, rs in by.values()]
+        mask = (torch.arange(self.width, device=n.device) <= n[:, None])[:, None, None, :]
+        return mask, (self.start[:b] + n).view(b, 1)
+
+    def groups(self, layer_idx:int):
+        "(the prefix's keys and values at this layer, the rows that share it) for each shared prefix."
+        return [(p[layer_idx], rows) for p, rows in self._groups]
+
+    def row(self, r:int) -> list:
+        "Row r's own cache, copied out (so a kept episode does not hold the whole batch's buffers alive)."
+        n = int(self.n[r])
+        return [(K[r:r + 1, :, :n].clone(), V[r:r + 1, :, :n].clone()) for K, V in zip(self.k, self.v)]
+
+    def move(self, src:int, dst:int):
+        "Copy row src into row dst (a finished row's place), so the live rows stay rows [0, live)."
+        n = int(self.n[src])
+        for K, V in zip(self.k, self.v): K[dst, :, :n] = K[src, :, :n]; V[dst, :, :n] = V[src, :, :n]
+        self.n[dst], self.start[dst], self.prefix[dst], self._groups = self.n[src], self.start[src], self.prefix[src], None
+
 class HFPolicy:
     "A local Hugging Face causal LM, batched over conversations, token in / token out."
     def __init__(self, model, # a model, or a name/path for AutoModelForCausalLM
@@ -99,88 +195,79 @@ class HFPolicy:
         self._rows.pop(key, None)
 
     def _prefill(self, ids:list, key) -> tuple:
-        "KV cache (per layer (k, v), batch 1) and last-position logits of `ids`, reusing what is cached."
+        "(shared prefix or None, the row's own KV cache after it (per layer (k, v), batch 1), last-position logits) of `ids`,\n        reusing what is cached."
         import torch
         from transformers import DynamicCache
         m, dev = self.model, self.device
-        past, have = None, 0
         row = self._rows.get(key) if key is not None else None
-        if row is not None and len(row[0]) < len(ids) and ids[:len(row[0])] == row[0]: past, have = row[1], len(row[0])
+        if row is not None and len(row[0]) < len(ids) and ids[:len(row[0])] == row[0]: have, prefix, own = len(row[0]), row[1], row[2]
         else:
             cut = ids.index(self.fmt.eos_id) + 1 if self.fmt.eos_id in ids[:-1] else 0  # the system turn, shared by many episodes
-            pre = self._prefixes.get(tuple(ids[:cut])) if cut else None
-            if cut and pre is None and len(self._prefixes) < 64:
+            prefix = self._prefixes.get(tuple(ids[:cut])) if cut else None
+            if cut and prefix is None and len(self._prefixes) < 64:
                 o = m(input_ids=torch.tensor([ids[:cut]], device=dev), use_cache=True)
-                pre = self._prefixes[tuple(ids[:cut])] = [(l.keys, l.values) for l in o.past_key_values.layers]
-            if pre is not None: past, have = pre, cut
+                prefix = self._prefixes[tuple(ids[:cut])] = [(l.keys, l.values) for l in o.past_key_values.layers]
+            have, own = (cut if prefix is not None else 0), None
+        P = prefix[0][0].shape[2] if prefix is not None else 0
+        if own is None or prefix is None: past = own or prefix
+        else: past = [(torch.cat([pk, k], 2), torch.cat([pv, v], 2)) for (pk, pv), (k, v) in zip(prefix, own)]
         cache = DynamicCache(ddp_cache_data=past) if past is not None else DynamicCache()
         o = m(input_ids=torch.tensor([ids[have:]], device=dev), past_key_values=cache,
               position_ids=torch.arange(have, len(ids), device=dev)[None], use_cache=True)
-        return [(l.keys, l.values) for l in o.past_key_values.layers], o.logits[0, -1].float()
+        return prefix, [(l.keys[:, :, P:], l.values[:, :, P:]) for l in o.past_key_values.layers], o.logits[0, -1].float()
 
     def sample(self, prompts:list, # token id lists
                seeds:list, # one seed per prompt
-               max_tokens:int=None, # tokens this turn may sample
+               max_tokens:int|list=None, # tokens each prompt may sample this turn (one limit, or one per prompt)
                keys:list=None, # one key per prompt naming its episode: its KV cache is kept for its next turn
               ) -> list[Generation]:
         "Sample one turn for each prompt: each prompt prefilled on its own (from its cache), then one batched decode loop."
         import torch
-        from transformers import DynamicCache
+        from transformers import AttentionInterface
         cfg, m, dev = self.sampling, self.model, self.device
-        max_tokens = max_tokens or cfg.max_tokens
-        keys = keys or [None] * len(prompts)
         B = len(prompts)
-        gens = [torch.Generator(device='cpu').manual_seed(int(s)) for s in seeds]
+        if max_tokens is None or isinstance(max_tokens, int): max_tokens = [max_tokens or cfg.max_tokens] * B
+        if len(max_tokens) != B or min(max_tokens) < 1:
+            raise ValueError(f'max_tokens must give each of the {B} prompts at least 1 token, got {max_tokens}')
+        keys = keys or [None] * B
         out_ids, out_lp, done = [[] for _ in range(B)], [[] for _ in range(B)], [False] * B
-        was_training = m.training
+        AttentionInterface.register('tbt_decode', _decode_attention)
+        was_training, impl = m.training, m.config._attn_implementation
         m.eval()
         try:
             with torch.no_grad():
                 rows = [self._prefill(list(p), k) for p, k in zip(prompts, keys)]
-                lens = [len(p) for p in prompts]; L = max(lens)
-                # left-pad the rows' caches into one batch; masked positions are never attended to
-                layers = []
-                for li in range(len(rows[0][0])):
-                    ks, vs = [], []
-                    for (kv, _), n in zip(rows, lens):
-                        k, v = kv[li]
-                        pad = (0, 0, L - n, 0)
-                        ks.append(torch.nn.functional.pad(k, pad)); vs.append(torch.nn.functional.pad(v, pad))
-                    layers.append((torch.cat(ks), torch.cat(vs)))
-                past = DynamicCache(ddp_cache_data=layers)
-                att = torch.tensor([[0] * (L - n) + [1] * n for n in lens], device=dev)
-                pos = torch.tensor([[n] for n in lens], device=dev)
-                logits = torch.stack([lg for _, lg in rows])
-                live = list(range(B))  # batch row -> request index; rows leave the batch when they finish
-                def keep(r, i):
-                    "Store request i's cache (batch row r): prompt + sampled tokens but the last, which was not fed."
-                    if keys[i] is None: return
-                    start, n = att.shape[1] - int(att[r].sum()), lens[i] + len(out_ids[i]) - 1
-                    self._rows[keys[i]] = (list(prompts[i]) + out_ids[i][:-1],
-                                           [(l.keys[r:r + 1, :, start:start + n], l.values[r:r + 1, :, start:start + n]) for l in past.layers])
-                for step in range(max_tokens):
-                    if cfg.temperature == 0: lp = torch.log_softmax(logits, -1); nxt = lp.argmax(-1).cpu()
+                slab = _Slab([(p, kv) for p, kv, _ in rows], max(kv[0][0].shape[2] for _, kv, _ in rows) + max(max_tokens))
+                logits = torch.stack([lg for _, _, lg in rows]); del rows
+                who = list(range(B))  # batch row -> request; finished rows leave, the live ones stay rows [0, len(who))
+                m.config._attn_implementation = 'tbt_decode'
+                for step in range(max(max_tokens)):
+                    if cfg.temperature == 0: lp = torch.log_softmax(logits, -1); nxt = lp.argmax(-1)
                     else:
                         lp = torch.log_softmax(_process(logits, cfg), -1)
-                        probs = lp.exp().cpu()
-                        nxt = torch.stack([torch.multinomial(probs[r], 1, generator=gens[i])[0] for r, i in enumerate(live)])
-                    lpc = lp.cpu()
-                    for r, i in enumerate(live):
-                        t = int(nxt[r]); out_ids[i].append(t); out_lp[i].append(float(lpc[r, t]))
+                        nxt = draw(lp, uniforms([seeds[i] for i in who], step)).to(dev)
+                    got = lp.gather(1, nxt[:, None])[:, 0].tolist()
+                    fin = []
+                    for r, (i, t) in enumerate(zip(who, nxt.tolist())):
+                        out_ids[i].append(t); out_lp[i].append(got[r])
                         if t == self.fmt.eos_id: done[i] = True
-                    last = step == max_tokens - 1
-                    for r, i in enumerate(live):
-                        if done[i] or last: keep(r, i)
-                    stay = [r for r, i in enumerate(live) if not done[i]]
-                    if last or not stay: break
-                    if len(stay) < len(live):  # finished rows stop costing anything
-                        sel = torch.tensor(stay, device=dev)
-                        past.batch_select_indices(sel)
-                        att, pos, nxt, live = att[sel], pos[sel], nxt[stay], [live[r] for r in stay]
-                    att = torch.cat([att, torch.ones((len(live), 1), dtype=att.dtype, device=dev)], -1)
-                    o = m(input_ids=nxt.view(len(live), 1).to(dev), attention_mask=att, position_ids=pos, past_key_values=past, use_cache=True)
-                    past, logits, pos = o.past_key_values, o.logits[:, -1, :].float(), pos + 1
-        finally: m.train(was_training)
+                        if done[i] or len(out_ids[i]) == max_tokens[i]: fin.append(r)
+                    for r in fin:  # keep a finished row's cache: prompt + sampled tokens but the last, which was not fed
+                        i = who[r]
+                        if keys[i] is not None: self._rows[keys[i]] = (list(prompts[i]) + out_ids[i][:-1], slab.prefix[r], slab.row(r))
+                    if fin:  # finished rows stop costing anything: live rows from the end move into their places
+                        live = len(who) - len(fin)
+                        holes, movers = [r for r in fin if r < live], [r for r in range(live, len(who)) if r not in fin]
+                        for h, s in zip(holes, movers): slab.move(s, h); nxt[h] = nxt[s]; who[h] = who[s]
+                        who, nxt = who[:live], nxt[:live]
+                        if not who: break
+                    b = len(who)
+                    mask, pos = slab.step(b)
+                    o = m(input_ids=nxt.view(b, 1), attention_mask=mask, position_ids=pos, past_key_values=slab,
+                          use_cache=True, slab=slab)
+                    slab.n[:b] += 1
+                    logits = o.logits[:, -1, :].float()
+        finally: m.config._attn_implementation = impl; m.train(was_training)
         return [Generation(text=self.fmt.decode(out_ids[i]), token_ids=out_ids[i], logprobs=out_lp[i],
                            finish='stop' if done[i] else 'length',
                            usage=Usage(model=self.policy_id, input=len(prompts[i]), output=len(out_ids[i]), calls=1))
@@ -189,9 +276,8 @@ class HFPolicy:
     async def generate(self, requests:list) -> list[Generation]:
         "The next turn of every request, in one batch (run in a worker thread so the event loop stays free)."
         if not requests: return []
-        mt = max(r.max_tokens for r in requests)
-        return await asyncio.to_thread(self.sample, [r.prompt_ids for r in requests], [r.seed for r in requests], mt,
-                                       [r.key for r in requests])
+        return await asyncio.to_thread(self.sample, [r.prompt_ids for r in requests], [r.seed for r in requests],
+                                       [r.max_tokens for r in requests], [r.key for r in requests])
 
 # %% ../nbs/06_policies.ipynb #c010
 def tiny_qwen3(tokenizer, hidden_size:int=64, layers:int=2, heads:int=4, kv_heads:int=2, intermediate:int=192, seed:int=0):
@@ -243,12 +329,19 @@ class EndpointPolicy:
                  api_key:str=None, sampling:SamplingConfig=None, timeout_s:float=600.0,
                  concurrency:int=64, # requests in flight at once from this process
                 ):
-        from openai import AsyncOpenAI
         self.model, self.sampling = model, sampling or SamplingConfig()
         self.fmt = tokenizer if isinstance(tokenizer, ChatFormat) else ChatFormat(tokenizer)
-        self.client = AsyncOpenAI(base_url=base_url or os.environ.get('TBT_POLICY_BASE_URL'),
-                                  api_key=api_key or os.environ.get('TBT_POLICY_API_KEY', 'none'), timeout=timeout_s)
-        self.policy_id, self.concurrency, self._gate = f'endpoint:{model}', concurrency, None
+        self._client_kw = dict(base_url=base_url or os.environ.get('TBT_POLICY_BASE_URL'),
+                               api_key=api_key or os.environ.get('TBT_POLICY_API_KEY', 'none'), timeout=timeout_s)
+        self.policy_id, self.concurrency, self._loop = f'endpoint:{model}', concurrency, None
+
+    def _bind(self):
+        "A client and a concurrency gate for the running event loop (each EpisodeRunner.run may run in a new one)."
+        from openai import AsyncOpenAI
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop:
+            self._loop, self._gate, self.client = loop, asyncio.Semaphore(self.concurrency), AsyncOpenAI(**self._client_kw)
+        return self.client
 
     def request_body(self, r:GenRequest) -> dict:
         "The /v1/completions parameters of one request (beyond model and prompt), as vLLM reads them."
@@ -261,12 +354,12 @@ class EndpointPolicy:
 
     async def _one(self, r:GenRequest) -> Generation:
         if r.prompt_ids is None: raise ValueError(f'{self.policy_id}: a token-level policy needs GenRequest.prompt_ids')
-        if self._gate is None: self._gate = asyncio.Semaphore(self.concurrency)
+        client = self._bind()
         async with self._gate:
             if self.model is None:
-                self.model = (await self.client.models.list()).data[0].id
+                self.model = (await client.models.list()).data[0].id
                 self.policy_id = f'endpoint:{self.model}'
-            o = await self.client.completions.create(model=self.model, prompt=list(r.prompt_ids), **self.request_body(r))
+            o = await client.completions.create(model=self.model, prompt=list(r.prompt_ids), **self.request_body(r))
         ch = o.choices[0]
         extra = ch.model_extra or {}
         sent = extra.get('prompt_token_ids')
@@ -413,23 +506,6 @@ def make_policy(spec:str, sampling:SamplingConfig=None, **kw):
         return EndpointPolicy(spec[9:], tok, sampling=sampling, **kw)
     if spec.startswith('chat:'): return ChatEndpointPolicy(spec[5:], sampling=sampling, **kw)
     return HFPolicy(spec, sampling=sampling, **kw)
-
-# %% ../nbs/06_policies.ipynb #c901
-def generation_speed(policy, # a token-level policy with `fmt` and `sample` (`HFPolicy`)
-                     convs:list, # (messages, tools) conversations to continue, repeated in turn to fill the batch
-                     batch:int=8, # conversations sampled together
-                     max_tokens:int=64, # tokens each may sample
-                    ) -> dict:
-    "Sampled tokens per second of one batched turn, and the batch's mean prompt length."
-    import statistics, time
-    prompts = [policy.fmt.prompt_ids(m, t) for m, t in (list(convs) * batch)[:batch]]
-    policy.sample(prompts[:2], [0, 1], 4)  # warm up
-    t0 = time.perf_counter()
-    gens = policy.sample(prompts, list(range(batch)), max_tokens)
-    dt = time.perf_counter() - t0
-    n = sum(len(g.token_ids) for g in gens)
-    return {'batch': batch, 'prompt_tokens': round(statistics.mean(map(len, prompts))), 'sampled_tokens': n,
-            's': round(dt, 2), 'tokens_per_s': round(n / dt, 1)}
 
 # %% ../nbs/06_policies.ipynb #c901
 def generation_speed(policy, # a token-level policy with `fmt` and `sample` (`HFPolicy`)

@@ -1,0 +1,86 @@
+"HFPolicy's sampler on the shipped tiny model: per-request limits, seeds independent of batch mates, exact logprobs."
+import asyncio, os
+import pytest, torch
+from thinkingbox_training.policies import HFPolicy, SamplingConfig, GenRequest, _process
+from thinkingbox_training.tasks import get_domain, generate_tasks
+from thinkingbox_training.episode import SYSTEM_PROMPT
+
+MODEL = 'data/models/tiny-qwen3'
+
+@pytest.fixture(scope='module')
+def pol():
+    torch.set_num_threads(int(os.environ.get('OMP_NUM_THREADS', '1')))
+    return HFPolicy(MODEL, sampling=SamplingConfig(temperature=1.0, max_tokens=64, seed=0))
+
+@pytest.fixture(scope='module')
+def prompts(pol):
+    "First-turn prompts of four bench tasks (system turn with the domain's policy and tools, then the user's query)."
+    out = []
+    for d in ('travel', 'retail'):
+        dom = get_domain(d)
+        for t in generate_tasks(d, 'bench', seed=11, n=2)[:2]:
+            msgs = [{'role': 'system', 'content': SYSTEM_PROMPT.format(domain=dom.name, policy=dom.policy)},
+                    {'role': 'user', 'content': t.query}]
+            out.append(pol.fmt.prompt_ids(msgs, dom.tool_specs()))
+    return out
+
+def request(ids, seed, max_tokens, key=None):
+    return GenRequest(messages=[], tools=[], task=None, repetition=0, turn=0, seed=seed, max_tokens=max_tokens,
+                      prompt_ids=ids, key=key)
+
+def test_each_row_ends_at_its_own_limit(pol, prompts):
+    "A request allowed 3 tokens gives the same 3 tokens and `length` whether alone or batched with a 64-token request."
+    seed = next(s for s in range(100) if pol.sample([prompts[0]], [s], 3)[0].finish == 'length')  # not stopped by itself
+    alone = asyncio.run(pol.generate([request(prompts[0], seed, 3)]))[0]
+    mixed = asyncio.run(pol.generate([request(prompts[0], seed, 3), request(prompts[1], 8, 64)]))
+    assert (alone.finish, len(alone.token_ids)) == ('length', 3)
+    assert (mixed[0].finish, mixed[0].token_ids) == ('length', alone.token_ids)
+    assert max(abs(a - b) for a, b in zip(mixed[0].logprobs, alone.logprobs)) < 1e-5  # batched float sums: last bits
+    assert len(mixed[1].token_ids) > 3
+
+def test_samples_independent_of_batch_mates(pol, prompts):
+    "Each attempt's tokens depend on its seed only: alone, in another order, with other mates and limits."
+    seeds, limits = [11, 12, 13, 14], [40, 9, 64, 25]
+    batch = pol.sample(prompts, seeds, limits)
+    again = pol.sample(prompts, seeds, limits)
+    shuffled = pol.sample(prompts[::-1], seeds[::-1], limits[::-1])[::-1]
+    for i, g in enumerate(batch):
+        alone = pol.sample([prompts[i]], [seeds[i]], [limits[i]])[0]
+        assert g.token_ids == again[i].token_ids == shuffled[i].token_ids == alone.token_ids, i
+        assert len(g.token_ids) <= limits[i] and g.finish == ('stop' if g.token_ids[-1] == pol.fmt.eos_id else 'length')
+    assert len({tuple(g.token_ids) for g in pol.sample([prompts[0]] * 4, [1, 2, 3, 4])}) > 1  # seeds matter
+
+@pytest.mark.parametrize('cfg', [SamplingConfig(temperature=1.0), SamplingConfig(temperature=0.7, top_k=40, top_p=0.9)])
+def test_logprobs_match_a_fresh_forward_pass(pol, prompts, cfg):
+    "Recorded logprobs are within 1e-5 of a fresh full forward pass over prompt + sample, under the same processing,\n    for rows decoded in a batch, with the shared system-turn cache and an episode's kept cache for its next turn."
+    p = HFPolicy(pol.model, pol.tokenizer, SamplingConfig(**{**cfg.__dict__, 'max_tokens': 48}))
+    first = p.sample(prompts, [21, 22, 23, 24], keys=['a', 'b', 'c', 'd'])
+    obs = pol.fmt.observation_ids([{'role': 'user', 'content': 'Thanks. Anything else I should know?'}])
+    ids2 = prompts[1] + first[1].token_ids + obs
+    second = p.sample([ids2, prompts[2]], [31, 32], keys=['b', None])
+    for ids, g in [(prompts[0], first[0]), (prompts[3], first[3]), (ids2, second[0]), (prompts[2], second[1])]:
+        with torch.no_grad():
+            logits = pol.model(torch.tensor([ids + g.token_ids])).logits[0, len(ids) - 1:-1].float()
+        lp = torch.log_softmax(_process(logits, p.sampling), -1)
+        fresh = lp[torch.arange(len(g.token_ids)), torch.tensor(g.token_ids)]
+        assert (torch.tensor(g.logprobs) - fresh).abs().max() < 1e-5
+
+def test_kept_caches_are_their_own(pol, prompts):
+    "An episode's kept cache holds only its own tokens, not a view of the batch's buffers (which would keep them alive)."
+    p = HFPolicy(pol.model, pol.tokenizer, pol.sampling)
+    p.sample(prompts, [1, 2, 3, 4], 16, keys=list('abcd'))
+    for ids, prefix, own in p._rows.values():
+        for k, v in own: assert k.untyped_storage().nbytes() == k.numel() * k.element_size() and k.shape[0] == 1
+        assert prefix[0][0].shape[2] + own[0][0].shape[2] == len(ids)
+    p.release('a'); assert set(p._rows) == set('bcd')
+
+def test_counter_based_draws():
+    "Each seed's stream is a pure function of (seed, draw number); draws follow the distribution and skip masked tokens."
+    from thinkingbox_training.policies import uniforms, draw
+    u = uniforms([5, 6, 7], 3)
+    assert [uniforms([s], 3)[0] for s in (5, 6, 7)] == u and all(0 <= x < 1 for x in u) and u != uniforms([5, 6, 7], 4)
+    lp = torch.log_softmax(torch.tensor([[0.0, 1.0, float('-inf'), 2.0]]), -1)
+    n = 20000
+    got = draw(lp.expand(n, 4), [uniforms([s], 0)[0] for s in range(n)])
+    freq = torch.bincount(got, minlength=4).double() / n
+    assert freq[2] == 0 and (freq - lp[0].exp().double()).abs().max() < 0.01
