@@ -52,7 +52,7 @@ def test_config_reads_yaml_with_trl_parser(tmp_path):
     assert c.task_files == ['tasks.jsonl'] and c.gradient_accumulation_steps == 2 and c.per_device_train_batch_size == 2
 
 def test_sampling_is_derived_from_the_training_config_and_checked(tmp_path):
-    c = cfg(tmp_path, temperature=0.7, top_k=5, max_tokens_per_turn=32)
+    c = cfg(tmp_path, temperature=0.7, top_k=5, max_tokens_per_turn=32, use_vllm=True)   # top-k is corrected on the vLLM path only
     s = sampling_config(c)
     assert (s.temperature, s.top_p, s.top_k, s.max_tokens, s.seed) == (0.7, 1.0, 5, 32, 0)
     check_sampling(c, s)

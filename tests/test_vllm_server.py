@@ -80,3 +80,91 @@ def test_nccl_weight_transfer_is_refused_with_the_reason(served):
     _, srv = served
     code, body = srv.handle('POST', '/init_weight_transfer_engine', {})
     assert code == 501 and 'needs CUDA' in body['error']['message']
+
+# ---------------------------------------------------------------- training with use_vllm, through the stand-in
+
+import os, warnings
+os.environ.setdefault('TRL_EXPERIMENTAL_SILENCE', '1')
+warnings.filterwarnings('ignore', message='.*use_cache=True.*')
+from transformers import PrinterCallback, TrainerCallback
+from thinkingbox_training.grader import Grader, Verdict
+from thinkingbox_training.grpo import TBTConfig, TBTTrainer
+from grpo_fixtures import pay_task
+
+TASKS = [pay_task(i) for i in range(8)]
+
+class ParityGrader(Grader):
+    "Reward 1 when the episode's last message has an even length: a random model's groups are then mixed, and steps train."
+    async def grade(self, task, db, final_message='', transcript=None): return Verdict(reward=int(len(final_message) % 2 == 0))
+
+class Batches(TrainerCallback):
+    "The token ids of every step's trained rows."
+    def __init__(self): self.trainer, self.steps = None, []
+    def on_step_end(self, args, state, control, **kw): self.steps.append([r.completion_ids for r in self.trainer.last_batch])
+
+def train(tmp_path, srv=None, steps=2, **kw):
+    "Two real steps on the tiny model, episodes sampled in process or (srv) by the stand-in through the client path."
+    model = tiny_qwen3(TOK)   # seeded: the same initial weights every call
+    base = dict(output_dir=str(tmp_path / 'out'), groups_per_step=2, group_size=4, max_steps=steps, max_refill_rounds=1, learning_rate=1e-2,
+                seed=0, max_turns=2, max_tokens_per_turn=10, use_cpu=True, bf16=False, gradient_checkpointing=False, report_to='none',
+                save_strategy='no', disable_tqdm=True)
+    if srv is not None: base.update(use_vllm=True, vllm_server_base_url=srv.url)
+    sync = StandInWeightSync(model, srv.url) if srv is not None else None
+    cb = Batches()
+    t = TBTTrainer(model, TBTConfig(**{**base, **kw}), TASKS, processing_class=TOK, grader=ParityGrader(), weight_sync=sync, callbacks=[cb])
+    t.remove_callback(PrinterCallback)
+    cb.trainer = t
+    t.train()
+    return t, cb.steps, sync
+
+@pytest.fixture
+def stand_in():
+    with VLLMStandIn(HFPolicy(tiny_qwen3(TOK), TOK), model_name='tiny') as srv: yield srv
+
+def test_each_step_samples_with_the_weights_just_updated(tmp_path, stand_in):
+    t, _, sync = train(tmp_path, stand_in)
+    assert not any(r['skipped'] for r in t.step_log) and max(r['rounds'][-1] for r in t.step_log) >= 1   # steps trained; refills ran
+    # one sync per step, before its first round, on the trainer's weights of that moment; no second sync for refill
+    # rounds, and TRL's own sync of the step a no-op
+    assert [s['step'] for s in t.sync_log] == [0, 1] and [w['version'] for w in stand_in.weight_loads] == [1, 2]
+    (t0, d0), (t1, d1) = sync.calls
+    assert d0 != d1                                  # the first step changed the weights
+    for c in stand_in.completions:                   # every sample, refill rounds included, used the weights of the latest sync
+        assert c['digest'] == (d1 if c['t'] > t1 else d0) and c['t'] > t0
+    assert {c['weights_version'] for c in stand_in.completions} == {1, 2}
+    gaps = [h['tbt/logprob_gap/mean'] for h in t.state.log_history if 'loss' in h]
+    assert len(gaps) == 2 and max(gaps) < 1e-4, gaps  # the gap is logged every step
+    assert all('sampling/importance_sampling_ratio/mean' in h for h in t.state.log_history if 'loss' in h)  # TRL's correction ran
+
+@pytest.mark.slow
+def test_use_vllm_trains_like_the_transformers_sampler(tmp_path, stand_in):
+    t_hf, ids_hf, _ = train(tmp_path / 'hf')
+    t_srv, ids_srv, _ = train(tmp_path / 'srv', stand_in)
+    # the same episodes: tasks, repetitions (seeds), rewards, and every trained token id, step by step
+    assert [r['groups'] for r in t_srv.step_log] == [r['groups'] for r in t_hf.step_log]
+    assert ids_srv == ids_hf
+    gaps = [h['tbt/logprob_gap/mean'] for h in t_hf.state.log_history if 'loss' in h]
+    assert len(gaps) == 2 and max(gaps) < 1e-4, gaps
+
+def test_a_sampler_recording_zero_logprobs_stops_training(tmp_path, stand_in, monkeypatch):
+    real = stand_in.complete
+    def zeroed(body):
+        out = real(body)
+        for c in out['choices']: c['logprobs']['token_logprobs'] = [0.0] * len(c['token_ids'])
+        return out
+    monkeypatch.setattr(stand_in, 'complete', zeroed)
+    with pytest.raises(RuntimeError, match='the sampler is not the model being trained'): train(tmp_path, stand_in, steps=1)
+
+def test_a_server_without_processed_logprobs_is_refused(tmp_path, stand_in, monkeypatch):
+    real = stand_in.handle
+    monkeypatch.setattr(stand_in, 'handle', lambda m, p, b: (200, {'vllm_config': {'model_config': {'logprobs_mode': 'raw_logprobs'}}})
+                        if p == '/server_info' else real(m, p, b))
+    with pytest.raises(ValueError, match='restart it with --logprobs-mode processed_logprobs'): train(tmp_path, stand_in, steps=1)
+
+def test_colocate_and_uncorrected_truncated_sampling_are_refused(tmp_path):
+    base = dict(output_dir=str(tmp_path), groups_per_step=2, group_size=4, use_cpu=True, bf16=False, report_to='none')
+    with pytest.raises(ValueError, match='colocate mode'): TBTConfig(use_vllm=True, vllm_mode='colocate', **base)
+    with pytest.raises(ValueError, match='to vLLM rollouts only'): TBTConfig(top_k=20, **base)
+    with pytest.raises(ValueError, match='to vLLM rollouts only'): TBTConfig(use_vllm=True, top_p=0.95, vllm_importance_sampling_correction=False, **base)
+    c = TBTConfig(use_vllm=True, top_p=0.95, top_k=20, **base)
+    assert (c.vllm_mode, c.vllm_importance_sampling_mode, c.vllm_importance_sampling_clip_max) == ('server', 'token_truncate', 3.0)

@@ -4,24 +4,26 @@
 
 # %% ../nbs/10_grpo.ipynb #c003
 from __future__ import annotations
-import asyncio, json, logging, math, os, random, re
+import asyncio, json, logging, math, os, random, re, time, urllib.request
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 import torch
 from accelerate.utils import gather_object
 from trl import GRPOConfig, GRPOTrainer, TrlParser
 from trl.models import unwrap_model_for_generation
+from trl.models.utils import disable_gradient_checkpointing
 from .interpret import ChatFormat
 from .tasks import Task, load_tasks, exclude, assert_disjoint, read_uids
 from .grader import Grader, RuleJudge, OpenAIJudge, Usage
-from .policies import SamplingConfig, Generation, HFPolicy, ScriptedPolicy
+from .policies import SamplingConfig, Generation, HFPolicy, ScriptedPolicy, EndpointPolicy
 from .episode import EpisodeRunner, Episode, run_blocking
 
 # %% auto #0
-__all__ = ['logger', 'TASK_PROMPT', 'BatchPlan', 'batch_plan', 'TBTConfig', 'sampling_config', 'check_sampling', 'task_prompt',
-           'prompt_task_uid', 'task_dataset', 'run_budgets', 'with_budgets', 'check_pool_budgets', 'load_pool',
-           'make_judge', 'Rollout', 'rollout_fields', 'verdict', 'group_kind', 'Sampled', 'dynamic_sample',
-           'step_metrics', 'check_rollout_contract', 'TBTTrainer', 'describe', 'report_callbacks', 'main']
+__all__ = ['logger', 'TASK_PROMPT', 'BatchPlan', 'batch_plan', 'TBTConfig', 'check_sampler', 'sampling_config', 'check_sampling',
+           'task_prompt', 'prompt_task_uid', 'task_dataset', 'run_budgets', 'with_budgets', 'check_pool_budgets',
+           'load_pool', 'make_judge', 'Rollout', 'rollout_fields', 'verdict', 'group_kind', 'Sampled', 'dynamic_sample',
+           'step_metrics', 'check_rollout_contract', 'server_url', 'check_vllm_server', 'TBTTrainer', 'describe',
+           'report_callbacks', 'main']
 
 # %% ../nbs/10_grpo.ipynb #c004
 logger = logging.getLogger(__name__)
@@ -98,6 +100,15 @@ class TBTConfig(GRPOConfig):
     num_processes: int|None = field(default=None, metadata={'help': 'Training processes, all nodes together. None: the launcher\'s WORLD_SIZE. '
                                                                     'A recipe sets it so that --dry-run checks a cluster\'s batch arithmetic anywhere.'})
     dry_run: bool = field(default=False, metadata={'help': 'Print the resolved configuration and its batch arithmetic, load no model, train nothing.'})
+    # --- the sampler: transformers in process, or a vLLM server (use_vllm); its logprobs
+    vllm_mode: str = field(default='server', metadata={'help': "With use_vllm: 'server', episodes sampled by a vLLM server on its own node "
+                                                              "(vllm_server_base_url or vllm_server_host/port). 'colocate' is refused."})
+    vllm_importance_sampling_mode: str = field(default='token_truncate', metadata={'help': "TRL's correction of the sampler/trainer gap, per "
+        'token (TRL defaults to sequence_mask): under top-p/top-k each kept token has ratio (kept mass) <= 1, and an episode of thousands of '
+        'tokens would multiply them into a sequence ratio near 0.'})
+    max_logprob_gap: float|None = field(default=0.5, metadata={'help': "Stop training when the sampled tokens' recorded logprobs differ from the "
+        "trained model's recomputed ones by more than this on average (nats): the sampler is not the model being trained (a policy recording "
+        '0.0, stale or other weights, another template or temperature). None: log the gap only.'})
     # --- derived from the fields above (a value that contradicts them is an error)
     num_generations: int|None = field(default=None, metadata={'help': 'Derived: group_size.'})
     per_device_train_batch_size: int|None = field(default=None, metadata={'help': 'Episodes per micro-batch; None: all of a process\'s episodes of a step.'})
@@ -130,6 +141,7 @@ class TBTConfig(GRPOConfig):
         if self.max_completion_length not in (None, self.max_episode_tokens):
             raise ValueError(f'max_completion_length={self.max_completion_length} contradicts max_episode_tokens={self.max_episode_tokens}; set the latter')
         if self.num_iterations != 1: raise ValueError('num_iterations must be 1: one step is one optimizer update on fresh episodes')
+        check_sampler(self)
         self.num_generations, self.per_device_train_batch_size = self.group_size, plan.per_device_train_batch_size
         self.gradient_accumulation_steps, self.max_completion_length = plan.gradient_accumulation_steps, self.max_episode_tokens
         # TRL derives steps_per_generation from the generation batch and the processes it runs on
@@ -152,6 +164,23 @@ class TBTConfig(GRPOConfig):
     def plan(self) -> BatchPlan:
         "The batch arithmetic of this configuration."
         return batch_plan(self.groups_per_step, self.group_size, self.num_processes, self.per_device_train_batch_size)
+
+def check_sampler(args:TBTConfig):
+    "Raise a ValueError for a sampler the run cannot train on faithfully (see 'One set of sampling parameters')."
+    if args.use_vllm and args.vllm_mode != 'server':
+        raise ValueError(f"vllm_mode={args.vllm_mode!r}: colocate mode (vLLM inside every training process, its memory shared with ZeRO-3 "
+                         "shards) is not built: it cannot be tested on a CPU nor on the GPU machine available for checks (no vLLM there). "
+                         "Use vllm_mode: server, a vLLM server on its own node")
+    truncated = args.top_p < 1.0 or bool(args.top_k)
+    if truncated and not (args.use_vllm and args.vllm_importance_sampling_correction):
+        raise ValueError(f'top_p={args.top_p}, top_k={args.top_k}: TRL scores the sampled tokens under the whole distribution at the '
+                         'temperature, so tokens drawn from a truncated one train with a biased gradient unless their recorded logprobs '
+                         'correct it, and TRL applies that correction (vllm_importance_sampling_correction) to vLLM rollouts only. '
+                         'Train with use_vllm: true (vllm_mode: server), or sample with top_p: 1.0 and top_k: 0')
+    if truncated and args.vllm_importance_sampling_mode.startswith('sequence'):
+        raise ValueError(f'vllm_importance_sampling_mode={args.vllm_importance_sampling_mode!r} with top_p={args.top_p}, top_k={args.top_k}: '
+                         "each kept token's ratio is the kept mass (<= 1), so an episode's sequence ratio, their product, vanishes; "
+                         'use token_truncate')
 
 # %% ../nbs/10_grpo.ipynb #c014
 def sampling_config(args:TBTConfig) -> SamplingConfig:
@@ -355,6 +384,37 @@ def check_rollout_contract(prompts:list, # the prompts of every process, in proc
         raise RuntimeError(f'rollout_func contract changed: expected {n_groups or "whole"} groups of {num_generations} repeated prompts '
                            f'across processes, got {n} prompts starting {prompts[:num_generations + 1]}. TRL is pinned to 1.16 for this.')
 
+# %% ../nbs/10_grpo.ipynb #v3001
+def server_url(args:TBTConfig) -> str:
+    "The root URL of the run's vLLM server (vllm_server_base_url, else vllm_server_host:vllm_server_port)."
+    url = args.vllm_server_base_url or f'http://{args.vllm_server_host}:{args.vllm_server_port}'
+    return url.rstrip('/').removesuffix('/v1')
+
+def check_vllm_server(url:str, # the server's root URL
+                      timeout_s:float=240.0, # how long to wait for it to come up
+                     ) -> dict:
+    "Wait for a vLLM server and check that it records processed logprobs; its model config."
+    t0 = time.monotonic()
+    while True:
+        try:
+            with urllib.request.urlopen(url + '/health', timeout=10) as r:
+                if r.status == 200: break
+        except OSError as e:
+            if time.monotonic() - t0 > timeout_s:
+                raise ConnectionError(f'no vLLM server answers at {url}/health after {timeout_s:.0f} s; start it (see the README) or set '
+                                      'vllm_server_base_url') from e
+            time.sleep(2)
+    try:
+        with urllib.request.urlopen(url + '/server_info?config_format=json', timeout=30) as r: info = json.loads(r.read())
+    except OSError as e:
+        raise RuntimeError(f'the vLLM server at {url} does not serve /server_info: start it with VLLM_SERVER_DEV_MODE=1 '
+                           '(TRL syncs weights through its development endpoints)') from e
+    mc = info.get('vllm_config', {}).get('model_config', {})
+    if mc.get('logprobs_mode') != 'processed_logprobs':
+        raise ValueError(f"the vLLM server at {url} records logprobs_mode={mc.get('logprobs_mode')!r}: its logprobs are not those of the "
+                         'distribution each token was drawn from; restart it with --logprobs-mode processed_logprobs')
+    return mc
+
 # %% ../nbs/10_grpo.ipynb #c037
 class TBTTrainer(GRPOTrainer):
     "GRPO on whole episodes: rollouts from the episode engine, Verdict rewards, dynamic sampling, skipped zero-signal steps."
@@ -365,6 +425,7 @@ class TBTTrainer(GRPOTrainer):
                  policy=None, # a fixed token-level policy for the rollouts; None: the model being trained
                  grader:Grader=None, # default: a Grader with the judge `args.judge` names
                  train_dataset=None, # default: one row per pool task (`task_dataset`)
+                 weight_sync=None, # use_vllm: sends the weights to the server (`sync_weights()`); None: TRL's VLLMGeneration (NCCL)
                  callbacks=None, optimizers=(None, None), peft_config=None): # as for GRPOTrainer
         if not isinstance(args, TBTConfig): raise TypeError('TBTTrainer needs a TBTConfig')
         self.pool = {t.uid: with_budgets(t, args) for t in pool}
@@ -380,11 +441,21 @@ class TBTTrainer(GRPOTrainer):
         self.step_log: list = []   # one record per step: its groups, the decision, skipped or not (identical on every process)
         self.last_batch: list = [] # the rollouts this process trained on in the last step
         self._handover, self._skip = None, False
-        if args.use_vllm: raise NotImplementedError('use_vllm: episode rollouts on TRL\'s vLLM engine are not wired yet; episodes run with HFPolicy')
-        super().__init__(model, reward_funcs=[verdict], args=args, train_dataset=train_dataset if train_dataset is not None else task_dataset(pool),
-                         processing_class=processing_class, callbacks=callbacks, optimizers=optimizers, peft_config=peft_config,
-                         rollout_func=self._rollout)
+        server = bool(args.use_vllm)
+        args.use_vllm = False  # TRL would build its own vLLM client now; the server path is set up below, after TRL's own setup
+        try:
+            super().__init__(model, reward_funcs=[verdict], args=args, train_dataset=train_dataset if train_dataset is not None else task_dataset(pool),
+                             processing_class=processing_class, callbacks=callbacks, optimizers=optimizers, peft_config=peft_config,
+                             rollout_func=self._rollout)
+        finally: args.use_vllm = server
         self.fmt = ChatFormat(self.processing_class)
+        self.use_vllm, self._last_loaded_step, self.server_policy = server, -1, None
+        self.sync_log: list = []   # one record per weight sync: the step it was made for, and when
+        if server:  # TRL's switches: its importance-sampling correction and logprob-gap metrics apply from here on
+            url = server_url(args)
+            check_vllm_server(url, args.vllm_server_timeout)
+            self.vllm_generation = weight_sync if weight_sync is not None else self._vllm_generation()
+            self.server_policy = EndpointPolicy(None, self.fmt, base_url=url + '/v1', sampling=self.sampling, concurrency=args.concurrency)
         if policy is None and self._dist.is_zero3 and not args.ds3_gather_for_generation:
             raise ValueError('ds3_gather_for_generation=False: processes decode different numbers of tokens, and ZeRO-3 forwards '
                              'without gathered parameters would wait on each other forever; keep it True')
@@ -408,10 +479,30 @@ class TBTTrainer(GRPOTrainer):
         return [(self._task(prompt_task_uid(p)), self._repetition(0, (start + i) // num_generations, (start + i) % num_generations))
                 for i, p in enumerate(prompts)]
 
+    def _vllm_generation(self):
+        "TRL's server-mode VLLMGeneration: its client and NCCL communicator, and a `sync_weights()` every process takes part in."
+        a = self.args
+        try:
+            from trl.generation.vllm_generation import VLLMGeneration
+            return VLLMGeneration(model=self.model, accelerator=self.accelerator, processing_class=self.processing_class, mode='server',
+                                  server_base_url=a.vllm_server_base_url, server_host=a.vllm_server_host, server_port=a.vllm_server_port,
+                                  group_port=a.vllm_group_port, server_timeout=a.vllm_server_timeout, temperature=a.temperature,
+                                  top_p=a.top_p, top_k=a.top_k or 0, max_completion_length=a.max_tokens_per_turn)
+        except ImportError as e:
+            raise ImportError('use_vllm: the weights reach the vLLM server through TRL\'s VLLMGeneration (NCCL), which needs vLLM '
+                              'installed in the training environment: pip install "thinkingbox-training[gpu]"') from e
+
+    def _sync_weights(self):
+        "Send the current weights to the vLLM server, every process together; TRL's own sync in this step is then a no-op."
+        self.vllm_generation.sync_weights()
+        self._last_loaded_step = self.state.global_step
+        self.sync_log.append({'step': self.state.global_step, 't': time.monotonic()})
+
     def _run(self, jobs:list) -> list:
         "Run episodes of `jobs` in this process; called by every process together (generation may gather parameters)."
-        if self.policy is not None:
-            return [Rollout.from_episode(e, self.fmt) for e in run_blocking(self._runner(self.policy).run(jobs))] if jobs else []
+        fixed = self.policy if self.policy is not None else self.server_policy   # neither gathers parameters
+        if fixed is not None:
+            return [Rollout.from_episode(e, self.fmt) for e in run_blocking(self._runner(fixed).run(jobs))] if jobs else []
         with (unwrap_model_for_generation(self.model_wrapped, self.accelerator, gather_deepspeed3_params=self.args.ds3_gather_for_generation,
                                           gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs) as model,
               self._dist.summon_full_params(self.model_wrapped, recurse=False)):
@@ -453,6 +544,7 @@ class TBTTrainer(GRPOTrainer):
         "Run, gather and choose the step's groups; returns this process's share of the chosen rollouts."
         G, n, P, rank = self.num_generations, self.args.groups_per_step, self.accelerator.num_processes, self.accelerator.process_index
         check_rollout_contract(gather_object(list(prompts)), G, n)
+        if self.use_vllm: self._sync_weights()   # once, before the first round: no update happens between a step's rounds
         every = gather_object(self._run(self._jobs_for(list(prompts), G)))
         used = {r.uid for r in every}
         def refill(k, need):
@@ -480,6 +572,7 @@ class TBTTrainer(GRPOTrainer):
         self._handover = self.last_batch = rows
         out = super()._generate_and_score_completions([{'prompt': r.prompt} for r in rows])
         out['advantages'][torch.tensor([r.filler for r in rows], device=out['advantages'].device)] = 0.0
+        self._check_logprobs(out)
         mask = out['completion_mask'] * out['tool_mask'] if 'tool_mask' in out else out['completion_mask']
         signal = (out['advantages'].abs() * (mask.sum(1) > 0)).sum()
         self._skip = bool(self.accelerator.reduce(signal, reduction='sum') == 0)
@@ -488,6 +581,45 @@ class TBTTrainer(GRPOTrainer):
         if self._skip and self.accelerator.is_main_process:
             logger.warning(f'step {self.state.global_step}: every advantage is zero; the optimizer step is skipped')
         return out
+
+    # --- recorded against recomputed logprobs
+    def _logprob_gap(self, out:dict) -> dict:
+        "Mean and max |recorded - recomputed| logprob over the sampled tokens of all processes, and the share recorded as unknown."
+        mask = (out['completion_mask'] * out['tool_mask'] if 'tool_mask' in out else out['completion_mask']).bool()
+        rec, old = out['sampling_per_token_logps'], out.get('old_per_token_logps')
+        if old is None:   # TRL recomputes them itself only for its importance sampling (use_vllm); every process runs this forward
+            ids = torch.cat([out['prompt_ids'], out['completion_ids']], 1)
+            att = torch.cat([out['prompt_mask'], out['completion_mask']], 1)
+            with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+                old = self._get_per_token_logps_and_entropies(self.model, ids, att, out['completion_ids'].size(1),
+                                                              batch_size=self.args.per_device_train_batch_size)[0]
+        known = mask & ~torch.isnan(rec)
+        d = (old - rec).abs()[known].float()
+        local = torch.tensor([[float(d.sum()), float(known.sum()), float(mask.sum()), float(d.max()) if d.numel() else 0.0]],
+                             device=self.accelerator.device)
+        s = self.accelerator.gather(local).view(-1, 4)
+        total, n_known, n_mask = float(s[:, 0].sum()), float(s[:, 1].sum()), float(s[:, 2].sum())
+        return {'mean': total / n_known if n_known else math.nan, 'max': float(s[:, 3].max()) if n_known else math.nan,
+                'unknown_share': (n_mask - n_known) / n_mask if n_mask else 0.0}
+
+    def _check_logprobs(self, out:dict):
+        "Log the logprob gap of the step; stop when the trained model's own sampler is not the model being trained."
+        g, a, step = self._logprob_gap(out), self.args, self.state.global_step
+        for k, v in g.items(): self._metrics['train'][f'tbt/logprob_gap/{k}' if k != 'unknown_share' else 'tbt/logprob_unknown_share'].append(v)
+        self.step_log[-1]['logprob_gap'] = g
+        what = (f"the sampled tokens' recorded logprobs differ from those the trained model gives them by {g['mean']:.3g} nats on average "
+                f"(max {g['max']:.3g}; max_logprob_gap={a.max_logprob_gap})")
+        if a.max_logprob_gap is None or not g['mean'] > a.max_logprob_gap: pass
+        elif self.policy is None:  # the sampler is meant to be the model being trained: it is not
+            raise RuntimeError(f'step {step}: {what}: the sampler is not the model being trained (a policy recording 0.0, stale or other '
+                               'weights on the server, another chat template or temperature); set max_logprob_gap: null to train anyway')
+        elif not getattr(self, '_gap_said', False) and self.accelerator.is_main_process:
+            self._gap_said = True
+            logger.warning(f'step {step}: {what}: policy {self.policy.policy_id!r} is not the model being trained, so its episodes are '
+                           'off-policy and its logprobs are not the sampler\'s of this model')
+        if g['unknown_share'] > 0 and self.policy is None and (a.top_p < 1.0 or a.top_k):
+            raise RuntimeError(f"step {step}: {g['unknown_share']:.1%} of the sampled tokens have no recorded logprob, so the "
+                               f'importance-sampling correction of top_p={a.top_p}, top_k={a.top_k} cannot apply to them')
 
     # --- skipped steps
     def _prepare_inputs(self, batch):

@@ -24,6 +24,13 @@ def weights_digest(model) -> str:
         h.update(name.encode()); h.update(str(list(t.shape)).encode()); h.update(t.numpy().tobytes())
     return h.hexdigest()[:16]
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    def handle_error(self, request, client_address):
+        import sys
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)): return  # a client closed its keep-alive connection
+        super().handle_error(request, client_address)
+
 class VLLMStandIn:
     "A CPU stand-in for `vllm serve`: the HTTP endpoints TRL's VLLMClient and EndpointPolicy use, sampled by an HFPolicy."
     def __init__(self, policy:HFPolicy, # samples every request (its model is the served model)
@@ -54,7 +61,7 @@ class VLLMStandIn:
                 self._send(code, obj)
             def do_GET(self): self._route('GET')
             def do_POST(self): self._route('POST')
-        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        self.httpd = _Server((host, port), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     @property
