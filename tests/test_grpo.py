@@ -52,7 +52,7 @@ def test_config_reads_yaml_with_trl_parser(tmp_path):
     assert c.task_files == ['tasks.jsonl'] and c.gradient_accumulation_steps == 2 and c.per_device_train_batch_size == 2
 
 def test_sampling_is_derived_from_the_training_config_and_checked(tmp_path):
-    c = cfg(tmp_path, temperature=0.7, top_k=5, max_tokens_per_turn=32, use_vllm=True)   # top-k is corrected on the vLLM path only
+    c = cfg(tmp_path, temperature=0.7, top_k=5, max_tokens_per_turn=32)
     s = sampling_config(c)
     assert (s.temperature, s.top_p, s.top_k, s.max_tokens, s.seed) == (0.7, 1.0, 5, 32, 0)
     check_sampling(c, s)
@@ -336,3 +336,10 @@ def test_load_pool_warns_when_its_probe_ran_under_other_budgets(tmp_path):
         assert len(load_pool(c)) == 2
     (tmp_path / 'pool' / 'manifest.json').write_text(json.dumps({'probe_budgets': dict(probe, source='run', max_turns=10, max_tokens_per_turn=96)}))
     with warnings.catch_warnings(): warnings.simplefilter('error'); load_pool(c)       # the same budgets: no warning
+
+def test_the_reference_recipe_states_the_reference_runs_budgets_and_seed(capsys):
+    "The public run: 8,192 tokens a turn, 26,624 + 106,496 tokens an episode, seed 42, one episode per micro-batch."
+    assert main(['--config', str(HERE.parent / 'scripts' / 'recipes' / 'reference_qwen3.yaml'), '--dry-run', '--report_to', 'none']) == 0
+    out = capsys.readouterr().out
+    assert 'effective episode budgets: 30 turns, 8192 tokens a turn, 133120 tokens an episode, for every task' in out
+    assert 'seed: 42' in out and '6 micro-batch(es) of 1' in out and "top_p: 1.0" in out
