@@ -425,7 +425,7 @@ def compare(base:Campaign, # the campaign of the base policy
                      all_k=str(t_all[i]), once=str(t_once[i])) for i, u in enumerate(base.uids)]
     return {'tasks': T, 'k': k,
             'pass@1_base': cb.sum() / (T * k), 'pass@1_trained': ct.sum() / (T * k), 'pass@1_diff': (ct - cb).sum() / (T * k),
-            'pass@1_diff_lo': float(lo1), 'pass@1_diff_hi': float(hi1),
+            'pass@1_diff_lo': float(lo1), 'pass@1_diff_hi': float(hi1), 'diff_interval': interval_label('tasks', conf) + ', paired',
             'all_k_base': int(all_b.sum()), 'all_k_trained': int(all_t.sum()), 'all_k_diff_rate': (all_t.sum() - all_b.sum()) / T,
             'all_k_diff_lo': float(lo_all), 'all_k_diff_hi': float(hi_all),
             'all_k_gained': gained, 'all_k_lost': lost,
@@ -439,7 +439,7 @@ def _cell(v):
     if isinstance(v, (float, np.floating)): return f'{v:.4f}'
     return str(v)
 
-def _usd(x, nd=2): return 'n/a' if x is None else f'${x:,.{nd}f}'
+def _usd(x, nd=2): return 'n/a' if x is None else 'unbounded' if x == math.inf else f'${x:,.{nd}f}'
 
 def pretty(rows:list, # rows of `metrics_table` or `summarize`
           ) -> list:
