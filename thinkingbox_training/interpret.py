@@ -4,7 +4,7 @@
 
 # %% ../nbs/00_interpret.ipynb #c003
 from __future__ import annotations
-import json, math, re
+import json, math, re, warnings
 from dataclasses import dataclass, field
 from transformers import PreTrainedTokenizerFast
 # The Jinja environment `apply_chat_template` renders with (same filters, same `{% generation %}` tag), compiled once.
@@ -13,7 +13,7 @@ from transformers.utils.chat_template_utils import _compile_jinja_template
 # %% auto #0
 __all__ = ['QWEN3_CHAT_TEMPLATE', 'SPECIAL_TOKENS', 'ADDED_TOKENS', 'ID_DIGITS_PATTERN', 'PRETOKENIZE_PATTERN',
            'PARSE_ERROR_KINDS', 'make_tokenizer', 'ParseError', 'ToolCall', 'type_arguments', 'AssistantTurn',
-           'parse_assistant', 'assistant_text', 'ChatFormat', 'TokenTrajectory']
+           'parse_assistant', 'assistant_text', 'TemplateReplaced', 'ChatFormat', 'TokenTrajectory']
 
 # %% ../nbs/00_interpret.ipynb #c008
 QWEN3_CHAT_TEMPLATE = r"""{#- Qwen3 chat format, prefix-preserving: every assistant turn keeps its reasoning as generated.
@@ -460,14 +460,29 @@ def _diff_at(a:str, b:str) -> int:
 def _around(s:str, i:int, w:int=60) -> str:
     return ('...' if i > w else '') + repr(s[max(0, i - w):i + w]) + ('...' if i + w < len(s) else '')
 
+class TemplateReplaced(UserWarning):
+    "A checkpoint's own chat template was replaced by QWEN3_CHAT_TEMPLATE."
+
+_ANNOUNCED: set = set()  # checkpoints whose template replacement was announced (once per process)
+
 class ChatFormat:
     "A tokenizer bound to a chat template: render, encode, observation deltas, parse."
     def __init__(self, tokenizer, # a Hugging Face tokenizer
-                 template:str=None, # the chat template; by default ours for Qwen3-style or template-less tokenizers
+                 template:str=None, # the chat template; None: ours for Qwen3-style or template-less tokenizers; 'checkpoint': the tokenizer's own
                 ):
         own = getattr(tokenizer, 'chat_template', None)
         if isinstance(own, dict): own = own.get('default')
-        if template is None: template = QWEN3_CHAT_TEMPLATE if not own or '<|im_start|>' in own else own
+        name = getattr(tokenizer, 'name_or_path', None) or 'a tokenizer without a name'
+        keep = template == 'checkpoint'
+        if keep and not own: raise ValueError(f"template='checkpoint': {name} has no chat template of its own")
+        if keep: template = own
+        if template is None:
+            template = QWEN3_CHAT_TEMPLATE if not own or '<|im_start|>' in own else own
+            if own and template != own and name not in _ANNOUNCED:
+                _ANNOUNCED.add(name)
+                warnings.warn(f"ChatFormat: the chat template of {name} is REPLACED by QWEN3_CHAT_TEMPLATE, the prefix-preserving Qwen3 "
+                              "format (every turn keeps its reasoning), so that episodes can be built turn by turn; pass "
+                              "template='checkpoint' to keep the checkpoint's own", TemplateReplaced, stacklevel=2)
         self.tokenizer, self.template = tokenizer, template
         self._render = _compile_jinja_template(template).render
         self._backend = getattr(tokenizer, 'backend_tokenizer', None)
@@ -483,6 +498,11 @@ class ChatFormat:
         self.pad_id = pad
         self._anchor_text = self.render(_ANCHOR)
         self._anchor_cut = self._anchor_text.rindex(self.end_of_turn) + len(self.end_of_turn)
+        if keep:   # episodes are built turn by turn: a template that re-renders earlier turns cannot serve them
+            try: self.observation_text([{'role': 'user', 'content': '?'}]); self.observation_text([{'role': 'tool', 'name': 't', 'content': '1'}])
+            except ValueError as e:
+                raise ValueError(f"template='checkpoint': the chat template of {name} cannot build episodes turn by turn: {e}\n"
+                                 "Use the default (template=None), the prefix-preserving QWEN3_CHAT_TEMPLATE") from None
 
     def __repr__(self):
         which = 'QWEN3_CHAT_TEMPLATE' if self.template == QWEN3_CHAT_TEMPLATE else f'template of {len(self.template)} chars'
