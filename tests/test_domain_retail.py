@@ -207,3 +207,9 @@ def test_refusals_reach_the_agent_through_mcp_as_errors_not_system_errors():
     assert r.is_error and f'order {DELIVERED} has been delivered' in r.text and r.system_error is None
     assert not ok.is_error and '"status": "cancelled"' in ok.text  # the email check ignores case
     assert system_error is None
+
+def test_every_task_serves_its_shops_customer_and_nobody_else():
+    "Each task names its customer (the one customer of its `init`); the self-check above runs the cross-customer moves."
+    assert all(t.customer == t.init['customer'][0]['id'] and len(t.init['customer']) == 1 for t in TRAIN + BENCH)
+    moves = retail.cross_customer_moves(TRAIN[0])
+    assert {c['name'] for calls, _ in moves for c in calls} == set(retail.tools) - {'list_variants'}  # the catalogue is public

@@ -176,3 +176,12 @@ def test_task_file_round_trip(tmp_path, bench):
     fresh = t.model_copy(update={'uid': t.uid + '-reloaded'})
     assert expected_state(fresh) == expected_state(next(b for b in bench if b.uid == t.uid))
     assert asyncio.run(self_check(fresh)) == []
+
+def test_every_task_serves_one_traveller_or_their_company(train, bench):
+    "A task serves its traveller; group rebooking serves the coordinator's company. Cross-customer moves cover every tool."
+    for t in train + bench:
+        travellers = {r['id']: r for r in t.init['traveller']}
+        if t.family == 'group_rebooking': assert {r['company_id'] for r in travellers.values()} == {t.customer}
+        else: assert list(travellers) == [t.customer]
+    moves = travel.cross_customer_moves(bench[0])
+    assert {c['name'] for calls, _ in moves for c in calls} == set(travel.tools) - {'list_rooms'}  # the hotels are public

@@ -4,36 +4,60 @@
 
 # %% ../nbs/02_backend.ipynb #c002
 from __future__ import annotations
-import inspect, sqlite3, threading, typing
+import hashlib, inspect, json, sqlite3, threading, typing
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from functools import cached_property
 from typing import Any, Callable
 from pydantic import BaseModel, ValidationError, create_model
 from sqlalchemy import create_engine, event
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.types import TypeDecorator
 from sqlalchemy.pool import NullPool, StaticPool
 from sqlmodel import Session, SQLModel
 from .tasks import Task, register_domain
 
 # %% auto #0
-__all__ = ['ToolError', 'Ctx', 'tool_argument_model', 'Domain', 'build_template', 'EpisodeDB', 'read_state', 'canonical_state',
-           'StateDiff', 'diff_states']
+__all__ = ['ToolError', 'AgentInputError', 'is_infrastructure_error', 'shown', 'Ctx', 'tool_argument_model', 'Domain',
+           'lone_surrogate', 'build_template', 'EpisodeDB', 'read_state', 'data_key', 'canonical_state', 'StateDiff',
+           'diff_states']
 
 # %% ../nbs/02_backend.ipynb #c004
 class ToolError(Exception):
     "A request the domain refuses; its message is shown to the agent as the tool result."
+
+class AgentInputError(ToolError):
+    "Domain code raised on the agent's arguments: a failed call the agent sees, marked with the exception's type."
+    def __init__(self, tool:str, exc:BaseException):
+        self.tool, self.exception = tool, type(exc).__name__
+        first = (str(exc).strip().splitlines() or [''])[0][:200]
+        super().__init__(f'{tool} failed on these arguments ({self.exception}' + (f': {first}' if first else '')
+                         + '); check them and try again')
+
+_INFRASTRUCTURE = (OSError, MemoryError, sqlite3.OperationalError, sqlite3.InterfaceError, sqlite3.InternalError,
+                   sqlite3.ProgrammingError)
+
+def is_infrastructure_error(e:BaseException) -> bool:
+    "A failure of the machinery under a tool (I/O, the database engine, memory), not of domain code on its arguments."
+    return (isinstance(e, _INFRASTRUCTURE) or isinstance(getattr(e, 'orig', None), _INFRASTRUCTURE)
+            or isinstance(e, (sa_exc.InterfaceError, sa_exc.ResourceClosedError, sa_exc.DisconnectionError)))
+
+def shown(value, limit:int=80) -> str:
+    "`repr(value)` for a message, cut to `limit` characters: an agent's 1 MB argument is not echoed back whole."
+    r = repr(value)
+    return r if len(r) <= limit else f'{r[:limit - 20]}... ({len(r):,} characters)'
 
 @dataclass
 class Ctx:
     "What a tool may touch: its episode's database session and the scenario clock (never the task or grader)."
     session: Session
     now: datetime
+    customer: str|None = None  # whom the episode serves (its task's `customer`); None: no customer scope (staff, tests)
 
     def get(self, model, key, what:str=None):
         "The row of `model` with primary key `key`, or a `ToolError` naming what was not found."
         row = self.session.get(model, key)
-        if row is None: raise ToolError(f"{what or model.__tablename__} {key!r} not found")
+        if row is None: raise ToolError(f"{what or model.__tablename__} {shown(key)} not found")
         return row
 
 # %% ../nbs/02_backend.ipynb #c005
@@ -59,17 +83,22 @@ class Domain:
                  policy:str,                   # the policy text the agent is given in its system prompt
                  unstable:dict=None,           # {table: {columns}} left out of every comparison
                  clock:datetime=datetime(2026, 10, 1, 9, 0, tzinfo=timezone.utc), # the scenario's fixed "now" (UTC)
+                 customer_tables:tuple=(),     # tables whose row ids a task's `customer` may name; () = no customers
                  register:bool=True):          # add to the task registry
         self.name, self.base, self.seed, self.policy, self.clock = name, base, seed, policy, clock
+        self.customer_tables = tuple(customer_tables)
         self.unstable = {t: set(cs) for t, cs in (unstable or {}).items()}
         self.tools: dict[str, Callable] = {}
         self.families: dict = {}          # name -> Family (task generator), filled by the domain module
         self.expert: Callable|None = None # the scripted expert policy, filled by the domain module
+        self.cross_customer_moves: Callable|None = None  # (task) -> [(calls on another customer's records, phrase)]
         self._arg_models: dict = {}
         self._templates: dict = {}
         self._lock = threading.Lock()
         unknown = set(self.unstable) - set(self.tables)
         if unknown: raise ValueError(f'domain {name}: unstable columns declared for unknown tables {sorted(unknown)}')
+        if set(self.customer_tables) - set(self.tables):
+            raise ValueError(f'domain {name}: customer tables {sorted(set(self.customer_tables) - set(self.tables))} are not tables')
         if register: register_domain(self)
 
     @property
@@ -118,6 +147,11 @@ def _check_call(self:Domain, name:str, arguments:dict) -> list[tuple]:
 Domain.check_call = _check_call
 
 # %% ../nbs/02_backend.ipynb #c010
+def lone_surrogate(s:str) -> int|None:
+    "The position of the first character UTF-8 cannot encode (a lone surrogate such as '\\ud800'), or None."
+    try: s.encode('utf-8'); return None
+    except UnicodeEncodeError as e: return e.start
+
 def _coerce(col, value):
     "Value for column `col`, or raise ValueError naming what is wrong."
     if value is None:
@@ -130,11 +164,13 @@ def _coerce(col, value):
         if not isinstance(value, bool): raise ValueError(f'expected a boolean, got {value!r}')
     elif pt is int:
         if isinstance(value, bool) or not isinstance(value, int): raise ValueError(f'expected an integer (money is integer cents), got {value!r}')
+        if not -2**63 <= value < 2**63: raise ValueError(f'integer out of range (SQLite stores 64-bit integers): {str(value)[:30]}...')
     elif pt is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)): raise ValueError(f'expected a number, got {value!r}')
         value = float(value)
     elif pt is str:
         if not isinstance(value, str): raise ValueError(f'expected a string, got {value!r}')
+        if (p := lone_surrogate(value)) is not None: raise ValueError(f'not valid Unicode: a lone surrogate at position {p}')
     elif pt in (datetime, date):
         if isinstance(value, str):
             try: value = pt.fromisoformat(value)
@@ -158,6 +194,44 @@ def _check_row(self:Domain, table:str, row:dict, new:bool|None=None) -> list[tup
     if any(v is None for v in _pk(t, row)): out.append((None, f'{table} row needs its primary key {[c.name for c in t.primary_key.columns]}'))
     return out
 Domain.check_row = _check_row
+
+def _check_init(self:Domain, init:dict, customer:str|None=None) -> list[tuple]:
+    """Problems the rows of `init`, patched over the seed, would cause in the database, as (field, message): a required
+    column left empty, a reference to a row that exists neither in the seed nor in `init`; and a `customer` that is
+    no row of the domain's customer tables."""
+    seed = self.__dict__.get('_seed_keys')
+    if seed is None:  # the seed's rows by key, once per domain (read only)
+        seed = self._seed_keys = {t: {_pk(self.tables[t], r): r for r in rs} for t, rs in self.seed().items() if t in self.tables}
+    rows, made = {}, {}  # the init rows patched over their seed rows; (table, key) -> field of the init row
+    for t, patch in init.items():
+        if t not in self.tables: continue  # check_row names it
+        for i, r in enumerate(patch):
+            k = _pk(self.tables[t], r)
+            rows.setdefault(t, {}).setdefault(k, dict(seed.get(t, {}).get(k, {}))).update(r)
+            made[(t, k)] = f'init.{t}[{i}]'
+    exists = lambda t, k: k in rows.get(t, {}) or k in seed.get(t, {})
+    out = []
+    for (t, k), where in made.items():
+        r = rows[t][k]
+        for c in self.tables[t].columns:
+            v = r.get(c.name)
+            if v is None:
+                if not c.nullable and c.default is None and c.server_default is None and not c.primary_key:
+                    out.append((f'{where}.{c.name}', f'missing: {t}.{c.name} may not be null and has no default'))
+                continue
+            for fk in c.foreign_keys:
+                p = fk.column.table.name
+                if not exists(p, (v,)):
+                    out.append((f'{where}.{c.name}', f"no {p} {v!r} in the seed or the task's init ({t}.{c.name} refers to {p}.{fk.column.name})"))
+    if self.customer_tables and customer is None:
+        out.append(('customer', f"domain {self.name} serves one customer per task: give `customer`, the id of a row of "
+                                + ' or '.join(self.customer_tables)))
+    elif customer is not None and not self.customer_tables:
+        out.append(('customer', f'domain {self.name} has no customers: leave `customer` out'))
+    elif customer is not None and not any(exists(t, (customer,)) for t in self.customer_tables):
+        out.append(('customer', f"no {' or '.join(self.customer_tables)} {customer!r} in the seed or the task's init"))
+    return out
+Domain.check_init = _check_init
 
 # %% ../nbs/02_backend.ipynb #c011
 def _initial_rows(dom:Domain, task:Task|None) -> dict:
@@ -210,28 +284,50 @@ class _SharedEngine:
             self._next.append(raw)
             return self.engine.connect()
 
+def _unencodable(value) -> tuple|None:
+    "(where, position) of the first string in a JSON-like value that UTF-8 cannot encode, or None (no recursion)."
+    stack = [((), value)]
+    while stack:
+        loc, v = stack.pop()
+        if isinstance(v, str):
+            if (p := lone_surrogate(v)) is not None: return loc, p
+        elif isinstance(v, dict): stack += [(loc + (k,), x) for k, x in v.items()] + [(loc, k) for k in v if isinstance(k, str)]
+        elif isinstance(v, (list, tuple)): stack += [(loc + (i,), x) for i, x in enumerate(v)]
+    return None
+
 class EpisodeDB:
     "One episode's private database: a copy of its task's template."
-    def __init__(self, dom:Domain, conn:sqlite3.Connection, task_uid:str|None=None):
-        self.dom, self.conn, self.task_uid = dom, conn, task_uid
+    def __init__(self, dom:Domain, conn:sqlite3.Connection, task_uid:str|None=None,
+                 customer:str|None=None): # whom the episode serves: tools refuse other customers' records
+        self.dom, self.conn, self.task_uid, self.customer = dom, conn, task_uid, customer
         shared = dom.__dict__.get('_shared_engine')
         if shared is None: shared = dom._shared_engine = _SharedEngine()
         self.connection = shared.connect(conn)
         self.session = Session(bind=self.connection, expire_on_commit=False)
-        self.ctx = Ctx(self.session, dom.clock)
+        self.ctx = Ctx(self.session, dom.clock, customer)
 
     def run_tool(self, name:str, arguments:dict):
-        "Call tool `name` with validated `arguments` in one transaction; `ToolError` for refused requests."
+        """Call tool `name` with validated `arguments` in one transaction; `ToolError` for refused requests, and
+        `AgentInputError` (a `ToolError`) when domain code raises on the arguments."""
         if name not in self.dom.tools: raise ToolError(f'unknown tool {name!r}')
+        if not isinstance(arguments, dict): raise ToolError(f'invalid arguments for {name}: expected an object, got {type(arguments).__name__}')
+        if bad := _unencodable(arguments):
+            raise ToolError(f"invalid arguments for {name}: {'.'.join(map(str, bad[0])) or 'a key'}: "
+                            f'not valid Unicode (a lone surrogate at position {bad[1]})')
         try: args = self.dom._arg_models[name].model_validate(arguments)
         except ValidationError as e: raise ToolError(f'invalid arguments for {name}: {e.errors()[0]["loc"]}: {e.errors()[0]["msg"]}') from None
         try:
             out = self.dom.tools[name](self.ctx, **{k: getattr(args, k) for k in args.__class__.model_fields})
             self.session.commit()
             return out
-        except BaseException:
+        except ToolError:
+            self.session.rollback(); raise
+        except Exception as e:
             self.session.rollback()
-            raise
+            if is_infrastructure_error(e): raise
+            raise AgentInputError(name, e) from e
+        except BaseException:
+            self.session.rollback(); raise
 
     def snapshot(self) -> dict:
         "Raw state: {table: [row dicts]} of every column, as stored."
@@ -255,8 +351,12 @@ def read_state(conn, dom:Domain) -> dict:
 class _Template:
     def __init__(self, conn, initial): self.conn, self.initial, self.lock = conn, initial, threading.Lock()
 
+def data_key(task:Task|None) -> str|None:
+    "What a task's database is made of (its `init`), hashed: the template cache's key."
+    return None if task is None else hashlib.sha256(json.dumps(task.init, sort_keys=True, default=str).encode()).hexdigest()
+
 def _template(self:Domain, task:Task|None=None) -> _Template:
-    key = task.uid if task else None
+    key = data_key(task)
     t = self._templates.get(key)
     if t is None:
         with self._lock:
@@ -273,7 +373,7 @@ def _provision(self:Domain, task:Task|None=None) -> EpisodeDB:
     conn = sqlite3.connect(':memory:', check_same_thread=False)
     with tpl.lock: tpl.conn.backup(conn)  # one copy at a time from a template; copies are independent
     conn.execute('PRAGMA foreign_keys=ON')
-    return EpisodeDB(self, conn, task.uid if task else None)
+    return EpisodeDB(self, conn, task.uid if task else None, task.customer if task else None)
 Domain.provision = _provision
 
 # %% ../nbs/02_backend.ipynb #c016
@@ -321,10 +421,10 @@ def _show(r:dict, skip=()) -> str: return '{' + ', '.join(f'{k}={v!r}' for k, v 
 def diff_states(expected:dict, actual:dict) -> StateDiff:
     "Per-table agreement and a readable reason for every differing row and column."
     tables, reasons = {}, []
-    for t in expected.keys() | actual.keys():
+    for t in list(expected) + [t for t in actual if t not in expected]:  # a fixed order: not a set's, which varies by process
         e, a = expected.get(t, {}), actual.get(t, {})
         rs = []
-        for k in e.keys() & a.keys():
+        for k in [k for k in e if k in a]:
             for c in e[k]:
                 if e[k][c] != a[k].get(c): rs.append(f'{t}[{k}].{c}: expected {e[k][c]!r}, got {a[k].get(c)!r}')
         missing = [k for k in e if k not in a]; extra = [k for k in a if k not in e]

@@ -4,7 +4,7 @@
 
 # %% ../nbs/04_grader.ipynb #c002
 from __future__ import annotations
-import asyncio, os, re, threading
+import asyncio, hashlib, os, re, threading
 from dataclasses import dataclass, field
 from typing import Any
 from pydantic import BaseModel, Field
@@ -12,28 +12,47 @@ from .tasks import Task, RubricItem, get_domain
 from .backend import EpisodeDB, ToolError, canonical_state, diff_states
 
 # %% auto #0
-__all__ = ['DefectiveTask', 'expected_state', 'Usage', 'CheckResult', 'Verdict', 'JudgeAnswer', 'RuleJudge', 'OpenAIJudge',
-           'Grader', 'void_verdict', 'self_check']
+__all__ = ['DefectiveTask', 'expected_state', 'check_defects', 'Usage', 'CheckResult', 'Verdict', 'JudgeAnswer', 'RuleJudge',
+           'JudgeError', 'OpenAIJudge', 'Grader', 'void_verdict', 'self_check']
 
 # %% ../nbs/04_grader.ipynb #c004
 class DefectiveTask(ValueError):
-    "A task whose golden calls do not replay cleanly."
+    "A task whose golden calls do not replay cleanly; `.problems` lists one message per failing call."
+    def __init__(self, message:str, problems:list=None):
+        super().__init__(message)
+        self.problems = problems or [message]
+
+def _content_key(task:Task) -> str:
+    return hashlib.sha256(task.model_dump_json(include={'domain', 'init', 'golden'}).encode()).hexdigest()
 
 _EXPECTED: dict = {}
 _EXPECTED_LOCK = threading.Lock()
 
 def expected_state(task:Task) -> dict:
     "The canonical state the task's golden calls produce on a fresh copy of its database (cached)."
-    hit = _EXPECTED.get(task.uid)
-    if hit is not None and hit[0] is task: return hit[1]
+    key = _content_key(task)
+    if (hit := _EXPECTED.get(key)) is not None: return hit
     dom = get_domain(task.domain)
+    own = getattr(dom, 'expected_state', None)  # a backend kind whose tasks state their own expectation (thinkingbox)
+    if own is not None and (state := own(task)) is not None: return state
     with dom.provision(task) as db:
         for i, call in enumerate(task.golden):
             try: db.run_tool(call.name, call.arguments)
             except ToolError as e: raise DefectiveTask(f'task {task.uid}: golden[{i}] {call.name}({call.arguments}) fails: {e}') from None
         state = canonical_state(dom, db.snapshot(), dom.template(task).initial)
-    with _EXPECTED_LOCK: _EXPECTED[task.uid] = (task, state)
+    with _EXPECTED_LOCK: _EXPECTED[key] = state
     return state
+
+def check_defects(tasks:list) -> list:
+    "`tasks`, once every golden path replays cleanly; else `DefectiveTask` naming each defective uid and its failing call."
+    problems = []
+    for t in tasks:
+        try: expected_state(t)
+        except DefectiveTask as e: problems.append(str(e))
+    if problems:
+        raise DefectiveTask(f'{len(problems)} defective task(s), refused before any attempt:\n' + '\n'.join(f'  {p}' for p in problems[:50])
+                            + ('\n  ...' if len(problems) > 50 else ''), problems)
+    return tasks
 
 # %% ../nbs/04_grader.ipynb #c006
 class Usage(BaseModel):
@@ -98,9 +117,14 @@ Agent's final message:
 Question: {question}
 Answer (yes or no):"""
 
+class JudgeError(RuntimeError):
+    "The judge gave no usable answer (no choices, no content, not yes/no): the episode's grading failed, a system error."
+
 class OpenAIJudge:
-    "A judge on any OpenAI-compatible chat endpoint, temperature 0."
-    def __init__(self, model:str=None, base_url:str=None, api_key:str=None, timeout_s:float=60.0, max_retries:int=3):
+    "A judge on any OpenAI-compatible chat endpoint, temperature 0; any failure raises (the episode becomes a system error)."
+    def __init__(self, model:str=None, base_url:str=None, api_key:str=None, timeout_s:float=None, max_retries:int=None):
+        timeout_s = float(os.environ.get('TBT_JUDGE_TIMEOUT_S', 60)) if timeout_s is None else timeout_s
+        max_retries = int(os.environ.get('TBT_JUDGE_MAX_RETRIES', 3)) if max_retries is None else max_retries
         from openai import AsyncOpenAI
         self.model = model or os.environ.get('TBT_JUDGE_MODEL')
         if not self.model: raise ValueError('OpenAIJudge needs a model (argument or TBT_JUDGE_MODEL)')
@@ -113,10 +137,12 @@ class OpenAIJudge:
         visible = '\n'.join(f"{m['role']}: {m.get('content') or ''}" for m in (transcript or []) if m['role'] in ('user', 'assistant'))
         r = await self.client.chat.completions.create(model=self.model, temperature=0, max_tokens=4, messages=[
             {'role': 'user', 'content': _JUDGE_PROMPT.format(transcript=visible, final=final_message, question=item.question)}])
-        text = (r.choices[0].message.content or '').strip().lower()
+        if not getattr(r, 'choices', None) or getattr(r.choices[0].message, 'content', None) is None:
+            raise JudgeError(f'judge {self.model} answered no message content: {str(r)[:200]}')
+        text = r.choices[0].message.content.strip().lower()
         u = r.usage
         usage = Usage(model=self.model, input=getattr(u, 'prompt_tokens', 0) or 0, output=getattr(u, 'completion_tokens', 0) or 0, calls=1)
-        if not re.match(r'^(yes|no)\b', text): raise ValueError(f'judge {self.model} answered {text!r}, not yes/no')
+        if not re.match(r'^(yes|no)\b', text): raise JudgeError(f'judge {self.model} answered {text[:200]!r}, not yes/no')
         return JudgeAnswer(yes=text.startswith('yes'), explanation=text, usage=usage)
 
 # %% ../nbs/04_grader.ipynb #c011
@@ -159,8 +185,23 @@ async def _run_calls(task:Task, calls:list, grader:Grader, final:str) -> tuple:
                                      c['arguments'] if isinstance(c, dict) else c.arguments) for c in calls]
         return await grader.grade(task, db, final_message=final), results
 
+async def _refused(task:Task, calls:list, phrase:str) -> list[str]:
+    "Problems unless every call of `calls` is refused with `phrase` in its error text and the state is unchanged."
+    from thinkingbox_training.tools import ToolSession
+    dom, names = get_domain(task.domain), [c['name'] if isinstance(c, dict) else c.name for c in calls]
+    with dom.provision(task) as db:
+        async with ToolSession(db) as ts:
+            results = [await ts.call(c['name'] if isinstance(c, dict) else c.name,
+                                     c['arguments'] if isinstance(c, dict) else c.arguments) for c in calls]
+        initial = dom.template(task).initial
+        d = diff_states(canonical_state(dom, initial, initial), canonical_state(dom, db.snapshot(), initial))
+    out = [f'{task.uid}: cross-customer move {names} is not refused: {r.name} -> {r.text[:160]!r}'
+           for r in results if not (r.is_error and phrase in r.text)]
+    return out + ([f'{task.uid}: cross-customer move {names} changes the state: {d.reasons[:3]}'] if not d.equal else [])
+
 async def self_check(task:Task, grader:Grader=None) -> list[str]:
-    "Problems with `task`: golden path must pass, no-op must fail, each wrong move must fail for its stated reason."
+    """Problems with `task`: golden path must pass, no-op must fail, each wrong move must fail for its stated reason,
+    each cross-customer move must be refused and change nothing."""
     grader = grader or Grader(judge=RuleJudge())
     problems = []
     try: expected_state(task)
@@ -177,4 +218,7 @@ async def self_check(task:Task, grader:Grader=None) -> list[str]:
         v, _ = await _run_calls(task, calls, grader, task.reply)
         if v.reward != 0: problems.append(f'{task.uid}: wrong move {[c["name"] if isinstance(c, dict) else c.name for c in calls]} passes')
         elif not any(phrase in r for r in v.reasons): problems.append(f'{task.uid}: wrong move fails, but no reason mentions {phrase!r}: {v.reasons}')
+    dom = get_domain(task.domain)
+    for calls, phrase in (dom.cross_customer_moves(task) if dom.cross_customer_moves else []):
+        problems += await _refused(task, calls, phrase)
     return problems

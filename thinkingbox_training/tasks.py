@@ -4,7 +4,7 @@
 
 # %% ../nbs/01_tasks.ipynb #c002
 from __future__ import annotations
-import importlib, json
+import codecs, importlib, json
 from pathlib import Path
 from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -42,7 +42,7 @@ class Limits(_Strict):
     max_turns: int = Field(12, gt=0)              # assistant turns
     max_tokens_per_turn: int = Field(256, gt=0)   # sampled tokens per assistant turn
     max_episode_tokens: int = Field(8192, gt=0)   # prompt + everything after it (a system prompt with ten tool schemas is ~2.5k tokens)
-    wall_clock_s: float = Field(120.0, gt=0)
+    wall_clock_s: float = Field(120.0, gt=0, allow_inf_nan=False)
 
 class Task(_Strict):
     "One task: a JSON Lines record of data/tasks/."
@@ -53,6 +53,8 @@ class Task(_Strict):
     held_out_family: bool = False         # the family is bench-only: never in any training pool
     query: str                            # the user's opening message
     user: UserSpec = Field(default_factory=UserSpec)
+    customer: str|None = None             # whom the agent serves: a row id of the domain's customer tables (a traveller,
+                                          # a company for its coordinator, a shop customer); tools refuse other customers' records
     init: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)  # table -> rows patched over the seed
     golden: list[ToolCallSpec] = Field(default_factory=list)
     reply: str = ''                       # the reference final message (what the expert tells the user at the end)
@@ -109,9 +111,28 @@ def check_task(task:Task) -> list[tuple[str, str]]:
     for t, rows in task.init.items():
         for i, row in enumerate(rows):
             out += [(f'init.{t}[{i}]' + (f'.{f}' if f else ''), m) for f, m in dom.check_row(t, row)]
+    if not out: out += dom.check_init(task.init, task.customer)  # rows that would break the database, and the customer
     for i, call in enumerate(task.golden):
         out += [(f'golden[{i}]' + (f'.{f}' if f else ''), m) for f, m in dom.check_call(call.name, call.arguments)]
     return out
+
+def _printable(x) -> str|None:
+    "`x` as text that can be printed and stored (a uid that is no string, or has a lone surrogate, is shown escaped)."
+    if x is None: return None
+    s = x if isinstance(x, str) else json.dumps(x)
+    return s.encode('utf-8', 'backslashreplace').decode('utf-8')
+
+def _bad_text(rec) -> list[tuple[str, str]]:
+    "(field, message) for each string of a JSON record that UTF-8 cannot encode (a lone surrogate escape such as \\ud800)."
+    out, stack = [], [((), rec)]
+    while stack:
+        loc, v = stack.pop()
+        if isinstance(v, str):
+            try: v.encode('utf-8')
+            except UnicodeEncodeError as e: out.append((_field(loc) or None, f'not valid Unicode: a lone surrogate at position {e.start}'))
+        elif isinstance(v, dict): stack += [(loc + (_printable(k),), x) for k, x in v.items()]
+        elif isinstance(v, list): stack += [(loc + (i,), x) for i, x in enumerate(v)]
+    return sorted(out, key=str)
 
 def parse_tasks(lines, file:str='<memory>') -> list[Task]:
     "Validate JSON Lines `lines` into tasks; raise `TaskFileError` listing every problem."
@@ -121,7 +142,13 @@ def parse_tasks(lines, file:str='<memory>') -> list[Task]:
         try: rec = json.loads(line)
         except json.JSONDecodeError as e:
             problems.append(TaskProblem(file=file, line=n, message=f'invalid JSON: {e.msg} at column {e.colno}')); continue
-        uid = rec.get('uid') if isinstance(rec, dict) else None
+        except RecursionError:
+            problems.append(TaskProblem(file=file, line=n, message='invalid JSON: nested too deeply')); continue
+        except ValueError as e:  # e.g. an integer literal of more than 4,300 digits
+            problems.append(TaskProblem(file=file, line=n, message=f'invalid JSON: {str(e).split(":")[0]}')); continue
+        uid = _printable(rec.get('uid')) if isinstance(rec, dict) else None
+        if bad := _bad_text(rec):
+            problems += [TaskProblem(file=file, line=n, uid=uid, field=f, message=m) for f, m in bad]; continue
         try: task = Task.model_validate(rec)
         except ValidationError as e:
             problems += [TaskProblem(file=file, line=n, uid=uid, field=_field(err['loc']) or None, message=err['msg'])
@@ -148,7 +175,16 @@ def load_tasks(*paths) -> list[Task]:
             try: tasks += load_thinkingbox(p)
             except TaskFileError as e: problems += e.problems
             continue
-        try: got = parse_tasks(p.read_text().splitlines(), file=str(p))
+        try: data = p.read_bytes()
+        except OSError as e: problems.append(TaskProblem(file=str(p), line=0, message=f'cannot read: {e.strerror or e}')); continue
+        lines = []
+        for n, raw in enumerate(data.split(b'\n'), 1):  # only \n ends a record: str.splitlines would also split at U+2028
+            if n == 1: raw = raw.removeprefix(codecs.BOM_UTF8)
+            try: lines.append(raw.decode('utf-8'))
+            except UnicodeDecodeError as e:
+                problems.append(TaskProblem(file=str(p), line=n, message=f'not UTF-8: byte 0x{raw[e.start]:02x} at column {e.start + 1}'))
+                lines.append('')
+        try: got = parse_tasks(lines, file=str(p))
         except TaskFileError as e: problems += e.problems; continue
         for t in got:
             if t.uid in seen: problems.append(TaskProblem(file=str(p), line=0, uid=t.uid, field='uid', message=f'duplicate uid (also in {seen[t.uid]})'))

@@ -10,7 +10,7 @@ import mcp
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError as MCPToolError
 from mcp.server.mcpserver.tools.base import Tool
-from .backend import Domain, EpisodeDB, ToolError
+from .backend import AgentInputError, Domain, EpisodeDB, ToolError
 
 # %% auto #0
 __all__ = ['domain_mcp_tools', 'ToolResult', 'ToolSession', 'mcp_tool_spec']
@@ -40,11 +40,47 @@ def domain_mcp_tools(dom:Domain) -> dict[str, Tool]:
     return _TOOL_CACHE[key]
 
 # %% ../nbs/03_tools.ipynb #c006
-import concurrent.futures
-# Tool calls run here. An episode makes one call at a time, so this bounds queueing at 64 live episodes; the
-# time limit of a call starts when its thread picks it up (measured: counting the queue made golden paths
-# time out when hundreds of episodes were gathered at once).
-_TOOL_THREADS = concurrent.futures.ThreadPoolExecutor(max_workers=64, thread_name_prefix='tbt-tool')
+import threading
+
+class _ToolThreads:
+    """Runs tool calls on threads of their own, at most `n` at once. A call's time limit starts when it gets a slot
+    (measured: counting the queue made golden paths time out when hundreds of episodes were gathered at once);
+    a call past its limit gives its slot back at once (its thread runs on, abandoned), so a hung tool holds a slot
+    no longer than its limit, and every waiting call gets one."""
+    def __init__(self, n:int): self.n, self.slots = n, threading.BoundedSemaphore(n)
+
+    async def run(self, fn, timeout_s:float):
+        "`fn()` on a thread; its result, its exception, or TimeoutError after `timeout_s` once it has a slot."
+        loop = asyncio.get_running_loop()
+        began, done, lock, state = asyncio.Event(), loop.create_future(), threading.Lock(), {'holds': False, 'gone': False}
+        def post(f, *a):
+            try: loop.call_soon_threadsafe(f, *a)
+            except RuntimeError: pass  # the loop has closed: nobody waits for this call any more
+        def settle(ok, v):
+            if not done.done(): (done.set_result if ok else done.set_exception)(v)
+        def thread():
+            self.slots.acquire()
+            with lock:
+                if state['gone']: self.slots.release(); return  # the caller gave up before the call started
+                state['holds'] = True
+            post(began.set)
+            try: r = fn()
+            except BaseException as e: post(settle, False, e)
+            else: post(settle, True, r)
+            finally:
+                with lock:
+                    if state['holds']: state['holds'] = False; self.slots.release()
+        threading.Thread(target=thread, name='tbt-tool', daemon=True).start()
+        try:
+            await began.wait()  # waiting for a slot is not the tool's time
+            return await asyncio.wait_for(done, timeout_s)
+        finally:
+            with lock:
+                state['gone'] = True
+                if state['holds']: state['holds'] = False; self.slots.release()
+
+# Tool calls run here. An episode makes one call at a time, so this bounds queueing at 64 live episodes.
+_TOOL_THREADS = _ToolThreads(64)
 
 @dataclass
 class ToolResult:
@@ -54,6 +90,7 @@ class ToolResult:
     text: str                        # what the agent sees
     is_error: bool = False           # the agent's mistake or a refused request, shown to the agent
     system_error: str|None = None    # infrastructure failure: the episode must not be scored
+    agent_exception: str|None = None # the type of the exception domain code raised on these arguments (counted per tool)
     duration_s: float = 0.0
     def message(self) -> dict:
         "The tool message for the conversation."
@@ -76,22 +113,18 @@ class ToolSession:
         self.names = [n for n in tools if allowed is None or n in allowed]
         self.system_error: str|None = None
         self.calls: list[ToolResult] = []
+        self._agent_exception: str|None = None
         self.server = MCPServer(f'{self.dom.name}-episode', tools=[tools[n].model_copy(update={'fn': self._bind(n)})
                                                                    for n in self.names])
         self._client = None
 
     def _bind(self, name):
         async def run(**kwargs):
-            loop = asyncio.get_running_loop()
-            began = asyncio.Event()
-            def work():
-                loop.call_soon_threadsafe(began.set)
-                return self.db.run_tool(name, kwargs)
-            fut = loop.run_in_executor(_TOOL_THREADS, work)
             try:
-                await began.wait()  # waiting for a free worker thread is not the tool's time
-                out = await asyncio.wait_for(asyncio.shield(fut), self.timeout_s)
-            except ToolError as e: raise MCPToolError(str(e)) from None  # the agent reads this text
+                out = await _TOOL_THREADS.run(lambda: self.db.run_tool(name, kwargs), self.timeout_s)
+            except ToolError as e:  # the agent reads this text
+                if isinstance(e, AgentInputError): self._agent_exception = e.exception
+                raise MCPToolError(str(e)) from None
             except (asyncio.TimeoutError, TimeoutError):
                 self.system_error = f'tool {name} timed out after {self.timeout_s}s'
                 raise MCPToolError(self.system_error) from None
@@ -111,13 +144,22 @@ class ToolSession:
 
     async def call(self, name:str, arguments:dict) -> ToolResult:
         "Call a tool through the MCP session."
-        t0 = time.perf_counter()
+        t0, self._agent_exception = time.perf_counter(), None
         r = await self._client.call_tool(name, arguments)
         text = '\n'.join(c.text for c in r.content if getattr(c, 'text', None) is not None)
         res = ToolResult(name, arguments, text, is_error=bool(r.is_error), duration_s=time.perf_counter() - t0)
         if r.is_error and self.system_error and name in self.system_error: res.system_error = self.system_error
+        elif r.is_error: res.agent_exception = self._agent_exception
         self.calls.append(res)
         return res
+
+    @property
+    def agent_exceptions(self) -> dict:
+        "{tool: {exception type: count}} of this session's calls that domain code raised on."
+        out = {}
+        for r in self.calls:
+            if r.agent_exception: out.setdefault(r.name, {}).setdefault(r.agent_exception, 0); out[r.name][r.agent_exception] += 1
+        return out
 
     async def tool_specs(self) -> list[dict]:
         "The tools as the agent sees them (OpenAI-style specs), listed through MCP."

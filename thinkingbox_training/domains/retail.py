@@ -13,14 +13,14 @@ from pydantic import Field as PField
 from sqlalchemy import DateTime
 from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel, select
-from ..backend import Domain, ToolError
+from ..backend import Domain, ToolError, shown
 from ..tasks import Family, Limits, RubricItem, UserSpec
 
 # %% auto #0
 __all__ = ['CLOCK', 'TODAY', 'RETURN_DAYS', 'CREDIT_PERCENT', 'CREDIT_LIMIT_CENTS', 'CATALOGUE', 'FIRST', 'LAST', 'STREETS',
-           'CITIES', 'CARRIERS', 'PAYMENTS', 'POLICY', 'retail', 'OrderId', 'Email', 'ItemProduct', 'MODELS', 'SIZED',
-           'LIMITS', 'LIMITS_LONG', 'RetailBase', 'Customer', 'Product', 'Order', 'Shipment', 'OrderItem', 'Payment',
-           'ReturnRequest', 'Refund', 'Compensation', 'Ticket', 'product_row', 'order_rows', 'merge_rows',
+           'CITIES', 'CARRIERS', 'PAYMENTS', 'POLICY', 'retail', 'OTHERS', 'OrderId', 'Email', 'ItemProduct', 'MODELS',
+           'SIZED', 'LIMITS', 'LIMITS_LONG', 'RetailBase', 'Customer', 'Product', 'Order', 'Shipment', 'OrderItem',
+           'Payment', 'ReturnRequest', 'Refund', 'Compensation', 'Ticket', 'product_row', 'order_rows', 'merge_rows',
            'retail_seed', 'get_order', 'find_customer_orders', 'list_variants', 'cancel_order',
            'change_shipping_address', 'create_return', 'send_replacement', 'exchange_item', 'issue_goodwill_credit',
            'open_ticket', 'call', 'money', 'Shop', 'make_shop', 'opening', 'signed', 'context', 'add_family']
@@ -272,7 +272,8 @@ When you are done, tell the customer what you did (or why you could not) in one 
 
 retail = Domain('retail', RetailBase, seed=retail_seed, policy=POLICY, clock=CLOCK,
                 unstable={'customer': {'note'}, 'order': {'placed_at'}, 'return_request': {'created_at'},
-                          'refund': {'created_at'}, 'compensation': {'created_at'}, 'ticket': {'summary', 'created_at'}})
+                          'refund': {'created_at'}, 'compensation': {'created_at'}, 'ticket': {'summary', 'created_at'}},
+                customer_tables=('customer',))
 
 # %% ../../nbs/domains/02_retail.ipynb #c015
 def _sql(ctx, query:str, *params) -> list[dict]:
@@ -284,12 +285,19 @@ def _next_id(ctx, model, prefix:str) -> str:
     ids = [r['id'] for r in _sql(ctx, f'SELECT id FROM "{model.__tablename__}"')]
     return f'{prefix}{max((int(i[len(prefix):]) for i in ids if i[len(prefix):].isdigit()), default=1000) + 1}'
 
+OTHERS = 'belongs to another customer: you may only see and change the orders of the customer you serve'
+
+def _own(ctx, customer_id:str, what:str):
+    "Refuse `what` unless it is the episode's customer's (any customer's without one: staff tooling, tests)."
+    if ctx.customer is not None and customer_id != ctx.customer: raise ToolError(f'{what} {OTHERS}')
+
 def _verified_order(ctx, order_id:str, email:str) -> Order:
-    "The order, if `email` is the email on it; a ToolError otherwise."
+    "The order, if it is the episode's customer's and `email` is the email on it; a ToolError otherwise."
     o = ctx.get(Order, order_id, 'order')
+    _own(ctx, o.customer_id, f'order {o.id}')
     c = ctx.session.get(Customer, o.customer_id)
     if c.email.lower() != email.strip().lower():
-        raise ToolError(f'email {email!r} is not the email on order {order_id}: identity not verified, nothing changed')
+        raise ToolError(f'email {shown(email)} is not the email on order {order_id}: identity not verified, nothing changed')
     return o
 
 def _rows(ctx, table, **where) -> list:
@@ -303,7 +311,7 @@ def _item_of(ctx, o:Order, product_id:str) -> OrderItem:
     items = _rows(ctx, OrderItem, order_id=o.id)
     hits = [it for it in items if it.product_id == product_id.strip()]
     if not hits:
-        raise ToolError(f'order {o.id} has no item of product {product_id!r}; its products are ' + ', '.join(it.product_id for it in items))
+        raise ToolError(f'order {o.id} has no item of product {shown(product_id)}; its products are ' + ', '.join(it.product_id for it in items))
     return next((it for it in hits if it.returned_qty < it.quantity), hits[0])
 
 def _delivered_shipment(ctx, it:OrderItem, doing:str) -> Shipment:
@@ -324,7 +332,7 @@ ItemProduct = Annotated[str, PField(min_length=1, description="the item's produc
 
 def _one(ctx, what:str, query:str, key:str) -> dict:
     rows = _sql(ctx, query, key)
-    if not rows: raise ToolError(f'{what} {key!r} not found')
+    if not rows: raise ToolError(f'{what} {shown(key)} not found')
     return rows[0]
 
 def _shipment_view(s:dict) -> dict:
@@ -341,6 +349,7 @@ def get_order(ctx, order_id: OrderId) -> dict:
     """Look up an order: status, total, items (with item ids and products), shipments (status, address, promised date,
     delivery date, days late, return deadline), payment, and any returns, refunds, goodwill credit and tickets."""
     o = _one(ctx, 'order', 'SELECT id, customer_id, status, substr(placed_at, 1, 10) AS placed_on, total_cents FROM "order" WHERE id = ?', order_id)
+    _own(ctx, o['customer_id'], f"order {o['id']}")
     by_order = lambda cols, table: _sql(ctx, f'SELECT {cols} FROM {table} WHERE order_id = ? ORDER BY id', order_id)
     out = {'order_id': o['id'], 'customer_id': o['customer_id'], 'status': o['status'], 'placed_on': o['placed_on'], 'total_cents': o['total_cents'],
            'items': _sql(ctx, 'SELECT i.id AS item_id, i.product_id, p.name AS product, i.quantity, i.unit_price_cents, i.returned_qty, '
@@ -357,7 +366,8 @@ def get_order(ctx, order_id: OrderId) -> dict:
 def find_customer_orders(ctx, email: Email) -> dict:
     "Find a customer by email: their customer id, store credit balance and orders (id, date, status, total, products)."
     rows = _sql(ctx, 'SELECT id AS customer_id, name, store_credit_cents FROM customer WHERE email = ?', email.strip().lower())
-    if not rows: raise ToolError(f'no customer with email {email!r}')
+    if not rows: raise ToolError(f'no customer with email {shown(email)}')
+    _own(ctx, rows[0]['customer_id'], f'email {shown(email)}')
     orders = _sql(ctx, 'SELECT id AS order_id, substr(placed_at, 1, 10) AS placed_on, status, total_cents FROM "order" '
                        'WHERE customer_id = ? ORDER BY id', rows[0]['customer_id'])
     for o in orders:
@@ -506,6 +516,28 @@ def open_ticket(ctx, order_id: OrderId, email: Email,
     ctx.session.add(t)
     return {'ticket_id': t.id, 'category': category, 'status': t.status}
 
+# %% ../../nbs/domains/02_retail.ipynb #c021b
+def _cross_customer(task) -> list:
+    "Calls on seed orders of customers other than the task's, with their own emails: all must be refused."
+    seed = retail_seed()
+    email = {c['id']: c['email'] for c in seed['customer']}
+    orders = [o for o in seed['order'] if o['customer_id'] != task.customer]
+    placed = next(o for o in orders if o['status'] == 'placed')
+    done = next(o for o in orders if o['status'] == 'delivered')
+    ship = next(s['id'] for s in seed['shipment'] if s['order_id'] == placed['id'])
+    item = next(i['product_id'] for i in seed['order_item'] if i['order_id'] == done['id'])
+    on = lambda o: dict(order_id=o['id'], email=email[o['customer_id']])
+    calls = [call('get_order', order_id=done['id']), call('find_customer_orders', email=email[done['customer_id']]),
+             call('cancel_order', **on(placed)), call('change_shipping_address', shipment_id=ship, email=on(placed)['email'], new_address='1 Other Road, Leeds LS2 7EY'),
+             call('create_return', **on(done), product_id=item, reason='unwanted'),
+             call('send_replacement', **on(done), product_id=item, reason='damaged'),
+             call('exchange_item', **on(done), product_id=item, new_product_id=item),
+             call('issue_goodwill_credit', **on(done), percent=10),
+             call('open_ticket', **on(done), category='general', summary='Where is my parcel?')]
+    return [(calls, 'belongs to another customer')]
+
+retail.cross_customer_moves = _cross_customer
+
 # %% ../../nbs/domains/02_retail.ipynb #c023
 MODELS = {m: [c[0] for c in CATALOGUE if c[2] == m] for m in dict.fromkeys(c[2] for c in CATALOGUE)}  # model -> product ids
 SIZED = [m for m, ps in MODELS.items() if len(ps) > 1]   # models sold in sizes or colours
@@ -595,8 +627,17 @@ def _item(rng, shop:Shop) -> dict: return rng.choice(shop.items)
 def _ship_of(shop:Shop, item:dict) -> dict: return next(s for s in shop.ships if s['id'] == item['shipment_id'])
 
 # %% ../../nbs/domains/02_retail.ipynb #c025
+def _serving_its_customer(make):
+    "A family's maker whose tasks serve the customer of their shop (the one customer row of the task's `init`)."
+    def made(rng, i):
+        fields = make(rng, i)
+        (customer,) = [c['id'] for c in fields['init']['customer']]
+        return {'customer': customer} | fields
+    return made
+
 def add_family(fam:Family):
-    "Register a task family of the retail domain."
+    "Register a task family of the retail domain; its tasks serve their shop's customer."
+    fam.make = _serving_its_customer(fam.make)
     retail.families[fam.name] = fam
 
 def _oid(task) -> str: return task.init['order'][0]['id']

@@ -11,14 +11,14 @@ from pydantic import Field as PField
 from sqlalchemy import DateTime, func
 from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel, select
-from ..backend import Domain, ToolError
+from ..backend import Domain, ToolError, shown
 from ..tasks import Family, Limits, RubricItem, UserSpec
 
 # %% auto #0
 __all__ = ['CLOCK', 'TODAY', 'KINDS', 'COMPANIES', 'HOTELS', 'SEED_PERIODS', 'FIRST', 'LAST', 'CARDS', 'SEED', 'TRAVEL_POLICY',
-           'travel', 'BookingId', 'RoomId', 'SEED_EMAILS', 'SEED_IDS', 'HOTEL', 'ROOM', 'CAP', 'COMPANY', 'PROBLEMS',
-           'TravelBase', 'Company', 'Traveller', 'Hotel', 'Room', 'RatePeriod', 'Booking', 'Payment', 'Refund',
-           'ApprovalRequest', 'Ticket', 'eur', 'stay_nights', 'night_rate', 'price_nights', 'free_until',
+           'travel', 'OTHERS', 'BookingId', 'RoomId', 'SEED_EMAILS', 'SEED_IDS', 'HOTEL', 'ROOM', 'CAP', 'COMPANY',
+           'PROBLEMS', 'TravelBase', 'Company', 'Traveller', 'Hotel', 'Room', 'RatePeriod', 'Booking', 'Payment',
+           'Refund', 'ApprovalRequest', 'Ticket', 'eur', 'stay_nights', 'night_rate', 'price_nights', 'free_until',
            'cancellation_fee', 'upgrade_points', 'travel_seed', 'find_traveller', 'get_booking', 'list_rooms',
            'quote_change', 'cancel_booking', 'change_dates', 'change_room', 'upgrade_with_points', 'request_approval',
            'refund_payment', 'open_ticket']
@@ -262,10 +262,22 @@ TRAVEL_POLICY = """You work the travel desk of a corporate travel agency. Amount
 # %% ../../nbs/domains/01_travel.ipynb #c016
 travel = Domain('travel', TravelBase, seed=travel_seed, policy=TRAVEL_POLICY, clock=CLOCK,
                 unstable={'booking': {'created_at'}, 'payment': {'created_at'}, 'refund': {'note', 'created_at'},
-                          'approval_request': {'created_at'}, 'ticket': {'summary', 'created_at'}})
+                          'approval_request': {'created_at'}, 'ticket': {'summary', 'created_at'}},
+                customer_tables=('traveller', 'company'))
 
 # %% ../../nbs/domains/01_travel.ipynb #c019
-def _booking(ctx, booking_id) -> Booking: return ctx.get(Booking, booking_id, 'booking')
+OTHERS = 'belongs to another traveller: you may only see and change the bookings of the traveller you serve'
+
+def _serves(ctx, traveller_id:str) -> bool:
+    "Whether the episode's customer may see and change this traveller's records: the traveller, or their company."
+    if ctx.customer is None or ctx.customer == traveller_id: return True
+    t = ctx.session.get(Traveller, traveller_id)
+    return t is not None and t.company_id == ctx.customer
+
+def _booking(ctx, booking_id) -> Booking:
+    b = ctx.get(Booking, booking_id, 'booking')
+    if not _serves(ctx, b.traveller_id): raise ToolError(f'booking {b.id} {OTHERS}')
+    return b
 
 def _periods(ctx, hotel_id) -> list[tuple]:
     return [(p.start_date, p.end_date, p.surcharge_pct)
@@ -367,7 +379,8 @@ def _booking_view(ctx, b:Booking) -> dict:
 def find_traveller(ctx, email: Annotated[str, PField(description="the traveller's email address")]) -> dict:
     "Find a traveller by email: their id, company and nightly rate cap, loyalty points, and all their bookings."
     trav = ctx.session.exec(select(Traveller).where(func.lower(Traveller.email) == email.strip().lower())).first()
-    if trav is None: raise ToolError(f'no traveller with email {email!r}')
+    if trav is None: raise ToolError(f'no traveller with email {shown(email)}')
+    if not _serves(ctx, trav.id): raise ToolError(f'email {shown(email)} {OTHERS}')
     co = ctx.get(Company, trav.company_id)
     bookings = []
     for b in sorted(ctx.session.exec(select(Booking).where(Booking.traveller_id == trav.id)).all(), key=lambda b: (b.check_in, b.id)):
@@ -514,6 +527,7 @@ def refund_payment(ctx, payment_id: Annotated[str, PField(description='payment i
                    reason: Annotated[str, PField(min_length=3, description='why, in a few words')]) -> dict:
     "Refund what is left of one payment (a card charge) back to that payment's card."
     p = ctx.get(Payment, payment_id, 'payment')
+    if not _serves(ctx, ctx.get(Booking, p.booking_id).traveller_id): raise ToolError(f'payment {p.id} {OTHERS}')
     left = p.amount_cents - _refunded(ctx, ctx.get(Booking, p.booking_id)).get(p.id, 0)
     if left <= 0: raise ToolError(f'payment {payment_id} is already fully refunded')
     r = Refund(booking_id=p.booking_id, payment_id=p.id, amount_cents=left, kind='manual', note=reason, created_at=ctx.now)
@@ -602,8 +616,30 @@ def _limits(n_calls:int) -> Limits:
     "Budgets that leave the expert's path room for the conversation around it."
     return Limits(max_turns=n_calls + 6, max_episode_tokens=6144 + 1024 * n_calls)
 
-def _task(query, user, init, golden, reply, tags, rubric=()) -> dict:
-    return dict(query=query, user=user, init=init, golden=golden, reply=reply, rubric=list(rubric), tags=tags, limits=_limits(len(golden)))
+def _task(query, user, init, golden, reply, tags, rubric=(), customer=None) -> dict:
+    "A task's fields; it serves `customer`, by default the one traveller of its `init`."
+    if customer is None: (customer,) = [t['id'] for t in init['traveller']]
+    return dict(query=query, user=user, customer=customer, init=init, golden=golden, reply=reply, rubric=list(rubric), tags=tags,
+                limits=_limits(len(golden)))
+
+# %% ../../nbs/domains/01_travel.ipynb #c026b
+def _cross_customer(task) -> list:
+    "Calls on a seed booking, its payment and its traveller, none of which the task's customer may see or change."
+    travs = {t['id']: t for t in SEED['traveller']}
+    b = next(b for b in SEED['booking'] if b['status'] == 'confirmed' and task.customer not in (b['traveller_id'], travs[b['traveller_id']]['company_id']))
+    p = next(p for p in SEED['payment'] if p['booking_id'] == b['id'])
+    room = next(r['id'] for r in SEED['room'] if r['hotel_id'] == ROOM[b['room_id']]['hotel_id'] and r['id'] != b['room_id'])
+    ci, co = _iso(b['check_in'] + timedelta(days=1)), _iso(b['check_out'] + timedelta(days=1))
+    calls = [_call('find_traveller', email=travs[b['traveller_id']]['email']), _call('get_booking', booking_id=b['id']),
+             _call('quote_change', booking_id=b['id'], room_id=room), _call('cancel_booking', booking_id=b['id']),
+             _call('change_dates', booking_id=b['id'], check_in=ci, check_out=co), _call('change_room', booking_id=b['id'], room_id=room),
+             _call('upgrade_with_points', booking_id=b['id'], room_id=room),
+             _call('request_approval', booking_id=b['id'], kind='rate_cap', check_in=ci, check_out=co),
+             _call('refund_payment', payment_id=p['id'], reason='duplicate charge'),
+             _call('open_ticket', booking_id=b['id'], category='complaint', summary='The room was far too noisy at night.')]
+    return [(calls, 'belongs to another traveller')]
+
+travel.cross_customer_moves = _cross_customer
 
 # %% ../../nbs/domains/01_travel.ipynb #c030
 def _make_downgrade(rng, i):
@@ -1022,7 +1058,7 @@ def _make_group(rng, i):
     return _task(query, UserSpec(context=f"You are {coord}, travel coordinator at {company}. Move bookings {', '.join(ids)} to {nci} - {nco}.",
                                  facts={'booking ids': ', '.join(ids), 'new check-in date': _iso(nci), 'new check-out date': _iso(nco), 'company': company},
                                  decisions={'change the dates': True, 'pay the price difference': True, 'file a manager approval request': True}),
-                 d.init, golden, reply, ['change', 'dates', 'rate_cap', 'multi_step', 'writes:3'])
+                 d.init, golden, reply, ['change', 'dates', 'rate_cap', 'multi_step', 'writes:3'], customer=cid)
 
 def _wrong_group(task):
     ids = [c.arguments['booking_id'] for c in task.golden if c.name == 'get_booking']
