@@ -172,7 +172,8 @@ def run_main(job:MainJob) -> dict:
     base = HFPolicy(job.base_model, sampling=sampling)
     r = run_campaign(d/'probe', train, base, job.probe_k, concurrency=job.concurrency, task_files=files, **how['probe'])
     times['probe_s'] = time.perf_counter() - t0
-    print(f"[probe] {r['executed']} episodes this run ({r['expected']} in all), {times['probe_s']:.0f} s")
+    print(f"[probe] {r['executed']} episodes this run ({r['expected']} in all), {times['probe_s']:.0f} s, under the recipe's budgets: "
+          f"{metrics.show_budgets({'source': 'run', **how['probe']['budgets']})}")
 
     t0 = time.perf_counter()
     s = AttemptStore(d/'probe'/'attempts.sqlite'); probes = s.records('probe'); s.close()
@@ -202,6 +203,7 @@ def run_main(job:MainJob) -> dict:
     trained = HFPolicy(model_dir, sampling=sampling, name='tiny-qwen3-grpo')
     run_campaign(d/'eval-trained', bench, trained, job.bench_k, concurrency=job.concurrency, task_files=files, **how['evaluate'])
     times['evaluate_s'] = time.perf_counter() - t0
+    print(f"[evaluate] under each bench task's own limits: {metrics.show_budgets(metrics.budgets_record(bench, how['evaluate']['sampling'].max_tokens))}")
     times['wall_s'] = time.perf_counter() - t_start
     extra = {'config': asdict(job), 'recipe': {k: str(getattr(args, k)) for k in ('groups_per_step', 'group_size', 'max_steps', 'learning_rate',
              'temperature', 'max_tokens_per_turn', 'max_turns', 'max_episode_tokens')}, 'times': times, 'pool': len(sel.train),
