@@ -77,15 +77,15 @@ print(json.dumps(asyncio.run(main())))
 """
 
 def test_stored_reasons_come_out_in_one_order_in_every_process():
-    "Reasons were ordered by iterating a set of table names: another order in each process (PYTHONHASHSEED)."
+    "Reasons were ordered by iterating a set of table names: hash seeds 1 and 2 gave the two tables in opposite orders."
     outs = []
-    for seed in ('1', '2', '3'):
+    for seed in ('1', '2'):
         env = dict(os.environ, PYTHONHASHSEED=seed)
         r = subprocess.run([sys.executable, '-c', REASONS], env=env, capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr[-2000:]
         outs.append(json.loads(r.stdout.strip().splitlines()[-1]))
     assert len({t.split(':')[0].split('[')[0] for t in outs[0]}) >= 2, outs[0]  # reasons in two tables or more
-    assert outs[0] == outs[1] == outs[2]
+    assert outs[0] == outs[1]
 
 CANARY = 'CANARY-7f3a9'
 
