@@ -321,6 +321,10 @@ class VLLMPolicy:
         return res
 
 # %% ../nbs/06_policies.ipynb #c019
+import logging
+for _name in ('httpx', 'httpx2'):  # the HTTP clients of openai: one INFO line per request once MCP's servers set the root logger to INFO
+    logging.getLogger(_name).setLevel(logging.WARNING)
+
 class EndpointPolicy:
     "A vLLM completions endpoint, token-exact: the prompt's token ids in, the sampled ids and their logprobs out."
     def __init__(self, model:str|None, # the served model's name; None: the first the server lists (/v1/models)
@@ -500,9 +504,12 @@ def make_policy(spec:str, sampling:SamplingConfig=None, **kw):
     if spec.startswith('vllm:'): return VLLMPolicy(spec[5:], sampling, **kw)
     if spec.startswith('endpoint:'):
         from transformers import AutoTokenizer
-        tok = kw.pop('tokenizer', None)
-        if tok is None: raise ValueError("an endpoint policy needs the model's tokenizer (tokenizer=path or object)")
-        if isinstance(tok, str): tok = AutoTokenizer.from_pretrained(tok)
+        tok = kw.pop('tokenizer', None) or os.environ.get('TBT_POLICY_TOKENIZER') or spec[9:]   # the served model's own, by default
+        if isinstance(tok, str):
+            try: tok = AutoTokenizer.from_pretrained(tok)
+            except (OSError, ValueError) as e:
+                raise ValueError(f"{spec}: an endpoint policy needs the served model's tokenizer, and {tok!r} does not load one; "
+                                 'pass tokenizer= or set TBT_POLICY_TOKENIZER') from e
         return EndpointPolicy(spec[9:], tok, sampling=sampling, **kw)
     if spec.startswith('chat:'): return ChatEndpointPolicy(spec[5:], sampling=sampling, **kw)
     return HFPolicy(spec, sampling=sampling, **kw)
