@@ -64,7 +64,8 @@ def model_for(shape:dict, dtype, device, seed:int=0):
     torch.manual_seed(seed)
     cfg = Qwen3Config(**{k: v for k, v in shape.items() if k != 'rope_theta'}, rope_parameters={'rope_type': 'default', 'rope_theta': shape['rope_theta']},
                       bos_token_id=None, eos_token_id=None, pad_token_id=None)
-    return Qwen3ForCausalLM(cfg).to(device=device, dtype=dtype)
+    with torch.device(device): m = Qwen3ForCausalLM(cfg)     # initialised where it runs (0.6B on a CPU takes a while)
+    return m.to(dtype=dtype)
 
 def prompts(fmt, n:int) -> list:
     "n prompts rendered from the bundled bench tasks (cycled), as the episode runner renders a first turn."
