@@ -8,7 +8,8 @@ import json, random, re, statistics, time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, asdict, replace
 from pathlib import Path
-from .interpret import ChatFormat, make_tokenizer, parse_assistant, assistant_text, QWEN3_CHAT_TEMPLATE
+from .interpret import (ChatFormat, make_tokenizer, parse_assistant, assistant_text,
+                                            QWEN3_CHAT_TEMPLATE)
 from .tasks import Task, get_domain, generate_tasks
 from .policies import SamplingConfig, HFPolicy, ScriptedPolicy, READ_TOOL, call_values, seen_text
 from .episode import EpisodeRunner, Episode, SYSTEM_PROMPT, run_blocking
@@ -70,7 +71,8 @@ def typed_ids(messages:list) -> list[tuple[str, bool]]:
         if m['role'] != 'assistant' or not m.get('tool_calls'): continue
         seen = seen_text(messages[:i])
         for tc in m['tool_calls']:
-            out += [(v, v in seen) for v in call_values((tc.get('function') or tc).get('arguments')) if is_identifier(v)]
+            args = (tc.get('function') or tc).get('arguments')
+            out += [(v, v in seen) for v in call_values(args) if is_identifier(v)]
     return out
 
 def invented_ids(messages:list) -> list[str]:
@@ -100,8 +102,9 @@ def demo_summary(episodes:list, policy:ScriptedPolicy=None) -> list[dict]:
         c['asked'] += any(m['role'] == 'assistant' and (m.get('content') or '').startswith('Could you give me')
                           for m in e.trajectory.messages)
         c['invented'] += bool(invented_ids(e.trajectory.messages))
-    return [{'family': k, 'n': c['n'], 'flaw_share': round(c['share'], 2), 'flawed': round(c['flawed'] / c['n'], 2),
-             'asked': round(c['asked'] / c['n'], 2), 'success': round(c['success'] / c['n'], 2), 'invented': c['invented']}
+    share = lambda c, k: round(c[k] / c['n'], 2)
+    return [{'family': k, 'n': c['n'], 'flaw_share': round(c['share'], 2), 'flawed': share(c, 'flawed'),
+             'asked': share(c, 'asked'), 'success': share(c, 'success'), 'invented': c['invented']}
             for k, c in sorted(rows.items())]
 
 # %% ../nbs/14_base_policy.ipynb #c016
@@ -147,14 +150,16 @@ def stale_prompt_lines(tokenizer, domains=DOMAINS) -> list[str]:
     return [l for l in prompt_lines(domains) if l not in vocab]
 
 # %% ../nbs/14_base_policy.ipynb #c020
-_NAMES = ['alex', 'maria', 'jon', 'li', 'sara', 'omar', 'nina', 'paul', 'eva', 'tom', 'ana', 'ivan', 'mei', 'raj', 'lea', 'kim']
+_NAMES = ['alex', 'maria', 'jon', 'li', 'sara', 'omar', 'nina', 'paul', 'eva', 'tom', 'ana', 'ivan', 'mei', 'raj',
+          'lea', 'kim']
 _PARTS = re.compile(r'[a-z]+|\d+|[^a-z\d]+')
 
 def fresh_identifier(v:str, rng:random.Random, words:list=None) -> str:
-    "A random identifier of the same shape: same prefix and digit count; an email at the same domain, its words drawn from `words`."
+    "A random identifier of the same shape: its prefix and digit count; an email at its domain, words from `words`."
     if '@' in v:
         local, dom = v.split('@', 1)
-        new = [rng.choice(words or _NAMES) if p.isalpha() else ''.join(str(rng.randrange(10)) for _ in p) if p.isdigit() else p
+        digits = lambda p: ''.join(str(rng.randrange(10)) for _ in p)
+        new = [rng.choice(words or _NAMES) if p.isalpha() else digits(p) if p.isdigit() else p
                for p in _PARTS.findall(local)]
         return ''.join(new) + '@' + dom
     p, d = v.split('-', 1)
@@ -190,7 +195,8 @@ def shuffle_items(messages:list, rng:random.Random) -> list:
             items = d.get('items') if isinstance(d, dict) else None
             ok = items and all(isinstance(i, dict) and 'item_id' in i for i in items)
             # rewrite the result only if json.dumps reproduces it exactly (ASCII-escaped or not)
-            style = next((a for a in (False, True) if json.dumps(d, ensure_ascii=a) == m['content']), None) if ok else None
+            style = (next((a for a in (False, True) if json.dumps(d, ensure_ascii=a) == m['content']), None)
+                     if ok else None)
             if style is not None:
                 ids = [i['item_id'] for i in items]
                 if not any(i in sigma for i in ids): sigma.update(zip(ids, rng.sample(ids, len(ids))))
@@ -223,7 +229,8 @@ def drill_cuts(episode) -> list[list]:
 _EG = re.compile(r'e\.g\. ([A-Z]{2,}-)\d+')
 
 def lookup_tools(tools:list) -> list[tuple]:
-    "(tool, parameter, id prefix) of the lookup tools that take one identifier: an id with an example in its description, or an email."
+    """(tool, parameter, id prefix) of the lookup tools that take one identifier: an id with an example in its
+    description, or an email."""
     out = []
     for t in tools:
         f = t.get('function', t); props = (f.get('parameters') or {}).get('properties') or {}
@@ -246,10 +253,12 @@ class CopyDrills:
         self.domains = sorted(by)
         # each domain's system turn and tools, exactly as its episodes start
         self.prompts = {d: ([es[0].trajectory.messages[0]], es[0].trajectory.tools) for d, es in by.items()}
-        self.pool = {d: sorted({v for e in es for v in ID_RE.findall(json.dumps(e.trajectory.messages))}) for d, es in by.items()}
+        self.pool = {d: sorted({v for e in es for v in ID_RE.findall(json.dumps(e.trajectory.messages))})
+                     for d, es in by.items()}
         self.lookups = {d: sorted({l for e in es for l in lookup_tools(e.trajectory.tools)}) for d, es in by.items()}
-        # the words of the demonstrations' emails: renamed emails recombine them, so drills teach copying these very tokens
-        self.words = sorted({w for p in self.pool.values() for v in p if '@' in v for w in re.findall(r'[a-z]+', v.split('@')[0])}) or _NAMES
+        # the words of the demonstrations' emails: renamed emails recombine them, so drills copy these very tokens
+        emails = [v for p in self.pool.values() for v in p if '@' in v]
+        self.words = sorted({w for v in emails for w in re.findall(r'[a-z]+', v.split('@')[0])}) or _NAMES
 
     def _value(self, rng, domain:str, kind=None):
         "A fresh identifier of `domain` (of a prefix, if `kind`), an amount or a date."
@@ -261,8 +270,9 @@ class CopyDrills:
 
     def echo(self, rng:random.Random, repeat:float=0.5, system:bool=True) -> tuple[list, list]:
         """A short conversation of one domain: identifiers in a user message, repeated (with probability `repeat`) or
-        looked up with that domain's tool. `system`: open with the domain's system turn and tools, so that which lookup
-        tool exists is read from the prompt, as in an episode (without it a drill would teach `find_traveller` in retail)."""
+        looked up with that domain's tool. `system`: open with the domain's system turn and tools, so that which
+        lookup tool exists is read from the prompt, as in an episode (without it a drill would teach `find_traveller`
+        in retail)."""
         d = rng.choice(self.domains)
         head, tools = self.prompts[d] if system else ([], None)
         if rng.random() < repeat or not self.lookups[d]:
@@ -276,7 +286,8 @@ class CopyDrills:
         items = [v for v in (self._value(rng, d) for _ in range(rng.randint(0, 3))) if id_kind(v) not in others]
         items.insert(rng.randrange(len(items) + 1), key)
         user = f"{rng.choice(_LEADS)}: {', '.join(items)}. Please look it up."
-        call = {'role': 'assistant', 'content': '', 'tool_calls': [{'type': 'function', 'function': {'name': tool, 'arguments': {param: key}}}]}
+        call = {'role': 'assistant', 'content': '',
+                'tool_calls': [{'type': 'function', 'function': {'name': tool, 'arguments': {param: key}}}]}
         return head + [{'role': 'user', 'content': user}, call], tools
 
     def rename(self, messages:list, rng:random.Random) -> list:
@@ -290,11 +301,12 @@ class CopyDrills:
 
 # %% ../nbs/14_base_policy.ipynb #c029
 def encode_conversation(tokenizer, messages:list, tools:list,
-                        loss:str='assistant', # 'assistant' (every generated token) or 'args' (the last call's arguments)
+                        loss:str='assistant', # 'assistant' (every generated token) or 'args' (the last call's args)
                        ) -> tuple[list, list]:
     "Token ids and labels (-100 outside the loss) of a conversation."
     if loss not in ('assistant', 'args'): raise ValueError(f"loss must be 'assistant' or 'args', not {loss!r}")
-    out = tokenizer.apply_chat_template(messages, tools=tools, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+    out = tokenizer.apply_chat_template(messages, tools=tools, tokenize=True, return_dict=True,
+                                        return_assistant_tokens_mask=True)
     ids, mask = list(out['input_ids']), list(out['assistant_masks'])
     if loss == 'args':
         text = _render(messages, tools)
@@ -325,7 +337,8 @@ def make_model(tokenizer, cfg:ModelConfig=None, seed:int=0):
     eos, pad = tokenizer.convert_tokens_to_ids('<|im_end|>'), tokenizer.convert_tokens_to_ids('<|endoftext|>')
     qc = Qwen3Config(vocab_size=len(tokenizer), hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size,
                      num_hidden_layers=cfg.layers, num_attention_heads=cfg.heads, num_key_value_heads=cfg.kv_heads,
-                     head_dim=cfg.hidden_size // cfg.heads, max_position_embeddings=cfg.max_positions, rope_theta=cfg.rope_theta,
+                     head_dim=cfg.hidden_size // cfg.heads, max_position_embeddings=cfg.max_positions,
+                     rope_theta=cfg.rope_theta,
                      tie_word_embeddings=True, eos_token_id=eos, pad_token_id=pad, bos_token_id=None)
     model = Qwen3ForCausalLM(qc)
     model.generation_config = GenerationConfig(eos_token_id=eos, pad_token_id=pad)
@@ -348,7 +361,7 @@ class BuildConfig:
     episodes_per_step: int = 8
     cut_drills: int = 12            # per step after the echo-only start
     echo_drills: int = 24           # per step after the echo-only start
-    pack_tokens: int = 4096         # 0: each part of a step is one padded batch; else sub-batches of at most this many tokens
+    pack_tokens: int = 4096         # 0: each part of a step is one padded batch; else sub-batches of this many tokens
     lr: float = 3e-3
     warmup: int = 30
     cooldown: float = 0.2           # the last share of steps, linear decay to 0
@@ -358,7 +371,7 @@ class BuildConfig:
     check_k: int = 4
     polish_steps: int = 600         # steps of each polish pass (0: none)...
     polish_lr: float = 1e-3         # ...at this peak rate, with a fresh optimizer and its own seed...
-    polish_tasks_per_family: tuple = (320, 480)  # ...one pass per entry, on demonstrations of that many tasks per family
+    polish_tasks_per_family: tuple = (320, 480)  # ...one pass per entry, on this many tasks per family
 
     def domain_names(self) -> tuple: return tuple(d for d in self.domains.split(',') if d)
 
@@ -378,7 +391,8 @@ def _batch(examples:list, pad_id:int):
     return ids, lab
 
 def lm_loss(model, ids, labels, reduction:str='mean'):
-    "Token-mean (or, with `reduction='sum'`, summed) cross-entropy on labelled positions, and the accuracy (or number correct) of the argmax there."
+    """Token-mean (or, with `reduction='sum'`, summed) cross-entropy on labelled positions, and the accuracy (or the
+    number right) of the argmax there."""
     import torch
     h = model.model(input_ids=ids).last_hidden_state[:, :-1]
     y = labels[:, 1:]
@@ -432,18 +446,23 @@ def sft(model, tokenizer, episodes:list, drills:CopyDrills, cfg:BuildConfig, log
             row.update({k: round(statistics.mean(v), 4) for k, v in sorted(acc.items()) if v})
             hist.append(row); log(row); acc.clear()
         return accs
-    for n in range(1, cfg.echo_only_steps + 1):  # echo drills alone until copying has switched on (none in a polish pass)
-        a = step({'echo': [encode_conversation(tokenizer, *drills.echo(rng, repeat=1.0, system=False)) for _ in range(cfg.echo_only_drills)]},
-                 cfg.lr * min(1.0, n / cfg.warmup), n, 'echo')
+    for n in range(1, cfg.echo_only_steps + 1):  # echo drills alone until copying switches on (none in a polish pass)
+        echo = [encode_conversation(tokenizer, *drills.echo(rng, repeat=1.0, system=False))
+                for _ in range(cfg.echo_only_drills)]
+        a = step({'echo': echo}, cfg.lr * min(1.0, n / cfg.warmup), n, 'echo')
         recent = (recent + [a['echo']])[-25:]
         if len(recent) == 25 and statistics.mean(recent) >= cfg.echo_target: break
-    if recent: hist.append({'phase': 'echo', 'steps': n, 'echo_acc': round(statistics.mean(recent), 4), 's': round(time.perf_counter() - t0)}); log(hist[-1])
+    if recent:
+        hist.append({'phase': 'echo', 'steps': n, 'echo_acc': round(statistics.mean(recent), 4),
+                     's': round(time.perf_counter() - t0)})
+        log(hist[-1])
     acc.clear()
     for n in range(1, cfg.steps + 1):
         i = rng.randrange(max(1, len(eps) - cfg.episodes_per_step + 1))
         step({'echo': [encode_conversation(tokenizer, *drills.echo(rng)) for _ in range(cfg.echo_drills)],
               'cut': [encode_conversation(tokenizer, *drills.cut(rng), loss='args') for _ in range(cfg.cut_drills)],
-              'episode': [encode_conversation(tokenizer, drills.rename(m, rng), t) for m, t in eps[i:i + cfg.episodes_per_step]]},
+              'episode': [encode_conversation(tokenizer, drills.rename(m, rng), t)
+                          for m, t in eps[i:i + cfg.episodes_per_step]]},
              lr_at(n - 1, cfg), n, 'sft')
     model.eval()
     return hist
@@ -486,36 +505,47 @@ def episode_metrics(episodes:list) -> dict:
         ids = [v for v in args if is_identifier(v)]
         used += len(ids); made_up += sum(not shown for _, shown in typed)
         rates[ep.task.uid].append(ep.reward or 0)
-        ps[ep.task.uid] = (f'{ep.task.domain}/{ep.task.family}', get_domain(ep.task.domain).families[ep.task.family].policy_sensitive)
+        fam = get_domain(ep.task.domain).families[ep.task.family]
+        ps[ep.task.uid] = (f'{ep.task.domain}/{ep.task.family}', fam.policy_sensitive)
     task_rate = {u: sum(r) / len(r) for u, r in rates.items()}
     causes, by_kind = Counter(), defaultdict(dict)
     for (k, w), n in sorted(misses.items()): causes[w] += n; by_kind[k][w] = n
     sens = [task_rate[u] for u, (_, s) in ps.items() if s]
     fams = defaultdict(list)
     for u, (f, s) in ps.items(): fams[f].append(task_rate[u])
+    success = statistics.mean(r for rs in rates.values() for r in rs) if rates else 0.0
+    family = lambda f, r: {'policy_sensitive': any(s for g, s in ps.values() if g == f), 'tasks': len(r),
+                           'success': round(statistics.mean(r), 3),
+                           'id_copy': round(fam_ids[f][1] / max(1, fam_ids[f][0]), 3),
+                           'task_rates': sorted(round(x, 3) for x in r)}
     return {'episodes': len(episodes), 'wellformed': good / max(1, good + bad), 'id_copy': copied / max(1, need),
             'invented': made_up / max(1, used), 'mixed': sum(0.1 <= r <= 0.9 for r in sens) / max(1, len(sens)),
-            'calls_per_episode': good / max(1, len(episodes)), 'success': statistics.mean(r for rs in rates.values() for r in rs) if rates else 0.0,
+            'calls_per_episode': good / max(1, len(episodes)), 'success': success,
             'policy_sensitive_tasks': len(sens), 'id_misses': dict(sorted(causes.items())),
             'id_misses_by_kind': dict(sorted(by_kind.items(), key=lambda kv: -sum(kv[1].values()))),
-            'families': {f: {'policy_sensitive': any(s for u, (g, s) in ps.items() if g == f), 'tasks': len(r),
-                             'success': round(statistics.mean(r), 3), 'id_copy': round(fam_ids[f][1] / max(1, fam_ids[f][0]), 3),
-                             'task_rates': sorted(round(x, 3) for x in r)} for f, r in sorted(fams.items())}}
+            'families': {f: family(f, r) for f, r in sorted(fams.items())}}
 
 def report_line(m:dict) -> str:
     "The report's last line."
-    return f"wellformed={m['wellformed']:.3f} id_copy={m['id_copy']:.3f} mixed={m['mixed']:.3f} calls_per_episode={m['calls_per_episode']:.3f}"
+    return (f"wellformed={m['wellformed']:.3f} id_copy={m['id_copy']:.3f} mixed={m['mixed']:.3f} "
+            f"calls_per_episode={m['calls_per_episode']:.3f}")
 
 def format_report(m:dict) -> str:
     "The report as text: per family, then the distribution of policy-sensitive task success, then the line."
     lines = [f"{'family':42} {'PS':2} {'tasks':>5} {'id_copy':>7} {'success':>7}  per-task success rates"]
     for f, r in m['families'].items():
-        lines.append(f"{f:42} {'y' if r['policy_sensitive'] else '':2} {r['tasks']:>5} {r['id_copy']:>7.2f} {r['success']:>7.2f}  {r['task_rates']}")
+        ps = 'y' if r['policy_sensitive'] else ''
+        lines.append(f"{f:42} {ps:2} {r['tasks']:>5} {r['id_copy']:>7.2f} {r['success']:>7.2f}  {r['task_rates']}")
     sens = [x for r in m['families'].values() if r['policy_sensitive'] for x in r['task_rates']]
-    bins = Counter('0' if x == 0 else '1' if x == 1 else '(0,0.1)' if x < 0.1 else '(0.9,1)' if x > 0.9 else '[0.1,0.9]' for x in sens)
-    lines.append("policy-sensitive tasks by success rate: " + ', '.join(f'{b}: {bins.get(b, 0)}' for b in ('0', '(0,0.1)', '[0.1,0.9]', '(0.9,1)', '1')))
-    lines.append('needed identifiers missing from the calls: ' + ', '.join(f'{k} {v}' for k, v in m['id_misses'].items()))
-    lines.append('  by kind: ' + '; '.join(f"{k} {', '.join(f'{w} {n}' for w, n in ws.items())}" for k, ws in m['id_misses_by_kind'].items()))
+    bin_of = lambda x: ('0' if x == 0 else '1' if x == 1 else '(0,0.1)' if x < 0.1 else '(0.9,1)' if x > 0.9
+                        else '[0.1,0.9]')
+    bins = Counter(map(bin_of, sens))
+    lines.append("policy-sensitive tasks by success rate: "
+                 + ', '.join(f'{b}: {bins.get(b, 0)}' for b in ('0', '(0,0.1)', '[0.1,0.9]', '(0.9,1)', '1')))
+    misses = m['id_misses'].items()
+    lines.append('needed identifiers missing from the calls: ' + ', '.join(f'{k} {v}' for k, v in misses))
+    kinds = m['id_misses_by_kind'].items()
+    lines.append('  by kind: ' + '; '.join(f"{k} {', '.join(f'{w} {n}' for w, n in ws.items())}" for k, ws in kinds))
     lines.append(f"episodes={m['episodes']} success={m['success']:.3f} invented={m['invented']:.3f}")
     lines.append(report_line(m))
     return '\n'.join(lines)
@@ -526,19 +556,24 @@ def rollouts(model=None, # a directory, or an HFPolicy; default: the shipped mod
              n:int=2, # tasks per family
              domains=DOMAINS, split:str='train', concurrency:int=32, progress:bool=False) -> list[Episode]:
     "Play `n` fresh tasks per family `k` times each with the policy at temperature 1.0."
-    if seed == DEMO_SEED: raise ValueError(f'seed {seed} generated the demonstrations the policy was trained on: pick another')
-    pol = model if isinstance(model, HFPolicy) else HFPolicy(str(model or model_dir()), sampling=SamplingConfig(temperature=1.0, seed=seed))
+    if seed == DEMO_SEED:
+        raise ValueError(f'seed {seed} generated the demonstrations the policy was trained on: pick another')
+    pol = model if isinstance(model, HFPolicy) else HFPolicy(str(model or model_dir()),
+                                                             sampling=SamplingConfig(temperature=1.0, seed=seed))
     tasks = [t for d in domains for t in generate_tasks(d, split, seed=seed, n=n)]
-    return EpisodeRunner(pol, concurrency=concurrency, progress=progress).run_sync([(t, r) for t in tasks for r in range(k)])
+    jobs = [(t, r) for t in tasks for r in range(k)]
+    return EpisodeRunner(pol, concurrency=concurrency, progress=progress).run_sync(jobs)
 
 # %% ../nbs/14_base_policy.ipynb #c045
 def kept_demonstrations(tasks:list) -> list[Episode]:
-    "The demonstrator's episodes of `tasks` that a build trains on: those that ran and typed no identifier the conversation had not shown."
+    """The demonstrator's episodes of `tasks` that a build trains on: those that ran and typed no identifier the
+    conversation had not shown."""
     eps = run_demonstrations(tasks)
     return [e for e in eps if e.trajectory.status == 'ok' and not invented_ids(e.trajectory.messages)]
 
 def polish_passes(cfg:BuildConfig) -> list[int]:
-    "The polish passes of `cfg`, numbered from 1: one per entry of `polish_tasks_per_family`, or one on the build's own demonstrations."
+    """The polish passes of `cfg`, numbered from 1: one per entry of `polish_tasks_per_family`, or one on the build's
+    own demonstrations."""
     return list(range(1, (len(cfg.polish_tasks_per_family) or 1) + 1)) if cfg.polish_steps else []
 
 def polish_pass(model, tok, cfg:BuildConfig, p:int=1, convs:list=None, drills:CopyDrills=None, log=print) -> list[dict]:
@@ -555,7 +590,7 @@ def polish_pass(model, tok, cfg:BuildConfig, p:int=1, convs:list=None, drills:Co
     return [dict(r, polish_pass=p) for r in sft(model, tok, convs, drills, again, log=log)]
 
 def build_base_policy(cfg:BuildConfig=None, log=print) -> dict:
-    "Demonstrations -> tokenizer -> model -> SFT with drills -> polish passes -> save -> a closing check. Returns what it measured."
+    "Demonstrations -> tokenizer -> model -> SFT with drills -> polish passes -> save -> closing check: the record."
     import torch
     cfg = cfg or BuildConfig()
     out = Path(cfg.out) if cfg.out else model_dir()
@@ -565,7 +600,8 @@ def build_base_policy(cfg:BuildConfig=None, log=print) -> dict:
     t = time.perf_counter()
     tasks = demo_tasks(domains, n=cfg.tasks_per_family)
     eps = kept_demonstrations(tasks)
-    rec['demonstrations'] = {'tasks': len(tasks), 'kept': len(eps), 'wall_s': round(time.perf_counter() - t, 1), 'families': demo_summary(eps)}
+    rec['demonstrations'] = {'tasks': len(tasks), 'kept': len(eps), 'wall_s': round(time.perf_counter() - t, 1),
+                             'families': demo_summary(eps)}
     log(f"demonstrations: {len(eps)} of {len(tasks)} kept in {rec['demonstrations']['wall_s']} s")
     for r in rec['demonstrations']['families']: log(f'  {r}')
     t = time.perf_counter()
@@ -575,10 +611,13 @@ def build_base_policy(cfg:BuildConfig=None, log=print) -> dict:
     enc = [encode_conversation(tok, e.trajectory.messages, e.trajectory.tools) for e in eps]
     drills = CopyDrills(eps)
     lens = sorted(len(i) for i, _ in enc)
-    rec['tokenizer'] = {'vocab': len(tok), 'prompt_tokens': {d: len(fmt.encode(_render(*domain_prompt(d)))) for d in domains},
-                        'episode_tokens': {'mean': round(statistics.mean(lens)), 'p50': lens[len(lens) // 2], 'max': lens[-1]},
+    rec['tokenizer'] = {'vocab': len(tok),
+                        'prompt_tokens': {d: len(fmt.encode(_render(*domain_prompt(d)))) for d in domains},
+                        'episode_tokens': {'mean': round(statistics.mean(lens)), 'p50': lens[len(lens) // 2],
+                                           'max': lens[-1]},
                         'assistant_tokens_mean': round(statistics.mean(sum(x != -100 for x in l) for _, l in enc)),
-                        'drill_cuts': len(drills.cuts), 'lookups': drills.lookups, 'wall_s': round(time.perf_counter() - t, 1)}
+                        'drill_cuts': len(drills.cuts), 'lookups': drills.lookups,
+                        'wall_s': round(time.perf_counter() - t, 1)}
     log(f"tokenizer: {rec['tokenizer']}")
     model = make_model(tok, cfg.model, seed=cfg.seed)
     rec['model'] = {'parameters': sum(p.numel() for p in model.parameters()), **asdict(cfg.model)}
@@ -612,12 +651,12 @@ def build_base_policy_cli(out:str='', # where to save; '' = data/models/tiny-qwe
                           tasks_per_family:int=0, # demonstrations per train family (0: `BuildConfig`'s)
                           seed:int=0,
                           check_tasks:int=1, # held-out tasks per family for the closing check (0: none)
-                          threads:int=2, # torch threads: the shipped build used both cores of a 2-core machine, alone on it
+                          threads:int=2, # torch threads: the shipped build used both cores of a 2-core machine
                          ):
-    "Build the tiny Qwen3 base policy from scratch (`BuildConfig()`, seeded; the shipped weights' stages took 79 min on 2 cores)."
+    "Build the tiny Qwen3 base policy from scratch (`BuildConfig()`, seeded; the shipped one: 79 min on 2 cores)."
     import torch
     torch.set_num_threads(threads)
     d = BuildConfig()
-    build_base_policy(replace(d, out=out, steps=steps or d.steps, tasks_per_family=tasks_per_family or d.tasks_per_family,
-                              seed=seed, check_tasks=check_tasks))
+    build_base_policy(replace(d, out=out, steps=steps or d.steps, seed=seed, check_tasks=check_tasks,
+                              tasks_per_family=tasks_per_family or d.tasks_per_family))
     return 0

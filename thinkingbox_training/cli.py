@@ -59,12 +59,13 @@ def main(argv:list=None):
 
 # %% ../nbs/11_cli.ipynb #c007
 def project_dir() -> Path:
-    """The checkout the package lives in, which holds data/, nbs/ and pyproject.toml (`make install` installs the package
-    editable from it). `__path__`, not `__file__`: an editable install may import the package as a namespace package."""
+    """The checkout the package lives in, which holds data/, nbs/ and pyproject.toml (`make install` installs the
+    package editable from it). `__path__`, not `__file__`: an editable install may import it as a namespace package."""
     import thinkingbox_training
     d = Path(list(thinkingbox_training.__path__)[0]).resolve().parent
     if not (d/'pyproject.toml').is_file():
-        raise FileNotFoundError(f'{d} holds no pyproject.toml: the package is not installed from a checkout (`make install`)')
+        raise FileNotFoundError(f'{d} holds no pyproject.toml: the package is not installed from a checkout '
+                                '(`make install`)')
     return d
 
 def render_readme(index:Path) -> str:

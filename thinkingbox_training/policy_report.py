@@ -9,8 +9,9 @@ from pathlib import Path
 from .tasks import generate_tasks
 from .policies import SamplingConfig, HFPolicy, generation_speed
 from .episode import EpisodeRunner, show_episode
-from .base_policy import (DOMAINS, model_dir, run_demonstrations, encode_conversation, episode_metrics,
-                                              format_report, report_line, rollouts, stale_prompt_lines, _batch, lm_loss)
+from .base_policy import (DOMAINS, model_dir, run_demonstrations, encode_conversation,
+                                              episode_metrics, format_report, report_line, rollouts, stale_prompt_lines,
+                                              _batch, lm_loss)
 from .cli import command
 
 # %% auto #0
@@ -30,7 +31,7 @@ def policy_report(seed:int=2, # task and sampling seed (not the demonstrations' 
                   split:str='train', # 'train' (the families training sees) or 'bench' (every family, held-out ones too)
                   out:str='', # also write the metrics as JSON here
                  ):
-    "Evaluate the base policy on fresh held-out tasks at temperature 1.0; ends with wellformed= id_copy= mixed= calls_per_episode=."
+    "The base policy on fresh tasks at temperature 1.0; ends with wellformed= id_copy= mixed= calls_per_episode=."
     t0 = time.perf_counter()
     eps = rollouts(model or None, seed=seed, k=k, n=n, split=split)
     m = episode_metrics(eps)
@@ -68,7 +69,8 @@ def speed_report(model:str='', batches=(8, 32), train_batches=(8, 16)) -> list[d
     pol = HFPolicy(model or str(model_dir()), sampling=SamplingConfig(temperature=1.0))
     convs = _mid_episode(max(*batches, *train_batches))
     threads = os.environ.get('OMP_NUM_THREADS')
-    rows = [{'what': 'generate', 'threads': threads, **generation_speed(pol, [(m, t) for m, t, _ in convs], b)} for b in batches]
+    prompts = [(m, t) for m, t, _ in convs]
+    rows = [{'what': 'generate', 'threads': threads, **generation_speed(pol, prompts, b)} for b in batches]
     rows += [{'what': 'train step', 'threads': threads, **train_step_speed(pol.model, pol.tokenizer, b, convs=convs)}
              for b in train_batches]
     return rows
@@ -85,31 +87,37 @@ def policy_speed(model:str='', # a model directory; '' = data/models/tiny-qwen3
 
 # %% ../nbs/14a_policy_report.ipynb #c010
 def build_figure(build:dict):
-    "Token accuracy of the drills and the episodes over the build's steps (echo-only start, mixed steps, polish passes)."
+    "Token accuracy of drills and episodes over the build's steps (echo-only start, mixed steps, polish passes)."
     from matplotlib.figure import Figure
     fig = Figure(figsize=(7, 3.2)); ax = fig.add_subplot()
     rows = [r for r in build['sft'] if 'step' in r]
     echo_steps = next(r['steps'] for r in build['sft'] if 'steps' in r)
     x = lambda r: r['step'] + (echo_steps if r['phase'] == 'sft' else 0)
     cfg, end = build['config'], echo_steps + build['config']['steps']
-    pts_of = lambda k: [(x(r), r[k]) for r in rows if k in r] + [  # polish passes continue after the mixed steps
-        (end + (r.get('polish_pass', 1) - 1) * cfg['polish_steps'] + r['step'], r[k]) for r in build.get('polish', []) if 'step' in r and k in r]
-    for k, label in (('echo_acc', 'echo drills'), ('cut_acc', 'cut drills (call arguments)'), ('episode_acc', 'whole episodes')):
+    polish_x = lambda r: end + (r.get('polish_pass', 1) - 1) * cfg['polish_steps'] + r['step']  # after the mixed steps
+    pts_of = lambda k: ([(x(r), r[k]) for r in rows if k in r]
+                        + [(polish_x(r), r[k]) for r in build.get('polish', []) if 'step' in r and k in r])
+    for k, label in (('echo_acc', 'echo drills'), ('cut_acc', 'cut drills (call arguments)'),
+                     ('episode_acc', 'whole episodes')):
         ax.plot(*zip(*pts_of(k)), label=label, marker='.')
-    ax.axvline(echo_steps, color='grey', ls=':', lw=1); ax.text(echo_steps, 0.05, ' episodes join', color='grey', fontsize=8)
+    ax.axvline(echo_steps, color='grey', ls=':', lw=1)
+    ax.text(echo_steps, 0.05, ' episodes join', color='grey', fontsize=8)
     for p in sorted({r.get('polish_pass', 1) for r in build.get('polish', [])}):
         s = end + (p - 1) * cfg['polish_steps']
         ax.axvline(s, color='grey', ls=':', lw=1); ax.text(s, 0.32, f' polish {p}', color='grey', fontsize=8)
-    ax.set(xlabel='step', ylabel='token accuracy (argmax)', ylim=(0, 1), title='base policy build: supervised fine-tuning')
+    ax.set(xlabel='step', ylabel='token accuracy (argmax)', ylim=(0, 1),
+           title='base policy build: supervised fine-tuning')
     ax.legend(loc='lower right', fontsize=8); fig.tight_layout()
     return fig
 
 def recorded(model=None) -> tuple[dict, dict, dict]:
-    "build.json, report.json and speed.json of a model directory; refuses a report or speed file measured on other weights."
+    "build.json, report.json and speed.json of a model directory; refuses a report or speed file of other weights."
     d = Path(model or model_dir())
     build, report, speed = (json.loads((d/f).read_text()) for f in ('build.json', 'report.json', 'speed.json'))
     sha = weights_sha256(d)
-    for name, got in (('report.json', report.get('run', {}).get('weights_sha256')), ('speed.json', speed.get('weights_sha256'))):
-        if got != sha: raise ValueError(f'{d/name} was measured on other weights ({str(got)[:12]} != {sha[:12]}): rerun '
-                                        f'`tbt {"policy-report --seed 2 --k 8" if name == "report.json" else "policy-speed"} --out {d/name}`')
+    redo = {'report.json': 'policy-report --seed 2 --k 8', 'speed.json': 'policy-speed'}
+    for name, got in (('report.json', report.get('run', {}).get('weights_sha256')),
+                      ('speed.json', speed.get('weights_sha256'))):
+        if got != sha: raise ValueError(f'{d/name} was measured on other weights ({str(got)[:12]} != {sha[:12]}): '
+                                        f'rerun `tbt {redo[name]} --out {d/name}`')
     return build, report, speed
