@@ -5,7 +5,7 @@ their in-memory backends as a backend kind, grading by their own state hash, and
 
 # %% ../nbs/13_thinkingbox.ipynb #c003
 from __future__ import annotations
-import ast, asyncio, importlib, importlib.util, json, os, re, sys, textwrap, threading, time, types
+import ast, asyncio, importlib, importlib.util, json, logging, os, re, sys, textwrap, threading, time, types
 from copy import deepcopy
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
@@ -21,8 +21,9 @@ from .backend import ToolError
 # %% auto #0
 __all__ = ['ENV', 'RELEASES', 'CLAUSE', 'HASH_TABLE', 'FLAWS', 'ThinkingBoxDataError', 'data_dir', 'import_servers', 'TaskDef',
            'read_task_module', 'read_test_list', 'release_uids', 'tb_limits', 'to_task', 'load_thinkingbox', 'Server',
-           'load_server', 'ScenarioDomain', 'scenario_domain', 'KnowledgeBase', 'ScenarioEpisode', 'flawed_calls',
-           'GoldenWithFlaws', 'their_verdict']
+           'load_server', 'fresh_module', 'ModuleBackend', 'ScenarioDomain', 'scenario_domain', 'KnowledgeBase',
+           'ScenarioEpisode', 'their_checks', 'flawed_calls', 'GoldenWithFlaws', 'their_verdict', 'make_tb_policy',
+           'thinkingbox_bench']
 
 # %% ../nbs/13_thinkingbox.ipynb #c005
 ENV = 'THINKINGBOX_DATA'   # the variable their harness uses too
@@ -45,11 +46,14 @@ def data_dir(path=None) -> Path:
 
 # %% ../nbs/13_thinkingbox.ipynb #c008
 class _Recorder:
-    "Stands in for a fastmcp object: accepts any construction and call, records nothing we use."
-    def __init__(self, *a, **kw): self.args, self.kwargs = a, kw
+    "Stands in for a fastmcp object: accepts any construction; a `FastMCP` records the tools its module declares."
+    def __init__(self, *a, **kw): self.args, self.kwargs, self.tools = a, kw, {}
     def tool(self, *a, **kw):
-        if a and callable(a[0]): return a[0]
-        return lambda fn: fn
+        def record(fn):
+            self.tools[kw.get('name') or fn.__name__] = (fn, kw.get('description') or (fn.__doc__ or '').strip())
+            return fn
+        if a and callable(a[0]): return record(a[0])
+        return record
     def add_tool(self, *a, **kw): pass
     def run(self, *a, **kw): raise RuntimeError('this process uses the server packages in-process; fastmcp is not installed')
 
@@ -68,13 +72,23 @@ def _fastmcp_shim():
     sys.modules.update(mods)
     return True
 
+def _harness_shim():
+    "Their task modules import `Judge` and `TestContext` from their harness, as type hints: stand-ins where it is absent."
+    if 'thinkingbox' in sys.modules or importlib.util.find_spec('thinkingbox') is not None: return
+    pkg, common = types.ModuleType('thinkingbox'), types.ModuleType('thinkingbox.common')
+    pkg.__path__ = []
+    common.Judge, common.TestContext = type('Judge', (), {}), type('TestContext', (), {})
+    sys.modules.update({'thinkingbox': pkg, 'thinkingbox.common': common})
+
 _IMPORT_LOCK = threading.Lock()
 
 def import_servers(data=None) -> dict:
     "Make their server packages importable (installed, else from the checkout) and return servers.yaml's name -> module."
     d = data_dir(data)
     with _IMPORT_LOCK:
-        _fastmcp_shim()
+        _fastmcp_shim(); _harness_shim()
+        for name in ('tb_business_ops_servers_202606', 'thinkingbox_tools'):  # tool failures reach the agent and the verdict
+            logging.getLogger(name).setLevel(logging.CRITICAL)
         for pkg in ('tb_business_ops_servers_202606', 'thinkingbox_tools'):
             if importlib.util.find_spec(pkg) is None: sys.path.append(str(d/'servers'/pkg))
     spec = yaml.safe_load((d/'servers/servers.yaml').read_text())['servers']
@@ -116,8 +130,8 @@ class TaskDef:
     file: Path
     line: int
 
-def read_task_module(path) -> list[TaskDef]:
-    "The task definitions of one module: module-level YAML merged under each test function's YAML."
+def read_task_module(path, only:set=None) -> list[TaskDef]:
+    "The task definitions of one module (`only` these function names): module-level YAML merged under each function's."
     path = Path(path)
     try: tree = ast.parse(path.read_text(), filename=str(path))
     except SyntaxError as e:
@@ -125,7 +139,7 @@ def read_task_module(path) -> list[TaskDef]:
     top, out = {}, []
     for node in tree.body:
         if (obj := _yaml_of(node, path, None)) is not None: top.update(obj)
-        elif isinstance(node, ast.FunctionDef) and node.body:
+        elif isinstance(node, ast.FunctionDef) and node.body and (only is None or node.name in only):
             if (obj := _yaml_of(node.body[0], path, f'{path.name}:{node.name}')) is None: continue
             cfg = {**top, **obj}
             if isinstance(top.get('tags'), list) and isinstance(obj.get('tags'), list): cfg['tags'] = top['tags'] + obj['tags']
@@ -152,8 +166,11 @@ def _test_functions(path) -> list[str]:
 
 def release_uids(data=None) -> dict[str, str]:
     "uid -> release for the evaluation-only releases: every task of every module their test lists name."
-    d, out = data_dir(data), {}
-    modules = _find_modules(d)
+    return dict(_release_uids(data_dir(data)))
+
+@lru_cache(maxsize=None)
+def _release_uids(d:Path) -> dict[str, str]:
+    out, modules = {}, _find_modules(d)
     for rel, p in RELEASES.items():
         uids = read_test_list(d/p)
         for name in sorted({u.split(':', 1)[0] for u in uids}):  # the base definitions a list replaced are benchmark content too
@@ -179,6 +196,13 @@ def tb_limits() -> Limits:
     "Episode budgets for these tasks: their policies alone are 6-25k characters and golden paths reach 19 calls."
     return Limits(max_turns=40, max_tokens_per_turn=4096, max_episode_tokens=131072, wall_clock_s=900.0)
 
+def _judge_questions(td:TaskDef) -> list[str]:
+    "The literal questions of `judge.text_yesno(text, question)` calls in a test function's body."
+    tree = ast.parse(td.file.read_text())
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == td.uid.split(':', 1)[1])
+    return [c.args[1].value for c in ast.walk(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+            and c.func.attr == 'text_yesno' and len(c.args) > 1 and isinstance(c.args[1], ast.Constant)]
+
 def to_task(td:TaskDef, d:Path, releases:dict) -> Task:
     "Our `Task` from one definition; problems name the file, function and field."
     cfg, uid = td.config, td.uid
@@ -195,7 +219,9 @@ def to_task(td:TaskDef, d:Path, releases:dict) -> Task:
     for server, conf in (cfg.get('init') or {}).items():
         if not isinstance(conf, dict): raise bad(f'init.{server}', 'expected a mapping')
     for server, conf in init.items():
-        if not dom.servers[server].sandbox: continue
+        if not dom.servers[server].sandbox:  # a module server: its init config is {name: [items]}, checked by the task's code
+            for t, rs in conf.items(): rows[t] = rows.get(t, []) + (rs if isinstance(rs, list) else [rs])
+            continue
         for t, rs in (conf.get('data_patch') or {}).items():
             if not isinstance(rs, list): raise bad(f'init.{server}.data_patch.{t}', 'expected a list of rows')
             rows[t] = rows.get(t, []) + rs
@@ -206,6 +232,9 @@ def to_task(td:TaskDef, d:Path, releases:dict) -> Task:
             golden.append(ToolCallSpec(name=c['tool'], arguments=c.get('parameters') or {}))
         for q in conf.get('rubrics_yesno') or []: rubric.append(RubricItem(question=str(q)))
     rel = releases.get(uid)
+    if any(not dom.servers[s].sandbox for s in init):  # graded by the test function's own asserts (see `their_checks`)
+        dom.checks[uid] = (td.file, uid.split(':', 1)[1])
+        rubric += [RubricItem(question=q) for q in _judge_questions(td)]
     task = Task(uid=uid, domain=dom.name, family=td.file.stem, split='bench' if rel else 'train',
                 held_out_family=bool(rel), query=cfg['query'].strip(),
                 user=UserSpec(context=str(cfg.get('user_context') or '')), init=rows, golden=golden, rubric=rubric,
@@ -242,9 +271,11 @@ def load_thinkingbox(source, # a test list (.yaml), a task module (.py), a relea
         files = [modules[n] for n in names]
     else: raise TaskFileError([TaskProblem(file=src, line=0, message='expected a test list (.yaml), a task module (.py) or a release name')])
     defs, problems = {}, []
+    only = None if wanted is None else {}
+    for u in wanted or []: only.setdefault(u.split(':', 1)[0], set()).add(u.split(':', 1)[1])
     for f in files:
         try:
-            for td in read_task_module(f): defs[td.uid] = td
+            for td in read_task_module(f, None if only is None else only.get(f.name, set())): defs[td.uid] = td
         except TaskFileError as e: problems += e.problems
     order = wanted if wanted is not None else list(defs)
     tasks = []
@@ -261,7 +292,12 @@ def load_thinkingbox(source, # a test list (.yaml), a task module (.py), a relea
 _LOOPS = threading.local()
 
 def _run(coro):
-    "Run a coroutine of their package to completion on this thread's own event loop (tool calls run in worker threads)."
+    "Run a coroutine of their package to completion on this thread's own loop (or, under a running loop, a helper thread's)."
+    try: asyncio.get_running_loop()
+    except RuntimeError: pass
+    else:
+        import concurrent.futures
+        with concurrent.futures.ThreadPoolExecutor(1) as ex: return ex.submit(_run, coro).result()
     loop = getattr(_LOOPS, 'loop', None)
     if loop is None: loop = _LOOPS.loop = asyncio.new_event_loop()
     return loop.run_until_complete(coro)
@@ -282,8 +318,43 @@ def load_server(name:str, module:str) -> Server:
     "Import a server module (its tools register against the fastmcp stand-in) and read its toolsets."
     m = _server_module(module)
     system = getattr(m, 'sandbox_system', None)
-    if system is None: return Server(name, module, False)
+    if system is None:
+        if not isinstance(getattr(m, 'mcp', None), _Recorder):
+            raise NotImplementedError(f'server {name} ({module}) is neither a SandboxToolsSystem nor a fastmcp module')
+        return Server(name, module, False)
     return Server(name, module, True, list(system.toolsets))
+
+def fresh_module(module:str):
+    "A new instance of a module server (its own globals: its database, its tool functions): no process, a few ms."
+    spec = importlib.util.find_spec(module)
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+_ARG_CHECKS: dict = {}
+
+class ModuleBackend:
+    "One episode's instance of a fastmcp-module server: its tools are the module's functions, its state the effects."
+    def __init__(self, module:str):
+        self.module = fresh_module(module)
+        self.tools = {n: fd for n, fd in self.module.mcp.tools.items() if not n.startswith('__reserved__')}
+        self._tool_map = self.tools
+    def init(self, config:dict): return _run(self.module.mcp.tools['__reserved__init'][0](config))
+    def call(self, name:str, arguments:dict):
+        "Validate the arguments as fastmcp would (the function's own signature), then call it."
+        from pydantic_core import to_jsonable_python
+        from pydantic import ValidationError
+        fn = self.tools[name][0]
+        key = (self.module.__name__, name)
+        if key not in _ARG_CHECKS:
+            from mcp.server.mcpserver.tools.base import Tool as MCPTool
+            _ARG_CHECKS[key] = MCPTool.from_function(fn, name=name).fn_metadata
+        try: args = _ARG_CHECKS[key].validate_arguments(arguments)
+        except ValidationError as e: raise ToolError(f'invalid arguments for {name}: {e.errors()[0]["loc"]}: {e.errors()[0]["msg"]}') from None
+        return to_jsonable_python(_run(fn(**args)))
+    def effects(self) -> dict:
+        from pydantic_core import to_jsonable_python
+        return to_jsonable_python(_run(self.module.mcp.tools['__reserved__geteffects'][0]()))
 
 # %% ../nbs/13_thinkingbox.ipynb #c022
 class ScenarioDomain:
@@ -297,13 +368,20 @@ class ScenarioDomain:
         self.sources = [s for conf in ws.values() if isinstance(conf, dict) for s in conf.get('sources') or []]
         self.families, self.expert, self.unstable = {}, None, {}  # no generator, no expert: the golden path is the reference
         self._templates, self._lock = {}, threading.Lock()
+        self.checks: dict = {}  # task uid -> (module file, function) for tasks graded by their own asserts
         probe = self._system_set()
         self._tool_server = {n: s for s, sys_ in probe.items() for n in sys_._tool_map}
-        self._tables = {stem: s for s, sys_ in probe.items() for stem in sys_.db._model_cls_to_stem.values()}
+        self._tables = {stem: s for s, sys_ in probe.items() if servers[s].sandbox for stem in sys_.db._model_cls_to_stem.values()}
+        self._tables.update({t: s for s in servers if not servers[s].sandbox for t in (ws.get(s) or {})})
         missing = [t for t in self.visible if t not in self._tool_server]
         if missing: raise ValueError(f'scenario {name}: tools {missing} are not served by {sorted(servers)}')
         self._tool_objs = {n: t for sys_ in probe.values() for n, t in sys_._tool_map.items()}
-        specs = {t['name']: t for s in probe.values() for t in s.list_tools()}
+        specs = {t['name']: t for s in probe.values() if not isinstance(s, ModuleBackend) for t in s.list_tools()}
+        from mcp.server.mcpserver.tools.base import Tool as MCPTool
+        for s in probe.values():
+            if isinstance(s, ModuleBackend):  # their tool functions' own signatures make the schemas, as fastmcp would
+                for n, (fn, desc) in s.tools.items():
+                    specs[n] = {'name': n, 'description': desc, 'input_schema': MCPTool.from_function(fn, name=n).parameters}
         self.specs = {n: specs[n] for n in self.visible}
         self.tools = {n: None for n in self.visible}  # names, in the order the agent sees them (see `mcp_tools`)
         register_domain(self)
@@ -311,11 +389,8 @@ class ScenarioDomain:
     def _system_set(self) -> dict:
         "A fresh SandboxToolsSystem per server: their own constructor, so every episode starts as theirs does."
         from tb_business_ops_servers_202606 import SandboxToolsSystem
-        out = {}
-        for s in self.servers.values():
-            if not s.sandbox: raise NotImplementedError(f'server {s.name} ({s.module}) is not a sandbox backend')
-            out[s.name] = SandboxToolsSystem(toolsets=s.toolsets)
-        return out
+        return {s.name: SandboxToolsSystem(toolsets=s.toolsets) if s.sandbox else ModuleBackend(s.module)
+                for s in self.servers.values()}
 
     def __repr__(self): return f'ScenarioDomain({self.name!r}: {len(self.tools)} tools, {len(self.sources)} sources)'
 
@@ -326,6 +401,7 @@ def _check_call(self:ScenarioDomain, name:str, arguments:dict) -> list[tuple]:
     "Problems of one call as (field, message): a tool the scenario does not show, or arguments its model refuses."
     if name not in self.specs: return [('name', f'unknown tool {name!r} in scenario {self.name}')]
     tool = self._tool_objs[name]
+    if isinstance(tool, tuple): return []  # a module server's function: its arguments are checked when it is called
     try: tool.request_model.model_validate(arguments)
     except ValidationError as e:
         return [('arguments.' + '.'.join(str(x) for x in err['loc']), f"{name}: {err['msg']}") for err in e.errors()]
@@ -398,22 +474,32 @@ class ScenarioEpisode:
         for sys_ in self.systems.values():
             for t in sys_._tool_map.values():
                 if hasattr(t, '_get_typesense_client'): t._get_typesense_client = lambda kb=kb: kb
+        configs = {}
         for t, rows in (task.init if task else {}).items():
-            if rows: self.systems[dom._tables[t]].apply_data_patch({t: rows})
+            s = dom._tables[t]
+            if isinstance(self.systems[s], ModuleBackend): configs.setdefault(s, {})[t] = rows
+            elif rows: self.systems[s].apply_data_patch({t: rows})
+        for s, sys_ in self.systems.items():
+            if isinstance(sys_, ModuleBackend): sys_.init(configs.get(s, {}))
 
     def run_tool(self, name:str, arguments:dict):
         "Call their tool; a refusal or failure of the tool is a `ToolError` the agent reads."
         from tb_business_ops_servers_202606 import SandboxToolsSystemError
         server = self.dom._tool_server.get(name)
         if server is None or name not in self.dom.specs: raise ToolError(f'unknown tool {name!r}')
-        try: return _run(self.systems[server].call_tool(name, arguments))
+        sys_ = self.systems[server]
+        if isinstance(sys_, ModuleBackend): return sys_.call(name, arguments)
+        try: return _run(sys_.call_tool(name, arguments))
         except SandboxToolsSystemError as e: raise ToolError(str(e)) from None
 
     def snapshot(self) -> dict:
-        "Per server: their stable state and its SHA-256, computed by their package."
+        "Per server: their stable state and its SHA-256 (computed by their package), or a module server's effects."
         from tb_business_ops_servers_202606.utils.db_utils import get_stable_database_state, calculate_database_hash
-        return {s: {'state': get_stable_database_state(sys_.db), 'sha256': calculate_database_hash(sys_.db)}
-                for s, sys_ in self.systems.items()}
+        out = {s: {'state': get_stable_database_state(sys_.db), 'sha256': calculate_database_hash(sys_.db)}
+               for s, sys_ in self.systems.items() if not isinstance(sys_, ModuleBackend)}
+        effects = {s: sys_.effects() for s, sys_ in self.systems.items() if isinstance(sys_, ModuleBackend)}
+        if effects: out['(their checks)'] = their_checks(self.dom, self.task_uid, effects)
+        return out
 
     def close(self): self.systems = {}
     def __enter__(self): return self
@@ -443,7 +529,10 @@ HASH_TABLE = '(state sha256)'
 
 def _canonical(self:ScenarioDomain, raw:dict, initial:dict=None) -> dict:
     "{table: {key: row}} of their stable state (rows keyed by id), and their hash per server as one more table."
-    out = {HASH_TABLE: {s: {'sha256': v['sha256']} for s, v in raw.items()}}
+    raw = dict(raw)
+    checks = raw.pop('(their checks)', None)
+    out = {HASH_TABLE: {s: {'sha256': v['sha256']} for s, v in raw.items()}} if raw else {}
+    if checks is not None: out['(their checks)'] = checks
     for s, v in raw.items():
         for t, rows in v['state'].items():
             ids = [r.get('id') for r in rows]
@@ -451,6 +540,29 @@ def _canonical(self:ScenarioDomain, raw:dict, initial:dict=None) -> dict:
             out[t] = {(str(r['id']) if unique else f'#{i}'): r for i, r in enumerate(rows)}
     return out
 ScenarioDomain.canonical = _canonical
+
+class _Judged:
+    "The `judge` their test functions call: the yes/no questions are our rubric items (asked by our judge), so yes here."
+    def text_yesno(self, text, question): return True
+
+def their_checks(dom:ScenarioDomain, uid:str|None, effects:dict) -> dict:
+    "Run a task's own test function on the episode's effects: {uid: {'passed': ...}}, and the failed assert's text."
+    if uid is None or uid not in dom.checks: return {}
+    path, fname = dom.checks[uid]
+    ns = {'__name__': f'thinkingbox_task_{path.stem}', '__file__': str(path)}
+    exec(compile(path.read_text(), str(path), 'exec'), ns)
+    x = types.SimpleNamespace(effects=effects, response='')
+    try: ns[fname](x, _Judged())
+    except AssertionError as e:
+        import traceback
+        line = traceback.extract_tb(e.__traceback__)[-1]
+        return {uid: {'passed': False}, 'failed assert': {'at': f'{path.name}:{line.lineno}', 'assert': (line.line or '')[:300]}}
+    return {uid: {'passed': True}}
+
+def _expected_state(self:ScenarioDomain, task:Task):
+    "For a task graded by its own asserts: every assert holds. Otherwise None (the golden replay decides)."
+    return {'(their checks)': {task.uid: {'passed': True}}} if task.uid in self.checks else None
+ScenarioDomain.expected_state = _expected_state
 
 # %% ../nbs/13_thinkingbox.ipynb #c032
 from mcp.server.mcpserver.tools.base import Tool as MCPTool
@@ -469,9 +581,9 @@ def _mcp_tools(self:ScenarioDomain) -> dict:
         meta = FuncMetadata(arg_model=_AnyArguments)
         self._mcp = {}
         for n, s in self.specs.items():
-            params = dict(s['input_schema'])  # JSON Schema allows unlisted arguments unless it says otherwise; so do their models
-            params.setdefault('additionalProperties', self._tool_objs[n].request_model.model_config.get('extra') == 'allow'
-                              or self._tool_objs[n].request_model.model_config.get('extra') in (None, 'ignore'))
+            params, t = dict(s['input_schema']), self._tool_objs[n]
+            if hasattr(t, 'request_model'):  # JSON Schema allows unlisted arguments unless it says otherwise; so do their models
+                params.setdefault('additionalProperties', t.request_model.model_config.get('extra') in (None, 'ignore', 'allow'))
             self._mcp[n] = MCPTool(fn=_unbound, name=n, description=s['description'] or '', parameters=params,
                                    fn_metadata=meta, is_async=True)
     return self._mcp
@@ -495,25 +607,80 @@ def flawed_calls(calls:list, flaw:str) -> list:
 from .policies import ScriptedPolicy
 
 class GoldenWithFlaws(ScriptedPolicy):
-    "A scripted policy for ThinkingBox tasks: repetition r plays `flaws[r % len(flaws)]` of the golden path."
-    def __init__(self, flaws=('golden', 'drop_last'), seed:int=0):
+    "A scripted policy for ThinkingBox tasks: repetition r plays `flaws[r % len(flaws)]` (rotated per task if asked)."
+    def __init__(self, flaws=('golden', 'drop_last'), seed:int=0,
+                 rotate:bool=False): # start each task at a seeded place in `flaws`, so a repetition mixes flaws over tasks
         super().__init__(seed=seed)
         bad = [f for f in flaws if f not in FLAWS]
         if bad: raise ValueError(f'unknown flaws {bad} (known: {FLAWS})')
-        self.flaws, self.policy_id = tuple(flaws), 'golden-with-flaws:' + ','.join(flaws)
+        self.flaws, self.rotate = tuple(flaws), rotate
+        self.policy_id = 'golden-with-flaws' + ('-rotated' if rotate else '') + ':' + ','.join(flaws)
+    def flaw_of(self, task:Task, repetition:int) -> str:
+        import hashlib
+        off = int(hashlib.sha256(f'{self.seed}/{task.uid}'.encode()).hexdigest(), 16) if self.rotate else 0
+        return self.flaws[(repetition + off) % len(self.flaws)]
     def plan(self, task:Task, repetition:int) -> list[dict]:
-        return flawed_calls([{'name': c.name, 'arguments': c.arguments} for c in task.golden], self.flaws[repetition % len(self.flaws)])
+        return flawed_calls([{'name': c.name, 'arguments': c.arguments} for c in task.golden], self.flaw_of(task, repetition))
 
 # %% ../nbs/13_thinkingbox.ipynb #c036
+_THEIR_GOLDEN: dict = {}
+
 def their_verdict(task:Task, calls:list) -> bool:
     "Their decision on `calls`, computed with their package alone: result hash == hash of their golden replay."
     from tb_business_ops_servers_202606.utils.db_utils import apply_golden_set_to_database, calculate_database_hash
     dom = DOMAINS[task.domain]
-    with dom.provision(task) as ours, dom.provision(task) as gold:
+    if task.uid not in _THEIR_GOLDEN:  # their replay of the golden path (it logs and skips a call that errors)
+        with dom.provision(task) as gold:
+            golden = {'tool_interactions': [{'tool': c.name, 'parameters': c.arguments} for c in task.golden]}
+            for sys_ in gold.systems.values(): _run(apply_golden_set_to_database(sys_, golden))
+            _THEIR_GOLDEN[task.uid] = {s: calculate_database_hash(sys_.db) for s, sys_ in gold.systems.items()}
+    with dom.provision(task) as ours:
         for c in calls:
             try: ours.run_tool(c['name'], c['arguments'])
             except ToolError: pass
-        golden = {'tool_interactions': [{'tool': c.name, 'parameters': c.arguments} for c in task.golden]}
-        for s, sys_ in gold.systems.items():
-            _run(apply_golden_set_to_database(sys_, golden))
-        return all(calculate_database_hash(ours.systems[s].db) == calculate_database_hash(gold.systems[s].db) for s in ours.systems)
+        return all(calculate_database_hash(sys_.db) == _THEIR_GOLDEN[task.uid][s] for s, sys_ in ours.systems.items())
+
+# %% ../nbs/13_thinkingbox.ipynb #c038
+from .cli import command
+
+def make_tb_policy(spec:str, sampling=None):
+    "`golden-with-flaws[:F,F...]` (scripted, for these tasks), else any policy SPEC of `tbt evaluate`."
+    if spec.startswith('golden-with-flaws'):
+        flaws = spec.split(':', 1)[1].split(',') if ':' in spec else list(FLAWS)
+        return GoldenWithFlaws(flaws, seed=(sampling.seed if sampling else 0), rotate=True)
+    from thinkingbox_training.policies import make_policy
+    return make_policy(spec, sampling)
+
+@command('thinkingbox-bench')
+def thinkingbox_bench(release:str='thinkingbox_bench_v1', # a release name, a test list (.yaml) or a task module (.py)
+                      policy:str='golden-with-flaws', # golden-with-flaws[:F,F] (scripted), or a policy SPEC of `tbt evaluate`
+                      k:int=20,                  # attempts per task
+                      out:str=None,              # campaign directory (default data/runs/thinkingbox-RELEASE)
+                      user:str='stand-in',       # simulated user: openai:MODEL (TBT_USER_BASE_URL), or stand-in (offline)
+                      judge:str='rule',          # rubric judge: openai:MODEL (TBT_JUDGE_BASE_URL), or rule (offline)
+                      data:str=None,             # the thinkingbox-data checkout (default $THINKINGBOX_DATA)
+                      temperature:float=1.0, max_tokens:int=4096, seed:int=0,
+                      concurrency:int=32,        # episodes live at once
+                      quiet:bool=False):
+    "Run (or resume) a ThinkingBox release, every task x k attempts, into a campaign; then `tbt aggregate OUT`."
+    from thinkingbox_training.campaigns import run_campaign, _judge
+    from thinkingbox_training.policies import SamplingConfig
+    from thinkingbox_training.users import StandInServer
+    tasks = load_thinkingbox(release, data)
+    d = data_dir(data)
+    files = [d/RELEASES[release]] if release in RELEASES else [Path(release)]
+    out = out or f'data/runs/thinkingbox-{Path(release).stem}'
+    s = SamplingConfig(temperature=temperature, max_tokens=max_tokens, seed=seed)
+    pol = make_tb_policy(policy, s)
+    srv, kw = None, {}
+    if user == 'stand-in':  # an OpenAI-compatible user on 127.0.0.1 that answers by the scripted user's rules
+        srv = StandInServer().__enter__()
+        user, kw = 'openai:stand-in', {'user_kw': {'base_url': srv.base_url}}
+    try:
+        r = run_campaign(out, tasks, pol, k, user=user, sampling=s, grader=_judge(judge), concurrency=concurrency,
+                         task_files=files, progress=not quiet, runner_kw=kw)
+    finally:
+        if srv: srv.__exit__(None, None, None)
+    print(f"{r['campaign']}: executed {r['executed']} attempt(s) this run; {r['expected']} expected; "
+          f"{r['system_errors_left']} system error(s) left -> {out}")
+    return 1 if r['system_errors_left'] else 0

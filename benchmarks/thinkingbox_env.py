@@ -1,0 +1,56 @@
+"""Per-episode environment cost on ThinkingBox-Bench tasks: setup, tool calls and grading through our harness.
+
+    THINKINGBOX_DATA=../shared/thinkingbox-data python benchmarks/thinkingbox_env.py [--tasks 40] [--release thinkingbox_bench_v1]
+
+For a seeded sample of the release's tasks (spread over its five scenarios): build the episode's backend (fresh
+SandboxToolsSystems from their server package, patched with the task's rows), open our MCP session and list its
+tools, make the golden calls through MCP, grade the final state (their stable-state hash, the expected state
+cached per task as in a campaign). Medians over tasks of wall time per stage and of the process's CPU time per
+episode (robust on a shared machine); the expected state's first computation (a golden replay) is reported apart.
+For scale, their harness's session proxy (one stdio server process per session), measured while planning issue 28:
+session create 2.4 s median, destroy 0.95 s, a tool call 25-90 ms, grading 0.10 s.
+"""
+import argparse, asyncio, os, random, statistics, time
+os.environ.setdefault('OMP_NUM_THREADS', '1')
+from thinkingbox_training.thinkingbox import load_thinkingbox
+from thinkingbox_training.tasks import get_domain
+from thinkingbox_training.tools import ToolSession
+from thinkingbox_training.grader import Grader, RuleJudge, expected_state
+
+async def one(task, grader):
+    dom = get_domain(task.domain)
+    t = time.perf_counter(); expected_state(task); first_expected = time.perf_counter() - t
+    c0, t0 = time.process_time(), time.perf_counter()
+    db = dom.provision(task)
+    t1 = time.perf_counter()
+    async with ToolSession(db) as ts:
+        await ts.tool_specs()
+        t2 = time.perf_counter()
+        for c in task.golden: await ts.call(c.name, c.arguments)
+        t3 = time.perf_counter()
+    t4 = time.perf_counter()
+    v = await grader.grade(task, db, 'Done.')
+    t5, c1 = time.perf_counter(), time.process_time()
+    assert v.reward == 1, (task.uid, v.explain())
+    return {'provision': t1 - t0, 'mcp_session': (t2 - t1) + (t4 - t3), 'per_call': (t3 - t2) / max(1, len(task.golden)),
+            'grade': t5 - t4, 'total': t5 - t0, 'cpu': c1 - c0, 'calls': len(task.golden), 'golden_replay': first_expected}
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--tasks', type=int, default=40)
+    ap.add_argument('--release', default='thinkingbox_bench_v1')
+    ap.add_argument('--seed', type=int, default=0)
+    a = ap.parse_args()
+    t = time.perf_counter(); tasks = load_thinkingbox(a.release); load_s = time.perf_counter() - t
+    sample = random.Random(a.seed).sample(tasks, min(a.tasks, len(tasks)))
+    grader = Grader(judge=RuleJudge())
+    async def run(): return [await one(t, grader) for t in sample]
+    rows = asyncio.run(run())
+    med = lambda k: statistics.median(r[k] for r in rows) * 1000
+    print(f'{len(tasks)} tasks loaded in {load_s:.1f} s; {len(rows)} golden episodes, '
+          f'{statistics.median(r["calls"] for r in rows):.0f} calls median')
+    for k in ('provision', 'mcp_session', 'per_call', 'grade', 'golden_replay', 'total', 'cpu'):
+        print(f'{k:>14}: {med(k):8.2f} ms median')
+    print(f'thinkingbox_episode_cpu_ms_median={med("cpu"):.1f}')
+
+if __name__ == '__main__': main()

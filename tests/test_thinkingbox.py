@@ -1,0 +1,195 @@
+"ThinkingBox-format tasks through our harness: loading, the release guard, MCP tools, grading by their hash, flawed paths."
+import json, os, random
+from pathlib import Path
+import pytest
+from thinkingbox_training.tasks import EvaluationOnly, exclude, assert_disjoint, TaskFileError, ToolCallSpec
+from thinkingbox_training.episode import EpisodeRunner
+from thinkingbox_training.grader import Grader, JudgeAnswer, DefectiveTask, expected_state
+from thinkingbox_training.policies import ScriptedPolicy
+
+NEED = 'THINKINGBOX_DATA is not set: point it at a thinkingbox-data checkout (CI sets ../shared/thinkingbox-data)'
+
+@pytest.fixture(scope='module')
+def data():
+    if not os.environ.get('THINKINGBOX_DATA'): pytest.skip(NEED)
+    from thinkingbox_training.thinkingbox import data_dir
+    return data_dir()  # set but wrong: every test here fails with the error naming the variable
+
+@pytest.fixture(scope='module')
+def retail(data):
+    from thinkingbox_training.thinkingbox import load_thinkingbox
+    return load_thinkingbox('sandbox_external_retail_group1.py')
+
+@pytest.fixture(scope='module')
+def neobank_rubric(data):
+    from thinkingbox_training.thinkingbox import load_thinkingbox
+    return load_thinkingbox('sandbox_neobank_support_v1_group1_rubrics_yesno.py')
+
+def calls_of(task): return [{'name': c.name, 'arguments': c.arguments} for c in task.golden]
+
+class NoOp(ScriptedPolicy):
+    "Says it is done without calling a tool."
+    def plan(self, task, repetition): return []
+
+def test_data_set_but_wrong_is_an_error_naming_the_variable(tmp_path):
+    from thinkingbox_training.thinkingbox import data_dir, ThinkingBoxDataError
+    with pytest.raises(ThinkingBoxDataError, match=f'THINKINGBOX_DATA={tmp_path} is not a thinkingbox-data checkout'):
+        data_dir(tmp_path)
+
+def test_a_release_module_loads_as_held_out_bench_tasks(retail):
+    assert len(retail) == 98
+    t = retail[0]
+    assert t.uid == 'sandbox_external_retail_group1.py:test_case_ST002_001'
+    assert (t.domain, t.family, t.split, t.held_out_family) == ('sandbox_external_retail', 'sandbox_external_retail_group1', 'bench', True)
+    assert 'evaluation-only:thinkingbox_bench_v1' in t.tags and t.user.context and t.golden and t.init
+    assert max(len(t.golden) for t in retail) <= t.limits.max_turns
+
+def test_loader_errors_name_file_function_and_field(data, tmp_path):
+    from thinkingbox_training.thinkingbox import load_thinkingbox
+    p = tmp_path/'mine.py'
+    p.write_text('''
+"""!
+scenario: sandbox_external_retail
+"""
+def test_no_query(x, judge):
+    """!
+    user_context: hi
+    """
+def test_bad_tool(x, judge):
+    """!
+    query: hello
+    init:
+      sandbox_external_retail:
+        golden_test_case:
+          tool_interactions:
+          - tool: launch_rocket
+            parameters: {}
+          - tool: get_order
+            parameters: {order_id: 7}
+"""
+def test_bad_scenario(x, judge):
+    """!
+    scenario: no_such_scenario
+    query: hello
+    """
+''')
+    with pytest.raises(TaskFileError) as e: load_thinkingbox(p)
+    msg = str(e.value)
+    assert f"{p}:5 [mine.py:test_no_query] query: missing or empty 'query'" in msg
+    assert f"[mine.py:test_bad_tool] golden[0].name: unknown tool 'launch_rocket' in scenario sandbox_external_retail" in msg
+    assert '[mine.py:test_bad_tool] golden[1].arguments.order_id: get_order: Input should be a valid string' in msg
+    assert '[mine.py:test_bad_scenario] scenario: no scenario file' in msg
+
+def test_the_release_guard_refuses_release_tasks_for_probing_pools_and_training(retail, tmp_path):
+    from thinkingbox_training.difficulty import select_pool
+    from thinkingbox_training.campaigns import _tasks_from
+    from thinkingbox_training.grpo import TBTConfig, load_pool
+    uid = retail[0].uid
+    (tmp_path/'one.yaml').write_text(f'- {uid}\n')
+    clause = 'thinkingbox_bench_v1: its README restricts its tasks to evaluation'
+    for attempt in (lambda: exclude(retail), lambda: assert_disjoint([uid], []),
+                    lambda: select_pool([dict(task_uid=uid, domain='d', family='f', split='bench', held_out_family=True,
+                                              status='ok', reward=1)]),
+                    lambda: _tasks_from(str(tmp_path/'one.yaml'), 'train'),
+                    lambda: load_pool(TBTConfig(output_dir=str(tmp_path), use_cpu=True, report_to='none', task_files=[
+                        str(tmp_path/'one.yaml')]))):
+        with pytest.raises(EvaluationOnly, match=f'task {uid} may not be used for .*{clause}'): attempt()
+
+def test_tools_are_listed_through_mcp_with_their_schemas(retail):
+    from thinkingbox_training.tools import ToolSession
+    from thinkingbox_training.episode import run_blocking
+    from thinkingbox_training.tasks import get_domain
+    task = retail[0]; dom = get_domain(task.domain)
+    async def go():
+        with dom.provision(task) as db:
+            async with ToolSession(db) as ts:
+                specs = await ts.tool_specs()
+                r = await ts.call('search_policy', {'query': 'refund for a delayed order'})
+                bad = await ts.call('get_order', {'order_id': 'ORD-NOPE'})
+        return specs, r, bad
+    specs, r, bad = run_blocking(go())
+    assert [s['function']['name'] for s in specs] == dom.visible
+    get_order = next(s for s in specs if s['function']['name'] == 'get_order')['function']
+    theirs = {k: {f: x for f, x in v.items() if f != 'title'} for k, v in dom.specs['get_order']['input_schema']['properties'].items()}
+    assert get_order['parameters']['properties'] == theirs  # as listed by their system (our MCP listing drops titles)
+    assert not r.is_error and json.loads(r.text)['snippets'][0]['source'].endswith('.md')
+    assert bad.is_error and 'ORD-NOPE' in bad.text and bad.system_error is None
+
+def test_golden_and_flawed_paths_on_a_sample_agree_with_their_hash(retail):
+    from thinkingbox_training.thinkingbox import GoldenWithFlaws, FLAWS, their_verdict
+    sample = random.Random(0).sample(retail, 8)
+    pol = GoldenWithFlaws(FLAWS)
+    eps = EpisodeRunner(pol, concurrency=8).run_sync([(t, r) for t in sample for r in range(len(FLAWS))])
+    assert [e.reward for e in eps if e.repetition == 0] == [1] * len(sample)
+    for e in eps:
+        assert (e.reward == 1) == their_verdict(e.task, pol.plan(e.task, e.repetition)), (e.task.uid, FLAWS[e.repetition])
+    failed = next(e for e in eps if e.reward == 0)
+    assert any('(state sha256)' in r for r in failed.verdict.reasons) and len(failed.verdict.reasons) >= 2  # hash and a readable row
+
+def test_a_golden_call_that_errors_makes_the_task_defective(retail):
+    t = retail[0]
+    bad = t.model_copy(update={'uid': t.uid + '-broken', 'golden': t.golden + [ToolCallSpec(name='get_order', arguments={'order_id': 'ORD-NOPE'})]})
+    with pytest.raises(DefectiveTask, match=r'golden\[\d+\] get_order'): expected_state(bad)
+
+class SaysNo:
+    name = 'says-no'
+    def __init__(self): self.asked = []
+    async def ask(self, item, final_message, transcript=None):
+        self.asked.append(item.question); return JudgeAnswer(yes=False, explanation='offline: no')
+
+def test_rubric_items_go_to_the_judge_and_the_llm_user_plays_through_the_stand_in(neobank_rubric):
+    from thinkingbox_training.users import StandInServer
+    task = next(t for t in neobank_rubric if t.rubric)
+    judge = SaysNo()
+    with StandInServer() as srv:
+        [e] = EpisodeRunner(ScriptedPolicy(), grader=Grader(judge=judge), user='openai:stand-in',
+                            user_kw={'base_url': srv.base_url}).run_sync([(task, 0)])
+    assert e.reward == 0 and judge.asked == [r.question for r in task.rubric]
+    assert [c.name for c in e.verdict.checks][0] == 'state' and e.verdict.checks[0].passed
+    assert e.trajectory.usage['user'].calls >= 1 and e.trajectory.termination == 'user_stop'
+
+@pytest.mark.slow
+def test_all_507_golden_pass_noop_and_flaws_agree_with_their_hash(data):
+    from thinkingbox_training.thinkingbox import load_thinkingbox, GoldenWithFlaws, FLAWS, their_verdict
+    tasks = load_thinkingbox('thinkingbox_bench_v1')
+    assert len(tasks) == 507
+    pol = GoldenWithFlaws(FLAWS)
+    eps = EpisodeRunner(pol, concurrency=16).run_sync([(t, r) for t in tasks for r in range(len(FLAWS))])
+    assert sum(e.reward == 1 for e in eps if e.repetition == 0) == 507
+    wrong = [(e.task.uid, FLAWS[e.repetition]) for e in eps if (e.reward == 1) != their_verdict(e.task, pol.plan(e.task, e.repetition))]
+    assert wrong == []
+    noop = EpisodeRunner(NoOp(), concurrency=16).run_sync([(t, 0) for t in tasks])
+    assert sum(e.reward == 1 for e in noop) == sum(their_verdict(t, []) for t in tasks) == 1
+
+def test_a_development_task_is_probed_and_may_enter_a_pool(data, tmp_path, monkeypatch):
+    "banking.py (their development tasks, not in a release list): split=train, graded by its own asserts, probed, pooled."
+    from thinkingbox_training.campaigns import probe
+    from thinkingbox_training.difficulty import select_pool
+    from thinkingbox_training.grpo import TBTConfig, load_pool
+    from thinkingbox_training.users import StandInServer
+    from thinkingbox_training.thinkingbox import load_thinkingbox
+    path = str(data/'dataset/test_case/banking.py')
+    tasks = load_thinkingbox(path)
+    assert len(tasks) == 12 and {t.split for t in tasks} == {'train'} and not any(t.held_out_family for t in tasks)
+    with StandInServer() as srv:
+        monkeypatch.setenv('TBT_USER_BASE_URL', srv.base_url)
+        assert probe(path, 'scripted', k=2, out=str(tmp_path/'probe'), user='openai:stand-in', quiet=True) == 0
+    recs = [json.loads(l) for l in (tmp_path/'probe'/'attempts.jsonl').read_text().splitlines()]
+    assert len(recs) == 24 and all(r['status'] == 'ok' for r in recs)
+    by = {r['task_uid']: r for r in recs}
+    assert by['banking.py:test_get_balance_savings']['reward'] == 1  # only a judged reply: nothing to do
+    assert by['banking.py:test_transfer_and_balance']['reward'] == 0  # the scripted policy makes no transfer
+    assert any('failed assert' in x for x in by['banking.py:test_transfer_and_balance']['verdict']['reasons'])
+    select_pool(recs)  # no refusal: these tasks may be selected
+    assert [t.uid for t in load_pool(TBTConfig(output_dir=str(tmp_path/'o'), use_cpu=True, report_to='none',
+                                               task_files=[path]))] == [t.uid for t in tasks]
+
+def test_a_development_task_passes_when_its_asserts_hold(data):
+    from thinkingbox_training.thinkingbox import load_thinkingbox
+    task = next(t for t in load_thinkingbox('banking.py') if t.uid == 'banking.py:test_transfer_and_balance')
+    class Transfers(ScriptedPolicy):
+        def plan(self, task, repetition):
+            return [{'name': 'transfer', 'arguments': {'from_account': '599521725', 'to_account': '843847393', 'amount': 100.0}}][:repetition]
+    eps = EpisodeRunner(Transfers()).run_sync([(task, 0), (task, 1)])
+    assert [e.reward for e in eps] == [0, 1]
+    assert [c.name for c in eps[1].verdict.checks] == ['state', 'rubric[0]']  # the judge's question became a rubric item
