@@ -456,7 +456,7 @@ class TBTTrainer(GRPOTrainer):
             check_vllm_server(url, args.vllm_server_timeout)
             self.vllm_generation = weight_sync if weight_sync is not None else self._vllm_generation()
             self.server_policy = EndpointPolicy(None, self.fmt, base_url=url + '/v1', sampling=self.sampling, concurrency=args.concurrency)
-        if policy is None and self._dist.is_zero3 and not args.ds3_gather_for_generation:
+        if policy is None and not server and self._dist.is_zero3 and not args.ds3_gather_for_generation:
             raise ValueError('ds3_gather_for_generation=False: processes decode different numbers of tokens, and ZeRO-3 forwards '
                              'without gathered parameters would wait on each other forever; keep it True')
         if self.fmt.eos_id not in self.eos_token_ids:
