@@ -73,3 +73,31 @@ def test_system_errors_are_retried_then_left_visible_and_block_the_numbers(tmp_p
     r = run_campaign(tmp_path/'e', ts, ScriptedPolicy(), k=2, progress=False)                       # the repair run
     assert (r['executed'], r['system_errors_left']) == (2, 0)
     assert load_campaign(tmp_path/'e').rewards.tolist() == [[1, 1], [1, 1]]
+
+def test_exceptions_of_domain_code_on_the_agents_input_are_counted_per_tool_in_the_report(tmp_path, capsys):
+    "Such a call is the agent's failed call (scored as usual), and `tbt aggregate` counts them per tool: they may be our bugs."
+    from thinkingbox_training.backend import Domain
+    from thinkingbox_training.domains.demo import DemoBase, demo
+    from thinkingbox_training.policies import Generation
+    from thinkingbox_training.campaigns import aggregate
+    buggy = Domain('buggy-campaign', DemoBase, seed=demo.seed, policy='A domain with a bug.')
+    buggy.tools.update(demo.tools); buggy._arg_models.update(demo._arg_models)
+    @buggy.tool
+    def lookup(ctx, account_id: str) -> dict:
+        "Look an account up (by a table that misses most accounts: a KeyError on them)."
+        return {'AC-1': {'balance_cents': 10_000}}[account_id]
+    class Says:
+        fmt, policy_id = None, 'says'
+        async def generate(self, reqs):
+            texts = ['<tool_call>\n{"name": "lookup", "arguments": {"account_id": "AC-9"}}\n</tool_call>',
+                     '<tool_call>\n{"name": "pay", "arguments": {"account_id": "AC-1", "amount_cents": 1}}\n</tool_call>', 'Paid.']
+            return [Generation(text=texts[min(r.turn, 2)] + '<|im_end|>') for r in reqs]
+    ts = [t.model_copy(update={'domain': 'buggy-campaign', 'uid': f'buggy-campaign/pay/{i}'}) for i, t in enumerate(demo_tasks(2))]
+    r = run_campaign(tmp_path/'b', ts[:1], Says(), k=3, progress=False)
+    assert (r['executed'], r['system_errors_left']) == (3, 0)
+    recs = AttemptStore(tmp_path/'b'/'attempts.sqlite').records('b')
+    assert [(x['reward'], x['agent_exceptions']) for x in recs] == [(1, {'lookup': 1})] * 3
+    assert aggregate(str(tmp_path/'b'), json=True) == 0
+    assert json.loads(capsys.readouterr().out)['agent_exceptions'] == {'lookup': 3}
+    assert aggregate(str(tmp_path/'b')) == 0
+    assert "domain code on the agent's input" in capsys.readouterr().out

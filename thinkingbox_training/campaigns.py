@@ -10,7 +10,7 @@ from .cli import command
 from .tasks import Task, load_tasks, refuse_evaluation_only
 from .episode import AttemptRecord, EpisodeRunner
 from .policies import SamplingConfig, make_policy
-from .grader import DefectiveTask, Grader, RuleJudge, OpenAIJudge, expected_state
+from .grader import DefectiveTask, Grader, RuleJudge, OpenAIJudge, check_defects
 from . import metrics
 
 # %% auto #0
@@ -162,12 +162,8 @@ def _resume_check(out:Path, old:dict, meta:dict):
 
 def refuse_defective(tasks:list):
     "`CampaignError` naming every task whose golden calls do not replay (an attempt of it could never be graded)."
-    bad = []
-    for t in tasks:
-        try: expected_state(t)
-        except DefectiveTask as e: bad.append(str(e))
-    if bad: raise CampaignError(f'{len(bad)} defective task(s), refused before any attempt runs:\n  ' + '\n  '.join(bad[:20])
-                                + ('\n  ...' if len(bad) > 20 else ''))
+    try: check_defects(tasks)
+    except DefectiveTask as e: raise CampaignError(str(e)) from None
 
 def run_campaign(out:str|Path,             # the campaign directory (created, or resumed)
                  tasks:list,               # the tasks
