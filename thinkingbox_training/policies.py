@@ -82,77 +82,81 @@ def uniforms(seeds:list, step:int) -> list[float]:
     return out
 
 def draw(logprobs, u):
-    "Inverse-CDF draw: for each row, the first token whose cumulative probability exceeds u (tokens of probability 0 never)."
+    "Inverse-CDF draw: per row, the first token whose cumulative probability exceeds u (never one of probability 0)."
     import torch
     cdf = logprobs.double().exp().cumsum(-1)
     x = torch.as_tensor(u, dtype=torch.float64, device=cdf.device)[:, None] * cdf[:, -1:]
     return torch.searchsorted(cdf, x, right=True)[:, 0].clamp(max=cdf.shape[-1] - 1)
 
-def _decode_attention(module, query, key, value, attention_mask, scaling:float=None, slab=None, **kw):
-    "One decode step's attention: each row over its shared prefix (read once per prefix for all its rows) and its own\n    columns of the slab, merged by their log-sum-exp; grouped-query heads read their key/value head in place."
+def _slab_attention(module, query, key, value, attention_mask, scaling:float=None, slab=None, **kw):
+    "Attention of new tokens over their shared prefix (read once for all its rows) and their own slab columns."
     import torch
-    B, H, _, D = query.shape
+    B, H, Q, D = query.shape
     G = key.shape[1]
-    q = query.view(B, G, H // G, D) * scaling  # a kv head's query heads become its query positions
-    s = (q @ key.transpose(-1, -2)).masked_fill(~attention_mask, float('-inf'))  # [B, G, H/G, width]
-    m = s.amax(-1, keepdim=True)  # finite: a row's own new token is always visible
+    R = H // G  # a kv head's query heads become more query rows of that head: no copy of keys or values
+    q = query.reshape(B, G, R * Q, D) * scaling
+    mask = attention_mask.repeat(1, 1, R, 1) if R > 1 else attention_mask
+    s = (q @ key.transpose(-1, -2)).masked_fill(~mask, float('-inf'))  # [B, G, R*Q, width]
+    m = s.amax(-1, keepdim=True)  # finite: every query sees at least its own column
     e = (s - m).exp()
     l, o = e.sum(-1, keepdim=True), e @ value
-    for (pk, pv), rows in slab.groups(module.layer_idx):
+    for (pk, pv), rows in slab.groups(module.layer_idx, B):
         b = len(rows)
-        qg = q[rows].transpose(0, 1).reshape(G, -1, D)  # all the prefix's rows in one product per kv head
+        qg = q[rows].transpose(0, 1).reshape(G, -1, D).to(pk.dtype)  # all the prefix's rows: one product per kv head
         sp = qg @ pk[0].transpose(-1, -2)
         mp = sp.amax(-1, keepdim=True)
         ep = (sp - mp).exp()
         lp, op = ep.sum(-1, keepdim=True), ep @ pv[0]
-        back = lambda t: t.view(G, b, H // G, -1).transpose(0, 1)
-        mp, lp, op = back(mp), back(lp), back(op)
+        back = lambda t: t.view(G, b, R * Q, -1).transpose(0, 1)
+        mp, lp, op = back(mp).to(q.dtype), back(lp).to(q.dtype), back(op).to(q.dtype)
         mr = torch.maximum(m[rows], mp)
         a, c = (m[rows] - mr).exp(), (mp - mr).exp()
         l[rows], o[rows] = l[rows] * a + lp * c, o[rows] * a + op * c
-    return (o / l).reshape(B, H, 1, D).transpose(1, 2).contiguous(), None
+    return (o / l).view(B, H, Q, D).transpose(1, 2).contiguous(), None
 
 class _Slab:
-    "The decode batch's KV cache. A prefix shared by many rows (the system turn) is kept once; each row's own tokens\n    live in a preallocated [rows, kv heads, capacity, head dim] buffer per layer, row r in columns [0, n[r]) (no\n    padding in front, no concatenation): each step writes every row's new key and value at the row's own next column."
-    def __init__(self, rows:list, # per request: (prefix or None, per layer (keys, values) of shape [1, kv heads, n, head dim])
-                 capacity:int):
+    "The batch's KV cache: shared prefixes kept once; each row's own tokens in a preallocated per-layer buffer."
+    def __init__(self, rows:list, # per row: (prefix or None, own cache or None), caches as per layer (keys, values)
+                 capacity:int, config, dtype, device):
         import torch
-        k0 = rows[0][1][0][0]
-        B, (_, G, _, D), dev = len(rows), k0.shape, k0.device
-        self.k = [k0.new_zeros(B, G, capacity, D) for _ in rows[0][1]]
-        self.v = [k0.new_zeros(B, G, capacity, D) for _ in rows[0][1]]
-        for r, (_, kv) in enumerate(rows):
-            for li, (k, v) in enumerate(kv):
+        G, L = config.num_key_value_heads, config.num_hidden_layers
+        D = getattr(config, 'head_dim', None) or config.hidden_size // config.num_attention_heads
+        B = len(rows)
+        self.k = [torch.zeros(B, G, capacity, D, dtype=dtype, device=device) for _ in range(L)]
+        self.v = [torch.zeros(B, G, capacity, D, dtype=dtype, device=device) for _ in range(L)]
+        for r, (_, own) in enumerate(rows):
+            for li, (k, v) in enumerate(own or []):
                 self.k[li][r, :, :k.shape[2]] = k[0]; self.v[li][r, :, :v.shape[2]] = v[0]
-        self.n = torch.tensor([kv[0][0].shape[2] for _, kv in rows], device=dev)
+        self.n = torch.tensor([own[0][0].shape[2] if own else 0 for _, own in rows], device=device)
         self.prefix = [p for p, _ in rows]  # row -> its prefix's cache (or None)
-        self.start = torch.tensor([p[0][0].shape[2] if p else 0 for p in self.prefix], device=dev)  # its first position
-        self.rows, self.width, self._groups, self._b = torch.arange(B, device=dev), 0, None, B
+        self.start = torch.tensor([p[0][0].shape[2] if p else 0 for p in self.prefix], device=device)  # 1st own position
+        self.rows, self.cols, self.width, self._groups = torch.arange(B, device=device), None, 0, None
+
+    def at(self, cols):
+        "Prepare a forward of rows [0, len(cols)) writing at columns `cols` [rows, new tokens]: its mask and positions."
+        import torch
+        b = cols.shape[0]
+        self.cols, self.width = cols, int(cols.max()) + 1
+        mask = (torch.arange(self.width, device=cols.device) <= cols[..., None])[:, None]  # [b, 1, new, width]
+        return mask, self.start[:b, None] + cols
 
     def update(self, key, value, layer_idx:int, *args, **kw):
-        "Write the step's keys and values at each row's next column; return the columns attention reads."
+        "Write the new keys and values at their columns; return the columns attention reads."
         b = key.shape[0]
-        r, c = self.rows[:b], self.n[:b]
+        r = self.rows[:b, None]
         K, V = self.k[layer_idx], self.v[layer_idx]
-        K[r, :, c] = key[:, :, 0]; V[r, :, c] = value[:, :, 0]
+        K[r, :, self.cols], V[r, :, self.cols] = key.transpose(1, 2), value.transpose(1, 2)
         return K[:b, :, :self.width], V[:b, :, :self.width]
 
-    def step(self, b:int):
-        "Prepare a step over rows [0, b): the width attention reads, its mask and each row's position."
+    def groups(self, layer_idx:int, b:int) -> list:
+        "(the prefix's keys and values at this layer, the rows among [0, b) that share it) for each shared prefix."
         import torch
-        n = self.n[:b]
-        self.width = int(n.max()) + 1
-        if self._groups is None or self._b != b:  # rows grouped by shared prefix, again when rows move or leave
-            by, self._b = {}, b
+        if self._groups is None or self._groups[0] != b:  # again when rows move or leave
+            by = {}
             for r, p in enumerate(self.prefix[:b]):
                 if p is not None: by.setdefault(id(p), (p, []))[1].append(r)
-            self._groups = [(p, torch.tensor(rs, device=n.device)) for p, rs in by.values()]
-        mask = (torch.arange(self.width, device=n.device) <= n[:, None])[:, None, None, :]
-        return mask, (self.start[:b] + n).view(b, 1)
-
-    def groups(self, layer_idx:int):
-        "(the prefix's keys and values at this layer, the rows that share it) for each shared prefix."
-        return [(p[layer_idx], rows) for p, rows in self._groups]
+            self._groups = (b, [(p, torch.tensor(rs, device=self.n.device)) for p, rs in by.values()])
+        return [(p[layer_idx], rows) for p, rows in self._groups[1]]
 
     def row(self, r:int) -> list:
         "Row r's own cache, copied out (so a kept episode does not hold the whole batch's buffers alive)."
@@ -163,7 +167,8 @@ class _Slab:
         "Copy row src into row dst (a finished row's place), so the live rows stay rows [0, live)."
         n = int(self.n[src])
         for K, V in zip(self.k, self.v): K[dst, :, :n] = K[src, :, :n]; V[dst, :, :n] = V[src, :, :n]
-        self.n[dst], self.start[dst], self.prefix[dst], self._groups = self.n[src], self.start[src], self.prefix[src], None
+        self.n[dst], self.start[dst], self.prefix[dst] = self.n[src], self.start[src], self.prefix[src]
+        self._groups = None
 
 class HFPolicy:
     "A local Hugging Face causal LM, batched over conversations, token in / token out."
@@ -194,34 +199,45 @@ class HFPolicy:
         "Forget the KV cache of an episode that ended."
         self._rows.pop(key, None)
 
-    def _prefill(self, ids:list, key) -> tuple:
-        "(shared prefix or None, the row's own KV cache after it (per layer (k, v), batch 1), last-position logits) of `ids`,\n        reusing what is cached."
+    def _start(self, ids:list, key) -> tuple:
+        "(shared prefix or None, the row's kept own cache or None, the ids still to feed) for one prompt."
         import torch
-        from transformers import DynamicCache
-        m, dev = self.model, self.device
         row = self._rows.get(key) if key is not None else None
-        if row is not None and len(row[0]) < len(ids) and ids[:len(row[0])] == row[0]: have, prefix, own = len(row[0]), row[1], row[2]
-        else:
-            cut = ids.index(self.fmt.eos_id) + 1 if self.fmt.eos_id in ids[:-1] else 0  # the system turn, shared by many episodes
-            prefix = self._prefixes.get(tuple(ids[:cut])) if cut else None
-            if cut and prefix is None and len(self._prefixes) < 64:
-                o = m(input_ids=torch.tensor([ids[:cut]], device=dev), use_cache=True)
-                prefix = self._prefixes[tuple(ids[:cut])] = [(l.keys, l.values) for l in o.past_key_values.layers]
-            have, own = (cut if prefix is not None else 0), None
-        P = prefix[0][0].shape[2] if prefix is not None else 0
-        if own is None or prefix is None: past = own or prefix
-        else: past = [(torch.cat([pk, k], 2), torch.cat([pv, v], 2)) for (pk, pv), (k, v) in zip(prefix, own)]
-        cache = DynamicCache(ddp_cache_data=past) if past is not None else DynamicCache()
-        o = m(input_ids=torch.tensor([ids[have:]], device=dev), past_key_values=cache,
-              position_ids=torch.arange(have, len(ids), device=dev)[None], use_cache=True)
-        return prefix, [(l.keys[:, :, P:], l.values[:, :, P:]) for l in o.past_key_values.layers], o.logits[0, -1].float()
+        if row is not None and len(row[0]) < len(ids) and ids[:len(row[0])] == row[0]:
+            return row[1], row[2], ids[len(row[0]):]
+        cut = ids.index(self.fmt.eos_id) + 1 if self.fmt.eos_id in ids[:-1] else 0  # the system turn, shared by many
+        prefix = self._prefixes.get(tuple(ids[:cut])) if cut else None
+        if cut and prefix is None and len(self._prefixes) < 64:
+            o = self.model(input_ids=torch.tensor([ids[:cut]], device=self.device), use_cache=True)
+            # kept in float64: sums over its thousands of positions are where float32 rounding would reach the logprobs
+            prefix = [(l.keys.double(), l.values.double()) for l in o.past_key_values.layers]
+            self._prefixes[tuple(ids[:cut])] = prefix
+        return prefix, None, ids[cut:] if prefix is not None else ids
+
+    def _prefill(self, slab:_Slab, chunks:list, chunk:int=32):
+        "Feed every row its new ids in one batch, `chunk` positions a forward; the logits at each row's last id."
+        import torch
+        dev, C = self.device, max(map(len, chunks))
+        c = torch.tensor([len(x) for x in chunks], device=dev)
+        ids = torch.full((len(chunks), C), self.fmt.eos_id, device=dev)
+        for r, x in enumerate(chunks): ids[r, C - len(x):] = torch.tensor(x, device=dev)
+        j = torch.arange(C, device=dev)
+        pad = j < (C - c)[:, None]  # padding in front of a row's ids writes past its end, which nothing reads
+        cols = slab.n[:, None] + torch.where(pad, c[:, None] + j, j - (C - c)[:, None])
+        for j0 in range(0, C, chunk):
+            b = int((C - c < j0 + chunk).sum())  # rows with ids in this stretch: a prefix of the sorted rows
+            mask, pos = slab.at(cols[:b, j0:j0 + chunk])
+            o = self.model(input_ids=ids[:b, j0:j0 + chunk], attention_mask=mask, position_ids=pos,
+                           past_key_values=slab, use_cache=True, slab=slab, logits_to_keep=1)
+        slab.n += c
+        return o.logits[:, -1].float()
 
     def sample(self, prompts:list, # token id lists
                seeds:list, # one seed per prompt
                max_tokens:int|list=None, # tokens each prompt may sample this turn (one limit, or one per prompt)
                keys:list=None, # one key per prompt naming its episode: its KV cache is kept for its next turn
               ) -> list[Generation]:
-        "Sample one turn for each prompt: each prompt prefilled on its own (from its cache), then one batched decode loop."
+        "Sample one turn for each prompt: all fed in one batch (each from its cache), then one batched decode loop."
         import torch
         from transformers import AttentionInterface
         cfg, m, dev = self.sampling, self.model, self.device
@@ -231,16 +247,18 @@ class HFPolicy:
             raise ValueError(f'max_tokens must give each of the {B} prompts at least 1 token, got {max_tokens}')
         keys = keys or [None] * B
         out_ids, out_lp, done = [[] for _ in range(B)], [[] for _ in range(B)], [False] * B
-        AttentionInterface.register('tbt_decode', _decode_attention)
+        AttentionInterface.register('tbt_slab', _slab_attention)
         was_training, impl = m.training, m.config._attn_implementation
         m.eval()
         try:
             with torch.no_grad():
-                rows = [self._prefill(list(p), k) for p, k in zip(prompts, keys)]
-                slab = _Slab([(p, kv) for p, kv, _ in rows], max(kv[0][0].shape[2] for _, kv, _ in rows) + max(max_tokens))
-                logits = torch.stack([lg for _, _, lg in rows]); del rows
-                who = list(range(B))  # batch row -> request; finished rows leave, the live ones stay rows [0, len(who))
-                m.config._attn_implementation = 'tbt_decode'
+                starts = [self._start(list(p), k) for p, k in zip(prompts, keys)]
+                who = sorted(range(B), key=lambda i: -len(starts[i][2]))  # batch row -> request
+                own = [s[1][0][0].shape[2] if s[1] else 0 for s in starts]
+                cap = max(own) + max(len(s[2]) for s in starts) + max(max_tokens)  # room for what _prefill pads
+                slab = _Slab([starts[i][:2] for i in who], cap, m.config, next(m.parameters()).dtype, dev)
+                m.config._attn_implementation = 'tbt_slab'
+                logits = self._prefill(slab, [starts[i][2] for i in who]); del starts
                 for step in range(max(max_tokens)):
                     if cfg.temperature == 0: lp = torch.log_softmax(logits, -1); nxt = lp.argmax(-1)
                     else:
@@ -252,9 +270,10 @@ class HFPolicy:
                         out_ids[i].append(t); out_lp[i].append(got[r])
                         if t == self.fmt.eos_id: done[i] = True
                         if done[i] or len(out_ids[i]) == max_tokens[i]: fin.append(r)
-                    for r in fin:  # keep a finished row's cache: prompt + sampled tokens but the last, which was not fed
+                    for r in fin:  # keep a finished row's cache: prompt + sampled tokens but the last (not fed)
                         i = who[r]
-                        if keys[i] is not None: self._rows[keys[i]] = (list(prompts[i]) + out_ids[i][:-1], slab.prefix[r], slab.row(r))
+                        if keys[i] is not None:
+                            self._rows[keys[i]] = (list(prompts[i]) + out_ids[i][:-1], slab.prefix[r], slab.row(r))
                     if fin:  # finished rows stop costing anything: live rows from the end move into their places
                         live = len(who) - len(fin)
                         holes, movers = [r for r in fin if r < live], [r for r in range(live, len(who)) if r not in fin]
@@ -262,7 +281,7 @@ class HFPolicy:
                         who, nxt = who[:live], nxt[:live]
                         if not who: break
                     b = len(who)
-                    mask, pos = slab.step(b)
+                    mask, pos = slab.at(slab.n[:b, None])
                     o = m(input_ids=nxt.view(b, 1), attention_mask=mask, position_ids=pos, past_key_values=slab,
                           use_cache=True, slab=slab)
                     slab.n[:b] += 1
