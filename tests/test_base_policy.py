@@ -1,6 +1,7 @@
 """The shipped base policy (data/models/tiny-qwen3): it loads fast as a Qwen3 checkpoint with the right end and pad
 tokens, its chat template renders exactly as the interpreter's ChatFormat, its tokenizer is current for the domains'
-prompts, and a short seeded rollout through the episode engine gives well-formed token trajectories."""
+prompts, and a short seeded rollout through the episode engine gives well-formed token trajectories. And its recipe:
+`BuildConfig()` is what the shipped build.json records, and the whole build runs at toy size."""
 import time
 import pytest
 from thinkingbox_training.base_policy import model_dir, stale_prompt_lines, domain_prompt, episode_metrics, DOMAINS
