@@ -35,6 +35,13 @@ def odd_lookup(ctx, account_id: str) -> dict:
     "A lookup returning a value JSON cannot hold as is."
     return {'id': account_id, 'at': object.__new__(type('Opaque', (), {'__repr__': lambda s: 'opaque'}))}
 
+REPLAYS = []
+
+@infra.tool
+def mark(ctx, account_id: str) -> dict:
+    "A golden-only call that records whether it runs on the thread of the event loop."
+    REPLAYS.append(threading.current_thread() is threading.main_thread()); return {}
+
 @pytest.fixture(scope='module', autouse=True)
 def release_hung_threads():
     yield
@@ -155,6 +162,12 @@ def test_a_golden_call_that_fails_on_replay_is_a_system_error_naming_it():
     bad = task('infra-faults/t/defective', golden=[ToolCallSpec(name='pay', arguments={'account_id': 'AC-404', 'amount_cents': 1})])
     [e] = run(Says(PAY, 'Paid.'), [(bad, 0)])
     system_error(e, 'grading failed', 'DefectiveTask', 'golden[0]', 'AC-404')
+
+def test_grading_replays_the_golden_calls_off_the_event_loop():
+    # the expected state replays the golden calls once per task: on a worker thread, not blocking other episodes
+    t = task('infra-faults/t/replay', golden=[ToolCallSpec(name='mark', arguments={'account_id': 'AC-1'})])
+    [e] = run(Says('Done.'), [(t, 0)])
+    assert REPLAYS == [False] and (e.trajectory.status, e.reward) == ('ok', 1)
 
 # ---------- tools ----------
 @pytest.mark.parametrize('tool, words', [('hung_lookup', ['timed out after 0.3s']), ('broken_lookup', ['ConnectionError'])])
