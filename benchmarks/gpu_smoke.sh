@@ -2,7 +2,7 @@
 # One prepared GPU check (issue 31); what it measures: benchmarks/gpu_smoke.py's docstring.
 #
 #   bash benchmarks/gpu_smoke.sh --build-wheels   # here, with network: the wheels to carry, into benchmarks/wheels/ (git-ignored)
-#   bash benchmarks/gpu_smoke.sh                  # on the GPU machine (no network): at most ~4 minutes
+#   bash benchmarks/gpu_smoke.sh                  # on the GPU machine (no network): stops within 4 minutes
 #   bash benchmarks/gpu_smoke.sh --cpu-check      # anywhere: the same code on tiny shapes, on CPU
 #
 # The GPU machine it was prepared for has Python 3.12 with torch and transformers, and none of trl, mcp, vllm:
@@ -42,4 +42,8 @@ else
     echo "gpu_smoke: $(ls "$WHEELS"/*.whl | wc -l) wheels installed into $VENV in $((SECONDS - t0)) s"
     RUN=$VENV/bin/python
 fi
-PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" timeout "${GPU_SMOKE_TIMEOUT_S:-230}" "$RUN" benchmarks/gpu_smoke.py "$@"
+# on the GPU the whole script stays within 4 minutes (the install's time comes off the measurements'); a CPU check,
+# on a shared machine, gets 20
+case " $* " in *" --cpu-check "*) LIMIT=${GPU_SMOKE_LIMIT_S:-1200} ;; *) LIMIT=${GPU_SMOKE_LIMIT_S:-240} ;; esac
+LEFT=$((LIMIT - SECONDS - 5))
+PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" timeout "$LEFT" "$RUN" benchmarks/gpu_smoke.py --budget-s $((LEFT - 40)) "$@"
