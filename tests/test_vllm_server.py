@@ -146,14 +146,15 @@ def test_use_vllm_trains_like_the_transformers_sampler(tmp_path, stand_in):
     gaps = [h['tbt/logprob_gap/mean'] for h in t_hf.state.log_history if 'loss' in h]
     assert len(gaps) == 2 and max(gaps) < 1e-4, gaps
 
-def test_a_sampler_recording_zero_logprobs_stops_training(tmp_path, stand_in, monkeypatch):
+@pytest.mark.parametrize('top_k', [0, 5])   # caught by the gap itself, and (top-k: a gap is expected) by the certainty it claims
+def test_a_sampler_recording_zero_logprobs_stops_training(tmp_path, stand_in, monkeypatch, top_k):
     real = stand_in.complete
     def zeroed(body):
         out = real(body)
         for c in out['choices']: c['logprobs']['token_logprobs'] = [0.0] * len(c['token_ids'])
         return out
     monkeypatch.setattr(stand_in, 'complete', zeroed)
-    with pytest.raises(RuntimeError, match='the sampler is not the model being trained'): train(tmp_path, stand_in, steps=1)
+    with pytest.raises(RuntimeError, match='the sampler is not the model being trained'): train(tmp_path, stand_in, steps=1, top_k=top_k)
 
 def test_a_server_without_processed_logprobs_is_refused(tmp_path, stand_in, monkeypatch):
     real = stand_in.handle
@@ -168,3 +169,20 @@ def test_colocate_and_uncorrected_truncated_sampling_are_refused(tmp_path):
     with pytest.raises(ValueError, match='to vLLM rollouts only'): TBTConfig(use_vllm=True, top_p=0.95, vllm_importance_sampling_correction=False, **base)
     c = TBTConfig(use_vllm=True, top_p=0.95, top_k=20, **base)
     assert (c.vllm_mode, c.vllm_importance_sampling_mode, c.vllm_importance_sampling_clip_max) == ('server', 'token_truncate', 3.0)
+
+def test_top_k_sampling_trains_with_the_importance_sampling_correction(tmp_path, stand_in):
+    t, _, _ = train(tmp_path, stand_in, steps=1, top_k=5)
+    h = [h for h in t.state.log_history if 'loss' in h][0]
+    # the sampler's logprobs are those of the top-5 distribution: each kept token is likelier there than under the whole
+    # one TRL scores, so the gap is real and every importance ratio (trainer's probability over the sampler's) is at most 1
+    assert h['tbt/logprob_gap/mean'] > 0.01 and h['sampling/importance_sampling_ratio/max'] <= 1 + 1e-5
+    assert h['sampling/importance_sampling_ratio/min'] < 0.99
+
+def test_truncated_sampling_without_recorded_logprobs_stops(tmp_path, stand_in, monkeypatch):
+    real = stand_in.complete
+    def unknown(body):
+        out = real(body)
+        for c in out['choices']: c['logprobs']['token_logprobs'] = [None] * len(c['token_ids'])
+        return out
+    monkeypatch.setattr(stand_in, 'complete', unknown)
+    with pytest.raises(RuntimeError, match='have no recorded logprob'): train(tmp_path, stand_in, steps=1, top_k=5)

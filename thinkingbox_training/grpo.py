@@ -107,8 +107,8 @@ class TBTConfig(GRPOConfig):
         'token (TRL defaults to sequence_mask): under top-p/top-k each kept token has ratio (kept mass) <= 1, and an episode of thousands of '
         'tokens would multiply them into a sequence ratio near 0.'})
     max_logprob_gap: float|None = field(default=0.5, metadata={'help': "Stop training when the sampled tokens' recorded logprobs differ from the "
-        "trained model's recomputed ones by more than this on average (nats): the sampler is not the model being trained (a policy recording "
-        '0.0, stale or other weights, another template or temperature). None: log the gap only.'})
+        "trained model's recomputed ones by more than this on average (nats; with top-p/top-k, by more than truncation explains): the sampler "
+        'is not the model being trained (a policy recording 0.0, stale or other weights, another template or temperature). None: log only.'})
     # --- derived from the fields above (a value that contradicts them is an error)
     num_generations: int|None = field(default=None, metadata={'help': 'Derived: group_size.'})
     per_device_train_batch_size: int|None = field(default=None, metadata={'help': 'Episodes per micro-batch; None: all of a process\'s episodes of a step.'})
@@ -594,22 +594,34 @@ class TBTTrainer(GRPOTrainer):
                 old = self._get_per_token_logps_and_entropies(self.model, ids, att, out['completion_ids'].size(1),
                                                               batch_size=self.args.per_device_train_batch_size)[0]
         known = mask & ~torch.isnan(rec)
-        d = (old - rec).abs()[known].float()
-        local = torch.tensor([[float(d.sum()), float(known.sum()), float(mask.sum()), float(d.max()) if d.numel() else 0.0]],
+        diff = (old - rec)[known].float()   # trainer's logprob minus the sampler's
+        low = old[known] < math.log(0.5)    # tokens the trained model gives less than half its mass
+        local = torch.tensor([[float(diff.abs().sum()), float(diff.clamp(min=0).sum()), float(known.sum()), float(mask.sum()),
+                               float(low.sum()), float((low & (rec[known] == 0)).sum()), float(diff.abs().max()) if diff.numel() else 0.0]],
                              device=self.accelerator.device)
-        s = self.accelerator.gather(local).view(-1, 4)
-        total, n_known, n_mask = float(s[:, 0].sum()), float(s[:, 1].sum()), float(s[:, 2].sum())
-        return {'mean': total / n_known if n_known else math.nan, 'max': float(s[:, 3].max()) if n_known else math.nan,
-                'unknown_share': (n_mask - n_known) / n_mask if n_mask else 0.0}
+        s = self.accelerator.gather(local).view(-1, 7)
+        t = s[:, :6].sum(0).tolist()
+        n = t[2]
+        return {'mean': t[0] / n if n else math.nan, 'max': float(s[:, 6].max()) if n else math.nan,
+                'excess': t[1] / n if n else math.nan, 'unknown_share': (t[3] - t[2]) / t[3] if t[3] else 0.0,
+                'certain_share': t[5] / t[4] if t[4] else 0.0}
 
     def _check_logprobs(self, out:dict):
         "Log the logprob gap of the step; stop when the trained model's own sampler is not the model being trained."
         g, a, step = self._logprob_gap(out), self.args, self.state.global_step
-        for k, v in g.items(): self._metrics['train'][f'tbt/logprob_gap/{k}' if k != 'unknown_share' else 'tbt/logprob_unknown_share'].append(v)
+        for k in ('mean', 'max'): self._metrics['train'][f'tbt/logprob_gap/{k}'].append(g[k])
+        self._metrics['train']['tbt/logprob_unknown_share'].append(g['unknown_share'])
         self.step_log[-1]['logprob_gap'] = g
+        truncated = a.top_p < 1.0 or bool(a.top_k)
+        # untruncated, the two must agree; truncated, the sampler gives a kept token at least the trainer's probability, and
+        # never certainty to a token the trainer gives less than half its mass (unless it keeps one token only)
+        bad = g['excess'] if truncated else g['mean']
+        certain = truncated and a.top_k != 1 and g['certain_share'] > 0.5
         what = (f"the sampled tokens' recorded logprobs differ from those the trained model gives them by {g['mean']:.3g} nats on average "
-                f"(max {g['max']:.3g}; max_logprob_gap={a.max_logprob_gap})")
-        if a.max_logprob_gap is None or not g['mean'] > a.max_logprob_gap: pass
+                f"(max {g['max']:.3g}" + (f"; {g['excess']:.3g} beyond what top_p={a.top_p}, top_k={a.top_k} explain; "
+                f"{g['certain_share']:.0%} of its unlikely tokens recorded as certain" if truncated else '') +
+                f'; max_logprob_gap={a.max_logprob_gap})')
+        if a.max_logprob_gap is None or not (bad > a.max_logprob_gap or certain): pass
         elif self.policy is None:  # the sampler is meant to be the model being trained: it is not
             raise RuntimeError(f'step {step}: {what}: the sampler is not the model being trained (a policy recording 0.0, stale or other '
                                'weights on the server, another chat template or temperature); set max_logprob_gap: null to train anyway')
