@@ -41,7 +41,8 @@ class Limits(_Strict):
     "Episode budgets."
     max_turns: int = Field(12, gt=0)              # assistant turns
     max_tokens_per_turn: int = Field(256, gt=0)   # sampled tokens per assistant turn
-    max_episode_tokens: int = Field(8192, gt=0)   # prompt + everything after it (a system prompt with ten tool schemas is ~2.5k tokens)
+    # prompt + everything after it (a system prompt with ten tool schemas is ~2.5k tokens)
+    max_episode_tokens: int = Field(8192, gt=0)
     wall_clock_s: float = Field(120.0, gt=0, allow_inf_nan=False)
 
 class Task(_Strict):
@@ -53,8 +54,9 @@ class Task(_Strict):
     held_out_family: bool = False         # the family is bench-only: never in any training pool
     query: str                            # the user's opening message
     user: UserSpec = Field(default_factory=UserSpec)
-    customer: str|None = None             # whom the agent serves: a row id of the domain's customer tables (a traveller,
-                                          # a company for its coordinator, a shop customer); tools refuse other customers' records
+    # whom the agent serves: a row id of the domain's customer tables (a traveller, a company for its coordinator,
+    # a shop customer); tools refuse other customers' records
+    customer: str|None = None
     init: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)  # table -> rows patched over the seed
     golden: list[ToolCallSpec] = Field(default_factory=list)
     reply: str = ''                       # the reference final message (what the expert tells the user at the end)
@@ -90,7 +92,8 @@ class TaskProblem(BaseModel):
     "One problem in a task file."
     file: str; line: int; uid: str|None = None; field: str|None = None; message: str
     def __str__(self):
-        where = f'{self.file}:{self.line}' + (f' [{self.uid}]' if self.uid else '') + (f' {self.field}' if self.field else '')
+        where = f'{self.file}:{self.line}' + (f' [{self.uid}]' if self.uid else '')
+        if self.field: where += f' {self.field}'
         return f'{where}: {self.message}'
 
 class TaskFileError(ValueError):
@@ -123,13 +126,14 @@ def _printable(x) -> str|None:
     return s.encode('utf-8', 'backslashreplace').decode('utf-8')
 
 def _bad_text(rec) -> list[tuple[str, str]]:
-    "(field, message) for each string of a JSON record that UTF-8 cannot encode (a lone surrogate escape such as \\ud800)."
+    "(field, message) for each string of a JSON record that UTF-8 cannot encode (a lone surrogate such as \\ud800)."
     out, stack = [], [((), rec)]
     while stack:
         loc, v = stack.pop()
         if isinstance(v, str):
             try: v.encode('utf-8')
-            except UnicodeEncodeError as e: out.append((_field(loc) or None, f'not valid Unicode: a lone surrogate at position {e.start}'))
+            except UnicodeEncodeError as e:
+                out.append((_field(loc) or None, f'not valid Unicode: a lone surrogate at position {e.start}'))
         elif isinstance(v, dict): stack += [(loc + (_printable(k),), x) for k, x in v.items()]
         elif isinstance(v, list): stack += [(loc + (i,), x) for i, x in enumerate(v)]
     return sorted(out, key=str)
@@ -141,7 +145,8 @@ def parse_tasks(lines, file:str='<memory>') -> list[Task]:
         if not line.strip(): continue
         try: rec = json.loads(line)
         except json.JSONDecodeError as e:
-            problems.append(TaskProblem(file=file, line=n, message=f'invalid JSON: {e.msg} at column {e.colno}')); continue
+            problems.append(TaskProblem(file=file, line=n, message=f'invalid JSON: {e.msg} at column {e.colno}'))
+            continue
         except RecursionError:
             problems.append(TaskProblem(file=file, line=n, message='invalid JSON: nested too deeply')); continue
         except ValueError as e:  # e.g. an integer literal of more than 4,300 digits
@@ -176,18 +181,23 @@ def load_tasks(*paths) -> list[Task]:
             except TaskFileError as e: problems += e.problems
             continue
         try: data = p.read_bytes()
-        except OSError as e: problems.append(TaskProblem(file=str(p), line=0, message=f'cannot read: {e.strerror or e}')); continue
+        except OSError as e:
+            problems.append(TaskProblem(file=str(p), line=0, message=f'cannot read: {e.strerror or e}')); continue
         lines = []
-        for n, raw in enumerate(data.split(b'\n'), 1):  # only \n ends a record: str.splitlines would also split at U+2028
+        # only \n ends a record: str.splitlines would also split at U+2028
+        for n, raw in enumerate(data.split(b'\n'), 1):
             if n == 1: raw = raw.removeprefix(codecs.BOM_UTF8)
             try: lines.append(raw.decode('utf-8'))
             except UnicodeDecodeError as e:
-                problems.append(TaskProblem(file=str(p), line=n, message=f'not UTF-8: byte 0x{raw[e.start]:02x} at column {e.start + 1}'))
+                problems.append(TaskProblem(file=str(p), line=n,
+                                            message=f'not UTF-8: byte 0x{raw[e.start]:02x} at column {e.start + 1}'))
                 lines.append('')
         try: got = parse_tasks(lines, file=str(p))
         except TaskFileError as e: problems += e.problems; continue
         for t in got:
-            if t.uid in seen: problems.append(TaskProblem(file=str(p), line=0, uid=t.uid, field='uid', message=f'duplicate uid (also in {seen[t.uid]})'))
+            if t.uid in seen:
+                problems.append(TaskProblem(file=str(p), line=0, uid=t.uid, field='uid',
+                                            message=f'duplicate uid (also in {seen[t.uid]})'))
             seen[t.uid] = str(p)
         tasks += got
     if problems: raise TaskFileError(problems)
@@ -275,7 +285,8 @@ from typing import Callable
 class Family:
     "A seeded task template of a domain."
     name: str
-    make: Callable                   # (rng: random.Random, index: int) -> dict of Task fields (query, user, init, golden, ...)
+    # (rng: random.Random, index: int) -> dict of Task fields (query, user, init, golden, ...)
+    make: Callable
     bench_only: bool = False         # never in a training pool: a held-out family
     policy_sensitive: bool = False   # the helpful-looking move breaks the policy
     wrong_moves: Callable|None = None  # (task) -> [(list of ToolCallSpec dicts, phrase the diff must contain)]
@@ -294,8 +305,8 @@ def generate_tasks(domain:str, # a registered domain
         for i in range(n):
             rng = random.Random(f'{domain}/{fam.name}/{split}/{seed}/{i}')
             fields = fam.make(rng, i)
-            out.append(Task(uid=f'{domain}/{fam.name}/{split}-{seed}-{i:04d}', domain=domain, family=fam.name, split=split,
-                            held_out_family=fam.bench_only, **fields))
+            out.append(Task(uid=f'{domain}/{fam.name}/{split}-{seed}-{i:04d}', domain=domain, family=fam.name,
+                            split=split, held_out_family=fam.bench_only, **fields))
     bad = [(t.uid, f, m) for t in out for f, m in check_task(t)]
     if bad: raise ValueError(f'domain {domain}: generated tasks fail validation, e.g. {bad[:3]}')
     return out
