@@ -5,16 +5,16 @@
 # %% ../nbs/02_backend.ipynb #c002
 from __future__ import annotations
 import hashlib, inspect, json, sqlite3, threading, typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from functools import cached_property
 from typing import Any, Callable
 from pydantic import BaseModel, ValidationError, create_model
-from sqlalchemy import create_engine, event
+from sqlalchemy import create_engine
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.types import TypeDecorator
 from sqlalchemy.pool import NullPool, StaticPool
-from sqlmodel import Session, SQLModel
+from sqlmodel import Session
 from .tasks import Task, register_domain
 
 # %% auto #0
@@ -98,7 +98,8 @@ class Domain:
         unknown = set(self.unstable) - set(self.tables)
         if unknown: raise ValueError(f'domain {name}: unstable columns declared for unknown tables {sorted(unknown)}')
         if set(self.customer_tables) - set(self.tables):
-            raise ValueError(f'domain {name}: customer tables {sorted(set(self.customer_tables) - set(self.tables))} are not tables')
+            raise ValueError(f'domain {name}: customer tables '
+                             f'{sorted(set(self.customer_tables) - set(self.tables))} are not tables')
         if register: register_domain(self)
 
     @property
@@ -116,7 +117,9 @@ class Domain:
         self._arg_models[fn.__name__] = tool_argument_model(fn)
         return fn
 
-    def __repr__(self): return f'Domain({self.name!r}: {len(self.tables)} tables, {len(self.tools)} tools, {len(self.families)} families)'
+    def __repr__(self):
+        return (f'Domain({self.name!r}: {len(self.tables)} tables, {len(self.tools)} tools, '
+                f'{len(self.families)} families)')
 
 # %% ../nbs/02_backend.ipynb #c008
 def _schema_of(model:type[BaseModel]) -> dict:
@@ -157,24 +160,29 @@ def _coerce(col, value):
     if value is None:
         if not col.nullable: raise ValueError('may not be null')
         return None
-    typ = col.type.impl if isinstance(col.type, TypeDecorator) else col.type  # sqlmodel wraps datetimes in a TypeDecorator
+    # sqlmodel wraps datetimes in a TypeDecorator
+    typ = col.type.impl if isinstance(col.type, TypeDecorator) else col.type
     try: pt = typ.python_type
     except NotImplementedError: return value
     if pt is bool:
         if not isinstance(value, bool): raise ValueError(f'expected a boolean, got {value!r}')
     elif pt is int:
-        if isinstance(value, bool) or not isinstance(value, int): raise ValueError(f'expected an integer (money is integer cents), got {value!r}')
-        if not -2**63 <= value < 2**63: raise ValueError(f'integer out of range (SQLite stores 64-bit integers): {str(value)[:30]}...')
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f'expected an integer (money is integer cents), got {value!r}')
+        if not -2**63 <= value < 2**63:
+            raise ValueError(f'integer out of range (SQLite stores 64-bit integers): {str(value)[:30]}...')
     elif pt is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)): raise ValueError(f'expected a number, got {value!r}')
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f'expected a number, got {value!r}')
         value = float(value)
     elif pt is str:
         if not isinstance(value, str): raise ValueError(f'expected a string, got {value!r}')
-        if (p := lone_surrogate(value)) is not None: raise ValueError(f'not valid Unicode: a lone surrogate at position {p}')
+        if (p := lone_surrogate(value)) is not None:
+            raise ValueError(f'not valid Unicode: a lone surrogate at position {p}')
     elif pt in (datetime, date):
         if isinstance(value, str):
             try: value = pt.fromisoformat(value)
-            except ValueError: raise ValueError(f'expected an ISO {pt.__name__}, got {value!r}')
+            except ValueError: raise ValueError(f'expected an ISO {pt.__name__}, got {value!r}') from None
         elif not isinstance(value, pt): raise ValueError(f'expected an ISO {pt.__name__}, got {value!r}')
         if pt is datetime and value.tzinfo is None: value = value.replace(tzinfo=timezone.utc)  # naive times are UTC
     return value
@@ -183,7 +191,8 @@ def _pk(table, row) -> tuple: return tuple(row.get(c.name) for c in table.primar
 
 def _check_row(self:Domain, table:str, row:dict, new:bool|None=None) -> list[tuple]:
     "Problems of an `init` row as (column, message)."
-    if table not in self.tables: return [(None, f'unknown table {table!r} in domain {self.name} (tables: {sorted(self.tables)})')]
+    if table not in self.tables:
+        return [(None, f'unknown table {table!r} in domain {self.name} (tables: {sorted(self.tables)})')]
     t, out = self.tables[table], []
     for k in row:
         if k not in t.c: out.append((k, f'unknown column of {table}'))
@@ -191,7 +200,8 @@ def _check_row(self:Domain, table:str, row:dict, new:bool|None=None) -> list[tup
         if c.name in row:
             try: _coerce(c, row[c.name])
             except ValueError as e: out.append((c.name, str(e)))
-    if any(v is None for v in _pk(t, row)): out.append((None, f'{table} row needs its primary key {[c.name for c in t.primary_key.columns]}'))
+    if any(v is None for v in _pk(t, row)):
+        out.append((None, f'{table} row needs its primary key {[c.name for c in t.primary_key.columns]}'))
     return out
 Domain.check_row = _check_row
 
@@ -201,7 +211,8 @@ def _check_init(self:Domain, init:dict, customer:str|None=None) -> list[tuple]:
     no row of the domain's customer tables."""
     seed = self.__dict__.get('_seed_keys')
     if seed is None:  # the seed's rows by key, once per domain (read only)
-        seed = self._seed_keys = {t: {_pk(self.tables[t], r): r for r in rs} for t, rs in self.seed().items() if t in self.tables}
+        seed = self._seed_keys = {t: {_pk(self.tables[t], r): r for r in rs}
+                                  for t, rs in self.seed().items() if t in self.tables}
     rows, made = {}, {}  # the init rows patched over their seed rows; (table, key) -> field of the init row
     for t, patch in init.items():
         if t not in self.tables: continue  # check_row names it
@@ -222,7 +233,8 @@ def _check_init(self:Domain, init:dict, customer:str|None=None) -> list[tuple]:
             for fk in c.foreign_keys:
                 p = fk.column.table.name
                 if not exists(p, (v,)):
-                    out.append((f'{where}.{c.name}', f"no {p} {v!r} in the seed or the task's init ({t}.{c.name} refers to {p}.{fk.column.name})"))
+                    out.append((f'{where}.{c.name}', f"no {p} {v!r} in the seed or the task's init "
+                                                     f"({t}.{c.name} refers to {p}.{fk.column.name})"))
     if self.customer_tables and customer is None:
         out.append(('customer', f"domain {self.name} serves one customer per task: give `customer`, the id of a row of "
                                 + ' or '.join(self.customer_tables)))
@@ -249,11 +261,13 @@ def _initial_rows(dom:Domain, task:Task|None) -> dict:
         tab = dom.tables[t]
         for r in rs:
             for c in tab.columns:
-                if c.name not in r and c.default is not None and c.default.is_scalar: r[c.name] = c.default.arg  # one executemany needs every key
+                # one executemany needs every key
+                if c.name not in r and c.default is not None and c.default.is_scalar: r[c.name] = c.default.arg
                 elif c.name not in r and c.nullable and not c.primary_key: r[c.name] = None
                 if c.name in r:
                     try: r[c.name] = _coerce(c, r[c.name])
-                    except ValueError as e: raise ValueError(f'domain {dom.name}, table {t}, row {_pk(tab, r)}: {c.name} {e}') from None
+                    except ValueError as e:
+                        raise ValueError(f'domain {dom.name}, table {t}, row {_pk(tab, r)}: {c.name} {e}') from None
         out[t] = rs
     return out
 
@@ -275,7 +289,11 @@ def build_template(dom:Domain, task:Task|None=None) -> sqlite3.Connection:
 
 # %% ../nbs/02_backend.ipynb #c013
 class _SharedEngine:
-    "One SQLAlchemy engine per domain, handing each episode its own SQLite connection.\n\n    SQLAlchemy caches compiled SQL per engine (dialect): an engine per episode would recompile every statement of\n    every tool in every episode (measured on travel: ~3x the CPU of a tool call). The engine's pool creates no\n    connections of its own; `connect(raw)` wraps the episode's private connection."
+    """One SQLAlchemy engine per domain, handing each episode its own SQLite connection.
+
+    SQLAlchemy caches compiled SQL per engine (dialect): an engine per episode would recompile every statement of
+    every tool in every episode (measured on travel: ~3x the CPU of a tool call). The engine's pool creates no
+    connections of its own; `connect(raw)` wraps the episode's private connection."""
     def __init__(self):
         self._next, self._lock = [], threading.Lock()
         self.engine = create_engine('sqlite://', creator=lambda: self._next.pop(), poolclass=NullPool)
@@ -291,7 +309,8 @@ def _unencodable(value) -> tuple|None:
         loc, v = stack.pop()
         if isinstance(v, str):
             if (p := lone_surrogate(v)) is not None: return loc, p
-        elif isinstance(v, dict): stack += [(loc + (k,), x) for k, x in v.items()] + [(loc, k) for k in v if isinstance(k, str)]
+        elif isinstance(v, dict):
+            stack += [(loc + (k,), x) for k, x in v.items()] + [(loc, k) for k in v if isinstance(k, str)]
         elif isinstance(v, (list, tuple)): stack += [(loc + (i,), x) for i, x in enumerate(v)]
     return None
 
@@ -310,12 +329,15 @@ class EpisodeDB:
         """Call tool `name` with validated `arguments` in one transaction; `ToolError` for refused requests, and
         `AgentInputError` (a `ToolError`) when domain code raises on the arguments."""
         if name not in self.dom.tools: raise ToolError(f'unknown tool {name!r}')
-        if not isinstance(arguments, dict): raise ToolError(f'invalid arguments for {name}: expected an object, got {type(arguments).__name__}')
+        if not isinstance(arguments, dict):
+            raise ToolError(f'invalid arguments for {name}: expected an object, got {type(arguments).__name__}')
         if bad := _unencodable(arguments):
             raise ToolError(f"invalid arguments for {name}: {'.'.join(map(str, bad[0])) or 'a key'}: "
                             f'not valid Unicode (a lone surrogate at position {bad[1]})')
         try: args = self.dom._arg_models[name].model_validate(arguments)
-        except ValidationError as e: raise ToolError(f'invalid arguments for {name}: {e.errors()[0]["loc"]}: {e.errors()[0]["msg"]}') from None
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise ToolError(f'invalid arguments for {name}: {err["loc"]}: {err["msg"]}') from None
         try:
             out = self.dom.tools[name](self.ctx, **{k: getattr(args, k) for k in args.__class__.model_fields})
             self.session.commit()
@@ -341,7 +363,7 @@ class EpisodeDB:
 def read_state(conn, dom:Domain) -> dict:
     "Every row of every table of `dom` in `conn`, as dicts."
     out = {}
-    for name, tab in dom.tables.items():
+    for name in dom.tables:
         cur = conn.execute(f'SELECT * FROM "{name}"')
         cols = [d[0] for d in cur.description]
         out[name] = [dict(zip(cols, r)) for r in cur.fetchall()]
@@ -353,7 +375,8 @@ class _Template:
 
 def data_key(task:Task|None) -> str|None:
     "What a task's database is made of (its `init`), hashed: the template cache's key."
-    return None if task is None else hashlib.sha256(json.dumps(task.init, sort_keys=True, default=str).encode()).hexdigest()
+    if task is None: return None
+    return hashlib.sha256(json.dumps(task.init, sort_keys=True, default=str).encode()).hexdigest()
 
 def _template(self:Domain, task:Task|None=None) -> _Template:
     key = data_key(task)
@@ -385,7 +408,8 @@ def _sortable(v): return (v is None, type(v).__name__, v if v is not None else 0
 
 def canonical_state(dom:Domain, raw:dict, initial:dict) -> dict:
     "Canonical snapshot {table: {key: {column: value}}} of a raw state, relative to the initial raw state."
-    if hasattr(dom, 'canonical'): return dom.canonical(raw, initial)  # a backend kind with its own canonical form (thinkingbox)
+    # a backend kind with its own canonical form (thinkingbox)
+    if hasattr(dom, 'canonical'): return dom.canonical(raw, initial)
     out, labels = {}, {}  # labels: (table, old key) -> canonical key
     for name, tab in dom.tables.items():
         pkc = [c.name for c in tab.primary_key.columns]
@@ -400,7 +424,7 @@ def canonical_state(dom:Domain, raw:dict, initial:dict) -> dict:
             key = tuple(r.get(c) for c in pkc)
             if key in init_keys: rows[key if len(key) > 1 else key[0]] = r
             else: created.append((key, r))
-        content = lambda kr: tuple(_sortable(kr[1][c]) for c in keep if c not in pkc)
+        content = lambda kr: tuple(_sortable(kr[1][c]) for c in keep if c not in pkc)  # noqa: B023 (used at once)
         for i, (key, r) in enumerate(sorted(created, key=content), 1):
             label = f'new#{i}'
             labels[(name, key)] = (label,)
@@ -421,7 +445,8 @@ def _show(r:dict, skip=()) -> str: return '{' + ', '.join(f'{k}={v!r}' for k, v 
 def diff_states(expected:dict, actual:dict) -> StateDiff:
     "Per-table agreement and a readable reason for every differing row and column."
     tables, reasons = {}, []
-    for t in list(expected) + [t for t in actual if t not in expected]:  # a fixed order: not a set's, which varies by process
+    # a fixed order: not a set's, which varies by process
+    for t in list(expected) + [t for t in actual if t not in expected]:
         e, a = expected.get(t, {}), actual.get(t, {})
         rs = []
         for k in [k for k in e if k in a]:
