@@ -5,8 +5,6 @@
 # %% ../nbs/04_grader.ipynb #c002
 from __future__ import annotations
 import asyncio, hashlib, os, re, threading
-from dataclasses import dataclass, field
-from typing import Any
 from pydantic import BaseModel, Field
 from .tasks import Task, RubricItem, get_domain
 from .backend import EpisodeDB, ToolError, canonical_state, diff_states
@@ -38,20 +36,21 @@ def expected_state(task:Task) -> dict:
     with dom.provision(task) as db:
         for i, call in enumerate(task.golden):
             try: db.run_tool(call.name, call.arguments)
-            except ToolError as e: raise DefectiveTask(f'task {task.uid}: golden[{i}] {call.name}({call.arguments}) fails: {e}') from None
+            except ToolError as e:
+                raise DefectiveTask(f'task {task.uid}: golden[{i}] {call.name}({call.arguments}) fails: {e}') from None
         state = canonical_state(dom, db.snapshot(), dom.template(task).initial)
     with _EXPECTED_LOCK: _EXPECTED[key] = state
     return state
 
 def check_defects(tasks:list) -> list:
-    "`tasks`, once every golden path replays cleanly; else `DefectiveTask` naming each defective uid and its failing call."
+    "`tasks`, once every golden path replays cleanly; else `DefectiveTask` naming each defective uid and failing call."
     problems = []
     for t in tasks:
         try: expected_state(t)
         except DefectiveTask as e: problems.append(str(e))
     if problems:
-        raise DefectiveTask(f'{len(problems)} defective task(s), refused before any attempt:\n' + '\n'.join(f'  {p}' for p in problems[:50])
-                            + ('\n  ...' if len(problems) > 50 else ''), problems)
+        listed = '\n'.join(f'  {p}' for p in problems[:50]) + ('\n  ...' if len(problems) > 50 else '')
+        raise DefectiveTask(f'{len(problems)} defective task(s), refused before any attempt:\n{listed}', problems)
     return tasks
 
 # %% ../nbs/04_grader.ipynb #c006
@@ -106,7 +105,8 @@ class RuleJudge:
         return JudgeAnswer(yes=not (missing or present), explanation=why)
 
 # %% ../nbs/04_grader.ipynb #c009
-_JUDGE_PROMPT = """You are grading a customer-support agent. Answer the question about the agent's final message with one word, yes or no.
+_JUDGE_PROMPT = """You are grading a customer-support agent. Answer the question about the agent's final message \
+with one word, yes or no.
 
 Conversation (visible messages only):
 {transcript}
@@ -118,10 +118,10 @@ Question: {question}
 Answer (yes or no):"""
 
 class JudgeError(RuntimeError):
-    "The judge gave no usable answer (no choices, no content, not yes/no): the episode's grading failed, a system error."
+    "The judge gave no usable answer (no choices, no content, not yes/no): the episode's grading fails, a system error."
 
 class OpenAIJudge:
-    "A judge on any OpenAI-compatible chat endpoint, temperature 0; any failure raises (the episode becomes a system error)."
+    "A judge on any OpenAI-compatible chat endpoint, temperature 0; any failure raises (the episode: a system error)."
     def __init__(self, model:str=None, base_url:str=None, api_key:str=None, timeout_s:float=None, max_retries:int=None):
         timeout_s = float(os.environ.get('TBT_JUDGE_TIMEOUT_S', 60)) if timeout_s is None else timeout_s
         max_retries = int(os.environ.get('TBT_JUDGE_MAX_RETRIES', 3)) if max_retries is None else max_retries
@@ -134,21 +134,27 @@ class OpenAIJudge:
         self.name = f'openai:{self.model}'
 
     async def ask(self, item:RubricItem, final_message:str, transcript:list|None=None) -> JudgeAnswer:
-        visible = '\n'.join(f"{m['role']}: {m.get('content') or ''}" for m in (transcript or []) if m['role'] in ('user', 'assistant'))
-        r = await self.client.chat.completions.create(model=self.model, temperature=0, max_tokens=4, messages=[
-            {'role': 'user', 'content': _JUDGE_PROMPT.format(transcript=visible, final=final_message, question=item.question)}])
+        visible = '\n'.join(f"{m['role']}: {m.get('content') or ''}"
+                            for m in (transcript or []) if m['role'] in ('user', 'assistant'))
+        prompt = _JUDGE_PROMPT.format(transcript=visible, final=final_message, question=item.question)
+        r = await self.client.chat.completions.create(model=self.model, temperature=0, max_tokens=4,
+                                                      messages=[{'role': 'user', 'content': prompt}])
         if not getattr(r, 'choices', None) or getattr(r.choices[0].message, 'content', None) is None:
             raise JudgeError(f'judge {self.model} answered no message content: {str(r)[:200]}')
         text = r.choices[0].message.content.strip().lower()
         u = r.usage
-        usage = Usage(model=self.model, input=getattr(u, 'prompt_tokens', 0) or 0, output=getattr(u, 'completion_tokens', 0) or 0, calls=1)
-        if not re.match(r'^(yes|no)\b', text): raise JudgeError(f'judge {self.model} answered {text[:200]!r}, not yes/no')
+        usage = Usage(model=self.model, input=getattr(u, 'prompt_tokens', 0) or 0,
+                      output=getattr(u, 'completion_tokens', 0) or 0, calls=1)
+        if not re.match(r'^(yes|no)\b', text):
+            raise JudgeError(f'judge {self.model} answered {text[:200]!r}, not yes/no')
         return JudgeAnswer(yes=text.startswith('yes'), explanation=text, usage=usage)
 
 # %% ../nbs/04_grader.ipynb #c011
 class Grader:
     "Turns an episode's final state (and final message) into a Verdict."
-    def __init__(self, judge=None): # a judge for rubric items (RuleJudge, OpenAIJudge); None: tasks with a rubric are an error
+    def __init__(self,
+                 # a judge for rubric items (RuleJudge, OpenAIJudge); None: tasks with a rubric are an error
+                 judge=None):
         self.judge = judge
 
     async def grade(self, task:Task, db:EpisodeDB, final_message:str='', transcript:list|None=None) -> Verdict:
@@ -167,8 +173,8 @@ class Grader:
             answers = await asyncio.gather(*[self.judge.ask(it, final_message, transcript) for it in task.rubric])
             for i, (it, a) in enumerate(zip(task.rubric, answers)):
                 usage.add(a.usage)
-                checks.append(CheckResult(name=f'rubric[{i}]', passed=a.yes,
-                                          reasons=[] if a.yes else [f'rubric: {it.question} -> no' + (f' ({a.explanation})' if a.explanation else '')]))
+                why = f'rubric: {it.question} -> no' + (f' ({a.explanation})' if a.explanation else '')
+                checks.append(CheckResult(name=f'rubric[{i}]', passed=a.yes, reasons=[] if a.yes else [why]))
         return Verdict(reward=int(all(c.passed for c in checks)), checks=checks, tables=d.tables, judge_usage=usage)
 
 def void_verdict(system_error:str) -> Verdict:
@@ -197,7 +203,8 @@ async def _refused(task:Task, calls:list, phrase:str) -> list[str]:
         d = diff_states(canonical_state(dom, initial, initial), canonical_state(dom, db.snapshot(), initial))
     out = [f'{task.uid}: cross-customer move {names} is not refused: {r.name} -> {r.text[:160]!r}'
            for r in results if not (r.is_error and phrase in r.text)]
-    return out + ([f'{task.uid}: cross-customer move {names} changes the state: {d.reasons[:3]}'] if not d.equal else [])
+    if not d.equal: out.append(f'{task.uid}: cross-customer move {names} changes the state: {d.reasons[:3]}')
+    return out
 
 async def self_check(task:Task, grader:Grader=None) -> list[str]:
     """Problems with `task`: golden path must pass, no-op must fail, each wrong move must fail for its stated reason,
@@ -216,8 +223,10 @@ async def self_check(task:Task, grader:Grader=None) -> list[str]:
     fam = get_domain(task.domain).families.get(task.family)
     for calls, phrase in (fam.wrong_moves(task) if fam and fam.wrong_moves else []):
         v, _ = await _run_calls(task, calls, grader, task.reply)
-        if v.reward != 0: problems.append(f'{task.uid}: wrong move {[c["name"] if isinstance(c, dict) else c.name for c in calls]} passes')
-        elif not any(phrase in r for r in v.reasons): problems.append(f'{task.uid}: wrong move fails, but no reason mentions {phrase!r}: {v.reasons}')
+        names = [c['name'] if isinstance(c, dict) else c.name for c in calls]
+        if v.reward != 0: problems.append(f'{task.uid}: wrong move {names} passes')
+        elif not any(phrase in r for r in v.reasons):
+            problems.append(f'{task.uid}: wrong move fails, but no reason mentions {phrase!r}: {v.reasons}')
     dom = get_domain(task.domain)
     for calls, phrase in (dom.cross_customer_moves(task) if dom.cross_customer_moves else []):
         problems += await _refused(task, calls, phrase)
