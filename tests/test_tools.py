@@ -67,3 +67,76 @@ def test_crash_mid_write_rolls_back_and_is_a_system_error():
     r, err, state = asyncio.run(main())
     assert r.is_error and r.system_error == err == 'tool pay_then_crash crashed: OSError: disk I/O error'
     assert state == demo.template().initial
+
+# --- the in-process path: the same texts and states as MCP ---------------------------------------------------------
+import importlib.util, pathlib
+from thinkingbox_training.tasks import generate_tasks
+from thinkingbox_training.tools import InProcessToolSession, TOOL_TRANSPORTS, tool_session
+
+def _hostile():
+    "The reliability suite's hostile-input module (its cases and their tasks)."
+    path = pathlib.Path(__file__).parent / 'reliability' / 'test_tool_inputs.py'
+    spec = importlib.util.spec_from_file_location('_hostile_tool_inputs', path)
+    mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+    return mod
+
+async def _replay(dom, task, calls, transport):
+    "Specs, each call's outcome and the final state of `calls` on one transport."
+    with dom.provision(task) as db:
+        async with tool_session(db, transport=transport) as ts:
+            specs = await ts.tool_specs()
+            rs = [await ts.call(n, a) for n, a in calls]
+            outs = [(r.name, r.text, r.is_error, r.system_error, r.agent_exception) for r in rs]
+            return specs, outs, ts.agent_exceptions, ts.system_error, db.snapshot()
+
+def test_inprocess_texts_are_byte_identical_to_mcp_on_every_hostile_input():
+    "Every hostile case of the reliability suite (all tools of all domains): same bytes, same verdicts, same state."
+    h = _hostile()
+    cases = [c.values for c in h.CASES] + [(d, 'no_such_tool', {}) for d in h.BASE] + [
+        ('retail', 'get_order', {'order_id': 'OR-40002'}), ('travel', 'get_booking', {'booking_id': 'BK-10011'})]
+    assert len(cases) > 100
+    async def main():
+        for dom_name, tool, args in cases:
+            dom = get_domain(dom_name)
+            mcp_, inp = [await _replay(dom, h.TASK[dom_name], [(tool, args)], t) for t in ('mcp', 'inprocess')]
+            assert inp == mcp_, (dom_name, tool, str(args)[:200], inp[1], mcp_[1])
+            (_, text, is_error, system_error, _), = inp[1]
+            assert is_error and system_error is None, (tool, text[:200])  # the reliability suite's verdict, in process
+            assert inp[4] == dom.template(h.TASK[dom_name]).initial
+    asyncio.run(main())
+
+def test_inprocess_golden_episodes_match_mcp_on_every_bench_task():
+    "Each bench task's golden calls (with one unknown tool and one bad argument mixed in): same texts, same end state."
+    async def main():
+        n = 0
+        for d in ('travel', 'retail'):
+            dom = get_domain(d)
+            for task in generate_tasks(d, 'bench', seed=3, n=2):
+                calls = [(c.name, c.arguments) for c in task.golden]
+                calls[1:1] = [('teleport', {'to': 'Mars'}), (calls[0][0], {'nonsense': 1})]
+                a, b = [await _replay(dom, task, calls, t) for t in ('mcp', 'inprocess')]
+                assert a == b, (task.uid, [x for x, y in zip(a[1], b[1]) if x != y])
+                n += 1
+        return n
+    assert asyncio.run(main()) >= 20
+
+def test_inprocess_keeps_the_time_limit_and_the_system_errors():
+    dom = Domain('hangs', DemoBase, seed=demo.seed, policy='', register=False)
+    @dom.tool
+    def hang(ctx, account_id: str) -> dict:
+        "Never answers in time."
+        import time; time.sleep(0.5); return {}
+    async def main():
+        with dom.provision() as db:
+            async with InProcessToolSession(db, timeout_s=0.05) as ts:
+                r = await ts.call('hang', {'account_id': 'AC-1'})
+                return r, ts.system_error
+    r, err = asyncio.run(main())
+    assert r.is_error and r.system_error == err == 'tool hang timed out after 0.05s'
+
+def test_transports_are_named_and_an_unknown_one_is_refused():
+    assert set(TOOL_TRANSPORTS) == {'inprocess', 'mcp'}
+    with demo.provision() as db:
+        assert isinstance(tool_session(db), InProcessToolSession)
+        assert type(tool_session(db, transport='mcp')) is ToolSession
+        with pytest.raises(ValueError, match="tool_transport 'grpc'"): tool_session(db, transport='grpc')

@@ -13,7 +13,8 @@ from mcp.server.mcpserver.tools.base import Tool
 from .backend import AgentInputError, Domain, EpisodeDB, ToolError
 
 # %% auto #0
-__all__ = ['domain_mcp_tools', 'ToolResult', 'ToolSession', 'mcp_tool_spec']
+__all__ = ['TOOL_TRANSPORTS', 'domain_mcp_tools', 'ToolResult', 'ToolSession', 'mcp_tool_spec', 'InProcessToolSession',
+           'tool_session']
 
 # %% ../nbs/03_tools.ipynb #c004
 logging.getLogger('mcp').setLevel(logging.CRITICAL)  # tool errors are reported to the agent and recorded here, not logged
@@ -102,21 +103,24 @@ def _dump(out) -> str:
 # %% ../nbs/03_tools.ipynb #c007
 class ToolSession:
     "One episode's tools over MCP: a private server bound to the episode's database, and a client session to it."
+    transport = 'mcp'
     def __init__(self,
                  db:EpisodeDB,           # the episode's own database
                  allowed:list=None,      # tool names the task allows (default: all of the domain's)
                  timeout_s:float=10.0):  # per-call limit; exceeding it is a system error
         self.db, self.dom, self.timeout_s = db, db.dom, timeout_s
-        tools = domain_mcp_tools(self.dom)
+        self._all = tools = domain_mcp_tools(self.dom)
         unknown = set(allowed or ()) - set(tools)
         if unknown: raise ValueError(f'domain {self.dom.name} has no tools {sorted(unknown)}')
         self.names = [n for n in tools if allowed is None or n in allowed]
         self.system_error: str|None = None
         self.calls: list[ToolResult] = []
         self._agent_exception: str|None = None
-        self.server = MCPServer(f'{self.dom.name}-episode', tools=[tools[n].model_copy(update={'fn': self._bind(n)})
-                                                                   for n in self.names])
+        self.tools = {n: tools[n].model_copy(update={'fn': self._bind(n)}) for n in self.names}
+        self.server = self._server()
         self._client = None
+
+    def _server(self): return MCPServer(f'{self.dom.name}-episode', tools=list(self.tools.values()))
 
     def _bind(self, name):
         async def run(**kwargs):
@@ -142,10 +146,14 @@ class ToolSession:
     async def __aexit__(self, *exc):
         await self._client.__aexit__(*exc)
 
+    async def _call(self, name:str, arguments:dict):
+        "The MCP `CallToolResult` of one call."
+        return await self._client.call_tool(name, arguments)
+
     async def call(self, name:str, arguments:dict) -> ToolResult:
-        "Call a tool through the MCP session."
+        "Call a tool through the session."
         t0, self._agent_exception = time.perf_counter(), None
-        r = await self._client.call_tool(name, arguments)
+        r = await self._call(name, arguments)
         text = '\n'.join(c.text for c in r.content if getattr(c, 'text', None) is not None)
         res = ToolResult(name, arguments, text, is_error=bool(r.is_error), duration_s=time.perf_counter() - t0)
         if r.is_error and self.system_error and name in self.system_error: res.system_error = self.system_error
@@ -172,3 +180,47 @@ def mcp_tool_spec(t) -> dict:
     for p in params.get('properties', {}).values(): p.pop('title', None)
     params.setdefault('required', [])
     return {'type': 'function', 'function': {'name': t.name, 'description': t.description or '', 'parameters': params}}
+
+# %% ../nbs/03_tools.ipynb #c015
+from mcp.types import CallToolRequestParams, CallToolResult, TextContent
+
+_SPEC_CACHE: dict = {}
+
+class InProcessToolSession(ToolSession):
+    "One episode's tools called in process: MCP's own validation and texts, no client, server loop or transport."
+    transport = 'inprocess'
+    def _server(self): return None
+    async def __aenter__(self): return self
+    async def __aexit__(self, *exc): pass
+
+    async def _call(self, name:str, arguments:dict):
+        "What `MCPServer` answers a `tools/call` with, computed without the transport."
+        # the call as the server receives it: the client's JSON form of its request (inf and nan become null, ...)
+        req = CallToolRequestParams(name=name, arguments=arguments).model_dump(by_alias=True, mode='json', exclude_none=True)
+        p = CallToolRequestParams.model_validate(req)
+        try:
+            tool = self.tools.get(p.name)
+            if tool is None: raise MCPToolError(f'Unknown tool: {p.name}')  # ToolManager's text
+            r = await tool.run(p.arguments or {}, None, convert_result=True)
+        except Exception as e:  # as MCPServer's call handler: the exception's text is the result
+            r = CallToolResult(content=[TextContent(type='text', text=str(e))], is_error=True)
+        return CallToolResult.model_validate(r.model_dump(by_alias=True, mode='json', exclude_none=True))  # as the client reads it
+
+    async def tool_specs(self) -> list[dict]:
+        "The specs a real MCP session lists for this domain and these tools (listed once, then reused)."
+        key = (self.dom.name, id(self.dom), id(self._all), tuple(self.names))
+        if key not in _SPEC_CACHE:
+            async with ToolSession(self.db, allowed=self.names, timeout_s=self.timeout_s) as ts:
+                _SPEC_CACHE[key] = (self._all, json.dumps(await ts.tool_specs()))  # keeps `_all` alive: ids stay unique
+        return json.loads(_SPEC_CACHE[key][1])  # a fresh copy: callers may change theirs
+
+TOOL_TRANSPORTS = {'inprocess': InProcessToolSession, 'mcp': ToolSession}
+
+def tool_session(db:EpisodeDB,               # the episode's own database
+                 allowed:list=None,          # tool names the task allows (default: all of the domain's)
+                 timeout_s:float=10.0,       # per-call limit; exceeding it is a system error
+                 transport:str='inprocess',  # 'inprocess' (training, probing) or 'mcp' (evaluation, serving)
+                ) -> ToolSession:
+    "An episode's tool session over the chosen transport (enter it with `async with`)."
+    if transport not in TOOL_TRANSPORTS: raise ValueError(f'tool_transport {transport!r}: expected one of {sorted(TOOL_TRANSPORTS)}')
+    return TOOL_TRANSPORTS[transport](db, allowed=allowed, timeout_s=timeout_s)
