@@ -4,7 +4,7 @@
 
 # %% ../nbs/06_policies.ipynb #c002
 from __future__ import annotations
-import asyncio, hashlib, itertools, math, os, random, re
+import asyncio, hashlib, itertools, math, os, random, re, time
 from dataclasses import dataclass, field, asdict
 from typing import Any
 from .interpret import ChatFormat, assistant_text
@@ -186,6 +186,7 @@ class HFPolicy:
         self.fmt = ChatFormat(tokenizer)
         self.sampling = sampling or SamplingConfig()
         self.policy_id = name or getattr(model, 'name_or_path', None) or type(model).__name__
+        self.stats = {'prefill_s': 0.0, 'prefill_tokens': 0, 'decode_s': 0.0, 'decode_steps': 0}  # where the time goes
         self.reset_cache()
 
     @property
@@ -258,7 +259,10 @@ class HFPolicy:
                 cap = max(own) + max(len(s[2]) for s in starts) + max(max_tokens)  # room for what _prefill pads
                 slab = _Slab([starts[i][:2] for i in who], cap, m.config, next(m.parameters()).dtype, dev)
                 m.config._attn_implementation = 'tbt_slab'
-                logits = self._prefill(slab, [starts[i][2] for i in who]); del starts
+                t0 = time.perf_counter()
+                logits = self._prefill(slab, [starts[i][2] for i in who])
+                t1 = time.perf_counter()
+                self.stats['prefill_s'] += t1 - t0; self.stats['prefill_tokens'] += sum(len(s[2]) for s in starts)
                 for step in range(max(max_tokens)):
                     if cfg.temperature == 0: lp = torch.log_softmax(logits, -1); nxt = lp.argmax(-1)
                     else:
@@ -286,6 +290,8 @@ class HFPolicy:
                           use_cache=True, slab=slab)
                     slab.n[:b] += 1
                     logits = o.logits[:, -1, :].float()
+                    self.stats['decode_steps'] += 1
+                self.stats['decode_s'] += time.perf_counter() - t1
         finally: m.config._attn_implementation = impl; m.train(was_training)
         return [Generation(text=self.fmt.decode(out_ids[i]), token_ids=out_ids[i], logprobs=out_lp[i],
                            finish='stop' if done[i] else 'length',
