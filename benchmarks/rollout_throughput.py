@@ -7,6 +7,9 @@
    same N episodes at concurrency 1 (same model, tasks and seeds), for each N. The model is the shipped base
    policy when `data/models/` has one (or --model), else a randomly initialised tiny Qwen3 on a tokenizer
    trained on the domains' text (it samples junk, so its episodes are short; the batching ratio is what counts).
+3. With --concurrency 16,32,64: a probe-like campaign (--probe episodes of --probe-turns turns) at each
+   concurrency, twice over, in one process: wall time, episodes/s and the run's peak RSS (VmHWM, reset before each
+   run), so memory growth across runs shows.
 The last line is `batched_speedup_32=<ratio>`.
 """
 import argparse, asyncio, os, random, time
@@ -31,6 +34,17 @@ def bench_tasks(n):
     random.Random(0).shuffle(ts)
     return (ts * (n // max(1, len(ts)) + 1))[:n]
 
+def rss_mb(field='VmRSS') -> float:
+    "This process's resident memory (VmRSS) or its peak since the last reset (VmHWM), in MB (Linux)."
+    for line in open('/proc/self/status'):
+        if line.startswith(field): return int(line.split()[1]) / 1024
+    return float('nan')
+
+def reset_peak():
+    "Start a new peak-RSS window (Linux: writing 5 to clear_refs resets VmHWM)."
+    try: open('/proc/self/clear_refs', 'w').write('5')
+    except OSError: pass
+
 def run(policy, jobs, concurrency):
     r = EpisodeRunner(policy, concurrency=concurrency)
     t0 = time.perf_counter()
@@ -54,6 +68,9 @@ if __name__ == '__main__':
     p.add_argument('--n', default='8,32,64')
     p.add_argument('--max-tokens', type=int, default=48)
     p.add_argument('--turns', type=int, default=3)
+    p.add_argument('--concurrency', default='', help='comma-separated concurrencies for the probe-like sweep (e.g. 16,32,64)')
+    p.add_argument('--probe', type=int, default=96, help='episodes of the probe-like sweep')
+    p.add_argument('--probe-turns', type=int, default=6)
     a = p.parse_args()
     SAMPLING = SamplingConfig(temperature=1.0, max_tokens=a.max_tokens, seed=0)
 
@@ -74,11 +91,31 @@ if __name__ == '__main__':
         tasks = [t.model_copy(update={'limits': Limits(max_turns=a.turns, max_tokens_per_turn=a.max_tokens, max_episode_tokens=8192)})
                  for t in bench_tasks(n)]
         jobs = [(t, 0) for t in tasks]
-        eb, wb, sb = run(pol, jobs, n)
-        es, ws, ss = run(pol, jobs, 1)
+        p0 = dict(pol.stats); eb, wb, sb = run(pol, jobs, n)
+        p1 = dict(pol.stats); es, ws, ss = run(pol, jobs, 1)
+        p2 = dict(pol.stats)
+        split = lambda a, b, w: (f'prefill {b["prefill_s"] - a["prefill_s"]:.2f} s, decode {b["decode_s"] - a["decode_s"]:.2f} s, '
+                                 f'rest {w - (b["prefill_s"] - a["prefill_s"]) - (b["decode_s"] - a["decode_s"]):.2f} s')
         same = sum(x.trajectory.completion_ids == y.trajectory.completion_ids for x, y in zip(eb, es))
         toks = sum(sum(e.trajectory.mask) for e in eb)
         speed[n] = ws / wb
         print(f'  N={n:3}: batched {wb:7.2f} s ({n / wb:6.2f} ep/s, {toks / wb:7.0f} sampled tok/s, {sb["model_calls"]} model calls)'
               f' | sequential {ws:7.2f} s ({n / ws:6.2f} ep/s) | speedup {ws / wb:5.2f}x | identical samples {same}/{n}')
+        print(f'         where the time goes: batched {split(p0, p1, wb)} | sequential {split(p1, p2, ws)}')
+    if a.concurrency:
+        lim = Limits(max_turns=a.probe_turns, max_tokens_per_turn=a.max_tokens, max_episode_tokens=8192)
+        jobs = [(t.model_copy(update={'limits': lim}), rep) for rep, t in enumerate(bench_tasks(a.probe))]
+        first = None
+        print(f'probe-like sweep: {len(jobs)} episodes of up to {a.probe_turns} turns, each concurrency twice in this process')
+        for rnd in (1, 2):
+            for c in [int(x) for x in a.concurrency.split(',')]:
+                reset_peak()
+                e, w, st = run(pol, jobs, c)
+                ids = [x.trajectory.completion_ids for x in e]
+                first = first or ids
+                toks = sum(sum(x.trajectory.mask) for x in e)
+                live = sum(st['batch_sizes']) / max(1, len(st['batch_sizes']))
+                print(f'  run {rnd} concurrency {c:3}: {w:7.2f} s ({len(e) / w:5.2f} ep/s, {toks / w:6.0f} sampled tok/s, '
+                      f'mean live batch {live:5.1f}) | peak RSS {rss_mb("VmHWM"):6.0f} MB, after {rss_mb():6.0f} MB'
+                      f' | samples identical to the first run: {sum(x == y for x, y in zip(ids, first))}/{len(ids)}')
     if 32 in speed: print(f'batched_speedup_32={speed[32]:.2f}')
