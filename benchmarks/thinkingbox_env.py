@@ -1,6 +1,6 @@
 """Per-episode environment cost on ThinkingBox-Bench tasks: setup, tool calls and grading through our harness.
 
-    THINKINGBOX_DATA=../shared/thinkingbox-data python benchmarks/thinkingbox_env.py [--tasks 40] [--release thinkingbox_bench_v1]
+    THINKINGBOX_DATA=../shared/thinkingbox-data python benchmarks/thinkingbox_env.py [--tasks 40] [--release NAME]
 
 For a seeded sample of the release's tasks (spread over its five scenarios): build the episode's backend (fresh
 SandboxToolsSystems from their server package, patched with the task's rows), open our MCP session and list its
@@ -32,8 +32,9 @@ async def one(task, grader):
     v = await grader.grade(task, db, 'Done.')
     t5, c1 = time.perf_counter(), time.process_time()
     assert v.reward == 1, (task.uid, v.explain())
-    return {'provision': t1 - t0, 'mcp_session': (t2 - t1) + (t4 - t3), 'per_call': (t3 - t2) / max(1, len(task.golden)),
-            'grade': t5 - t4, 'total': t5 - t0, 'cpu': c1 - c0, 'calls': len(task.golden), 'golden_replay': first_expected}
+    return {'provision': t1 - t0, 'mcp_session': (t2 - t1) + (t4 - t3), 'grade': t5 - t4, 'total': t5 - t0,
+            'per_call': (t3 - t2) / max(1, len(task.golden)), 'cpu': c1 - c0, 'calls': len(task.golden),
+            'golden_replay': first_expected}
 
 def main():
     ap = argparse.ArgumentParser()

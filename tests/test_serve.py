@@ -1,6 +1,5 @@
-"`tbt mcp-serve`: a standalone MCP server of one of our domains, reached with the SDK's client over stdio and streamable HTTP."
+"`tbt mcp-serve`: a standalone MCP server of one of our domains, reached with the SDK's client over stdio and HTTP."
 import asyncio, socket, subprocess, sys, time
-from pathlib import Path
 import mcp
 from mcp.client.stdio import StdioServerParameters
 

@@ -1,6 +1,5 @@
-"ThinkingBox-format tasks through our harness: loading, the release guard, MCP tools, grading by their hash, flawed paths."
+"ThinkingBox-format tasks through our harness: loading, the release guard, MCP tools, grading by their hash."
 import json, os, random
-from pathlib import Path
 import pytest
 from thinkingbox_training.tasks import EvaluationOnly, exclude, assert_disjoint, TaskFileError, ToolCallSpec
 from thinkingbox_training.episode import EpisodeRunner
@@ -40,7 +39,8 @@ def test_a_release_module_loads_as_held_out_bench_tasks(retail):
     assert len(retail) == 98
     t = retail[0]
     assert t.uid == 'sandbox_external_retail_group1.py:test_case_ST002_001'
-    assert (t.domain, t.family, t.split, t.held_out_family) == ('sandbox_external_retail', 'sandbox_external_retail_group1', 'bench', True)
+    assert (t.domain, t.family) == ('sandbox_external_retail', 'sandbox_external_retail_group1')
+    assert (t.split, t.held_out_family) == ('bench', True)
     assert 'evaluation-only:thinkingbox_bench_v1' in t.tags and t.user.context and t.golden and t.init
     assert max(len(t.golden) for t in retail) <= t.limits.max_turns
 
@@ -76,7 +76,7 @@ def test_bad_scenario(x, judge):
     with pytest.raises(TaskFileError) as e: load_thinkingbox(p)
     msg = str(e.value)
     assert f"{p}:5 [mine.py:test_no_query] query: missing or empty 'query'" in msg
-    assert f"[mine.py:test_bad_tool] golden[0].name: unknown tool 'launch_rocket' in scenario sandbox_external_retail" in msg
+    assert "[mine.py:test_bad_tool] golden[0].name: unknown tool 'launch_rocket' in scenario sandbox_external_" in msg
     assert '[mine.py:test_bad_tool] golden[1].arguments.order_id: get_order: Input should be a valid string' in msg
     assert '[mine.py:test_bad_scenario] scenario: no scenario file' in msg
 
@@ -110,7 +110,8 @@ def test_tools_are_listed_through_mcp_with_their_schemas(retail):
     specs, r, bad = run_blocking(go())
     assert [s['function']['name'] for s in specs] == dom.visible
     get_order = next(s for s in specs if s['function']['name'] == 'get_order')['function']
-    theirs = {k: {f: x for f, x in v.items() if f != 'title'} for k, v in dom.specs['get_order']['input_schema']['properties'].items()}
+    props = dom.specs['get_order']['input_schema']['properties']
+    theirs = {k: {f: x for f, x in v.items() if f != 'title'} for k, v in props.items()}
     assert get_order['parameters']['properties'] == theirs  # as listed by their system (our MCP listing drops titles)
     assert not r.is_error and json.loads(r.text)['snippets'][0]['source'].endswith('.md')
     assert bad.is_error and 'ORD-NOPE' in bad.text and bad.system_error is None
@@ -122,13 +123,16 @@ def test_golden_and_flawed_paths_on_a_sample_agree_with_their_hash(retail):
     eps = EpisodeRunner(pol, concurrency=8).run_sync([(t, r) for t in sample for r in range(len(FLAWS))])
     assert [e.reward for e in eps if e.repetition == 0] == [1] * len(sample)
     for e in eps:
-        assert (e.reward == 1) == their_verdict(e.task, pol.plan(e.task, e.repetition)), (e.task.uid, FLAWS[e.repetition])
+        theirs = their_verdict(e.task, pol.plan(e.task, e.repetition))
+        assert (e.reward == 1) == theirs, (e.task.uid, FLAWS[e.repetition])
     failed = next(e for e in eps if e.reward == 0)
-    assert any('(state sha256)' in r for r in failed.verdict.reasons) and len(failed.verdict.reasons) >= 2  # hash and a readable row
+    reasons = failed.verdict.reasons
+    assert any('(state sha256)' in r for r in reasons) and len(reasons) >= 2  # the hash, and a readable row
 
 def test_a_golden_call_that_errors_makes_the_task_defective(retail):
     t = retail[0]
-    bad = t.model_copy(update={'uid': t.uid + '-broken', 'golden': t.golden + [ToolCallSpec(name='get_order', arguments={'order_id': 'ORD-NOPE'})]})
+    nope = ToolCallSpec(name='get_order', arguments={'order_id': 'ORD-NOPE'})
+    bad = t.model_copy(update={'uid': t.uid + '-broken', 'golden': t.golden + [nope]})
     with pytest.raises(DefectiveTask, match=r'golden\[\d+\] get_order'): expected_state(bad)
 
 class SaysNo:
@@ -156,13 +160,14 @@ def test_all_507_golden_pass_noop_and_flaws_agree_with_their_hash(data):
     pol = GoldenWithFlaws(FLAWS)
     eps = EpisodeRunner(pol, concurrency=16).run_sync([(t, r) for t in tasks for r in range(len(FLAWS))])
     assert sum(e.reward == 1 for e in eps if e.repetition == 0) == 507
-    wrong = [(e.task.uid, FLAWS[e.repetition]) for e in eps if (e.reward == 1) != their_verdict(e.task, pol.plan(e.task, e.repetition))]
+    wrong = [(e.task.uid, FLAWS[e.repetition]) for e in eps
+             if (e.reward == 1) != their_verdict(e.task, pol.plan(e.task, e.repetition))]
     assert wrong == []
     noop = EpisodeRunner(NoOp(), concurrency=16).run_sync([(t, 0) for t in tasks])
     assert sum(e.reward == 1 for e in noop) == sum(their_verdict(t, []) for t in tasks) == 1
 
 def test_a_development_task_is_probed_and_may_enter_a_pool(data, tmp_path, monkeypatch):
-    "banking.py (their development tasks, not in a release list): split=train, graded by its own asserts, probed, pooled."
+    "banking.py (a development module, in no release list): split=train, graded by its own asserts, probed, pooled."
     from thinkingbox_training.campaigns import probe
     from thinkingbox_training.difficulty import select_pool
     from thinkingbox_training.grpo import TBTConfig, load_pool
@@ -189,7 +194,8 @@ def test_a_development_task_passes_when_its_asserts_hold(data):
     task = next(t for t in load_thinkingbox('banking.py') if t.uid == 'banking.py:test_transfer_and_balance')
     class Transfers(ScriptedPolicy):
         def plan(self, task, repetition):
-            return [{'name': 'transfer', 'arguments': {'from_account': '599521725', 'to_account': '843847393', 'amount': 100.0}}][:repetition]
+            args = {'from_account': '599521725', 'to_account': '843847393', 'amount': 100.0}
+            return [{'name': 'transfer', 'arguments': args}][:repetition]
     eps = EpisodeRunner(Transfers()).run_sync([(task, 0), (task, 1)])
     assert [e.reward for e in eps] == [0, 1]
-    assert [c.name for c in eps[1].verdict.checks] == ['state', 'rubric[0]']  # the judge's question became a rubric item
+    assert [c.name for c in eps[1].verdict.checks] == ['state', 'rubric[0]']  # the judge's question: a rubric item

@@ -14,10 +14,10 @@ __all__ = ['serving_session', 'mcp_serve']
 
 # %% ../nbs/03a_serve.ipynb #c004
 def serving_session(domain:str=None, # a registered domain (a fresh database from its seed)
-                    tasks:str=None,  # or task files (JSON Lines, or ThinkingBox modules/test lists), comma-separated ...
+                    tasks:str=None,  # or task files (JSON Lines, ThinkingBox modules or test lists), comma-separated
                     task:str=None,   # ... and the uid of the task whose initial state is served
                    ) -> ToolSession:
-    "A `ToolSession` whose MCP server holds one provisioned database (not entered: its server is served instead)."
+    "A `ToolSession` whose MCP server holds one provisioned database (not entered: its server is served)."
     t = None
     if task:
         if not tasks: raise ValueError('--task needs --tasks: the files that hold it')

@@ -5,17 +5,16 @@ their in-memory backends as a backend kind, grading by their own state hash, and
 
 # %% ../nbs/13_thinkingbox.ipynb #c003
 from __future__ import annotations
-import ast, asyncio, importlib, importlib.util, json, logging, os, re, sys, textwrap, threading, time, types
+import ast, asyncio, importlib, importlib.util, logging, os, re, sys, textwrap, threading, types
 from copy import deepcopy
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Any
 import yaml
 _Loader = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)  # libyaml when present: the release's YAML is ~5 MB
 from pydantic import ConfigDict
-from .tasks import (Task, ToolCallSpec, RubricItem, Limits, UserSpec, TaskProblem, TaskFileError, register_domain, DOMAINS,
-                    register_evaluation_only)
+from .tasks import (Task, ToolCallSpec, RubricItem, Limits, UserSpec, TaskProblem, TaskFileError,
+                                        register_domain, DOMAINS, register_evaluation_only)
 from .backend import ToolError
 
 # %% auto #0
@@ -40,7 +39,8 @@ def data_dir(path=None) -> Path:
     if not p: raise ThinkingBoxDataError(f'{ENV} is not set: point it at a clone of microsoft/thinkingbox-data '
                                          f'(e.g. export {ENV}=../shared/thinkingbox-data)')
     p = Path(p).expanduser().resolve()
-    missing = [r for r in ['dataset/test_case', 'dataset/scenario', 'servers/servers.yaml', *RELEASES.values()] if not (p/r).exists()]
+    need = ['dataset/test_case', 'dataset/scenario', 'servers/servers.yaml', *RELEASES.values()]
+    missing = [r for r in need if not (p/r).exists()]
     if missing: raise ThinkingBoxDataError(f'{ENV}={p} is not a thinkingbox-data checkout: no {", ".join(missing)}')
     return p
 
@@ -55,7 +55,7 @@ class _Recorder:
         if a and callable(a[0]): return record(a[0])
         return record
     def add_tool(self, *a, **kw): pass
-    def run(self, *a, **kw): raise RuntimeError('this process uses the server packages in-process; fastmcp is not installed')
+    def run(self, *a, **kw): raise RuntimeError('their server packages run in-process here; fastmcp is not installed')
 
 def _fastmcp_shim():
     "Register a minimal `fastmcp` in sys.modules (only where the real one is not installed)."
@@ -63,7 +63,7 @@ def _fastmcp_shim():
     names = ['fastmcp', 'fastmcp.server', 'fastmcp.server.tasks', 'fastmcp.server.tasks.config', 'fastmcp.tools',
              'fastmcp.tools.function_tool']
     mods = {n: types.ModuleType(n) for n in names}
-    for n, m in mods.items():
+    for m in mods.values():
         m.__path__ = []  # a package, so submodule imports resolve
         m.__dict__['__thinkingbox_training_shim__'] = True
     mods['fastmcp'].FastMCP = _Recorder
@@ -73,7 +73,7 @@ def _fastmcp_shim():
     return True
 
 def _harness_shim():
-    "Their task modules import `Judge` and `TestContext` from their harness, as type hints: stand-ins where it is absent."
+    "Their task modules import `Judge` and `TestContext` from their harness as hints: stand-ins where it is absent."
     if 'thinkingbox' in sys.modules or importlib.util.find_spec('thinkingbox') is not None: return
     pkg, common = types.ModuleType('thinkingbox'), types.ModuleType('thinkingbox.common')
     pkg.__path__ = []
@@ -83,11 +83,12 @@ def _harness_shim():
 _IMPORT_LOCK = threading.Lock()
 
 def import_servers(data=None) -> dict:
-    "Make their server packages importable (installed, else from the checkout) and return servers.yaml's name -> module."
+    "Make their server packages importable (installed, else from the checkout); servers.yaml's name -> module."
     d = data_dir(data)
     with _IMPORT_LOCK:
         _fastmcp_shim(); _harness_shim()
-        for name in ('tb_business_ops_servers_202606', 'thinkingbox_tools'):  # tool failures reach the agent and the verdict
+        # tool failures reach the agent and the verdict, not the log
+        for name in ('tb_business_ops_servers_202606', 'thinkingbox_tools'):
             logging.getLogger(name).setLevel(logging.CRITICAL)
         for pkg in ('tb_business_ops_servers_202606', 'thinkingbox_tools'):
             if importlib.util.find_spec(pkg) is None: sys.path.append(str(d/'servers'/pkg))
@@ -116,10 +117,12 @@ def _yaml_of(node, file, where) -> dict|None:
     if not s.startswith('!'): return None
     try: obj = yaml.load(textwrap.dedent(s[1:]), Loader=_Loader)
     except yaml.YAMLError as e:
-        raise TaskFileError([TaskProblem(file=str(file), line=node.lineno, uid=where, message=f'invalid YAML: {e}')]) from None
+        raise TaskFileError([TaskProblem(file=str(file), line=node.lineno, uid=where,
+                                         message=f'invalid YAML: {e}')]) from None
     if obj is None: return {}
     if not isinstance(obj, dict):
-        raise TaskFileError([TaskProblem(file=str(file), line=node.lineno, uid=where, message='the YAML is not a mapping')])
+        raise TaskFileError([TaskProblem(file=str(file), line=node.lineno, uid=where,
+                                         message='the YAML is not a mapping')])
     return obj
 
 @dataclass
@@ -142,7 +145,8 @@ def read_task_module(path, only:set=None) -> list[TaskDef]:
         elif isinstance(node, ast.FunctionDef) and node.body and (only is None or node.name in only):
             if (obj := _yaml_of(node.body[0], path, f'{path.name}:{node.name}')) is None: continue
             cfg = {**top, **obj}
-            if isinstance(top.get('tags'), list) and isinstance(obj.get('tags'), list): cfg['tags'] = top['tags'] + obj['tags']
+            if isinstance(top.get('tags'), list) and isinstance(obj.get('tags'), list):
+                cfg['tags'] = top['tags'] + obj['tags']
             out.append(TaskDef(f'{path.name}:{node.name}', cfg, path, node.lineno))
     return out
 
@@ -151,7 +155,8 @@ def read_test_list(path) -> list[str]:
     "The uids (`file.py:function`) of a test list file (a YAML list)."
     obj = yaml.safe_load(Path(path).read_text())
     if not isinstance(obj, list) or not all(isinstance(x, str) and ':' in x for x in obj):
-        raise TaskFileError([TaskProblem(file=str(path), line=0, message='a test list is a YAML list of "file.py:function" strings')])
+        msg = 'a test list is a YAML list of "file.py:function" strings'
+        raise TaskFileError([TaskProblem(file=str(path), line=0, message=msg)])
     return obj
 
 CLAUSE = ('{release}: its README restricts its tasks to evaluation; task content, expected outcomes, golden state '
@@ -159,7 +164,7 @@ CLAUSE = ('{release}: its README restricts its tasks to evaluation; task content
           'reward-model training or other model optimisation ({path})')
 
 def _test_functions(path) -> list[str]:
-    "Names of the test functions of a module (a leading string statement that starts with '!'), without reading the YAML."
+    "Names of a module's test functions (a leading string statement that starts with '!'), without reading the YAML."
     tree = ast.parse(Path(path).read_text())
     return [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.body and isinstance(n.body[0], ast.Expr)
             and isinstance(n.body[0].value, ast.Constant) and str(n.body[0].value.value).startswith('!')]
@@ -173,7 +178,8 @@ def _release_uids(d:Path) -> dict[str, str]:
     out, modules = {}, _find_modules(d)
     for rel, p in RELEASES.items():
         uids = read_test_list(d/p)
-        for name in sorted({u.split(':', 1)[0] for u in uids}):  # the base definitions a list replaced are benchmark content too
+        # every function of a listed module: the base definitions a list replaced are the same tasks
+        for name in sorted({u.split(':', 1)[0] for u in uids}):
             if name in modules: uids = uids + [f'{name}:{f}' for f in _test_functions(modules[name])]
         for u in uids: out.setdefault(u, rel)
         register_evaluation_only(uids, CLAUSE.format(release=rel, path=Path(p).parent/'README.md'))
@@ -206,7 +212,8 @@ def _judge_questions(td:TaskDef) -> list[str]:
 def to_task(td:TaskDef, d:Path, releases:dict) -> Task:
     "Our `Task` from one definition; problems name the file, function and field."
     cfg, uid = td.config, td.uid
-    def bad(field, msg): return TaskFileError([TaskProblem(file=str(td.file), line=td.line, uid=uid, field=field, message=msg)])
+    def bad(field, msg):
+        return TaskFileError([TaskProblem(file=str(td.file), line=td.line, uid=uid, field=field, message=msg)])
     for f in ('scenario', 'query'):
         if not isinstance(cfg.get(f), str) or not cfg[f].strip(): raise bad(f, f'missing or empty {f!r}')
     try: scen = _scenario_file(d, cfg['scenario'])
@@ -214,12 +221,12 @@ def to_task(td:TaskDef, d:Path, releases:dict) -> Task:
     dom = scenario_domain(cfg['scenario'], d)
     init = _merge(scen.get('world_state') or {}, cfg.get('init') or {})
     unknown = sorted(set(init) - set(dom.servers))
-    if unknown: raise bad('init', f'servers {unknown} are not in scenario {cfg["scenario"]} (servers: {sorted(dom.servers)})')
+    if unknown: raise bad('init', f'servers {unknown} are not in scenario {cfg["scenario"]} ({sorted(dom.servers)})')
     rows, golden, rubric = {}, [], []
     for server, conf in (cfg.get('init') or {}).items():
         if not isinstance(conf, dict): raise bad(f'init.{server}', 'expected a mapping')
     for server, conf in init.items():
-        if not dom.servers[server].sandbox:  # a module server: its init config is {name: [items]}, checked by the task's code
+        if not dom.servers[server].sandbox:  # a module server: its init config is {name: [items]}
             for t, rs in conf.items(): rows[t] = rows.get(t, []) + (rs if isinstance(rs, list) else [rs])
             continue
         for t, rs in (conf.get('data_patch') or {}).items():
@@ -241,8 +248,11 @@ def to_task(td:TaskDef, d:Path, releases:dict) -> Task:
                 limits=tb_limits(), tags=['thinkingbox'] + ([f'evaluation-only:{rel}'] if rel else []))
     problems = [(f'init.{t}[{i}]' + (f'.{f}' if f else ''), m) for t, rs in rows.items() for i, r in enumerate(rs)
                 for f, m in dom.check_row(t, r)]
-    problems += [(f'golden[{i}]' + (f'.{f}' if f else ''), m) for i, c in enumerate(golden) for f, m in dom.check_call(c.name, c.arguments)]
-    if problems: raise TaskFileError([TaskProblem(file=str(td.file), line=td.line, uid=uid, field=f, message=m) for f, m in problems])
+    problems += [(f'golden[{i}]' + (f'.{f}' if f else ''), m) for i, c in enumerate(golden)
+                 for f, m in dom.check_call(c.name, c.arguments)]
+    if problems:
+        raise TaskFileError([TaskProblem(file=str(td.file), line=td.line, uid=uid, field=f, message=m)
+                             for f, m in problems])
     return task
 
 # %% ../nbs/13_thinkingbox.ipynb #c019
@@ -267,9 +277,13 @@ def load_thinkingbox(source, # a test list (.yaml), a task module (.py), a relea
         wanted = read_test_list(p)
         names = sorted({u.split(':', 1)[0] for u in wanted})
         lost = [n for n in names if n not in modules]
-        if lost: raise TaskFileError([TaskProblem(file=str(p), line=0, message=f'no task module {n} under {d}/dataset/test_case') for n in lost])
+        if lost:
+            raise TaskFileError([TaskProblem(file=str(p), line=0, message=f'no module {n} under {d}/dataset/test_case')
+                                 for n in lost])
         files = [modules[n] for n in names]
-    else: raise TaskFileError([TaskProblem(file=src, line=0, message='expected a test list (.yaml), a task module (.py) or a release name')])
+    else:
+        msg = 'expected a test list (.yaml), a task module (.py) or a release name'
+        raise TaskFileError([TaskProblem(file=src, line=0, message=msg)])
     defs, problems = {}, []
     only = None if wanted is None else {}
     for u in wanted or []: only.setdefault(u.split(':', 1)[0], set()).add(u.split(':', 1)[1])
@@ -281,7 +295,8 @@ def load_thinkingbox(source, # a test list (.yaml), a task module (.py), a relea
     tasks = []
     for u in order:
         if u not in defs:
-            problems.append(TaskProblem(file=str(p), line=0, uid=u, message=f'no test function {u.split(":", 1)[1]} in {u.split(":", 1)[0]}'))
+            fname, fn = u.split(':', 1)
+            problems.append(TaskProblem(file=str(p), line=0, uid=u, message=f'no test function {fn} in {fname}'))
             continue
         try: tasks.append(to_task(defs[u], d, releases))
         except TaskFileError as e: problems += e.problems
@@ -292,7 +307,7 @@ def load_thinkingbox(source, # a test list (.yaml), a task module (.py), a relea
 _LOOPS = threading.local()
 
 def _run(coro):
-    "Run a coroutine of their package to completion on this thread's own loop (or, under a running loop, a helper thread's)."
+    "Run a coroutine of their package to completion on this thread's loop (under a running loop, a helper thread's)."
     try: asyncio.get_running_loop()
     except RuntimeError: pass
     else:
@@ -350,7 +365,9 @@ class ModuleBackend:
             from mcp.server.mcpserver.tools.base import Tool as MCPTool
             _ARG_CHECKS[key] = MCPTool.from_function(fn, name=name).fn_metadata
         try: args = _ARG_CHECKS[key].validate_arguments(arguments)
-        except ValidationError as e: raise ToolError(f'invalid arguments for {name}: {e.errors()[0]["loc"]}: {e.errors()[0]["msg"]}') from None
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise ToolError(f'invalid arguments for {name}: {err["loc"]}: {err["msg"]}') from None
         return to_jsonable_python(_run(fn(**args)))
     def effects(self) -> dict:
         from pydantic_core import to_jsonable_python
@@ -366,12 +383,13 @@ class ScenarioDomain:
         self.visible = [t['name'] for t in scenario.get('tools') or []]  # the tools the agent is shown, in order
         ws = scenario.get('world_state') or {}
         self.sources = [s for conf in ws.values() if isinstance(conf, dict) for s in conf.get('sources') or []]
-        self.families, self.expert, self.unstable = {}, None, {}  # no generator, no expert: the golden path is the reference
+        self.families, self.expert, self.unstable = {}, None, {}  # no generator or expert: the golden path decides
         self._templates, self._lock = {}, threading.Lock()
         self.checks: dict = {}  # task uid -> (module file, function) for tasks graded by their own asserts
         probe = self._system_set()
         self._tool_server = {n: s for s, sys_ in probe.items() for n in sys_._tool_map}
-        self._tables = {stem: s for s, sys_ in probe.items() if servers[s].sandbox for stem in sys_.db._model_cls_to_stem.values()}
+        self._tables = {stem: s for s, sys_ in probe.items() if servers[s].sandbox
+                        for stem in sys_.db._model_cls_to_stem.values()}
         self._tables.update({t: s for s in servers if not servers[s].sandbox for t in (ws.get(s) or {})})
         missing = [t for t in self.visible if t not in self._tool_server]
         if missing: raise ValueError(f'scenario {name}: tools {missing} are not served by {sorted(servers)}')
@@ -381,7 +399,8 @@ class ScenarioDomain:
         for s in probe.values():
             if isinstance(s, ModuleBackend):  # their tool functions' own signatures make the schemas, as fastmcp would
                 for n, (fn, desc) in s.tools.items():
-                    specs[n] = {'name': n, 'description': desc, 'input_schema': MCPTool.from_function(fn, name=n).parameters}
+                    schema = MCPTool.from_function(fn, name=n).parameters
+                    specs[n] = {'name': n, 'description': desc, 'input_schema': schema}
         self.specs = {n: specs[n] for n in self.visible}
         self.tools = {n: None for n in self.visible}  # names, in the order the agent sees them (see `mcp_tools`)
         register_domain(self)
@@ -442,7 +461,7 @@ def _tokens(s:str) -> list[str]: return _TOKEN.findall(s.lower())
 class KnowledgeBase:
     "In-process search over a scenario's `sources` (BM25+ over each snippet), in place of their Typesense index."
     def __init__(self, sources:list):
-        from rank_bm25 import BM25Plus  # Okapi's idf is 0 for a word in half the documents: a 2-10 document corpus needs Plus
+        from rank_bm25 import BM25Plus  # Okapi's idf is 0 for a word in half the documents: small corpora need Plus
         self.docs = [(s['name'], text) for s in sources for text in s.get('snippets') or []]
         self.words = [set(_tokens(t)) for _, t in self.docs]
         self.bm25 = BM25Plus([_tokens(t) or ['<empty>'] for _, t in self.docs]) if self.docs else None
@@ -457,7 +476,8 @@ class KnowledgeBase:
         for i in sorted(range(len(self.docs)), key=lambda i: -scores[i]):
             src, text = self.docs[i]
             if self.allowed and src not in self.allowed: continue
-            if src not in best and self.words[i] & set(q): best[src] = {'source': src, 'score': float(scores[i]), 'text': text}
+            if src not in best and self.words[i] & set(q):
+                best[src] = {'source': src, 'score': float(scores[i]), 'text': text}
         return list(best.values())[:n]
 
     # the two methods their search tools call on a Typesense index
@@ -533,7 +553,7 @@ def _canonical(self:ScenarioDomain, raw:dict, initial:dict=None) -> dict:
     checks = raw.pop('(their checks)', None)
     out = {HASH_TABLE: {s: {'sha256': v['sha256']} for s, v in raw.items()}} if raw else {}
     if checks is not None: out['(their checks)'] = checks
-    for s, v in raw.items():
+    for v in raw.values():
         for t, rows in v['state'].items():
             ids = [r.get('id') for r in rows]
             unique = None not in ids and len(set(map(str, ids))) == len(ids)
@@ -542,7 +562,7 @@ def _canonical(self:ScenarioDomain, raw:dict, initial:dict=None) -> dict:
 ScenarioDomain.canonical = _canonical
 
 class _Judged:
-    "The `judge` their test functions call: the yes/no questions are our rubric items (asked by our judge), so yes here."
+    "The `judge` their test functions call: its questions are our rubric items (our judge asks them), so yes here."
     def text_yesno(self, text, question): return True
 
 def their_checks(dom:ScenarioDomain, uid:str|None, effects:dict) -> dict:
@@ -556,7 +576,8 @@ def their_checks(dom:ScenarioDomain, uid:str|None, effects:dict) -> dict:
     except AssertionError as e:
         import traceback
         line = traceback.extract_tb(e.__traceback__)[-1]
-        return {uid: {'passed': False}, 'failed assert': {'at': f'{path.name}:{line.lineno}', 'assert': (line.line or '')[:300]}}
+        where = {'at': f'{path.name}:{line.lineno}', 'assert': (line.line or '')[:300]}
+        return {uid: {'passed': False}, 'failed assert': where}
     return {uid: {'passed': True}}
 
 def _expected_state(self:ScenarioDomain, task:Task):
@@ -582,8 +603,9 @@ def _mcp_tools(self:ScenarioDomain) -> dict:
         self._mcp = {}
         for n, s in self.specs.items():
             params, t = dict(s['input_schema']), self._tool_objs[n]
-            if hasattr(t, 'request_model'):  # JSON Schema allows unlisted arguments unless it says otherwise; so do their models
-                params.setdefault('additionalProperties', t.request_model.model_config.get('extra') in (None, 'ignore', 'allow'))
+            if hasattr(t, 'request_model'):  # unlisted arguments are allowed unless told otherwise, as their models do
+                extra = t.request_model.model_config.get('extra')
+                params.setdefault('additionalProperties', extra in (None, 'ignore', 'allow'))
             self._mcp[n] = MCPTool(fn=_unbound, name=n, description=s['description'] or '', parameters=params,
                                    fn_metadata=meta, is_async=True)
     return self._mcp
@@ -609,7 +631,7 @@ from .policies import ScriptedPolicy
 class GoldenWithFlaws(ScriptedPolicy):
     "A scripted policy for ThinkingBox tasks: repetition r plays `flaws[r % len(flaws)]` (rotated per task if asked)."
     def __init__(self, flaws=('golden', 'drop_last'), seed:int=0,
-                 rotate:bool=False): # start each task at a seeded place in `flaws`, so a repetition mixes flaws over tasks
+                 rotate:bool=False): # start each task at a seeded place in `flaws`: a repetition mixes flaws
         super().__init__(seed=seed)
         bad = [f for f in flaws if f not in FLAWS]
         if bad: raise ValueError(f'unknown flaws {bad} (known: {FLAWS})')
@@ -620,7 +642,8 @@ class GoldenWithFlaws(ScriptedPolicy):
         off = int(hashlib.sha256(f'{self.seed}/{task.uid}'.encode()).hexdigest(), 16) if self.rotate else 0
         return self.flaws[(repetition + off) % len(self.flaws)]
     def plan(self, task:Task, repetition:int) -> list[dict]:
-        return flawed_calls([{'name': c.name, 'arguments': c.arguments} for c in task.golden], self.flaw_of(task, repetition))
+        golden = [{'name': c.name, 'arguments': c.arguments} for c in task.golden]
+        return flawed_calls(golden, self.flaw_of(task, repetition))
 
 # %% ../nbs/13_thinkingbox.ipynb #c036
 _THEIR_GOLDEN: dict = {}
@@ -653,10 +676,10 @@ def make_tb_policy(spec:str, sampling=None):
 
 @command('thinkingbox-bench')
 def thinkingbox_bench(release:str='thinkingbox_bench_v1', # a release name, a test list (.yaml) or a task module (.py)
-                      policy:str='golden-with-flaws', # golden-with-flaws[:F,F] (scripted), or a policy SPEC of `tbt evaluate`
+                      policy:str='golden-with-flaws', # golden-with-flaws[:F,F] (scripted), or a SPEC of `tbt evaluate`
                       k:int=20,                  # attempts per task
                       out:str=None,              # campaign directory (default data/runs/thinkingbox-RELEASE)
-                      user:str='stand-in',       # simulated user: openai:MODEL (TBT_USER_BASE_URL), or stand-in (offline)
+                      user:str='stand-in',       # simulated user: openai:MODEL (TBT_USER_BASE_URL), or stand-in
                       judge:str='rule',          # rubric judge: openai:MODEL (TBT_JUDGE_BASE_URL), or rule (offline)
                       data:str=None,             # the thinkingbox-data checkout (default $THINKINGBOX_DATA)
                       temperature:float=1.0, max_tokens:int=4096, seed:int=0,
