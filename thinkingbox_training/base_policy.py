@@ -512,7 +512,7 @@ def episode_metrics(episodes:list) -> dict:
     for (k, w), n in sorted(misses.items()): causes[w] += n; by_kind[k][w] = n
     sens = [task_rate[u] for u, (_, s) in ps.items() if s]
     fams = defaultdict(list)
-    for u, (f, s) in ps.items(): fams[f].append(task_rate[u])
+    for u, (f, _) in ps.items(): fams[f].append(task_rate[u])
     success = statistics.mean(r for rs in rates.values() for r in rs) if rates else 0.0
     family = lambda f, r: {'policy_sensitive': any(s for g, s in ps.values() if g == f), 'tasks': len(r),
                            'success': round(statistics.mean(r), 3),

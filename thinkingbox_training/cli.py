@@ -69,7 +69,7 @@ def project_dir() -> Path:
     return d
 
 def render_readme(index:Path) -> str:
-    "README markdown from the index notebook: markdown cells verbatim, code cells fenced, directives and outputs dropped."
+    "README markdown from the index notebook: markdown verbatim, code cells fenced, directives and outputs dropped."
     import nbformat
     nb = nbformat.read(str(index), as_version=4)
     parts = []
