@@ -103,7 +103,7 @@ if __name__ == '__main__':
               f' | sequential {ws:7.2f} s ({n / ws:6.2f} ep/s) | speedup {ws / wb:5.2f}x | identical samples {same}/{n}')
         print(f'         where the time goes: batched {split(p0, p1, wb)} | sequential {split(p1, p2, ws)}')
     if a.concurrency:
-        lim = Limits(max_turns=a.probe_turns, max_tokens_per_turn=a.max_tokens, max_episode_tokens=8192)
+        lim = Limits(max_turns=a.probe_turns, max_tokens_per_turn=a.max_tokens, max_episode_tokens=8192, wall_clock_s=3600)
         jobs = [(t.model_copy(update={'limits': lim}), rep) for rep, t in enumerate(bench_tasks(a.probe))]
         first = None
         print(f'probe-like sweep: {len(jobs)} episodes of up to {a.probe_turns} turns, each concurrency twice in this process')

@@ -223,8 +223,8 @@ class HFPolicy:
         ids = torch.full((len(chunks), C), self.fmt.eos_id, device=dev)
         for r, x in enumerate(chunks): ids[r, C - len(x):] = torch.tensor(x, device=dev)
         j = torch.arange(C, device=dev)
-        pad = j < (C - c)[:, None]  # padding in front of a row's ids writes past its end, which nothing reads
-        cols = slab.n[:, None] + torch.where(pad, c[:, None] + j, j - (C - c)[:, None])
+        pad = j < (C - c)[:, None]  # padding in front of a row's ids writes just past its end, which nothing reads
+        cols = slab.n[:, None] + torch.where(pad, c[:, None], j - (C - c)[:, None])
         for j0 in range(0, C, chunk):
             b = int((C - c < j0 + chunk).sum())  # rows with ids in this stretch: a prefix of the sorted rows
             mask, pos = slab.at(cols[:b, j0:j0 + chunk])
