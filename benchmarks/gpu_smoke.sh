@@ -37,7 +37,7 @@ else
     VENV=${TMPDIR:-/tmp}/tbt-gpu-smoke-venv
     t0=$SECONDS
     # --without-pip: no ensurepip needed; the system's pip (seen through --system-site-packages) installs into the venv
-    [ -x "$VENV/bin/python" ] || python3 -m venv --system-site-packages --without-pip "$VENV" || exit 3
+    [ -x "$VENV/bin/python" ] || "$PY" -m venv --system-site-packages --without-pip "$VENV" || exit 3
     "$VENV/bin/python" -m pip install -q --no-index --no-deps --disable-pip-version-check "$WHEELS"/*.whl || exit 3
     echo "gpu_smoke: $(ls "$WHEELS"/*.whl | wc -l) wheels installed into $VENV in $((SECONDS - t0)) s"
     RUN=$VENV/bin/python
