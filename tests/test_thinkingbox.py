@@ -1,5 +1,6 @@
 "ThinkingBox-format tasks through our harness: loading, the release guard, MCP tools, grading by their hash."
 import json, os, random
+from pathlib import Path
 import pytest
 from thinkingbox_training.tasks import EvaluationOnly, exclude, assert_disjoint, TaskFileError, ToolCallSpec
 from thinkingbox_training.episode import EpisodeRunner
@@ -199,3 +200,27 @@ def test_a_development_task_passes_when_its_asserts_hold(data):
     eps = EpisodeRunner(Transfers()).run_sync([(task, 0), (task, 1)])
     assert [e.reward for e in eps] == [0, 1]
     assert [c.name for c in eps[1].verdict.checks] == ['state', 'rubric[0]']  # the judge's question: a rubric item
+
+@pytest.mark.slow
+def test_a_development_task_is_trained_on(data, tmp_path):
+    "One GRPO step of the tiny test model on a banking.py task: a group whose attempts differ, so the step is not skipped."
+    import sys
+    sys.path.insert(0, str(Path(__file__).parent))
+    from transformers import PrinterCallback
+    from grpo_fixtures import tokenizer
+    from thinkingbox_training.grpo import TBTConfig, TBTTrainer
+    from thinkingbox_training.policies import tiny_qwen3
+    from thinkingbox_training.thinkingbox import load_thinkingbox
+    tok = tokenizer()
+    task = next(t for t in load_thinkingbox('banking.py') if t.uid == 'banking.py:test_transfer_and_balance')
+    class Transfers(ScriptedPolicy):
+        def plan(self, task, repetition):
+            args = {'from_account': '599521725', 'to_account': '843847393', 'amount': 100.0}
+            return [{'name': 'transfer', 'arguments': args}][:repetition % 2]
+    cfg = TBTConfig(output_dir=str(tmp_path/'out'), groups_per_step=1, group_size=4, max_steps=1, max_refill_rounds=0,
+                    learning_rate=1e-3, seed=0, use_cpu=True, bf16=False, gradient_checkpointing=False, report_to='none',
+                    save_strategy='no', disable_tqdm=True, max_episode_tokens=16384)
+    t = TBTTrainer(tiny_qwen3(tok), cfg, [task], processing_class=tok, policy=Transfers(tokenizer=tok))
+    t.remove_callback(PrinterCallback)
+    t.train()
+    assert [r['skipped'] for r in t.step_log] == [False]
