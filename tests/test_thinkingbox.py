@@ -203,7 +203,7 @@ def test_a_development_task_passes_when_its_asserts_hold(data):
 
 @pytest.mark.slow
 def test_a_development_task_is_trained_on(data, tmp_path):
-    "One GRPO step of the tiny test model on a banking.py task: a group whose attempts differ, so the step is not skipped."
+    "One GRPO step of the tiny test model on a banking.py task: its group's attempts differ, so it is not skipped."
     import sys
     sys.path.insert(0, str(Path(__file__).parent))
     from transformers import PrinterCallback
@@ -218,9 +218,10 @@ def test_a_development_task_is_trained_on(data, tmp_path):
             args = {'from_account': '599521725', 'to_account': '843847393', 'amount': 100.0}
             return [{'name': 'transfer', 'arguments': args}][:repetition % 2]
     cfg = TBTConfig(output_dir=str(tmp_path/'out'), groups_per_step=1, group_size=4, max_steps=1, max_refill_rounds=0,
-                    learning_rate=1e-3, seed=0, use_cpu=True, bf16=False, gradient_checkpointing=False, report_to='none',
-                    save_strategy='no', disable_tqdm=True, max_episode_tokens=16384)
-    t = TBTTrainer(tiny_qwen3(tok), cfg, [task], processing_class=tok, policy=Transfers(tokenizer=tok))
+                    learning_rate=1e-3, seed=0, use_cpu=True, bf16=False, gradient_checkpointing=False,
+                    report_to='none', save_strategy='no', disable_tqdm=True, max_episode_tokens=16384)
+    pol = Transfers(tokenizer=tok)
+    t = TBTTrainer(tiny_qwen3(tok), cfg, [task], processing_class=tok, policy=pol)
     t.remove_callback(PrinterCallback)
     t.train()
     assert [r['skipped'] for r in t.step_log] == [False]
