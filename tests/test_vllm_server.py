@@ -1,6 +1,6 @@
-"The stand-in vLLM server: TRL's own VLLMClient against it, EndpointPolicy token-exact through it, weight loads recorded."
-import asyncio, copy, math
-from pathlib import Path
+"The stand-in vLLM server: TRL's VLLMClient against it, EndpointPolicy token-exact through it, weight loads recorded."
+
+import asyncio, copy
 import pytest, torch
 from thinkingbox_training.policies import EndpointPolicy, GenRequest, HFPolicy, SamplingConfig, tiny_qwen3
 from thinkingbox_training.vllm_server import VLLMStandIn, StandInWeightSync, weights_digest
@@ -8,84 +8,104 @@ from grpo_fixtures import tokenizer
 
 TOK = tokenizer()
 
+
 @pytest.fixture
 def served():
     model = tiny_qwen3(TOK)
-    local = HFPolicy(model, TOK, SamplingConfig(max_tokens=10), name='local')
-    with VLLMStandIn(HFPolicy(copy.deepcopy(model), TOK), model_name='tiny') as srv:
+    local = HFPolicy(model, TOK, SamplingConfig(max_tokens=10), name="local")
+    with VLLMStandIn(HFPolicy(copy.deepcopy(model), TOK), model_name="tiny") as srv:
         yield local, srv
 
-def prompt(local, text='Please pay 300 cents from AC-1.'):
-    return local.fmt.prompt_ids([{'role': 'user', 'content': text}])
+
+def prompt(local, text="Please pay 300 cents from AC-1."):
+    return local.fmt.prompt_ids([{"role": "user", "content": text}])
+
 
 def test_trl_vllm_client_runs_against_the_stand_in(served, monkeypatch):
     import trl.generation.vllm_client as vc
-    monkeypatch.setattr(vc, 'is_vllm_available', lambda *a, **k: True)   # VLLMClient refuses to start without vLLM; only HTTP is used
+
+    monkeypatch.setattr(
+        vc, "is_vllm_available", lambda *a, **k: True
+    )  # VLLMClient refuses to start without vLLM; only HTTP is used
     local, srv = served
     client = vc.VLLMClient(base_url=srv.url)
-    assert client.model == 'tiny' and client.get_world_size() == 1
-    assert client.get_server_info()['model_config']['logprobs_mode'] == 'processed_logprobs'
-    ids = [prompt(local), prompt(local, 'Hello.')]
-    out = client.generate(ids, n=2, temperature=1.0, max_tokens=10, generation_kwargs={'seed': 7})
-    assert out['prompt_ids'] == ids and len(out['completion_ids']) == 4
-    want = local.sample([ids[0], ids[0]], [7, 8], 10)   # the n samples of a prompt take seeds seed, seed+1
-    assert out['completion_ids'][:2] == [g.token_ids for g in want]
-    got_lp = [row[0] for row in out['logprobs'][0]]
+    assert client.model == "tiny" and client.get_world_size() == 1
+    assert client.get_server_info()["model_config"]["logprobs_mode"] == "processed_logprobs"
+    ids = [prompt(local), prompt(local, "Hello.")]
+    out = client.generate(ids, n=2, temperature=1.0, max_tokens=10, generation_kwargs={"seed": 7})
+    assert out["prompt_ids"] == ids and len(out["completion_ids"]) == 4
+    want = local.sample([ids[0], ids[0]], [7, 8], 10)  # the n samples of a prompt take seeds seed, seed+1
+    assert out["completion_ids"][:2] == [g.token_ids for g in want]
+    got_lp = [row[0] for row in out["logprobs"][0]]
     assert torch.allclose(torch.tensor(got_lp), torch.tensor(want[0].logprobs), atol=1e-5)
     client.reset_prefix_cache()
-    assert [p for _, m, p in srv.calls if m == 'POST'] == ['/v1/completions', '/reset_prefix_cache']
-    with pytest.raises(Exception, match='does not implement repetition_penalty'):
+    assert [p for _, m, p in srv.calls if m == "POST"] == ["/v1/completions", "/reset_prefix_cache"]
+    with pytest.raises(Exception, match="does not implement repetition_penalty"):
         client.generate(ids, repetition_penalty=1.2, max_tokens=4)
+
 
 def test_endpoint_policy_is_token_exact_with_logprobs(served):
     local, srv = served
     p = prompt(local)
     ep = EndpointPolicy(None, TOK, base_url=srv.base_url, sampling=local.sampling)
-    seeds = [2**62 + 11, 5, 123456789]                # whole 63-bit attempt seeds reach the server
-    reqs = [GenRequest(messages=[], tools=[], task=None, repetition=i, turn=0, seed=s, max_tokens=10, prompt_ids=p)
-            for i, s in enumerate(seeds)]
+    seeds = [2**62 + 11, 5, 123456789]  # whole 63-bit attempt seeds reach the server
+    reqs = [
+        GenRequest(messages=[], tools=[], task=None, repetition=i, turn=0, seed=s, max_tokens=10, prompt_ids=p)
+        for i, s in enumerate(seeds)
+    ]
     got = asyncio.run(ep.generate(reqs))
     want = local.sample([p] * 3, seeds, 10)
     assert [g.token_ids for g in got] == [g.token_ids for g in want]
     for g, w in zip(got, want):
         assert g.finish == w.finish and g.text == local.fmt.decode(w.token_ids)
         assert all(abs(a - b) < 1e-5 for a, b in zip(g.logprobs, w.logprobs))
-    assert sorted(c['seed'] for c in srv.completions) == sorted(seeds)     # requests run concurrently
-    assert ep.policy_id == 'endpoint:tiny'
+    assert sorted(c["seed"] for c in srv.completions) == sorted(seeds)  # requests run concurrently
+    assert ep.policy_id == "endpoint:tiny"
+
 
 def test_a_server_reading_other_prompt_ids_is_refused(served, monkeypatch):
     local, srv = served
     real = srv.complete
-    monkeypatch.setattr(srv, 'complete', lambda body: real({**body, 'prompt': body['prompt'][:-1]}))  # a server that drops a token
-    ep = EndpointPolicy('tiny', TOK, base_url=srv.base_url)
-    req = GenRequest(messages=[], tools=[], task=None, repetition=0, turn=0, seed=1, max_tokens=4, prompt_ids=prompt(local))
-    with pytest.raises(RuntimeError, match='not token-exact'): asyncio.run(ep.generate([req]))
+    monkeypatch.setattr(
+        srv, "complete", lambda body: real({**body, "prompt": body["prompt"][:-1]})
+    )  # a server that drops a token
+    ep = EndpointPolicy("tiny", TOK, base_url=srv.base_url)
+    req = GenRequest(
+        messages=[], tools=[], task=None, repetition=0, turn=0, seed=1, max_tokens=4, prompt_ids=prompt(local)
+    )
+    with pytest.raises(RuntimeError, match="not token-exact"):
+        asyncio.run(ep.generate([req]))
+
 
 def test_weight_sync_loads_the_trainers_weights_and_is_recorded(served):
     local, srv = served
     sync = StandInWeightSync(local.model, srv.url)
     with torch.no_grad():
-        for q in local.model.parameters(): q.add_(0.01 * torch.randn_like(q))
+        for q in local.model.parameters():
+            q.add_(0.01 * torch.randn_like(q))
     assert srv.digest != weights_digest(local.model)
     sync.sync_weights()
-    assert srv.digest == weights_digest(local.model) and [w['version'] for w in srv.weight_loads] == [1]
-    assert srv.weight_loads[0]['tensors'] == len(list(local.model.parameters()))
-    assert [p for _, m, p in srv.calls if m == 'POST'] == ['/stand_in/load_weights', '/reset_prefix_cache']
+    assert srv.digest == weights_digest(local.model) and [w["version"] for w in srv.weight_loads] == [1]
+    assert srv.weight_loads[0]["tensors"] == len(list(local.model.parameters()))
+    assert [p for _, m, p in srv.calls if m == "POST"] == ["/stand_in/load_weights", "/reset_prefix_cache"]
     p = prompt(local)
-    out = srv.complete({'prompt': p, 'seed': 3, 'max_tokens': 10, 'return_token_ids': True})
-    assert out['choices'][0]['token_ids'] == local.sample([p], [3], 10)[0].token_ids
-    assert srv.completions[-1]['weights_version'] == 1
+    out = srv.complete({"prompt": p, "seed": 3, "max_tokens": 10, "return_token_ids": True})
+    assert out["choices"][0]["token_ids"] == local.sample([p], [3], 10)[0].token_ids
+    assert srv.completions[-1]["weights_version"] == 1
+
 
 def test_nccl_weight_transfer_is_refused_with_the_reason(served):
     _, srv = served
-    code, body = srv.handle('POST', '/init_weight_transfer_engine', {})
-    assert code == 501 and 'needs CUDA' in body['error']['message']
+    code, body = srv.handle("POST", "/init_weight_transfer_engine", {})
+    assert code == 501 and "needs CUDA" in body["error"]["message"]
+
 
 # ---------------------------------------------------------------- training with use_vllm, through the stand-in
 
 import os, warnings
-os.environ.setdefault('TRL_EXPERIMENTAL_SILENCE', '1')
-warnings.filterwarnings('ignore', message='.*use_cache=True.*')
+
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+warnings.filterwarnings("ignore", message=".*use_cache=True.*")
 from transformers import PrinterCallback, TrainerCallback
 from thinkingbox_training.grader import Grader, Verdict
 from thinkingbox_training.grpo import TBTConfig, TBTTrainer
@@ -93,96 +113,166 @@ from grpo_fixtures import pay_task
 
 TASKS = [pay_task(i) for i in range(8)]
 
+
 class ParityGrader(Grader):
-    "Reward 1 when the episode's last message has an even length: a random model's groups are then mixed, and steps train."
-    async def grade(self, task, db, final_message='', transcript=None): return Verdict(reward=int(len(final_message) % 2 == 0))
+    "Reward 1 when the last message has an even length: a random model's groups are then mixed, and steps train."
+
+    async def grade(self, task, db, final_message="", transcript=None):
+        return Verdict(reward=int(len(final_message) % 2 == 0))
+
 
 class Batches(TrainerCallback):
     "The token ids of every step's trained rows."
-    def __init__(self): self.trainer, self.steps = None, []
-    def on_step_end(self, args, state, control, **kw): self.steps.append([r.completion_ids for r in self.trainer.last_batch])
+
+    def __init__(self):
+        self.trainer, self.steps = None, []
+
+    def on_step_end(self, args, state, control, **kw):
+        self.steps.append([r.completion_ids for r in self.trainer.last_batch])
+
 
 def train(tmp_path, srv=None, steps=2, **kw):
     "Two real steps on the tiny model, episodes sampled in process or (srv) by the stand-in through the client path."
-    model = tiny_qwen3(TOK)   # seeded: the same initial weights every call
-    base = dict(output_dir=str(tmp_path / 'out'), groups_per_step=2, group_size=4, max_steps=steps, max_refill_rounds=1, learning_rate=1e-2,
-                seed=0, max_turns=2, max_tokens_per_turn=10, use_cpu=True, bf16=False, gradient_checkpointing=False, report_to='none',
-                save_strategy='no', disable_tqdm=True)
-    if srv is not None: base.update(use_vllm=True, vllm_server_base_url=srv.url)
+    model = tiny_qwen3(TOK)  # seeded: the same initial weights every call
+    base = dict(
+        output_dir=str(tmp_path / "out"),
+        groups_per_step=2,
+        group_size=4,
+        max_steps=steps,
+        max_refill_rounds=1,
+        learning_rate=1e-2,
+        seed=0,
+        max_turns=2,
+        max_tokens_per_turn=10,
+        use_cpu=True,
+        bf16=False,
+        gradient_checkpointing=False,
+        report_to="none",
+        save_strategy="no",
+        disable_tqdm=True,
+    )
+    if srv is not None:
+        base.update(use_vllm=True, vllm_server_base_url=srv.url)
     sync = StandInWeightSync(model, srv.url) if srv is not None else None
     cb = Batches()
-    t = TBTTrainer(model, TBTConfig(**{**base, **kw}), TASKS, processing_class=TOK, grader=ParityGrader(), weight_sync=sync, callbacks=[cb])
+    t = TBTTrainer(
+        model,
+        TBTConfig(**{**base, **kw}),
+        TASKS,
+        processing_class=TOK,
+        grader=ParityGrader(),
+        weight_sync=sync,
+        callbacks=[cb],
+    )
     t.remove_callback(PrinterCallback)
     cb.trainer = t
     t.train()
     return t, cb.steps, sync
 
+
 @pytest.fixture
 def stand_in():
-    with VLLMStandIn(HFPolicy(tiny_qwen3(TOK), TOK), model_name='tiny') as srv: yield srv
+    with VLLMStandIn(HFPolicy(tiny_qwen3(TOK), TOK), model_name="tiny") as srv:
+        yield srv
+
 
 def test_each_step_samples_with_the_weights_just_updated(tmp_path, stand_in):
     t, _, sync = train(tmp_path, stand_in)
-    assert not any(r['skipped'] for r in t.step_log) and max(r['rounds'][-1] for r in t.step_log) >= 1   # steps trained; refills ran
+    assert (
+        not any(r["skipped"] for r in t.step_log) and max(r["rounds"][-1] for r in t.step_log) >= 1
+    )  # steps trained; refills ran
     # one sync per step, before its first round, on the trainer's weights of that moment; no second sync for refill
     # rounds, and TRL's own sync of the step a no-op
-    assert [s['step'] for s in t.sync_log] == [0, 1] and [w['version'] for w in stand_in.weight_loads] == [1, 2]
+    assert [s["step"] for s in t.sync_log] == [0, 1] and [w["version"] for w in stand_in.weight_loads] == [1, 2]
     (t0, d0), (t1, d1) = sync.calls
-    assert d0 != d1                                  # the first step changed the weights
-    for c in stand_in.completions:                   # every sample, refill rounds included, used the weights of the latest sync
-        assert c['digest'] == (d1 if c['t'] > t1 else d0) and c['t'] > t0
-    assert {c['weights_version'] for c in stand_in.completions} == {1, 2}
-    gaps = [h['tbt/logprob_gap/mean'] for h in t.state.log_history if 'loss' in h]
+    assert d0 != d1  # the first step changed the weights
+    for c in stand_in.completions:  # every sample, refill rounds included, used the weights of the latest sync
+        assert c["digest"] == (d1 if c["t"] > t1 else d0) and c["t"] > t0
+    assert {c["weights_version"] for c in stand_in.completions} == {1, 2}
+    gaps = [h["tbt/logprob_gap/mean"] for h in t.state.log_history if "loss" in h]
     assert len(gaps) == 2 and max(gaps) < 1e-4, gaps  # the gap is logged every step
-    assert all('sampling/importance_sampling_ratio/mean' in h for h in t.state.log_history if 'loss' in h)  # TRL's correction ran
+    assert all(
+        "sampling/importance_sampling_ratio/mean" in h for h in t.state.log_history if "loss" in h
+    )  # TRL's correction ran
+
 
 @pytest.mark.slow
 def test_use_vllm_trains_like_the_transformers_sampler(tmp_path, stand_in):
-    t_hf, ids_hf, _ = train(tmp_path / 'hf')
-    t_srv, ids_srv, _ = train(tmp_path / 'srv', stand_in)
+    t_hf, ids_hf, _ = train(tmp_path / "hf")
+    t_srv, ids_srv, _ = train(tmp_path / "srv", stand_in)
     # the same episodes: tasks, repetitions (seeds), rewards, and every trained token id, step by step
-    assert [r['groups'] for r in t_srv.step_log] == [r['groups'] for r in t_hf.step_log]
+    assert [r["groups"] for r in t_srv.step_log] == [r["groups"] for r in t_hf.step_log]
     assert ids_srv == ids_hf
-    gaps = [h['tbt/logprob_gap/mean'] for h in t_hf.state.log_history if 'loss' in h]
+    gaps = [h["tbt/logprob_gap/mean"] for h in t_hf.state.log_history if "loss" in h]
     assert len(gaps) == 2 and max(gaps) < 1e-4, gaps
 
-@pytest.mark.parametrize('top_k', [0, 5])   # caught by the gap itself, and (top-k: a gap is expected) by the certainty it claims
+
+@pytest.mark.parametrize(
+    "top_k", [0, 5]
+)  # caught by the gap itself, and (top-k: a gap is expected) by the certainty it claims
 def test_a_sampler_recording_zero_logprobs_stops_training(tmp_path, stand_in, monkeypatch, top_k):
     real = stand_in.complete
+
     def zeroed(body):
         out = real(body)
-        for c in out['choices']: c['logprobs']['token_logprobs'] = [0.0] * len(c['token_ids'])
+        for c in out["choices"]:
+            c["logprobs"]["token_logprobs"] = [0.0] * len(c["token_ids"])
         return out
-    monkeypatch.setattr(stand_in, 'complete', zeroed)
-    with pytest.raises(RuntimeError, match='the sampler is not the model being trained'): train(tmp_path, stand_in, steps=1, top_k=top_k)
+
+    monkeypatch.setattr(stand_in, "complete", zeroed)
+    with pytest.raises(RuntimeError, match="the sampler is not the model being trained"):
+        train(tmp_path, stand_in, steps=1, top_k=top_k)
+
 
 def test_a_server_without_processed_logprobs_is_refused(tmp_path, stand_in, monkeypatch):
     real = stand_in.handle
-    monkeypatch.setattr(stand_in, 'handle', lambda m, p, b: (200, {'vllm_config': {'model_config': {'logprobs_mode': 'raw_logprobs'}}})
-                        if p == '/server_info' else real(m, p, b))
-    with pytest.raises(ValueError, match='restart it with --logprobs-mode processed_logprobs'): train(tmp_path, stand_in, steps=1)
+    monkeypatch.setattr(
+        stand_in,
+        "handle",
+        lambda m, p, b: (
+            (200, {"vllm_config": {"model_config": {"logprobs_mode": "raw_logprobs"}}})
+            if p == "/server_info"
+            else real(m, p, b)
+        ),
+    )
+    with pytest.raises(ValueError, match="restart it with --logprobs-mode processed_logprobs"):
+        train(tmp_path, stand_in, steps=1)
+
 
 def test_colocate_and_uncorrected_truncated_sampling_are_refused(tmp_path):
-    base = dict(output_dir=str(tmp_path), groups_per_step=2, group_size=4, use_cpu=True, bf16=False, report_to='none')
-    with pytest.raises(ValueError, match='colocate mode'): TBTConfig(use_vllm=True, vllm_mode='colocate', **base)
-    with pytest.raises(ValueError, match='to vLLM rollouts only'): TBTConfig(top_k=20, **base)
-    with pytest.raises(ValueError, match='to vLLM rollouts only'): TBTConfig(use_vllm=True, top_p=0.95, vllm_importance_sampling_correction=False, **base)
+    base = dict(output_dir=str(tmp_path), groups_per_step=2, group_size=4, use_cpu=True, bf16=False, report_to="none")
+    with pytest.raises(ValueError, match="colocate mode"):
+        TBTConfig(use_vllm=True, vllm_mode="colocate", **base)
+    with pytest.raises(ValueError, match="to vLLM rollouts only"):
+        TBTConfig(top_k=20, **base)
+    with pytest.raises(ValueError, match="to vLLM rollouts only"):
+        TBTConfig(use_vllm=True, top_p=0.95, vllm_importance_sampling_correction=False, **base)
     c = TBTConfig(use_vllm=True, top_p=0.95, top_k=20, **base)
-    assert (c.vllm_mode, c.vllm_importance_sampling_mode, c.vllm_importance_sampling_clip_max) == ('server', 'token_truncate', 3.0)
+    assert (c.vllm_mode, c.vllm_importance_sampling_mode, c.vllm_importance_sampling_clip_max) == (
+        "server",
+        "token_truncate",
+        3.0,
+    )
+
 
 def test_top_k_sampling_trains_with_the_importance_sampling_correction(tmp_path, stand_in):
     t, _, _ = train(tmp_path, stand_in, steps=1, top_k=5)
-    h = [h for h in t.state.log_history if 'loss' in h][0]
+    h = [h for h in t.state.log_history if "loss" in h][0]
     # the sampler's logprobs are those of the top-5 distribution: each kept token is likelier there than under the whole
-    # one TRL scores, so the gap is real and every importance ratio (trainer's probability over the sampler's) is at most 1
-    assert h['tbt/logprob_gap/mean'] > 0.01 and h['sampling/importance_sampling_ratio/max'] <= 1 + 1e-5
-    assert h['sampling/importance_sampling_ratio/min'] < 0.99
+    # one TRL scores, so the gap is real and every importance ratio (trainer's over sampler's probability) is at most 1
+    assert h["tbt/logprob_gap/mean"] > 0.01 and h["sampling/importance_sampling_ratio/max"] <= 1 + 1e-5
+    assert h["sampling/importance_sampling_ratio/min"] < 0.99
+
 
 def test_truncated_sampling_without_recorded_logprobs_stops(tmp_path, stand_in, monkeypatch):
     real = stand_in.complete
+
     def unknown(body):
         out = real(body)
-        for c in out['choices']: c['logprobs']['token_logprobs'] = [None] * len(c['token_ids'])
+        for c in out["choices"]:
+            c["logprobs"]["token_logprobs"] = [None] * len(c["token_ids"])
         return out
-    monkeypatch.setattr(stand_in, 'complete', unknown)
-    with pytest.raises(RuntimeError, match='have no recorded logprob'): train(tmp_path, stand_in, steps=1, top_k=5)
+
+    monkeypatch.setattr(stand_in, "complete", unknown)
+    with pytest.raises(RuntimeError, match="have no recorded logprob"):
+        train(tmp_path, stand_in, steps=1, top_k=5)

@@ -468,7 +468,7 @@ _ANNOUNCED: set = set()  # checkpoints whose template replacement was announced 
 class ChatFormat:
     "A tokenizer bound to a chat template: render, encode, observation deltas, parse."
     def __init__(self, tokenizer, # a Hugging Face tokenizer
-                 template:str=None, # the chat template; None: ours for Qwen3-style or template-less tokenizers; 'checkpoint': the tokenizer's own
+                 template:str=None, # None: ours for Qwen3-style or template-less tokenizers; 'checkpoint': its own
                 ):
         own = getattr(tokenizer, 'chat_template', None)
         if isinstance(own, dict): own = own.get('default')
@@ -480,8 +480,9 @@ class ChatFormat:
             template = QWEN3_CHAT_TEMPLATE if not own or '<|im_start|>' in own else own
             if own and template != own and name not in _ANNOUNCED:
                 _ANNOUNCED.add(name)
-                warnings.warn(f"ChatFormat: the chat template of {name} is REPLACED by QWEN3_CHAT_TEMPLATE, the prefix-preserving Qwen3 "
-                              "format (every turn keeps its reasoning), so that episodes can be built turn by turn; pass "
+                warnings.warn(f"ChatFormat: the chat template of {name} is REPLACED by QWEN3_CHAT_TEMPLATE, the "
+                              "prefix-preserving Qwen3 format (every turn keeps its reasoning), so that episodes can be "
+                              "built turn by turn; pass "
                               "template='checkpoint' to keep the checkpoint's own", TemplateReplaced, stacklevel=2)
         self.tokenizer, self.template = tokenizer, template
         self._render = _compile_jinja_template(template).render
@@ -499,9 +500,11 @@ class ChatFormat:
         self._anchor_text = self.render(_ANCHOR)
         self._anchor_cut = self._anchor_text.rindex(self.end_of_turn) + len(self.end_of_turn)
         if keep:   # episodes are built turn by turn: a template that re-renders earlier turns cannot serve them
-            try: self.observation_text([{'role': 'user', 'content': '?'}]); self.observation_text([{'role': 'tool', 'name': 't', 'content': '1'}])
+            try:
+                for m in ({'role': 'user', 'content': '?'}, {'role': 'tool', 'name': 't', 'content': '1'}): self.observation_text([m])
             except ValueError as e:
-                raise ValueError(f"template='checkpoint': the chat template of {name} cannot build episodes turn by turn: {e}\n"
+                raise ValueError(f"template='checkpoint': the chat template of {name} cannot build episodes turn "
+                                 f"by turn: {e}\n"
                                  "Use the default (template=None), the prefix-preserving QWEN3_CHAT_TEMPLATE") from None
 
     def __repr__(self):

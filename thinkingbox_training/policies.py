@@ -347,104 +347,201 @@ class VLLMPolicy:
 
 # %% ../nbs/06_policies.ipynb #c019
 import logging
-for _name in ('httpx', 'httpx2'):  # the HTTP clients of openai: one INFO line per request once MCP's servers set the root logger to INFO
+
+# the HTTP clients of openai log one INFO line per request once MCP's servers set the root logger to INFO
+for _name in ("httpx", "httpx2"):
     logging.getLogger(_name).setLevel(logging.WARNING)
+
 
 class EndpointPolicy:
     "A vLLM completions endpoint, token-exact: the prompt's token ids in, the sampled ids and their logprobs out."
-    def __init__(self, model:str|None, # the served model's name; None: the first the server lists (/v1/models)
-                 tokenizer, # the model's tokenizer (or ChatFormat): the chat format and the end-of-turn token
-                 base_url:str=None, # e.g. http://host:8000/v1 (default: TBT_POLICY_BASE_URL)
-                 api_key:str=None, sampling:SamplingConfig=None, timeout_s:float=600.0,
-                 concurrency:int=64, # requests in flight at once from this process
-                ):
+
+    def __init__(
+        self,
+        model: str | None,  # the served model's name; None: the first the server lists (/v1/models)
+        tokenizer,  # the model's tokenizer (or ChatFormat): the chat format and the end-of-turn token
+        base_url: str = None,  # e.g. http://host:8000/v1 (default: TBT_POLICY_BASE_URL)
+        api_key: str = None,
+        sampling: SamplingConfig = None,
+        timeout_s: float = 600.0,
+        concurrency: int = 64,  # requests in flight at once from this process
+    ):
         self.model, self.sampling = model, sampling or SamplingConfig()
         self.fmt = tokenizer if isinstance(tokenizer, ChatFormat) else ChatFormat(tokenizer)
-        self._client_kw = dict(base_url=base_url or os.environ.get('TBT_POLICY_BASE_URL'),
-                               api_key=api_key or os.environ.get('TBT_POLICY_API_KEY', 'none'), timeout=timeout_s)
-        self.policy_id, self.concurrency, self._loop = f'endpoint:{model}', concurrency, None
+        self._client_kw = dict(
+            base_url=base_url or os.environ.get("TBT_POLICY_BASE_URL"),
+            api_key=api_key or os.environ.get("TBT_POLICY_API_KEY", "none"),
+            timeout=timeout_s,
+        )
+        self.policy_id, self.concurrency, self._loop = f"endpoint:{model}", concurrency, None
 
     def _bind(self):
         "A client and a concurrency gate for the running event loop (each EpisodeRunner.run may run in a new one)."
         from openai import AsyncOpenAI
+
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
-            self._loop, self._gate, self.client = loop, asyncio.Semaphore(self.concurrency), AsyncOpenAI(**self._client_kw)
+            self._loop, self._gate, self.client = (
+                loop,
+                asyncio.Semaphore(self.concurrency),
+                AsyncOpenAI(**self._client_kw),
+            )
         return self.client
 
-    def request_body(self, r:GenRequest) -> dict:
+    def request_body(self, r: GenRequest) -> dict:
         "The /v1/completions parameters of one request (beyond model and prompt), as vLLM reads them."
         c = self.sampling
-        body = dict(temperature=c.temperature, top_p=c.top_p, max_tokens=r.max_tokens, seed=r.seed % 2**63, logprobs=0)
-        extra = {'return_token_ids': True, 'return_tokens_as_token_ids': True, 'stop_token_ids': [self.fmt.eos_id],
-                 'skip_special_tokens': False, 'spaces_between_special_tokens': False}
-        if c.top_k: extra['top_k'] = c.top_k
-        return {**body, 'extra_body': extra}
+        body = dict(
+            temperature=c.temperature, top_p=c.top_p, max_tokens=r.max_tokens, seed=r.seed % 2**63, logprobs=0
+        )
+        extra = {
+            "return_token_ids": True,
+            "return_tokens_as_token_ids": True,
+            "stop_token_ids": [self.fmt.eos_id],
+            "skip_special_tokens": False,
+            "spaces_between_special_tokens": False,
+        }
+        if c.top_k:
+            extra["top_k"] = c.top_k
+        return {**body, "extra_body": extra}
 
-    async def _one(self, r:GenRequest) -> Generation:
-        if r.prompt_ids is None: raise ValueError(f'{self.policy_id}: a token-level policy needs GenRequest.prompt_ids')
+    async def _one(self, r: GenRequest) -> Generation:
+        if r.prompt_ids is None:
+            raise ValueError(f"{self.policy_id}: a token-level policy needs GenRequest.prompt_ids")
         client = self._bind()
         async with self._gate:
             if self.model is None:
                 self.model = (await client.models.list()).data[0].id
-                self.policy_id = f'endpoint:{self.model}'
+                self.policy_id = f"endpoint:{self.model}"
             o = await client.completions.create(model=self.model, prompt=list(r.prompt_ids), **self.request_body(r))
         ch = o.choices[0]
         extra = ch.model_extra or {}
-        sent = extra.get('prompt_token_ids')
+        sent = extra.get("prompt_token_ids")
         if sent is not None and list(sent) != list(r.prompt_ids):
-            i = next((k for k, (a, b) in enumerate(zip(sent, r.prompt_ids)) if a != b), min(len(sent), len(r.prompt_ids)))
-            raise RuntimeError(f'{self.policy_id}: the server read other prompt ids than were sent, from position {i} '
-                               f'(sent {list(r.prompt_ids[i:i + 5])}, read {list(sent[i:i + 5])}): it is not token-exact')
+            i = next(
+                (k for k, (a, b) in enumerate(zip(sent, r.prompt_ids)) if a != b), min(len(sent), len(r.prompt_ids))
+            )
+            raise RuntimeError(
+                f"{self.policy_id}: the server read other prompt ids than were sent, from position {i} "
+                f"(sent {list(r.prompt_ids[i : i + 5])}, read {list(sent[i : i + 5])}): it is not token-exact"
+            )
         lp = ch.logprobs
-        ids = extra.get('token_ids')
-        if ids is None and lp is not None and lp.tokens: ids = [int(t.removeprefix('token_id:')) for t in lp.tokens]
+        ids = extra.get("token_ids")
+        if ids is None and lp is not None and lp.tokens:
+            ids = [int(t.removeprefix("token_id:")) for t in lp.tokens]
         if ids is None:
-            raise RuntimeError(f'{self.policy_id}: the server returned no token ids (a vLLM server returns them with return_token_ids)')
+            raise RuntimeError(
+                f"{self.policy_id}: the server returned no token ids (a vLLM server returns them with return_token_ids)"
+            )
         ids = list(ids)
-        lps = [None if x is None or math.isnan(x) else float(x) for x in lp.token_logprobs] if lp is not None else [None] * len(ids)
-        if len(lps) != len(ids): raise RuntimeError(f'{self.policy_id}: {len(lps)} logprobs for {len(ids)} token ids')
-        stopped = ch.finish_reason == 'stop'
-        if stopped and (not ids or ids[-1] != self.fmt.eos_id): ids, lps = ids + [self.fmt.eos_id], lps + [None]  # stop token not echoed
+        lps = (
+            [None if x is None or math.isnan(x) else float(x) for x in lp.token_logprobs]
+            if lp is not None
+            else [None] * len(ids)
+        )
+        if len(lps) != len(ids):
+            raise RuntimeError(f"{self.policy_id}: {len(lps)} logprobs for {len(ids)} token ids")
+        stopped = ch.finish_reason == "stop"
+        if stopped and (not ids or ids[-1] != self.fmt.eos_id):
+            ids, lps = ids + [self.fmt.eos_id], lps + [None]  # stop token not echoed
         u = o.usage
-        return Generation(text=self.fmt.decode(ids), token_ids=ids, logprobs=lps, finish='stop' if stopped else 'length',
-                          usage=Usage(model=self.model, input=getattr(u, 'prompt_tokens', 0) or len(r.prompt_ids),
-                                      output=getattr(u, 'completion_tokens', 0) or len(ids), calls=1))
+        return Generation(
+            text=self.fmt.decode(ids),
+            token_ids=ids,
+            logprobs=lps,
+            finish="stop" if stopped else "length",
+            usage=Usage(
+                model=self.model,
+                input=getattr(u, "prompt_tokens", 0) or len(r.prompt_ids),
+                output=getattr(u, "completion_tokens", 0) or len(ids),
+                calls=1,
+            ),
+        )
 
-    async def generate(self, requests:list) -> list[Generation]:
+    async def generate(self, requests: list) -> list[Generation]:
         "Every request on its own, concurrently (no collective: each process talks to the server on its own)."
         return list(await asyncio.gather(*[self._one(r) for r in requests]))
 
+
 class ChatEndpointPolicy:
     "A hosted chat model on its own tool-calling API (a reference, not a token-exact agent)."
-    def __init__(self, model:str, base_url:str=None, api_key:str=None, sampling:SamplingConfig=None, timeout_s:float=120.0):
-        from openai import AsyncOpenAI
-        self.model, self.sampling, self.fmt = model, sampling or SamplingConfig(), None
-        self.client = AsyncOpenAI(base_url=base_url or os.environ.get('TBT_POLICY_BASE_URL'),
-                                  api_key=api_key or os.environ.get('TBT_POLICY_API_KEY', 'none'), timeout=timeout_s)
-        self.policy_id = f'chat:{model}'
 
-    async def _one(self, r:GenRequest) -> Generation:
+    def __init__(
+        self,
+        model: str,
+        base_url: str = None,
+        api_key: str = None,
+        sampling: SamplingConfig = None,
+        timeout_s: float = 120.0,
+    ):
+        from openai import AsyncOpenAI
+
+        self.model, self.sampling, self.fmt = model, sampling or SamplingConfig(), None
+        self.client = AsyncOpenAI(
+            base_url=base_url or os.environ.get("TBT_POLICY_BASE_URL"),
+            api_key=api_key or os.environ.get("TBT_POLICY_API_KEY", "none"),
+            timeout=timeout_s,
+        )
+        self.policy_id = f"chat:{model}"
+
+    async def _one(self, r: GenRequest) -> Generation:
         import json as _json
+
         msgs = []
         for m in r.messages:
-            if m['role'] == 'tool': msgs.append({'role': 'tool', 'tool_call_id': m.get('tool_call_id', m['name']), 'content': m['content']})
-            elif m['role'] == 'assistant' and m.get('tool_calls'):
-                msgs.append({'role': 'assistant', 'content': m.get('content') or None, 'tool_calls': [
-                    {'id': tc['function']['name'], 'type': 'function', 'function': {'name': tc['function']['name'],
-                     'arguments': _json.dumps(tc['function']['arguments'])}} for tc in m['tool_calls']]})
-            else: msgs.append({'role': m['role'], 'content': m.get('content') or ''})
-        o = await self.client.chat.completions.create(model=self.model, messages=msgs, tools=r.tools or None,
-                                                      temperature=self.sampling.temperature, max_tokens=r.max_tokens, seed=r.seed % 2**31)
+            if m["role"] == "tool":
+                msgs.append(
+                    {"role": "tool", "tool_call_id": m.get("tool_call_id", m["name"]), "content": m["content"]}
+                )
+            elif m["role"] == "assistant" and m.get("tool_calls"):
+                msgs.append(
+                    {
+                        "role": "assistant",
+                        "content": m.get("content") or None,
+                        "tool_calls": [
+                            {
+                                "id": tc["function"]["name"],
+                                "type": "function",
+                                "function": {
+                                    "name": tc["function"]["name"],
+                                    "arguments": _json.dumps(tc["function"]["arguments"]),
+                                },
+                            }
+                            for tc in m["tool_calls"]
+                        ],
+                    }
+                )
+            else:
+                msgs.append({"role": m["role"], "content": m.get("content") or ""})
+        o = await self.client.chat.completions.create(
+            model=self.model,
+            messages=msgs,
+            tools=r.tools or None,
+            temperature=self.sampling.temperature,
+            max_tokens=r.max_tokens,
+            seed=r.seed % 2**31,
+        )
         ch = o.choices[0].message
-        calls = [{'type': 'function', 'function': {'name': tc.function.name, 'arguments': _json.loads(tc.function.arguments or '{}')}}
-                 for tc in (ch.tool_calls or [])]
-        text = assistant_text({'role': 'assistant', 'content': ch.content or '', 'tool_calls': calls}) + '<|im_end|>'
+        calls = [
+            {
+                "type": "function",
+                "function": {"name": tc.function.name, "arguments": _json.loads(tc.function.arguments or "{}")},
+            }
+            for tc in (ch.tool_calls or [])
+        ]
+        text = assistant_text({"role": "assistant", "content": ch.content or "", "tool_calls": calls}) + "<|im_end|>"
         u = o.usage
-        return Generation(text=text, usage=Usage(model=self.model, input=getattr(u, 'prompt_tokens', 0) or 0,
-                                                 output=getattr(u, 'completion_tokens', 0) or 0, calls=1))
+        return Generation(
+            text=text,
+            usage=Usage(
+                model=self.model,
+                input=getattr(u, "prompt_tokens", 0) or 0,
+                output=getattr(u, "completion_tokens", 0) or 0,
+                calls=1,
+            ),
+        )
 
-    async def generate(self, requests:list) -> list[Generation]:
+    async def generate(self, requests: list) -> list[Generation]:
         return list(await asyncio.gather(*[self._one(r) for r in requests]))
 
 # %% ../nbs/06_policies.ipynb #c023
@@ -529,11 +626,12 @@ def make_policy(spec:str, sampling:SamplingConfig=None, **kw):
     if spec.startswith('vllm:'): return VLLMPolicy(spec[5:], sampling, **kw)
     if spec.startswith('endpoint:'):
         from transformers import AutoTokenizer
-        tok = kw.pop('tokenizer', None) or os.environ.get('TBT_POLICY_TOKENIZER') or spec[9:]   # the served model's own, by default
+        tok = kw.pop('tokenizer', None) or os.environ.get('TBT_POLICY_TOKENIZER') or spec[9:]  # by default the model's own
         if isinstance(tok, str):
             try: tok = AutoTokenizer.from_pretrained(tok)
             except (OSError, ValueError) as e:
-                raise ValueError(f"{spec}: an endpoint policy needs the served model's tokenizer, and {tok!r} does not load one; "
+                raise ValueError(f"{spec}: an endpoint policy needs the served model's tokenizer, and {tok!r} "
+                                 "does not load one; "
                                  'pass tokenizer= or set TBT_POLICY_TOKENIZER') from e
         return EndpointPolicy(spec[9:], tok, sampling=sampling, **kw)
     if spec.startswith('chat:'): return ChatEndpointPolicy(spec[5:], sampling=sampling, **kw)

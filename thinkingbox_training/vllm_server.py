@@ -4,7 +4,7 @@
 
 # %% ../nbs/06b_vllm_server.ipynb #c002
 from __future__ import annotations
-import base64, hashlib, json, math, random, threading, time
+import base64, hashlib, json, random, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlparse
 from .policies import HFPolicy, SamplingConfig
@@ -16,97 +16,170 @@ __all__ = ['UnsupportedRequest', 'weights_digest', 'VLLMStandIn', 'StandInWeight
 class UnsupportedRequest(ValueError):
     "A request the stand-in does not implement (answered with HTTP 400 and this message)."
 
+
 def weights_digest(model) -> str:
     "A digest of a model's parameters (names, shapes and float32 bytes): equal digests, equal weights."
     h = hashlib.sha256()
     for name, p in sorted(model.named_parameters()):
         t = p.detach().float().cpu().contiguous()
-        h.update(name.encode()); h.update(str(list(t.shape)).encode()); h.update(t.numpy().tobytes())
+        h.update(name.encode())
+        h.update(str(list(t.shape)).encode())
+        h.update(t.numpy().tobytes())
     return h.hexdigest()[:16]
+
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+
     def handle_error(self, request, client_address):
         import sys
-        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)): return  # a client closed its keep-alive connection
+
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            return  # a client closed its keep-alive connection
         super().handle_error(request, client_address)
 
+
 class VLLMStandIn:
-    "A CPU stand-in for `vllm serve`: the HTTP endpoints TRL's VLLMClient and EndpointPolicy use, sampled by an HFPolicy."
-    def __init__(self, policy:HFPolicy, # samples every request (its model is the served model)
-                 model_name:str='stand-in', # the name /v1/models lists
-                 host:str='127.0.0.1', port:int=0, # port 0: a free one
-                ):
+    "A CPU stand-in for `vllm serve`: the endpoints TRL's VLLMClient and EndpointPolicy use, sampled by an HFPolicy."
+
+    def __init__(
+        self,
+        policy: HFPolicy,  # samples every request (its model is the served model)
+        model_name: str = "stand-in",  # the name /v1/models lists
+        host: str = "127.0.0.1",
+        port: int = 0,  # port 0: a free one
+    ):
         self.policy, self.model_name, self.lock = policy, model_name, threading.Lock()
         self.weights_version = 0
-        self.calls: list = []        # (time, method, path) of every request
-        self.completions: list = []  # per sampled sequence: time, weights version and digest, seed, prompt and sample sizes
-        self.weight_loads: list = [] # per weight load: time, version, digest, tensors
+        self.calls: list = []  # (time, method, path) of every request
+        self.completions: list = []  # per sampled sequence: time, weights (version, digest), seed, sizes
+        self.weight_loads: list = []  # per weight load: time, version, digest, tensors
         self.digest = weights_digest(policy.model)
         outer = self
+
         class Handler(BaseHTTPRequestHandler):
-            protocol_version = 'HTTP/1.1'
-            def log_message(self, *a): pass
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
             def _send(self, code, obj):
                 body = json.dumps(obj).encode()
-                self.send_response(code); self.send_header('Content-Type', 'application/json')
-                self.send_header('Content-Length', str(len(body))); self.end_headers(); self.wfile.write(body)
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
             def _route(self, method):
-                path = urlparse(self.path).path.rstrip('/')
+                path = urlparse(self.path).path.rstrip("/")
                 outer.calls.append((time.monotonic(), method, path))
-                n = int(self.headers.get('Content-Length') or 0)
-                body = json.loads(self.rfile.read(n) or b'{}') if n else {}
-                try: code, obj = outer.handle(method, path, body)
-                except UnsupportedRequest as e: code, obj = 400, {'error': {'message': str(e), 'type': 'BadRequestError'}}
+                n = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(n) or b"{}") if n else {}
+                try:
+                    code, obj = outer.handle(method, path, body)
+                except UnsupportedRequest as e:
+                    code, obj = 400, {"error": {"message": str(e), "type": "BadRequestError"}}
                 self._send(code, obj)
-            def do_GET(self): self._route('GET')
-            def do_POST(self): self._route('POST')
+
+            def do_GET(self):
+                self._route("GET")
+
+            def do_POST(self):
+                self._route("POST")
+
         self.httpd = _Server((host, port), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     @property
-    def url(self) -> str: return f'http://{self.httpd.server_address[0]}:{self.httpd.server_address[1]}'
+    def url(self) -> str:
+        return f"http://{self.httpd.server_address[0]}:{self.httpd.server_address[1]}"
+
     @property
-    def base_url(self) -> str: return self.url + '/v1'
-    def __enter__(self): self.thread.start(); return self
-    def __exit__(self, *a): self.httpd.shutdown(); self.httpd.server_close()
+    def base_url(self) -> str:
+        return self.url + "/v1"
 
-    def handle(self, method:str, path:str, body:dict) -> tuple:
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *a):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def handle(self, method: str, path: str, body: dict) -> tuple:
         "(HTTP status, JSON answer) of one request."
-        if method == 'GET' and path == '/health': return 200, {}
-        if method == 'GET' and path == '/v1/models':
-            return 200, {'object': 'list', 'data': [{'id': self.model_name, 'object': 'model', 'owned_by': 'stand-in'}]}
-        if method == 'GET' and path == '/server_info':
-            return 200, {'vllm_config': {'model_config': {'model': self.model_name, 'logprobs_mode': 'processed_logprobs'}}}
-        if method == 'GET' and path == '/get_world_size': return 200, {'world_size': 1}
-        if method == 'POST' and path == '/v1/completions': return 200, self.complete(body)
-        if method == 'POST' and path == '/reset_prefix_cache':
-            with self.lock: self.policy.reset_cache()
+        if method == "GET" and path == "/health":
             return 200, {}
-        if method == 'POST' and path == '/stand_in/load_weights': return 200, self.load_weights(body)
-        if path in ('/init_weight_transfer_engine', '/start_weight_update', '/update_weights', '/finish_weight_update'):
-            return 501, {'error': {'message': 'weight transfer streams tensors over NCCL and needs CUDA in every vLLM backend; '
-                                              'the stand-in loads weights sent to /stand_in/load_weights (StandInWeightSync)'}}
-        return 404, {'error': {'message': f'the stand-in serves no {method} {path}'}}
+        if method == "GET" and path == "/v1/models":
+            return 200, {
+                "object": "list",
+                "data": [{"id": self.model_name, "object": "model", "owned_by": "stand-in"}],
+            }
+        if method == "GET" and path == "/server_info":
+            return 200, {
+                "vllm_config": {"model_config": {"model": self.model_name, "logprobs_mode": "processed_logprobs"}}
+            }
+        if method == "GET" and path == "/get_world_size":
+            return 200, {"world_size": 1}
+        if method == "POST" and path == "/v1/completions":
+            return 200, self.complete(body)
+        if method == "POST" and path == "/reset_prefix_cache":
+            with self.lock:
+                self.policy.reset_cache()
+            return 200, {}
+        if method == "POST" and path == "/stand_in/load_weights":
+            return 200, self.load_weights(body)
+        if path in (
+            "/init_weight_transfer_engine",
+            "/start_weight_update",
+            "/update_weights",
+            "/finish_weight_update",
+        ):
+            return 501, {
+                "error": {
+                    "message": "weight transfer streams tensors over NCCL and needs CUDA in every vLLM backend; "
+                    "the stand-in loads weights sent to /stand_in/load_weights (StandInWeightSync)"
+                }
+            }
+        return 404, {"error": {"message": f"the stand-in serves no {method} {path}"}}
 
-    def complete(self, body:dict) -> dict:
+    def complete(self, body: dict) -> dict:
         "/v1/completions: token-id (or text) prompts, n samples each, per-request seed, stop on the end of a turn."
         fmt = self.policy.fmt
-        for k, off in (('min_p', 0.0), ('repetition_penalty', 1.0), ('presence_penalty', 0.0), ('frequency_penalty', 0.0),
-                       ('stop', None), ('best_of', None), ('echo', False), ('structured_outputs', None)):
+        for k, off in (
+            ("min_p", 0.0),
+            ("repetition_penalty", 1.0),
+            ("presence_penalty", 0.0),
+            ("frequency_penalty", 0.0),
+            ("stop", None),
+            ("best_of", None),
+            ("echo", False),
+            ("structured_outputs", None),
+        ):
             if body.get(k, off) not in (off, [] if off is None else off):
-                raise UnsupportedRequest(f'the stand-in does not implement {k}={body[k]!r}')
-        if body.get('logprobs') not in (None, 0):
-            raise UnsupportedRequest(f"logprobs={body['logprobs']}: the stand-in returns the sampled token's logprob only (logprobs=0)")
-        stops = set(body.get('stop_token_ids') or []) - {fmt.eos_id}
-        if stops: raise UnsupportedRequest(f'stop_token_ids {sorted(stops)}: the stand-in stops on the end of a turn ({fmt.eos_id}) only')
-        prompts = body['prompt']
-        if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)): prompts = [prompts]
+                raise UnsupportedRequest(f"the stand-in does not implement {k}={body[k]!r}")
+        if body.get("logprobs") not in (None, 0):
+            raise UnsupportedRequest(
+                f"logprobs={body['logprobs']}: the stand-in returns the sampled token's logprob only (logprobs=0)"
+            )
+        stops = set(body.get("stop_token_ids") or []) - {fmt.eos_id}
+        if stops:
+            raise UnsupportedRequest(
+                f"stop_token_ids {sorted(stops)}: the stand-in stops on the end of a turn ({fmt.eos_id}) only"
+            )
+        prompts = body["prompt"]
+        if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)):
+            prompts = [prompts]
         prompts = [fmt.encode(p) if isinstance(p, str) else [int(t) for t in p] for p in prompts]
-        n, seed, max_tokens = int(body.get('n') or 1), body.get('seed'), int(body.get('max_tokens') or 16)
-        cfg = SamplingConfig(temperature=float(body.get('temperature', 1.0)), top_p=float(body.get('top_p', 1.0)),
-                             top_k=max(int(body.get('top_k') or 0), 0), max_tokens=max_tokens)
-        as_ids, skip = body.get('return_tokens_as_token_ids', False), body.get('skip_special_tokens', True)
+        n, seed, max_tokens = int(body.get("n") or 1), body.get("seed"), int(body.get("max_tokens") or 16)
+        cfg = SamplingConfig(
+            temperature=float(body.get("temperature", 1.0)),
+            top_p=float(body.get("top_p", 1.0)),
+            top_k=max(int(body.get("top_k") or 0), 0),
+            max_tokens=max_tokens,
+        )
+        as_ids, skip = body.get("return_tokens_as_token_ids", False), body.get("skip_special_tokens", True)
         choices, used = [], 0
         with self.lock:
             self.policy.sampling = cfg
@@ -114,67 +187,125 @@ class VLLMStandIn:
                 for j in range(n):
                     s = (int(seed) + j) % 2**63 if seed is not None else random.getrandbits(63)
                     g = self.policy.sample([p], [s], max_tokens)[0]
-                    self.completions.append({'t': time.monotonic(), 'weights_version': self.weights_version, 'digest': self.digest,
-                                             'seed': s, 'prompt_tokens': len(p), 'sampled_tokens': len(g.token_ids)})
+                    self.completions.append(
+                        {
+                            "t": time.monotonic(),
+                            "weights_version": self.weights_version,
+                            "digest": self.digest,
+                            "seed": s,
+                            "prompt_tokens": len(p),
+                            "sampled_tokens": len(g.token_ids),
+                        }
+                    )
                     ids, lps = list(g.token_ids), list(g.logprobs)
-                    c = {'index': len(choices), 'text': self.policy.tokenizer.decode(ids, skip_special_tokens=skip),
-                         'finish_reason': g.finish, 'stop_reason': fmt.eos_id if g.finish == 'stop' else None,
-                         'prompt_token_ids': p if body.get('return_token_ids') else None,
-                         'token_ids': ids if body.get('return_token_ids') else None, 'logprobs': None}
-                    if body.get('logprobs') is not None:
-                        toks = [f'token_id:{t}' if as_ids else self.policy.tokenizer.convert_ids_to_tokens(t) for t in ids]
-                        c['logprobs'] = {'tokens': toks, 'token_logprobs': lps, 'top_logprobs': [{t: lp} for t, lp in zip(toks, lps)],
-                                         'text_offset': [0] * len(ids)}
-                    choices.append(c); used += len(ids)
+                    c = {
+                        "index": len(choices),
+                        "text": self.policy.tokenizer.decode(ids, skip_special_tokens=skip),
+                        "finish_reason": g.finish,
+                        "stop_reason": fmt.eos_id if g.finish == "stop" else None,
+                        "prompt_token_ids": p if body.get("return_token_ids") else None,
+                        "token_ids": ids if body.get("return_token_ids") else None,
+                        "logprobs": None,
+                    }
+                    if body.get("logprobs") is not None:
+                        toks = [
+                            f"token_id:{t}" if as_ids else self.policy.tokenizer.convert_ids_to_tokens(t) for t in ids
+                        ]
+                        c["logprobs"] = {
+                            "tokens": toks,
+                            "token_logprobs": lps,
+                            "top_logprobs": [{t: lp} for t, lp in zip(toks, lps)],
+                            "text_offset": [0] * len(ids),
+                        }
+                    choices.append(c)
+                    used += len(ids)
         ptoks = sum(len(p) for p in prompts) * n
-        return {'id': f'cmpl-{len(self.completions)}', 'object': 'text_completion', 'created': int(time.time()), 'model': self.model_name,
-                'choices': choices, 'usage': {'prompt_tokens': ptoks, 'completion_tokens': used, 'total_tokens': ptoks + used}}
+        return {
+            "id": f"cmpl-{len(self.completions)}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": self.model_name,
+            "choices": choices,
+            "usage": {"prompt_tokens": ptoks, "completion_tokens": used, "total_tokens": ptoks + used},
+        }
 
-    def load_weights(self, body:dict) -> dict:
+    def load_weights(self, body: dict) -> dict:
         "/stand_in/load_weights: named float tensors (base64) copied into the served model; caches forgotten."
         import torch
+
         params = dict(self.policy.model.named_parameters())
-        unknown = [k for k in body['tensors'] if k not in params]
-        if unknown: raise UnsupportedRequest(f'unknown parameter(s) {unknown[:3]}: the served model has no such name')
+        unknown = [k for k in body["tensors"] if k not in params]
+        if unknown:
+            raise UnsupportedRequest(f"unknown parameter(s) {unknown[:3]}: the served model has no such name")
         with self.lock, torch.no_grad():
-            for name, t in body['tensors'].items():
-                x = torch.frombuffer(bytearray(base64.b64decode(t['b64'])), dtype=torch.uint8).view(getattr(torch, t['dtype'])).view(t['shape'])
+            for name, t in body["tensors"].items():
+                x = (
+                    torch.frombuffer(bytearray(base64.b64decode(t["b64"])), dtype=torch.uint8)
+                    .view(getattr(torch, t["dtype"]))
+                    .view(t["shape"])
+                )
                 if list(x.shape) != list(params[name].shape):
-                    raise UnsupportedRequest(f'{name}: shape {list(x.shape)}, the served model has {list(params[name].shape)}')
+                    raise UnsupportedRequest(
+                        f"{name}: shape {list(x.shape)}, the served model has {list(params[name].shape)}"
+                    )
                 params[name].copy_(x)
             self.policy.reset_cache()
             self.weights_version += 1
             self.digest = weights_digest(self.policy.model)
-            self.weight_loads.append({'t': time.monotonic(), 'version': self.weights_version, 'digest': self.digest,
-                                      'tensors': len(body['tensors'])})
-        return {'version': self.weights_version, 'digest': self.digest}
+            self.weight_loads.append(
+                {
+                    "t": time.monotonic(),
+                    "version": self.weights_version,
+                    "digest": self.digest,
+                    "tensors": len(body["tensors"]),
+                }
+            )
+        return {"version": self.weights_version, "digest": self.digest}
 
 # %% ../nbs/06b_vllm_server.ipynb #c005
 class StandInWeightSync:
-    "Weight sync to a VLLMStandIn: the trainer's parameters over HTTP (TRL's VLLMGeneration.sync_weights does it over NCCL)."
-    def __init__(self, model, # the model being trained
-                 url:str, # the stand-in's root URL (VLLMStandIn.url)
-                 is_main:bool=True, # only the main process sends (as in TRL)
-                ):
-        self.model, self.url, self.is_main = model, url.rstrip('/').removesuffix('/v1'), is_main
+    "Weight sync to a VLLMStandIn: the trainer's parameters over HTTP (TRL's sync_weights sends them over NCCL)."
+
+    def __init__(
+        self,
+        model,  # the model being trained
+        url: str,  # the stand-in's root URL (VLLMStandIn.url)
+        is_main: bool = True,  # only the main process sends (as in TRL)
+    ):
+        self.model, self.url, self.is_main = model, url.rstrip("/").removesuffix("/v1"), is_main
         self.calls: list = []  # (time, digest) of every sync
         self.hooks: list = []  # callables run at every sync (tests record the trainer's state here)
 
-    def _post(self, path:str, obj:dict) -> dict:
+    def _post(self, path: str, obj: dict) -> dict:
         import urllib.request
-        req = urllib.request.Request(self.url + path, data=json.dumps(obj).encode(), headers={'Content-Type': 'application/json'})
-        with urllib.request.urlopen(req, timeout=600) as r: return json.loads(r.read() or b'{}')
+
+        req = urllib.request.Request(
+            self.url + path, data=json.dumps(obj).encode(), headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(req, timeout=600) as r:
+            return json.loads(r.read() or b"{}")
 
     def sync_weights(self):
         "Send every parameter, then reset the server's prefix cache (what TRL does after a sync)."
-        for h in self.hooks: h()
+        for h in self.hooks:
+            h()
         digest = weights_digest(self.model)
         self.calls.append((time.monotonic(), digest))
-        if not self.is_main: return
+        if not self.is_main:
+            return
         import torch
-        tensors = {n: {'dtype': str(p.dtype).removeprefix('torch.'), 'shape': list(p.shape),
-                       'b64': base64.b64encode(p.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()).decode()}
-                   for n, p in self.model.named_parameters()}
-        got = self._post('/stand_in/load_weights', {'tensors': tensors})
-        if got.get('digest') != digest: raise RuntimeError(f"weight sync: the server holds {got.get('digest')}, the trainer {digest}")
-        self._post('/reset_prefix_cache', {})
+
+        tensors = {
+            n: {
+                "dtype": str(p.dtype).removeprefix("torch."),
+                "shape": list(p.shape),
+                "b64": base64.b64encode(
+                    p.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+                ).decode(),
+            }
+            for n, p in self.model.named_parameters()
+        }
+        got = self._post("/stand_in/load_weights", {"tensors": tensors})
+        if got.get("digest") != digest:
+            raise RuntimeError(f"weight sync: the server holds {got.get('digest')}, the trainer {digest}")
+        self._post("/reset_prefix_cache", {})
