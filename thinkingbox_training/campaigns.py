@@ -178,14 +178,15 @@ def run_campaign(out:str|Path,             # the campaign directory (created, or
                  task_files:list=(),       # the files the tasks came from (hashed into campaign.json)
                  progress:bool=True,
                  runner_kw:dict=None,
-                 budgets:dict=None) -> dict: # a run's episode budgets in place of each task's own (probing); None: the tasks' own
+                 budgets:dict=None) -> dict: # a run's budgets in place of each task's own (probing); None: theirs
     "Run (or resume) tasks x k attempts into `out`; returns counts of what this invocation did and what is left."
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     with CampaignLock(out):
         return _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency, error_retries, task_files,
                            progress, runner_kw, budgets)
 
-def _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency, error_retries, task_files, progress, runner_kw,
+def _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency, error_retries, task_files, progress,
+                runner_kw,
                 budgets=None):
     name = name or out.name
     sampling = sampling or SamplingConfig()
@@ -281,9 +282,10 @@ def recipe_budgets(path:str) -> tuple:
     import yaml
     r = yaml.safe_load(Path(path).read_text()) or {}
     missing = [f for f in metrics.BUDGETS if f not in r]
-    if missing: raise SystemExit(f'{path} does not state {", ".join(missing)}: a recipe that a probe follows must state its budgets')
+    if missing: raise SystemExit(f'{path} does not state {", ".join(missing)}: a probe follows the budgets it states')
     return ({f: int(r[f]) for f in metrics.BUDGETS},
-            dict(temperature=float(r.get('temperature', 1.0)), top_p=float(r.get('top_p', 1.0)), top_k=int(r.get('top_k') or 0)))
+            dict(temperature=float(r.get('temperature', 1.0)), top_p=float(r.get('top_p', 1.0)),
+                 top_k=int(r.get('top_k') or 0)))
 
 @command(pos=[])
 def evaluate(tasks:str=None,            # task files (JSON Lines), comma-separated (required)
@@ -294,19 +296,20 @@ def evaluate(tasks:str=None,            # task files (JSON Lines), comma-separat
              user:str='scripted',       # simulated user: scripted or openai:MODEL
              judge:str='rule',          # rubric judge: rule (offline) or openai:MODEL
              temperature:float=1.0, top_p:float=1.0, top_k:int=0,
-             max_tokens:int=0,          # a cap on sampled tokens per assistant turn below each task's own limit (0: none)
+             max_tokens:int=0,          # a cap on sampled tokens a turn below each task's own limit (0: none)
              seed:int=0,                # base sampling seed
              concurrency:int=64,        # episodes live at once
              error_retries:int=2,       # rounds of retries for system errors
              quiet:bool=False,
-             recipe:str=None):          # a training recipe (YAML): run under its episode budgets and sampling, not the tasks' own
-    "Run (or resume) an evaluation campaign: every task x k attempts into a crash-proof store (each task's own limits by default)."
+             recipe:str=None):          # a training recipe (YAML): run under its budgets and sampling, not the tasks'
+    "Run (or resume) an evaluation campaign: every task x k attempts into a crash-proof store (each task's own limits)."
     ts, files = _tasks_from(tasks, split or None)
     out = out or f"data/runs/eval-{Path(policy).name.replace(':', '_')}"
     budgets = None
     if recipe:
         budgets, samp = recipe_budgets(recipe)
-        temperature, top_p, top_k, max_tokens = samp['temperature'], samp['top_p'], samp['top_k'], budgets['max_tokens_per_turn']
+        temperature, top_p, top_k = samp['temperature'], samp['top_p'], samp['top_k']
+        max_tokens = budgets['max_tokens_per_turn']
     s = SamplingConfig(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
                        max_tokens=max_tokens or max(t.limits.max_tokens_per_turn for t in ts))
     try: r = run_campaign(out, ts, policy, k, user=user, sampling=s, grader=_judge(judge), concurrency=concurrency,
@@ -324,9 +327,10 @@ def probe(tasks:str=None,               # task files (JSON Lines), comma-separat
           out:str='data/runs/probe',    # campaign directory; then `tbt select OUT/attempts.jsonl`
           user:str='scripted', temperature:float=1.0, max_tokens:int=0, seed:int=0, concurrency:int=64,
           quiet:bool=False,
-          recipe:str=None):             # the training recipe: probe under its episode budgets and sampling (recommended)
+          recipe:str=None):             # the training recipe: probe under its budgets and sampling (recommended)
     "Probe the training tasks with the base policy (k attempts each): the input of `tbt select`."
-    return evaluate(tasks=tasks, policy=policy, k=k, out=out, split='train', user=user, judge='rule', temperature=temperature,
+    return evaluate(tasks=tasks, policy=policy, k=k, out=out, split='train', user=user, judge='rule',
+                    temperature=temperature,
                     max_tokens=max_tokens, seed=seed, concurrency=concurrency, quiet=quiet, recipe=recipe)
 
 def _prices_or_none(camp):
