@@ -1,5 +1,5 @@
 "Campaigns survive being killed: a real `tbt evaluate` process is SIGKILLed mid-way and the same command resumes it."
-import json, os, signal, sqlite3, subprocess, sys, time
+import json, signal, sqlite3, subprocess, sys, time
 from pathlib import Path
 import pytest
 from thinkingbox_training.tasks import Task, ToolCallSpec, write_tasks
@@ -10,13 +10,15 @@ from thinkingbox_training.metrics import CampaignIncomplete
 ROOT = Path(__file__).resolve().parents[1]
 
 def demo_tasks(n=30):
-    return [Task(uid=f'demo/pay/{i:03d}', domain='demo', family='pay', split='bench', query=f'Pay {i + 1} cents from AC-1.',
-                 golden=[ToolCallSpec(name='pay', arguments={'account_id': 'AC-1', 'amount_cents': i + 1})], reply='Paid.')
+    return [Task(uid=f'demo/pay/{i:03d}', domain='demo', family='pay', split='bench',
+                 query=f'Pay {i + 1} cents from AC-1.', reply='Paid.',
+                 golden=[ToolCallSpec(name='pay', arguments={'account_id': 'AC-1', 'amount_cents': i + 1})])
             for i in range(n)]
 
 def tbt(*args, **kw):
     code = 'import sys; from thinkingbox_training.cli import main; sys.exit(main())'
-    return subprocess.Popen([sys.executable, '-c', code, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    return subprocess.Popen([sys.executable, '-c', code, *args], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 def count(db):
     try:
@@ -25,7 +27,8 @@ def count(db):
 
 def test_killed_campaign_resumes_to_the_same_result(tmp_path):
     tasks = tmp_path/'tasks.jsonl'; write_tasks(demo_tasks(20), tasks)
-    args = ['evaluate', '--tasks', str(tasks), '--policy', 'scripted:flaw=0.3', '--k', '6', '--concurrency', '4', '--quiet']
+    args = ['evaluate', '--tasks', str(tasks), '--policy', 'scripted:flaw=0.3', '--k', '6', '--concurrency', '4',
+            '--quiet']
     # uninterrupted reference
     ref = tbt(*args, '--out', str(tmp_path/'ref')); ref.communicate(timeout=300); assert ref.returncode == 0
     # killed mid-way, then resumed by the same command
@@ -40,13 +43,15 @@ def test_killed_campaign_resumes_to_the_same_result(tmp_path):
     s = AttemptStore(out/'attempts.sqlite')
     inv = s.invocations('killed')
     recs = s.records('killed')
-    assert len(recs) == 120 and len({(x['task_uid'], x['repetition']) for x in recs}) == 120   # none lost, none duplicated
+    # none lost, none duplicated
+    assert len(recs) == 120 and len({(x['task_uid'], x['repetition']) for x in recs}) == 120
     assert sum(i['executed'] for i in inv) == 120                                               # none re-run
     assert inv[0]['executed'] == n_before and not inv[0]['finished'] and inv[-1]['finished']
     a, b = load_campaign(tmp_path/'ref'), load_campaign(out)
     assert a.rewards.tolist() == b.rewards.tolist() and 0 < a.rewards.mean() < 1
-    agg = subprocess.run([sys.executable, '-c', 'import sys; from thinkingbox_training.cli import main; sys.exit(main())',
-                          'aggregate', str(out), '--json'], cwd=ROOT, capture_output=True, text=True)
+    cli = 'import sys; from thinkingbox_training.cli import main; sys.exit(main())'
+    agg = subprocess.run([sys.executable, '-c', cli, 'aggregate', str(out), '--json'],
+                         cwd=ROOT, capture_output=True, text=True)
     assert agg.returncode == 0, agg.stderr
     assert abs(json.loads(agg.stdout)['summary']['pass@1'] - a.rewards.mean()) < 1e-12
 
@@ -56,10 +61,10 @@ def test_a_clean_attempt_is_never_overwritten_and_another_campaign_is_refused(tm
     s = AttemptStore(tmp_path/'c'/'attempts.sqlite')
     rec = AttemptRecord(**s.records('c')[0])
     with pytest.raises(ValueError, match='already stored'): s.put(rec, s.begin('c'))
-    with pytest.raises(CampaignError, match=r'holds another campaign \(k: stored 2, now 3\)'): run_campaign(tmp_path/'c', ts, 'scripted', k=3, progress=False)
+    with pytest.raises(CampaignError, match=r'holds another campaign \(k: stored 2, now 3\)'):
+        run_campaign(tmp_path/'c', ts, 'scripted', k=3, progress=False)
 
 def test_system_errors_are_retried_then_left_visible_and_block_the_numbers(tmp_path):
-    from thinkingbox_training.episode import EpisodeRunner
     from thinkingbox_training.policies import ScriptedPolicy
     class Flaky(ScriptedPolicy):
         "Fails every generation of repetition 1 (an endpoint that is down for those requests)."
@@ -75,7 +80,8 @@ def test_system_errors_are_retried_then_left_visible_and_block_the_numbers(tmp_p
     assert load_campaign(tmp_path/'e').rewards.tolist() == [[1, 1], [1, 1]]
 
 def test_exceptions_of_domain_code_on_the_agents_input_are_counted_per_tool_in_the_report(tmp_path, capsys):
-    "Such a call is the agent's failed call (scored as usual), and `tbt aggregate` counts them per tool: they may be our bugs."
+    """Such a call is the agent's failed call (scored as usual), and `tbt aggregate` counts them per tool: they may be
+    our bugs."""
     from thinkingbox_training.backend import Domain
     from thinkingbox_training.domains.demo import DemoBase, demo
     from thinkingbox_training.policies import Generation
@@ -89,10 +95,11 @@ def test_exceptions_of_domain_code_on_the_agents_input_are_counted_per_tool_in_t
     class Says:
         fmt, policy_id = None, 'says'
         async def generate(self, reqs):
-            texts = ['<tool_call>\n{"name": "lookup", "arguments": {"account_id": "AC-9"}}\n</tool_call>',
-                     '<tool_call>\n{"name": "pay", "arguments": {"account_id": "AC-1", "amount_cents": 1}}\n</tool_call>', 'Paid.']
+            pay = '<tool_call>\n{"name": "pay", "arguments": {"account_id": "AC-1", "amount_cents": 1}}\n</tool_call>'
+            texts = ['<tool_call>\n{"name": "lookup", "arguments": {"account_id": "AC-9"}}\n</tool_call>', pay, 'Paid.']
             return [Generation(text=texts[min(r.turn, 2)] + '<|im_end|>') for r in reqs]
-    ts = [t.model_copy(update={'domain': 'buggy-campaign', 'uid': f'buggy-campaign/pay/{i}'}) for i, t in enumerate(demo_tasks(2))]
+    ts = [t.model_copy(update={'domain': 'buggy-campaign', 'uid': f'buggy-campaign/pay/{i}'})
+          for i, t in enumerate(demo_tasks(2))]
     r = run_campaign(tmp_path/'b', ts[:1], Says(), k=3, progress=False)
     assert (r['executed'], r['system_errors_left']) == (3, 0)
     recs = AttemptStore(tmp_path/'b'/'attempts.sqlite').records('b')
