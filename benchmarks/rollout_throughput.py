@@ -10,7 +10,7 @@
 3. With --concurrency 16,32,64: a probe-like campaign (--probe episodes of --probe-turns turns) at each
    concurrency, twice over, in one process: wall time, episodes/s and the run's peak RSS (VmHWM, reset before each
    run), so memory growth across runs shows.
-The last line is `batched_speedup_32=<ratio>`.
+The last lines are `batched_speedup_cpu_32=<ratio of process CPU times>` and `batched_speedup_32=<ratio of wall times>`.
 """
 import argparse, asyncio, os, random, time
 os.environ.setdefault('OMP_NUM_THREADS', '1')
@@ -47,8 +47,9 @@ def reset_peak():
 
 def run(policy, jobs, concurrency):
     r = EpisodeRunner(policy, concurrency=concurrency)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     eps = asyncio.run(r.run(jobs))
+    r.stats['cpu_s'] = time.process_time() - c0  # all threads; unlike wall time, not inflated by other processes
     return eps, time.perf_counter() - t0, r.stats
 
 def load_model(path):
@@ -86,7 +87,7 @@ if __name__ == '__main__':
     pol = load_model(a.model)
     print(f'model {pol.policy_id}: {sum(p.numel() for p in pol.model.parameters())/1e6:.2f}M parameters, '
           f'max {a.max_tokens} tokens per turn, {a.turns} turns per episode, OMP_NUM_THREADS={os.environ["OMP_NUM_THREADS"]}')
-    speed = {}
+    speed, cpu = {}, {}
     for n in [int(x) for x in a.n.split(',')]:
         tasks = [t.model_copy(update={'limits': Limits(max_turns=a.turns, max_tokens_per_turn=a.max_tokens, max_episode_tokens=8192)})
                  for t in bench_tasks(n)]
@@ -102,6 +103,8 @@ if __name__ == '__main__':
         print(f'  N={n:3}: batched {wb:7.2f} s ({n / wb:6.2f} ep/s, {toks / wb:7.0f} sampled tok/s, {sb["model_calls"]} model calls)'
               f' | sequential {ws:7.2f} s ({n / ws:6.2f} ep/s) | speedup {ws / wb:5.2f}x | identical samples {same}/{n}')
         print(f'         where the time goes: batched {split(p0, p1, wb)} | sequential {split(p1, p2, ws)}')
+        cpu[n] = ss['cpu_s'] / sb['cpu_s']
+        print(f'         process CPU: batched {sb["cpu_s"]:.2f} s, sequential {ss["cpu_s"]:.2f} s, speedup {cpu[n]:.2f}x')
     if a.concurrency:
         lim = Limits(max_turns=a.probe_turns, max_tokens_per_turn=a.max_tokens, max_episode_tokens=8192, wall_clock_s=3600)
         jobs = [(t.model_copy(update={'limits': lim}), rep) for rep, t in enumerate(bench_tasks(a.probe))]
@@ -118,4 +121,4 @@ if __name__ == '__main__':
                 print(f'  run {rnd} concurrency {c:3}: {w:7.2f} s ({len(e) / w:5.2f} ep/s, {toks / w:6.0f} sampled tok/s, '
                       f'mean live batch {live:5.1f}) | peak RSS {rss_mb("VmHWM"):6.0f} MB, after {rss_mb():6.0f} MB'
                       f' | samples identical to the first run: {sum(x == y for x, y in zip(ids, first))}/{len(ids)}')
-    if 32 in speed: print(f'batched_speedup_32={speed[32]:.2f}')
+    if 32 in speed: print(f'batched_speedup_cpu_32={cpu[32]:.2f}\nbatched_speedup_32={speed[32]:.2f}')
