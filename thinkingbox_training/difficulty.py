@@ -35,7 +35,7 @@ class SelectionConfig:
     ref_min_successes: int = 1  # solvability gate: successes of the reference policy on the task
     ref_threshold: float = None  # solvability gate, if set: P(p > ref_threshold) >= ref_prob under the reference posterior
     ref_prob: float = 0.5  # the posterior probability that ref_threshold requires
-    band_rule: str = 'mass'  # 'mass': the band holding most posterior mass (the method's); 'mean': the band of the posterior mean
+    band_rule: str = 'mass'  # 'mass': the band of most posterior mass (the method's); 'mean': the posterior mean's band
     dev_fraction: float = 0.0  # share of each kept band held out as a dev split, never trained on (0: none; see below)
     seed: int = 0  # salt of the split's hash of the uid
     tie_tol: float = 1e-12  # band masses this close to the largest count as tied
@@ -46,7 +46,8 @@ class SelectionConfig:
         if e[0] != 0 or e[-1] != 1 or np.any(np.diff(e) <= 0): raise ValueError(f'edges must rise strictly from 0 to 1: {self.edges}')
         if len(self.bands) != len(e) - 1: raise ValueError(f'{len(self.bands)} band names for {len(e) - 1} intervals')
         if unknown := set(self.keep) - set(self.bands): raise ValueError(f'keep names unknown bands: {sorted(unknown)}')
-        if self.band_rule not in ('mass', 'mean'): raise ValueError(f"band_rule must be 'mass' or 'mean', not {self.band_rule!r}")
+        if self.band_rule not in ('mass', 'mean'):
+            raise ValueError(f"band_rule must be 'mass' or 'mean', not {self.band_rule!r}")
         if self.min_clean < 1 or not 0 < self.ci < 1 or not 0 <= self.dev_fraction < 1 or min(self.prior) <= 0:
             raise ValueError('need min_clean >= 1, 0 < ci < 1, 0 <= dev_fraction < 1 and a positive prior')
 
@@ -224,9 +225,9 @@ def write_selection(sel:Selection, # the result of `select_pool`
                     out_dir:str|Path, # the directory to write into (created)
                     sources:dict=None, # input name -> file it was read from: its SHA-256 goes into the manifest
                     figures:bool=False, # also draw the three figures into the directory
-                    probe_budgets:dict=None, # the episode budgets the probing campaign ran under (its campaign.json's `budgets`)
+                    probe_budgets:dict=None, # the budgets the probing ran under (its campaign.json's `budgets`)
                    ) -> dict:
-    "Write pool.txt (what training reads: the train part), split.json, tasks.jsonl, tasks.csv (and figures), then manifest.json."
+    "Write pool.txt (the train part: what training reads), split.json, tasks.jsonl, tasks.csv, figures, then manifest.json."
     out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
     flat = [{**r, 'reasons': ';'.join(r['reasons'])} for r in sel.rows]
     written = [atomic_write(out/'pool.txt', ''.join(u + '\n' for u in sel.train)),
@@ -240,7 +241,8 @@ def write_selection(sel:Selection, # the result of `select_pool`
     inputs = {name: dict(v) for name, v in sel.inputs.items()}
     for name, p in (sources or {}).items():
         if p is not None: inputs.setdefault(name, {}).update(path=str(p), file_sha256=_sha_file(p))
-    rule = ('band of largest mass, ties to the harder band' if sel.config.band_rule == 'mass' else 'band of the posterior mean')
+    rule = ('band of largest mass, ties to the harder band' if sel.config.band_rule == 'mass'
+            else 'band of the posterior mean')
     manifest = {'method': f'Jeffreys posterior Beta(k+1/2, n-k+1/2), {rule}', 'probe_budgets': probe_budgets,
                 'package_version': version('thinkingbox-training'), 'config': asdict(sel.config), 'counts': sel.counts(),
                 'inputs': inputs, 'outputs': {p.name: _sha_file(p) for p in written}}
@@ -369,7 +371,7 @@ def select_cli(attempts:str, # the probing campaign's attempt records (JSON Line
                ref_threshold:float=None, # solvability gate: also require P(p > this) >= ref_prob
                ref_prob:float=0.5, # with --ref-threshold: the posterior probability required
                dev_fraction:float=0.0, # share of each kept band held out as dev, never trained on (0: no dev split)
-               band_rule:str='mass', # 'mass' (the method's: the band of most posterior mass) or 'mean' (of the posterior mean)
+               band_rule:str='mass', # 'mass' (the method's: the band of most posterior mass) or 'mean' (the mean's)
                seed:int=0, # salt of the split
                plots:bool=False, # also draw the figures into `out`
               ):
@@ -381,9 +383,11 @@ def select_cli(attempts:str, # the probing campaign's attempt records (JSON Line
                       read_uids(bench) if bench else ())
     camp = Path(attempts).with_name('campaign.json')   # beside a campaign's attempts: the budgets it ran under
     budgets = json.loads(camp.read_text()).get('budgets') if camp.exists() else None
-    man = write_selection(sel, out, {'probes': attempts, 'reference': reference, 'bench_uids': bench}, figures=plots, probe_budgets=budgets)
+    man = write_selection(sel, out, {'probes': attempts, 'reference': reference, 'bench_uids': bench}, figures=plots,
+                          probe_budgets=budgets)
     c = man['counts']
     print(f"{c['tasks']} tasks; per band: " + ', '.join(f"{b} {v['tasks']}" for b, v in c['bands'].items()))
-    print(f"pool {c['pool']} (train {c['train']}: pool.txt; dev {c['dev']}); rejected: " + ', '.join(f'{k} {v}' for k, v in c['reasons'].items()))
+    print(f"pool {c['pool']} (train {c['train']}: pool.txt; dev {c['dev']}); rejected: "
+          + ', '.join(f'{k} {v}' for k, v in c['reasons'].items()))
     print(f'wrote {out}')
     return 0

@@ -202,14 +202,15 @@ def bootstrap_ratio(num, # one numerator per task (e.g. its cost)
                     seed:int=0, # seed of the resampling
                     conf:float=0.95, # confidence level
                    ) -> tuple:
-    "Percentile interval (lo, hi) of sum(num) / sum(den) when tasks are resampled; a resample with no denominator is infinite."
+    "Percentile interval (lo, hi) of sum(num) / sum(den) over task resamples; one with no denominator is infinite."
     num, den, rng, out = np.asarray(num, float), np.asarray(den, float), np.random.default_rng(seed), []
     for start in range(0, n_boot, 500):
         idx = rng.integers(0, len(num), size=(min(500, n_boot - start), len(num)))
         n, d = num[idx].sum(1), den[idx].sum(1)
         out.append(np.divide(n, d, out=np.full_like(n, np.inf), where=d > 0))
     r = np.concatenate(out)  # 'lower' / 'higher': never interpolate towards an infinite resample
-    return (float(np.quantile(r, (1 - conf) / 2, method='lower')), float(np.quantile(r, (1 + conf) / 2, method='higher')))
+    return (float(np.quantile(r, (1 - conf) / 2, method='lower')),
+            float(np.quantile(r, (1 + conf) / 2, method='higher')))
 
 INTERVALS = {'tasks': 'bootstrap over tasks', 'wilson': 'Wilson over attempts'}  # the pass@1 intervals, by name
 
@@ -222,10 +223,10 @@ def interval_label(interval:str, # a key of INTERVALS
 # %% ../nbs/07a_metrics.ipynb #c026
 def summarize(rewards, # (tasks, k) array of 0/1
               conf:float=0.95, # confidence level of the pass@1 interval
-              interval:str='auto', # 'tasks' (bootstrap over tasks), 'wilson' (attempts as independent), 'auto': tasks when k > 1
+              interval:str='auto', # 'tasks' (bootstrap over tasks), 'wilson' (over attempts), 'auto': tasks if k > 1
               seed:int=0, # seed of the bootstrap
              ) -> dict:
-    "pass@1 with an interval (named in `pass@1_interval`), solved once, solved k/k, and pass@j / pass^j along `k_ladder(k)`."
+    "pass@1 with an interval (named in `pass@1_interval`), solved once, solved k/k, pass@j and pass^j up `k_ladder(k)`."
     r = np.asarray(rewards)
     T, k = r.shape
     c = r.sum(1)
@@ -244,7 +245,8 @@ def summarize(rewards, # (tasks, k) array of 0/1
     for j in k_ladder(k): out[f'pass^{j}'] = float(pass_hat_k(k, c, j).mean())
     return out
 
-def _is_rate(key): return key.endswith('_rate') or (key.startswith(('pass@', 'pass^')) and not key.endswith(('_lo', '_hi', '_interval')))
+def _is_rate(key):
+    return key.endswith('_rate') or (key.startswith(('pass@', 'pass^')) and not key.endswith(('_lo', '_hi', '_interval')))
 
 def _labels(camp, by):
     if by == 'domain': return camp.domains
@@ -323,7 +325,7 @@ def cost_index(camp:Campaign, # a validated campaign
                tasks=None, # optional boolean mask over the campaign's tasks
                conf:float=0.95, # confidence level of the interval of the cost per dependable task
               ) -> dict:
-    "Campaign cost, cost per successful attempt and per dependable task (with an interval over tasks), tokens and cost per part."
+    "Campaign cost, cost per success and per dependable task (an interval over tasks), tokens and cost of each part."
     mask = np.ones(len(camp.uids), bool) if tasks is None else np.asarray(tasks, bool)
     keep = {u for u, m in zip(camp.uids, mask) if m}
     recs = [r for r in camp.records if r['task_uid'] in keep]
@@ -336,19 +338,21 @@ def cost_index(camp:Campaign, # a validated campaign
     s, dep, cost = int(c.sum()), int((c == camp.k).sum()), sum(out[f'{p}_cost'] for p in parts)
     lo, hi = bootstrap_ratio(task_costs(camp, prices, parts)[mask], c == camp.k, conf=conf) if dep else (None, None)
     return {'cost': cost, 'successes': s, 'dependable': dep, 'cost_per_success': cost / s if s else None,
-            'cost_per_dependable': cost / dep if dep else None, 'cost_per_dependable_lo': lo, 'cost_per_dependable_hi': hi,
+            'cost_per_dependable': cost / dep if dep else None,
+            'cost_per_dependable_lo': lo, 'cost_per_dependable_hi': hi,
             'cost_interval': interval_label('tasks', conf), **out}
 
 def task_costs(camp:Campaign, # a validated campaign
                prices:dict, # the price table
                parts:tuple=('agent',), # the usage parts that make the cost
               ) -> np.ndarray:
-    "Each task's cost (USD) over its k attempts, in the campaign's task order: what the interval of the cost index resamples."
+    "Each task's cost (USD) over its k attempts, in the campaign's task order: what the cost interval resamples."
     by = defaultdict(list)
     for r in camp.records: by[r['task_uid']].append(r)
     return np.array([sum(price_of(usage_totals(by[u], p), prices, p) for p in parts) for u in camp.uids])
 
-def _cost_row(ci): return {k: ci[k] for k in ('cost', 'cost_per_success', 'cost_per_dependable', 'cost_per_dependable_lo',
+def _cost_row(ci): return {k: ci[k] for k in ('cost', 'cost_per_success', 'cost_per_dependable',
+                                              'cost_per_dependable_lo',
                                               'cost_per_dependable_hi', 'user_cost', 'judge_cost')}
 
 # %% ../nbs/07a_metrics.ipynb #c031b
@@ -383,7 +387,8 @@ def show_budgets(r:dict) -> str:
     if not r: return 'not recorded'
     fig = lambda v: f'{v[0]}-{v[1]}' if isinstance(v, list) else f'{v}'
     how = "the run's, for every task" if r.get('source') == 'run' else "each task's own"
-    return f"{fig(r['max_turns'])} turns, {fig(r['max_tokens_per_turn'])} tokens a turn, {fig(r['max_episode_tokens'])} an episode ({how})"
+    return (f"{fig(r['max_turns'])} turns, {fig(r['max_tokens_per_turn'])} tokens a turn, "
+            f"{fig(r['max_episode_tokens'])} an episode ({how})")
 
 def budgets_differ(a:dict, # one budget record (None: not recorded)
                    b:dict, # the other
@@ -425,7 +430,8 @@ def compare(base:Campaign, # the campaign of the base policy
                      all_k=str(t_all[i]), once=str(t_once[i])) for i, u in enumerate(base.uids)]
     return {'tasks': T, 'k': k,
             'pass@1_base': cb.sum() / (T * k), 'pass@1_trained': ct.sum() / (T * k), 'pass@1_diff': (ct - cb).sum() / (T * k),
-            'pass@1_diff_lo': float(lo1), 'pass@1_diff_hi': float(hi1), 'diff_interval': interval_label('tasks', conf) + ', paired',
+            'pass@1_diff_lo': float(lo1), 'pass@1_diff_hi': float(hi1),
+            'diff_interval': interval_label('tasks', conf) + ', paired',
             'all_k_base': int(all_b.sum()), 'all_k_trained': int(all_t.sum()), 'all_k_diff_rate': (all_t.sum() - all_b.sum()) / T,
             'all_k_diff_lo': float(lo_all), 'all_k_diff_hi': float(hi_all),
             'all_k_gained': gained, 'all_k_lost': lost,
@@ -526,7 +532,8 @@ def _tokens(ci, part): return ci[f'{part}_input'] + ci[f'{part}_output']
 
 def _spend(s:dict) -> str:
     "One line of what a stage spent: episodes, tokens, dollars where every model is priced."
-    return f"{s['episodes']:,} episodes, {s['tokens']:,} tokens, " + (_usd(s['usd']) if s.get('usd') is not None else 'no price')
+    usd = _usd(s['usd']) if s.get('usd') is not None else 'no price'
+    return f"{s['episodes']:,} episodes, {s['tokens']:,} tokens, {usd}"
 
 def campaign_spend(records:list, # attempt records, system errors included (they were paid for too)
                    prices:dict=None, # the price table; None or an unpriced model: no dollars
@@ -545,13 +552,17 @@ def cost_lines(base:Campaign, # the campaign of the base policy
                spent:dict=None, # what the trained policy cost to make: stage name -> `campaign_spend`-like dict
                conf:float=0.95, # confidence level of the interval
               ) -> list:
-    "The costs beside the headline: the index (the agent's inference), its interval per dependable task, then user, judge, probing, training."
+    "Costs beside the headline: the index (the agent's inference) and its interval, then user, judge, probing, training."
     cb, ct = cost_index(base, prices, conf=conf), cost_index(trained, prices, conf=conf)
     a, b = names
-    def ci(c): return 'n/a' if c['cost_per_dependable_lo'] is None else f"[{_usd(c['cost_per_dependable_lo'])}, {_usd(c['cost_per_dependable_hi'])}]"
+    def ci(c):
+        lo, hi = c['cost_per_dependable_lo'], c['cost_per_dependable_hi']
+        return 'n/a' if lo is None else f'[{_usd(lo)}, {_usd(hi)}]'
     def part(c, p): return f"{_tokens(c, p):,} tokens, {_usd(c[f'{p}_cost'])}"
-    rows = [{'line': 'campaign cost (the index: inference of the evaluated policy)', a: _usd(cb['cost']), b: _usd(ct['cost'])},
-            {'line': 'cost per dependable task', a: _usd(cb['cost_per_dependable']), b: _usd(ct['cost_per_dependable'])},
+    rows = [{'line': 'campaign cost (the index: inference of the evaluated policy)',
+             a: _usd(cb['cost']), b: _usd(ct['cost'])},
+            {'line': 'cost per dependable task',
+             a: _usd(cb['cost_per_dependable']), b: _usd(ct['cost_per_dependable'])},
             {'line': f"cost per dependable task, {cb['cost_interval']}", a: ci(cb), b: ci(ct)},
             {'line': 'simulated user (not in the index)', a: part(cb, 'user'), b: part(ct, 'user')},
             {'line': 'judge (not in the index)', a: part(cb, 'judge'), b: part(ct, 'judge')}]

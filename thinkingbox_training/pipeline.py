@@ -58,7 +58,8 @@ def job_tasks(job:MainJob) -> tuple:
 # %% ../nbs/12_pipeline.ipynb #c006
 def _brief(camp) -> dict:
     s = metrics.summarize(camp.rewards)
-    return {'pass@1': s['pass@1'], 'pass@1_lo': s['pass@1_lo'], 'pass@1_hi': s['pass@1_hi'], 'pass@1_interval': s['pass@1_interval'],
+    return {'pass@1': s['pass@1'], 'pass@1_lo': s['pass@1_lo'], 'pass@1_hi': s['pass@1_hi'],
+            'pass@1_interval': s['pass@1_interval'],
             f'pass@{camp.k}': s['solved_once_rate'], 'observed_kk': s['solved_all'], 'observed_kk_rate': s['solved_all_rate'],
             'solved_once': s['solved_once'], 'tasks': s['tasks'], 'attempts': s['attempts'], 'successes': s['successes']}
 
@@ -94,8 +95,9 @@ def report(run_dir:str|Path, extra:dict=None) -> dict:
     metrics.plot_domains({'base': base, 'trained': trained}, d/'figures'/'domains.png')
     metrics.plot_pass_curves({'base': base, 'trained': trained}, d/'figures'/'pass_curves.png')
     metrics.plot_transitions(cmp, d/'figures'/'transitions.png')
-    summary['budgets'] = {**summary.get('budgets', {}), 'evaluate_base': base.budgets, 'evaluate_trained': trained.budgets}
-    try: prices = metrics.load_prices(); lines = metrics.cost_lines(base, trained, prices, ('base', 'trained'), summary.get('spent'))
+    summary['budgets'] = {**summary.get('budgets', {}), 'evaluate_base': base.budgets,
+                          'evaluate_trained': trained.budgets}
+    try: lines = metrics.cost_lines(base, trained, metrics.load_prices(), ('base', 'trained'), summary.get('spent'))
     except (ValueError, FileNotFoundError) as e: lines = [{'line': f'no cost index: {e}'}]
     summary['costs'] = lines
     metrics.write_tables(lines, d/'tables'/'costs')
@@ -106,7 +108,8 @@ def headline_rows(s:dict) -> list:
     "The run's headline table: base vs trained, overall and per family group, with intervals."
     k, ci = s['k'], s['base'].get('pass@1_interval', '95% Wilson over attempts')   # summaries before issue 27: Wilson
     def row(label, b, t):
-        return {'tasks': label, f'pass@1 base [{ci}]': f"{b['pass@1']:.1%} [{b['pass@1_lo']:.1%}, {b['pass@1_hi']:.1%}]",
+        return {'tasks': label,
+                f'pass@1 base [{ci}]': f"{b['pass@1']:.1%} [{b['pass@1_lo']:.1%}, {b['pass@1_hi']:.1%}]",
                 f'pass@1 trained [{ci}]': f"{t['pass@1']:.1%} [{t['pass@1_lo']:.1%}, {t['pass@1_hi']:.1%}]",
                 f'observed {k}/{k} base': f"{b['observed_kk']}/{b['tasks']}", f'observed {k}/{k} trained': f"{t['observed_kk']}/{t['tasks']}",
                 f'pass@{k} base': f"{b[f'pass@{k}']:.1%}", f'pass@{k} trained': f"{t[f'pass@{k}']:.1%}"}
@@ -121,7 +124,7 @@ def training_spend(model_dir:str|Path) -> dict|None:
     if not f.exists(): return None
     log = json.loads(f.read_text())
     per_step = [sum(len(g) for g in st['groups']) for st in log['steps']]
-    means = [h['tbt/episode_tokens'] for h in log.get('log_history', []) if 'tbt/episode_tokens' in h]  # one entry a step
+    means = [h['tbt/episode_tokens'] for h in log.get('log_history', []) if 'tbt/episode_tokens' in h]  # one a step
     return {'episodes': sum(per_step), 'tokens': int(round(sum(m * n for m, n in zip(means, per_step)))), 'usd': None}
 
 def training_steps(model_dir:str|Path) -> list:
@@ -142,12 +145,13 @@ def training_steps(model_dir:str|Path) -> list:
 def campaign_settings(args, # the run's TBTConfig
                       bench:list, # the bench tasks
                      ) -> dict:
-    "Sampling and budgets of each campaign: probing under the recipe's budgets (training's), evaluation under each bench task's own."
+    "Sampling and budgets of each campaign: probing under the recipe's (training's), evaluation under each bench task's own."
     from dataclasses import replace
     from thinkingbox_training.grpo import sampling_config, run_budgets
     s = sampling_config(args)
     return {'probe': dict(sampling=s, budgets=run_budgets(args)),
-            'evaluate': dict(sampling=replace(s, max_tokens=max(t.limits.max_tokens_per_turn for t in bench)), budgets=None)}
+            'evaluate': dict(sampling=replace(s, max_tokens=max(t.limits.max_tokens_per_turn for t in bench)),
+                             budgets=None)}
 
 def _prices():
     try: return metrics.load_prices()
@@ -172,18 +176,22 @@ def run_main(job:MainJob) -> dict:
     base = HFPolicy(job.base_model, sampling=sampling)
     r = run_campaign(d/'probe', train, base, job.probe_k, concurrency=job.concurrency, task_files=files, **how['probe'])
     times['probe_s'] = time.perf_counter() - t0
-    print(f"[probe] {r['executed']} episodes this run ({r['expected']} in all), {times['probe_s']:.0f} s, under the recipe's budgets: "
+    print(f"[probe] {r['executed']} episodes this run ({r['expected']} in all), {times['probe_s']:.0f} s, "
+          "under the recipe's budgets: "
           f"{metrics.show_budgets({'source': 'run', **how['probe']['budgets']})}")
 
     t0 = time.perf_counter()
     s = AttemptStore(d/'probe'/'attempts.sqlite'); probes = s.records('probe'); s.close()
     sel = select_pool(probes, SelectionConfig(), bench_uids=bench_uids)
     probe_budgets = json.loads((d/'probe'/'campaign.json').read_text()).get('budgets')
-    man = write_selection(sel, d/'pool', {'probes': str(d/'probe'/'attempts.jsonl')}, figures=True, probe_budgets=probe_budgets)
+    man = write_selection(sel, d/'pool', {'probes': str(d/'probe'/'attempts.jsonl')}, figures=True,
+                          probe_budgets=probe_budgets)
     times['select_s'] = time.perf_counter() - t0
     print('[select] bands: ' + ', '.join(f"{b} {v['tasks']}" for b, v in man['counts']['bands'].items()) + f"; pool {len(sel.pool)}")
     if len(sel.train) < args.groups_per_step:
-        raise SystemExit(f'the pool has {len(sel.train)} tasks, fewer than the {args.groups_per_step} groups a step needs: probe more tasks (--probe-per-family)')
+        raise SystemExit(f'the pool has {len(sel.train)} tasks, fewer than the {args.groups_per_step} groups a step '
+                         'needs: '
+                         'probe more tasks (--probe-per-family)')
 
     t0 = time.perf_counter()
     model_dir = d/'model'
@@ -199,14 +207,18 @@ def run_main(job:MainJob) -> dict:
     print(f"[train] {times['train_s']:.0f} s -> {model_dir}")
 
     t0 = time.perf_counter()
-    run_campaign(d/'eval-base', bench, base, job.bench_k, concurrency=job.concurrency, task_files=files, **how['evaluate'])
+    run_campaign(d/'eval-base', bench, base, job.bench_k, concurrency=job.concurrency, task_files=files,
+                 **how['evaluate'])
     trained = HFPolicy(model_dir, sampling=sampling, name='tiny-qwen3-grpo')
-    run_campaign(d/'eval-trained', bench, trained, job.bench_k, concurrency=job.concurrency, task_files=files, **how['evaluate'])
+    run_campaign(d/'eval-trained', bench, trained, job.bench_k, concurrency=job.concurrency, task_files=files,
+                 **how['evaluate'])
     times['evaluate_s'] = time.perf_counter() - t0
-    print(f"[evaluate] under each bench task's own limits: {metrics.show_budgets(metrics.budgets_record(bench, how['evaluate']['sampling'].max_tokens))}")
+    own = metrics.budgets_record(bench, how['evaluate']['sampling'].max_tokens)
+    print(f"[evaluate] under each bench task's own limits: {metrics.show_budgets(own)}")
     times['wall_s'] = time.perf_counter() - t_start
     extra = {'config': asdict(job), 'recipe': {k: str(getattr(args, k)) for k in ('groups_per_step', 'group_size', 'max_steps', 'learning_rate',
-             'temperature', 'max_tokens_per_turn', 'max_turns', 'max_episode_tokens')}, 'times': times, 'pool': len(sel.train),
+             'temperature', 'max_tokens_per_turn', 'max_turns', 'max_episode_tokens')},
+             'times': times, 'pool': len(sel.train),
              'budgets': {'probe': probe_budgets, 'train': how['probe']['budgets']},
              'spent': {'probing': metrics.campaign_spend(metrics.read_attempts(d/'probe'/'attempts.jsonl'), _prices()),
                        **({'training': training_spend(model_dir)} if training_spend(model_dir) else {})},
