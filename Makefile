@@ -38,6 +38,9 @@ test: install
 	 $(BIN)/nbdev-clean; \
 	 if [ "$$before" != "$$(sum)" ]; then echo "FAIL: nbdev-clean changed notebooks: run nbdev-clean and commit"; exit 1; fi
 	@$(BIN)/tbt readme --check
+# The style check (pyproject's [tool.ruff]; ruff reads the notebooks too). Issue 25: enable it once every notebook and
+# test passes `ruff check` (the files still failing are listed in the issue's closing note).
+#	$(BIN)/ruff check thinkingbox_training nbs tests scripts benchmarks
 	$(BIN)/nbdev-test --n-workers 2 --timing
 	$(BIN)/python -m pytest -q tests
 
