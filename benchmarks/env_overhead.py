@@ -2,22 +2,25 @@
 
     python benchmarks/env_overhead.py [--domains travel,retail] [--tasks 60] [--calls 10]
 
-For every task: provision a fresh database (template copy), open the episode's MCP session and list its tools,
-make the expert's tool calls through MCP, grade the final state. Each task's golden calls are padded with
+For every task and each tool transport (`inprocess`, the default for training and probing, and `mcp`, a real MCP
+session; alternated per task): provision a fresh database (template copy), open the episode's tool session and list
+its tools, make the expert's tool calls through it, grade the final state. Each task's golden calls are padded with
 read-only lookups (the domain's first read tool on an id from the task) up to --calls calls, so every episode
 makes the same number of calls. Medians over tasks, wall time per stage and the process's CPU time per episode (robust when the machine
-is shared), then `env_overhead_ms_median=<value>`.
+is shared), then `env_overhead_<transport>_ms_median=<value>` for each, and `env_overhead_ms_median=<value>` for the
+default (in-process) path.
 The floor, measured in the same run: each episode's SQL (every statement its tool calls issued, traced on its
 SQLite connection with the values bound) replayed on a fresh template copy through raw sqlite3, then graded by
-comparing every table with the final state the episode reached: `env_floor_ms_median=` and
-`env_overhead_vs_floor=` (the ratio of the two medians) are the last lines.
+comparing every table with the final state the episode reached (the same on both transports: asserted):
+`env_floor_ms_median=`, `env_overhead_mcp_vs_floor=` and `env_overhead_vs_floor=` (the default path's median over the
+floor's) are the last lines.
 For scale, measured on this machine while planning the project: the ThinkingBox harness ~5.7 s to create a session,
 ~2.3 s to destroy it, ~33 ms a tool call, ~0.15 s to grade; tau2-bench ~130 ms to reset, ~290 ms to grade.
 """
 import argparse, asyncio, os, sqlite3, statistics, time
 os.environ.setdefault('OMP_NUM_THREADS', '1')
 from thinkingbox_training.tasks import generate_tasks, get_domain
-from thinkingbox_training.tools import ToolSession
+from thinkingbox_training.tools import TOOL_TRANSPORTS, tool_session
 from thinkingbox_training.grader import Grader, RuleJudge, expected_state
 
 def padded_calls(task, n):
@@ -28,14 +31,14 @@ def padded_calls(task, n):
     while filler and len(calls) < n: calls.insert(0, filler)
     return calls
 
-async def one(task, grader, n):
+async def one(task, grader, n, transport='inprocess'):
     dom = get_domain(task.domain)
     c0 = time.process_time()
     t0 = time.perf_counter()
     db = dom.provision(task)
     t1 = time.perf_counter()
     sql = []
-    async with ToolSession(db) as ts:
+    async with tool_session(db, transport=transport) as ts:
         await ts.tool_specs()
         t2 = time.perf_counter()
         calls = padded_calls(task, n)
@@ -50,7 +53,7 @@ async def one(task, grader, n):
     assert v.reward == 1, (task.uid, v.explain())
     final = tables(db.conn, dom)
     db.close()
-    return {'provision': t1 - t0, 'mcp_session': (t2 - t1) + (t4 - t3), 'tool_calls': t3 - t2, 'grade': t5 - t4,
+    return {'provision': t1 - t0, 'session': (t2 - t1) + (t4 - t3), 'tool_calls': t3 - t2, 'grade': t5 - t4,
             'total': t5 - t0, 'cpu': c1 - c0, 'calls': len(calls), 'sql': sql, 'final': final}
 
 def tables(conn, dom) -> dict:
@@ -79,18 +82,31 @@ async def main(domains, n_tasks, n_calls):
         ts = generate_tasks(d, 'bench', seed=7, n=max(1, n_tasks // max(1, len(get_domain(d).families))))
         tasks += ts
     for t in tasks: expected_state(t); get_domain(t.domain).template(t)  # warm the per-task caches, as a campaign would
-    rows = [await one(t, grader, n_calls) for t in tasks]
-    for t, r in zip(tasks, rows): r['floor'], r['floor_cpu'] = floor(t, r['sql'], r['final'])
-    med = lambda k: statistics.median(r[k] for r in rows) * 1e3
+    by = {tr: [] for tr in TOOL_TRANSPORTS}
+    for i, t in enumerate(tasks):  # the contenders alternate, so load from other work falls on both
+        order = list(TOOL_TRANSPORTS) if i % 2 == 0 else list(TOOL_TRANSPORTS)[::-1]
+        for tr in order: by[tr].append(await one(t, grader, n_calls, tr))
+    rows = by['inprocess']
+    for t, r, m in zip(tasks, rows, by['mcp']):
+        assert r['final'] == m['final'], f'{t.uid}: the transports reached different final states'
+        r['floor'], r['floor_cpu'] = floor(t, r['sql'], r['final'])
+    med = lambda k, rs=rows: statistics.median(r[k] for r in rs) * 1e3
     calls = statistics.median(r['calls'] for r in rows)
-    print(f'{len(rows)} episodes of {",".join(domains)}, median {calls:.0f} tool calls each (this machine, OMP_NUM_THREADS=1)')
-    for k in ('provision', 'mcp_session', 'tool_calls', 'grade'):
-        print(f'  {k:12} {med(k):8.2f} ms' + (f'   ({med(k) / calls:.2f} ms per call)' if k == 'tool_calls' else ''))
-    print(f'  process CPU per episode {med("cpu"):.2f} ms (all threads; unlike wall time, not inflated by other processes)')
+    print(f'{len(rows)} episodes of {",".join(domains)} per transport, median {calls:.0f} tool calls each '
+          '(this machine, OMP_NUM_THREADS=1)')
+    for tr, rs in by.items():
+        print(f' {tr}:')
+        for k in ('provision', 'session', 'tool_calls', 'grade'):
+            per = f'   ({med(k, rs) / calls:.2f} ms per call)' if k == 'tool_calls' else ''
+            print(f'  {k:12} {med(k, rs):8.2f} ms' + per)
+        print(f'  process CPU per episode {med("cpu", rs):.2f} ms (all threads; unlike wall time, not inflated by '
+              f'other processes); CPU ratio to the floor {med("cpu", rs) / med("floor_cpu"):.1f}x')
     print(f'  SQL statements per episode (median) {statistics.median(len(r["sql"]) for r in rows):.0f}')
-    print(f'  floor: process CPU per episode {med("floor_cpu"):.3f} ms; CPU ratio {med("cpu") / med("floor_cpu"):.1f}x')
+    print(f'  floor: process CPU per episode {med("floor_cpu"):.3f} ms')
+    for tr, rs in by.items(): print(f'env_overhead_{tr}_ms_median={med("total", rs):.2f}')
     print(f'env_overhead_ms_median={med("total"):.2f}')
     print(f'env_floor_ms_median={med("floor"):.3f}')
+    print(f'env_overhead_mcp_vs_floor={med("total", by["mcp"]) / med("floor"):.1f}')
     print(f'env_overhead_vs_floor={med("total") / med("floor"):.1f}')
 
 if __name__ == '__main__':

@@ -140,3 +140,23 @@ def test_transports_are_named_and_an_unknown_one_is_refused():
         assert isinstance(tool_session(db), InProcessToolSession)
         assert type(tool_session(db, transport='mcp')) is ToolSession
         with pytest.raises(ValueError, match="tool_transport 'grpc'"): tool_session(db, transport='grpc')
+
+def test_the_engine_runs_in_process_by_default_and_both_transports_give_the_same_episodes():
+    "Flawed scripted episodes on both transports: the same conversations (tool texts included) and the same verdicts."
+    import inspect
+    from thinkingbox_training.episode import EpisodeRunner
+    from thinkingbox_training.policies import ScriptedPolicy
+    from thinkingbox_training import campaigns
+    # training, probing and the main job run in process; tbt evaluate over MCP
+    assert inspect.signature(EpisodeRunner).parameters['tool_transport'].default == 'inprocess'
+    assert inspect.signature(campaigns.evaluate).parameters['tool_transport'].default == 'mcp'
+    with pytest.raises(ValueError, match="tool_transport 'http'"):
+        EpisodeRunner(ScriptedPolicy(), tool_transport='http')
+    tasks = generate_tasks('retail', 'bench', seed=5, n=1)[:3] + generate_tasks('travel', 'bench', seed=5, n=1)[:3]
+    jobs = [(t, r) for t in tasks for r in range(2)]
+    runs = {tr: EpisodeRunner(ScriptedPolicy(flaw=0.5, seed=1), tool_transport=tr).run_sync(jobs)
+            for tr in TOOL_TRANSPORTS}
+    a, b = runs['inprocess'], runs['mcp']
+    assert [e.trajectory.messages for e in a] == [e.trajectory.messages for e in b]
+    assert [(e.reward, e.trajectory.status) for e in a] == [(e.reward, e.trajectory.status) for e in b]
+    assert 0 < sum(e.reward for e in a) < len(jobs)

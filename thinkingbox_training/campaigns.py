@@ -301,6 +301,7 @@ def evaluate(tasks:str=None,            # task files (JSON Lines), comma-separat
              concurrency:int=64,        # episodes live at once
              error_retries:int=2,       # rounds of retries for system errors
              quiet:bool=False,
+             tool_transport:str='mcp', # the tools' transport: mcp (a real MCP session per episode) or inprocess
              recipe:str=None):          # a training recipe (YAML): run under its budgets and sampling, not the tasks'
     "Run (or resume) an evaluation campaign: every task x k attempts into a crash-proof store (each task's own limits)."
     ts, files = _tasks_from(tasks, split or None)
@@ -313,7 +314,8 @@ def evaluate(tasks:str=None,            # task files (JSON Lines), comma-separat
     s = SamplingConfig(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
                        max_tokens=max_tokens or max(t.limits.max_tokens_per_turn for t in ts))
     try: r = run_campaign(out, ts, policy, k, user=user, sampling=s, grader=_judge(judge), concurrency=concurrency,
-                          error_retries=error_retries, task_files=files, progress=not quiet, budgets=budgets)
+                          error_retries=error_retries, task_files=files, progress=not quiet, budgets=budgets,
+                          runner_kw={'tool_transport': tool_transport})
     except CampaignError as e: print(f'tbt evaluate: {e}', file=sys.stderr); return 2
     print(f"{r['campaign']}: executed {r['executed']} attempt(s) this run; {r['expected']} expected; "
           f"{r['system_errors_left']} system error(s) left -> {out}")
@@ -331,7 +333,8 @@ def probe(tasks:str=None,               # task files (JSON Lines), comma-separat
     "Probe the training tasks with the base policy (k attempts each): the input of `tbt select`."
     return evaluate(tasks=tasks, policy=policy, k=k, out=out, split='train', user=user, judge='rule',
                     temperature=temperature,
-                    max_tokens=max_tokens, seed=seed, concurrency=concurrency, quiet=quiet, recipe=recipe)
+                    max_tokens=max_tokens, seed=seed, concurrency=concurrency, quiet=quiet, recipe=recipe,
+                    tool_transport='inprocess')  # the texts of MCP without its transport (tests/test_tools.py)
 
 def _prices_or_none(camp):
     try:

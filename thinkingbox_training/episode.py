@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 from .interpret import TokenTrajectory, parse_assistant
 from .tasks import Task, get_domain
-from .tools import ToolSession
+from .tools import ToolSession, tool_session, transport_class
 from .grader import Grader, RuleJudge, Usage, Verdict, expected_state, void_verdict
 from .users import UserEndpointError, make_user, visible_messages
 from .policies import GenRequest, SamplingConfig
@@ -164,6 +164,7 @@ class EpisodeRunner:
                  sampling:SamplingConfig=None,      # default: the policy's own config
                  concurrency:int=64,                # episodes live at once
                  tool_timeout_s:float=10.0,         # per tool call; exceeding it is a system error
+                 tool_transport:str='inprocess',     # 'inprocess' (training, probing) or 'mcp' (a real MCP session)
                  check_tokens:bool=True,            # verify each token trajectory against the rendered conversation
                  user_kw:dict=None,                 # extra arguments for the user (base_url, api_key, ...)
                  progress:bool=False):              # a progress bar over finished episodes
@@ -171,6 +172,8 @@ class EpisodeRunner:
         self.user_spec, self.user_kw = user, user_kw or {}
         self.sampling = sampling or getattr(policy, 'sampling', None) or SamplingConfig()
         self.concurrency, self.tool_timeout_s, self.check_tokens, self.progress = concurrency, tool_timeout_s, check_tokens, progress
+        transport_class(tool_transport)  # an unknown transport is refused here, not in every episode
+        self.tool_transport = tool_transport
         self.fmt = getattr(policy, 'fmt', None)
         self.policy_id = policy.policy_id
         self.stats = {'model_calls': 0, 'model_s': 0.0, 'tool_s': 0.0, 'user_s': 0.0, 'setup_s': 0.0, 'grade_s': 0.0, 'batch_sizes': []}
@@ -238,7 +241,7 @@ class EpisodeRunner:
         try:
             t0 = time.perf_counter()
             with dom.provision(task) as db:
-                async with ToolSession(db, timeout_s=self.tool_timeout_s) as ts:
+                async with tool_session(db, timeout_s=self.tool_timeout_s, transport=self.tool_transport) as ts:
                     ep.ts = ts
                     tr.tools = await ts.tool_specs()
                     tr.messages = [{'role': 'system', 'content': SYSTEM_PROMPT.format(domain=dom.name, policy=dom.policy)},

@@ -14,7 +14,7 @@ from .backend import AgentInputError, Domain, EpisodeDB, ToolError
 
 # %% auto #0
 __all__ = ['TOOL_TRANSPORTS', 'domain_mcp_tools', 'ToolResult', 'ToolSession', 'mcp_tool_spec', 'InProcessToolSession',
-           'tool_session']
+           'tool_session', 'transport_class']
 
 # %% ../nbs/03_tools.ipynb #c004
 logging.getLogger('mcp').setLevel(logging.CRITICAL)  # tool errors are reported to the agent and recorded here, not logged
@@ -196,15 +196,15 @@ class InProcessToolSession(ToolSession):
     async def _call(self, name:str, arguments:dict):
         "What `MCPServer` answers a `tools/call` with, computed without the transport."
         # the call as the server receives it: the client's JSON form of its request (inf and nan become null, ...)
-        req = CallToolRequestParams(name=name, arguments=arguments).model_dump(by_alias=True, mode='json', exclude_none=True)
-        p = CallToolRequestParams.model_validate(req)
+        dump = dict(by_alias=True, mode='json', exclude_none=True)
+        p = CallToolRequestParams.model_validate(CallToolRequestParams(name=name, arguments=arguments).model_dump(**dump))
         try:
             tool = self.tools.get(p.name)
             if tool is None: raise MCPToolError(f'Unknown tool: {p.name}')  # ToolManager's text
             r = await tool.run(p.arguments or {}, None, convert_result=True)
         except Exception as e:  # as MCPServer's call handler: the exception's text is the result
             r = CallToolResult(content=[TextContent(type='text', text=str(e))], is_error=True)
-        return CallToolResult.model_validate(r.model_dump(by_alias=True, mode='json', exclude_none=True))  # as the client reads it
+        return CallToolResult.model_validate(r.model_dump(**dump))  # and the result as the client reads it
 
     async def tool_specs(self) -> list[dict]:
         "The specs a real MCP session lists for this domain and these tools (listed once, then reused)."
@@ -222,5 +222,10 @@ def tool_session(db:EpisodeDB,               # the episode's own database
                  transport:str='inprocess',  # 'inprocess' (training, probing) or 'mcp' (evaluation, serving)
                 ) -> ToolSession:
     "An episode's tool session over the chosen transport (enter it with `async with`)."
-    if transport not in TOOL_TRANSPORTS: raise ValueError(f'tool_transport {transport!r}: expected one of {sorted(TOOL_TRANSPORTS)}')
-    return TOOL_TRANSPORTS[transport](db, allowed=allowed, timeout_s=timeout_s)
+    return transport_class(transport)(db, allowed=allowed, timeout_s=timeout_s)
+
+def transport_class(transport:str) -> type:
+    "The session class of a transport name; a `ValueError` naming the known ones for any other."
+    if transport not in TOOL_TRANSPORTS:
+        raise ValueError(f'tool_transport {transport!r}: expected one of {sorted(TOOL_TRANSPORTS)}')
+    return TOOL_TRANSPORTS[transport]
