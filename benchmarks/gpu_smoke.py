@@ -22,22 +22,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 # Qwen3-0.6B's shape (0.6B parameters with its 151,936-token vocabulary; ~0.44B without the tied embedding)
-QWEN3_06B = dict(vocab_size=151936, hidden_size=1024, num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8,
-                 head_dim=128, intermediate_size=3072, max_position_embeddings=40960, rope_theta=1e6, tie_word_embeddings=True)
-TINY = dict(vocab_size=4096, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-            intermediate_size=192, max_position_embeddings=4096, rope_theta=1e6, tie_word_embeddings=True)
+QWEN3_06B = dict(vocab_size=151936, hidden_size=1024, num_hidden_layers=28, num_attention_heads=16,
+                 num_key_value_heads=8, head_dim=128, intermediate_size=3072, max_position_embeddings=40960,
+                 rope_theta=1e6, tie_word_embeddings=True)
+TINY = dict(vocab_size=4096, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+            head_dim=16, intermediate_size=192, max_position_embeddings=4096, rope_theta=1e6, tie_word_embeddings=True)
 
-# Binary wheels too big for the 64 MiB carried beside the working tree (cp312: pyarrow 53 MB, scipy 34 MB, pandas 12 MB):
+# Binary wheels too big for the 64 MiB carried beside the working tree (cp312: pyarrow 53 MB, scipy 34 MB,
+# pandas 12 MB):
 # the GRPO part needs them (datasets, which TRL imports, and the metrics module) and is skipped where they are missing.
 NOT_CARRIED = {'pyarrow', 'scipy', 'pandas'}
 
 def requirements() -> list:
-    "Pinned distributions the project needs beyond torch, transformers and their direct requirements, from this environment."
+    "Pinned distributions the project needs beyond torch, transformers and their direct requirements (from here)."
     import importlib.metadata as md, re
     def reqs(n):
         try: d = md.distribution(n)
         except md.PackageNotFoundError: return None
-        return [re.split(r'[ ;<>=!~\[(]', r, maxsplit=1)[0].lower().replace('_', '-') for r in d.requires or [] if 'extra ==' not in r]
+        return [re.split(r'[ ;<>=!~\[(]', r, maxsplit=1)[0].lower().replace('_', '-')
+                for r in d.requires or [] if 'extra ==' not in r]
     def closure(roots):
         seen, todo = set(), list(roots)
         while todo:
@@ -55,14 +58,16 @@ def args_():
     p.add_argument('--max-tokens', type=int, default=None, help='tokens sampled per row (default 128 on GPU, 8 on CPU)')
     p.add_argument('--budget-s', type=float, default=210, help='parts not started by then are skipped')
     p.add_argument('--out', default=None)
-    p.add_argument('--requirements', action='store_true', help='print the pinned wheels to carry (used by --build-wheels) and exit')
+    p.add_argument('--requirements', action='store_true',
+                   help='print the pinned wheels to carry (used by --build-wheels) and exit')
     return p.parse_args()
 
 def model_for(shape:dict, dtype, device, seed:int=0):
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
     torch.manual_seed(seed)
-    cfg = Qwen3Config(**{k: v for k, v in shape.items() if k != 'rope_theta'}, rope_parameters={'rope_type': 'default', 'rope_theta': shape['rope_theta']},
+    rope = {'rope_type': 'default', 'rope_theta': shape['rope_theta']}
+    cfg = Qwen3Config(**{k: v for k, v in shape.items() if k != 'rope_theta'}, rope_parameters=rope,
                       bos_token_id=None, eos_token_id=None, pad_token_id=None)
     with torch.device(device): m = Qwen3ForCausalLM(cfg)     # initialised where it runs (0.6B on a CPU takes a while)
     return m.to(dtype=dtype)
@@ -75,7 +80,8 @@ def prompts(fmt, n:int) -> list:
     out = []
     for i in range(n):
         t = tasks[i % len(tasks)]; d = get_domain(t.domain)
-        msgs = [{'role': 'system', 'content': SYSTEM_PROMPT.format(domain=t.domain, policy=d.policy)}, {'role': 'user', 'content': t.query}]
+        msgs = [{'role': 'system', 'content': SYSTEM_PROMPT.format(domain=t.domain, policy=d.policy)},
+                {'role': 'user', 'content': t.query}]
         out.append(fmt.prompt_ids(msgs, d.tool_specs()))
     return out
 
@@ -85,7 +91,6 @@ def sync(device):
 
 def generation(model, tok, device, batch:int, max_tokens:int) -> dict:
     "Tokens/s of HFPolicy.sample at this batch (a row that samples the end-of-turn token stops early: counted)."
-    import torch
     from thinkingbox_training.policies import HFPolicy, SamplingConfig
     pol = HFPolicy(model, tok, sampling=SamplingConfig(max_tokens=max_tokens))
     ps = prompts(pol.fmt, batch)
@@ -94,7 +99,8 @@ def generation(model, tok, device, batch:int, max_tokens:int) -> dict:
     gens = pol.sample(ps, list(range(batch)), max_tokens)
     sync(device); dt = time.perf_counter() - t0
     n = sum(len(g.token_ids) for g in gens)
-    return {'batch': batch, 'prompt_tokens_mean': round(sum(map(len, ps)) / batch), 'sampled_tokens': n, 'seconds': round(dt, 3),
+    return {'batch': batch, 'prompt_tokens_mean': round(sum(map(len, ps)) / batch), 'sampled_tokens': n,
+            'seconds': round(dt, 3),
             'tokens_per_s': round(n / dt, 1), 'stopped_early': sum(g.finish == 'stop' for g in gens)}
 
 def logprob_gap(model, tok, device, dtype, max_tokens:int, batch:int=8) -> dict:
@@ -112,7 +118,8 @@ def logprob_gap(model, tok, device, dtype, max_tokens:int, batch:int=8) -> dict:
             re = lp.gather(-1, torch.tensor(g.token_ids, device=device)[:, None])[:, 0].cpu()
             gaps.append((re - torch.tensor(g.logprobs)).abs())
     g = torch.cat(gaps)
-    return {'dtype': str(dtype).replace('torch.', ''), 'tokens': len(g), 'max_abs': float(g.max()), 'mean_abs': float(g.mean())}
+    return {'dtype': str(dtype).replace('torch.', ''), 'tokens': len(g), 'max_abs': float(g.max()),
+            'mean_abs': float(g.mean())}
 
 def grpo_step(model, tok, device, tiny:bool, tmp:Path) -> dict:
     "One step of the project's GRPO trainer on the bundled train tasks; seconds and peak GPU memory."
@@ -123,8 +130,9 @@ def grpo_step(model, tok, device, tiny:bool, tmp:Path) -> dict:
     from thinkingbox_training.policies import ScriptedPolicy
     pool = load_tasks(*sorted(str(p) for p in (ROOT/'data'/'tasks').glob('*_train.jsonl')))
     groups, size = (2, 4) if tiny else (8, 8)
-    cfg = TBTConfig(output_dir=str(tmp/'grpo'), groups_per_step=groups, group_size=size, per_device_train_batch_size=size,
-                    max_steps=1, max_refill_rounds=2, learning_rate=1e-6, seed=0, use_cpu=device != 'cuda', bf16=device == 'cuda',
+    cfg = TBTConfig(output_dir=str(tmp/'grpo'), groups_per_step=groups, group_size=size,
+                    per_device_train_batch_size=size, max_steps=1, max_refill_rounds=2, learning_rate=1e-6, seed=0,
+                    use_cpu=device != 'cuda', bf16=device == 'cuda',
                     gradient_checkpointing=False, report_to='none', save_strategy='no', disable_tqdm=True, max_turns=8,
                     max_tokens_per_turn=64)
     t = TBTTrainer(model, cfg, pool, processing_class=tok, policy=ScriptedPolicy(flaw=0.5, tokenizer=tok))
@@ -146,7 +154,8 @@ def main() -> int:
     cuda = torch.cuda.is_available()
     if not cuda and not a.cpu_check:
         print('gpu_smoke: no CUDA device here (torch.cuda.is_available() is False). This script measures a GPU; '
-              'run `bash benchmarks/gpu_smoke.sh --cpu-check` for the same code on tiny shapes on CPU.', file=sys.stderr)
+              'run `bash benchmarks/gpu_smoke.sh --cpu-check` for the same code on tiny shapes on CPU.',
+              file=sys.stderr)
         return 2
     device = 'cuda' if cuda and not a.cpu_check else 'cpu'
     tiny = device == 'cpu'
@@ -155,7 +164,8 @@ def main() -> int:
     import transformers
     tok = AutoTokenizer.from_pretrained(ROOT/'data'/'models'/'tiny-qwen3')   # the shipped tokenizer and its chat format
     t_start = time.perf_counter()
-    out = {'date': time.strftime('%Y-%m-%d %H:%M %Z'), 'device': torch.cuda.get_device_name() if device == 'cuda' else platform.processor() or 'cpu',
+    name = torch.cuda.get_device_name() if device == 'cuda' else platform.processor() or 'cpu'
+    out = {'date': time.strftime('%Y-%m-%d %H:%M %Z'), 'device': name,
            'torch': torch.__version__, 'transformers': transformers.__version__, 'python': platform.python_version(),
            'shape': 'tiny (--cpu-check)' if tiny else 'Qwen3-0.6B', 'max_tokens': max_tokens, 'parts': {}}
     model = model_for(shape, torch.float32, device)
@@ -169,18 +179,20 @@ def main() -> int:
         except Exception as e:
             out['parts'][name] = f'failed: {type(e).__name__}: {e}'; traceback.print_exc()
         print(f'{name} ({time.perf_counter() - t0:.1f} s):', json.dumps(out['parts'][name]), flush=True)
-    bf16 = model_for(shape, torch.bfloat16, device)
-    for b in (8, 64): part(f'generate_bf16_batch{b}', lambda b=b: generation(bf16, tok, device, b, max_tokens))
-    part('logprob_gap_bf16', lambda: logprob_gap(bf16, tok, device, torch.bfloat16, max_tokens))
-    del bf16
+    half = [model_for(shape, torch.bfloat16, device)]     # dropped after its parts, to free its memory
+    for b in (8, 64): part(f'generate_bf16_batch{b}', lambda b=b: generation(half[0], tok, device, b, max_tokens))
+    part('logprob_gap_bf16', lambda: logprob_gap(half[0], tok, device, torch.bfloat16, max_tokens))
+    half.clear()
     part('logprob_gap_fp32', lambda: logprob_gap(model, tok, device, torch.float32, max_tokens))
-    missing = [m for m in ('trl', 'mcp', 'datasets', 'sqlmodel', 'matplotlib', *sorted(NOT_CARRIED)) if importlib.util.find_spec(m) is None]
+    needed = ('trl', 'mcp', 'datasets', 'sqlmodel', 'matplotlib', *sorted(NOT_CARRIED))
+    missing = [m for m in needed if importlib.util.find_spec(m) is None]
     if missing: out['parts']['grpo_step'] = f'skipped: not installed here: {", ".join(missing)}'
     else: part('grpo_step', lambda: grpo_step(model, tok, device, tiny, tmp))
-    out['parts']['vllm'] = ('skipped: vllm is installed, but this script has no vLLM part yet' if importlib.util.find_spec('vllm')
-                            else 'skipped: vllm is not installed on this machine')
+    out['parts']['vllm'] = ('skipped: vllm is installed, but this script has no vLLM part yet'
+                            if importlib.util.find_spec('vllm') else 'skipped: vllm is not installed on this machine')
     out['seconds'] = round(time.perf_counter() - t_start, 1)
-    dest = Path(a.out) if a.out else (Path(os.environ['OUT']) if os.environ.get('OUT') else ROOT/'benchmarks')/'gpu_smoke.json'
+    folder = Path(os.environ['OUT']) if os.environ.get('OUT') else ROOT/'benchmarks'
+    dest = Path(a.out) if a.out else folder/'gpu_smoke.json'
     dest.write_text(json.dumps(out, indent=1) + '\n')
     print(json.dumps(out, indent=1)); print('written', dest)
     return 0 if all(not str(v).startswith('failed') for v in out['parts'].values()) else 1

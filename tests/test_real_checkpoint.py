@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest, torch
 os.environ.setdefault('TRL_EXPERIMENTAL_SILENCE', '1')
 warnings.filterwarnings('ignore', message='.*use_cache=True.*')
-from thinkingbox_training.interpret import ChatFormat, QWEN3_CHAT_TEMPLATE, TemplateReplaced, parse_assistant, _ANNOUNCED
+from thinkingbox_training.interpret import (ChatFormat, QWEN3_CHAT_TEMPLATE, TemplateReplaced, parse_assistant,
+                                            _ANNOUNCED)
 from thinkingbox_training.policies import ScriptedPolicy
 from thinkingbox_training.episode import EpisodeRunner, SYSTEM_PROMPT
 from thinkingbox_training.tasks import write_tasks
@@ -43,10 +44,10 @@ def convert(src:Path, out:Path) -> dict:
     q = AutoModelForCausalLM.from_pretrained(src, gguf_file=GGUF, dtype=torch.float32)
     t_model = time.time() - t0 - t_tok
     cfg = q.config
-    del cfg.quantization_config      # the rebuilt model holds plain float32 weights (the dequantized Q4_1 values, exactly)
+    del cfg.quantization_config   # the rebuilt model holds plain float32 weights (the dequantized Q4_1 values, exactly)
     m = type(q)(cfg)
     m.load_state_dict(q.state_dict())
-    # the GGUF tokenizer loader labels <|im_start|> (id 1) the end of sequence; the model's config says <|im_end|> (id 2)
+    # the GGUF tokenizer loader labels <|im_start|> (id 1) the end of sequence; the model's config: <|im_end|> (id 2)
     tok.eos_token = tok.convert_ids_to_tokens(cfg.eos_token_id)
     x = torch.tensor([tok.encode('<|im_start|>user\nPay 100 cents from AC-1.<|im_end|>\n')])
     with torch.no_grad(): gap = float((q(x).logits - m(x).logits).abs().max())
@@ -91,7 +92,7 @@ def test_the_conversion_is_cached_outside_the_repository(smollm2, tok):
     assert tok.eos_token == '<|im_end|>' and tok.convert_tokens_to_ids('<|im_end|>') == m.config.eos_token_id
 
 def test_project_template_is_the_default_and_keeps_episodes_token_exact(tok):
-    _ANNOUNCED.discard(tok.name_or_path)                # announced once per process: make this test independent of order
+    _ANNOUNCED.discard(tok.name_or_path)   # announced once per process: make this test independent of order
     with pytest.warns(TemplateReplaced, match='REPLACED by QWEN3_CHAT_TEMPLATE'): fmt = ChatFormat(tok)
     assert fmt.template == QWEN3_CHAT_TEMPLATE and fmt.end_of_turn == '<|im_end|>' and fmt.eos_id == 2
     system = SYSTEM_PROMPT.format(domain='demo', policy=demo.policy)
@@ -101,11 +102,13 @@ def test_project_template_is_the_default_and_keeps_episodes_token_exact(tok):
     assert fmt.decode(fmt.encode(text)) == text                    # SmolLM2's BPE round-trips the rendered prompt
     eps = run_episodes(fmt)    # the runner's token check compares each trajectory with the rendered conversation
     for e in eps:
-        assert e.trajectory.status == 'ok' and e.reward == 1 and e.trajectory.malformed_calls == 0, e.trajectory.system_error
+        tr = e.trajectory
+        assert tr.status == 'ok' and e.reward == 1 and tr.malformed_calls == 0, tr.system_error
         call = e.trajectory.messages[2]['tool_calls'][0]['function']
         assert call['name'] == 'pay' and call['arguments']['account_id'] == 'AC-1'
     # a tool call written in SmolLM2's tokens parses back to the call
-    ids = fmt.encode('<tool_call>\n{"name": "pay", "arguments": {"account_id": "AC-1", "amount_cents": 100}}\n</tool_call>')
+    call = '{"name": "pay", "arguments": {"account_id": "AC-1", "amount_cents": 100}}'
+    ids = fmt.encode(f'<tool_call>\n{call}\n</tool_call>')
     turn = parse_assistant(fmt.decode(ids), tools=demo.tool_specs())
     assert [(c.name, c.arguments) for c in turn.tool_calls] == [('pay', {'account_id': 'AC-1', 'amount_cents': 100})]
 
@@ -119,7 +122,7 @@ def test_own_template_renders_but_the_token_check_refuses_it(tok):
     # appending turns keeps the earlier ones (so template='checkpoint' accepted it)
     assert fmt.observation_text([{'role': 'tool', 'name': 'pay', 'content': '{}'}]) == \
         '\n<|im_start|>tool\n{}<|im_end|>\n<|im_start|>assistant\n'
-    # ... and it renders an assistant turn from its text only, dropping the tool call the model sampled: refused, clearly
+    # ... and it renders an assistant turn from its text only, dropping the sampled tool call: refused, clearly
     with pytest.raises(ValueError, match=r'token trajectory and rendered conversation differ') as e:
         run_episodes(fmt)
     msg = str(e.value)   # the two texts are quoted as repr: the sampled call, and the empty turn the template renders
@@ -129,12 +132,14 @@ def test_own_template_renders_but_the_token_check_refuses_it(tok):
 
 def tbt(*args, timeout=900):
     code = 'import sys; from thinkingbox_training.cli import main; sys.exit(main())'
-    return subprocess.run([sys.executable, '-c', code, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, '-c', code, *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
 
 def test_tbt_evaluate_on_two_tasks(smollm2, tmp_path):
     tasks = tmp_path/'tasks.jsonl'; write_tasks(TASKS, tasks)
     out = tmp_path/'eval'
-    r = tbt('evaluate', '--tasks', str(tasks), '--split', '', '--policy', str(smollm2), '--k', '1', '--max-tokens', '48',
+    r = tbt('evaluate', '--tasks', str(tasks), '--split', '', '--policy', str(smollm2), '--k', '1',
+            '--max-tokens', '48',
             '--concurrency', '2', '--quiet', '--out', str(out))
     assert r.returncode == 0, r.stderr[-3000:]
     recs = [json.loads(l) for l in (out/'attempts.jsonl').read_text().splitlines()]
@@ -144,11 +149,13 @@ def test_tbt_evaluate_on_two_tasks(smollm2, tmp_path):
     r = tbt('aggregate', str(out), '--json')
     assert r.returncode == 0, r.stderr
     j = json.loads(r.stdout)
-    assert j['tasks'] == 2 and j['summary']['attempts'] == 2 and j['summary']['successes'] == sum(x['reward'] for x in recs)
+    assert j['tasks'] == 2 and j['summary']['attempts'] == 2
+    assert j['summary']['successes'] == sum(x['reward'] for x in recs)
 
 def test_tbt_evaluate_with_its_own_template():
     pytest.skip("`tbt evaluate` and HFPolicy have no option yet for ChatFormat(template='checkpoint') (issue 27 item 9 "
-                "added it to ChatFormat only); test_own_template_with_the_model_sampling runs the same episodes in-process")
+                "added it to ChatFormat only); test_own_template_with_the_model_sampling runs the same episodes "
+                "in-process")
 
 def test_own_template_with_the_model_sampling(smollm2, tok):
     "SmolLM2 samples its own turns under its own template: they parse, and the token check passes or refuses clearly."
@@ -166,7 +173,8 @@ def grpo_config(tmp_path, **kw):
     from thinkingbox_training.grpo import TBTConfig
     base = dict(output_dir=str(tmp_path/'out'), groups_per_step=2, group_size=2, max_steps=1, max_refill_rounds=0,
                 learning_rate=1e-4, seed=0, use_cpu=True, bf16=False, gradient_checkpointing=False, report_to='none',
-                save_strategy='no', disable_tqdm=True, max_turns=4, max_tokens_per_turn=48, per_device_train_batch_size=2)
+                save_strategy='no', disable_tqdm=True, max_turns=4, max_tokens_per_turn=48,
+                per_device_train_batch_size=2)
     return TBTConfig(**{**base, **kw})
 
 def test_one_grpo_step_trains_the_real_model(smollm2, tok, tmp_path):
@@ -176,7 +184,8 @@ def test_one_grpo_step_trains_the_real_model(smollm2, tok, tmp_path):
     before = {k: v.detach().clone() for k, v in model.named_parameters()}
     # the expert's turns in SmolLM2's tokens, half of them wrong: groups with reward variance, a real gradient
     pol = ScriptedPolicy(flaw=0.5, tokenizer=tok)
-    t = TBTTrainer(model, grpo_config(tmp_path), TASKS + [pay_task(i) for i in range(2, 6)], processing_class=tok, policy=pol)
+    pool = TASKS + [pay_task(i) for i in range(2, 6)]
+    t = TBTTrainer(model, grpo_config(tmp_path), pool, processing_class=tok, policy=pol)
     t.remove_callback(PrinterCallback)
     t.train()
     assert [r['skipped'] for r in t.step_log] == [False]
@@ -191,8 +200,8 @@ def test_sampler_logprobs_match_what_trl_recomputes(smollm2, tok, tmp_path):
     from thinkingbox_training.grpo import TBTTrainer, task_prompt
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(smollm2)
-    t = TBTTrainer(model, grpo_config(tmp_path, groups_per_step=1, max_turns=2, max_tokens_per_turn=16, temperature=0.7),
-                   TASKS, processing_class=tok)
+    cfg = grpo_config(tmp_path, groups_per_step=1, max_turns=2, max_tokens_per_turn=16, temperature=0.7)
+    t = TBTTrainer(model, cfg, TASKS, processing_class=tok)
     t.remove_callback(PrinterCallback)
     t.model.eval()
     out = t._generate_and_score_completions([{'prompt': task_prompt(u.uid)} for u in TASKS])
@@ -207,13 +216,13 @@ def test_sampler_logprobs_match_what_trl_recomputes(smollm2, tok, tmp_path):
     assert gap < 1e-3, gap
 
 def test_train_main_runs_one_step_on_the_checkpoint(smollm2, tmp_path):
-    "scripts/train.py's `main` on the converted directory: the model samples its own episodes, and the step is run or skipped."
+    "scripts/train.py's `main` on the converted directory: the model samples its own episodes; the step runs or skips."
     from thinkingbox_training.grpo import main
     write_tasks(TASKS, tmp_path/'tasks.jsonl')
-    recipe = {'task_files': [str(tmp_path/'tasks.jsonl')], 'groups_per_step': 2, 'group_size': 2, 'use_cpu': True, 'bf16': False,
-              'report_to': 'none', 'save_strategy': 'no', 'gradient_checkpointing': False, 'output_dir': str(tmp_path/'run'),
-              'policy_model': str(smollm2), 'max_steps': 1, 'max_turns': 2, 'max_tokens_per_turn': 24, 'max_refill_rounds': 0,
-              'disable_tqdm': True}
+    recipe = {'task_files': [str(tmp_path/'tasks.jsonl')], 'groups_per_step': 2, 'group_size': 2, 'use_cpu': True,
+              'bf16': False, 'report_to': 'none', 'save_strategy': 'no', 'gradient_checkpointing': False,
+              'output_dir': str(tmp_path/'run'), 'policy_model': str(smollm2), 'max_steps': 1, 'max_turns': 2,
+              'max_tokens_per_turn': 24, 'max_refill_rounds': 0, 'disable_tqdm': True}
     (tmp_path/'r.yaml').write_text(''.join(f'{k}: {json.dumps(v)}\n' for k, v in recipe.items()))
     assert main(['--config', str(tmp_path/'r.yaml')]) == 0
     run = tmp_path/'run'
