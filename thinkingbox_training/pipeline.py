@@ -27,10 +27,10 @@ class MainJob:
     domains: str = 'travel,retail'
     probe_per_family: int = 4                  # training tasks probed per family
     probe_k: int = 4                           # probes per task (the method's minimum of clean runs)
-    bench_per_family: int = 2                  # bench tasks evaluated per family
+    bench_per_family: int = 10                 # bench tasks evaluated per family (10: all of them)
     bench_k: int = 4                           # attempts per bench task: observed k/k is out of this k
     steps: int = 0                             # GRPO steps (0: the recipe's max_steps)
-    concurrency: int = 64
+    concurrency: int = 16                      # episodes live at once (64 decoded at half the speed)
 
     @property
     def dir(self) -> Path: return Path(self.runs_dir)/self.run
@@ -234,9 +234,9 @@ def main_cli(run:str='tiny-cpu',                  # run directory name under dat
              recipe:str='scripts/recipes/tiny_cpu.yaml', # GRPO recipe
              base_model:str='data/models/tiny-qwen3',  # base policy
              probe_per_family:int=4, probe_k:int=4,
-             bench_per_family:int=2, bench_k:int=4,
+             bench_per_family:int=10, bench_k:int=4,
              steps:int=0,                          # GRPO steps (0: the recipe's)
-             concurrency:int=64):
+             concurrency:int=16):
     "The main job: probe -> select -> GRPO -> evaluate base and trained -> report (resumable)."
     run_main(MainJob(run=run, recipe=recipe, base_model=base_model, probe_per_family=probe_per_family, probe_k=probe_k,
                      bench_per_family=bench_per_family, bench_k=bench_k, steps=steps, concurrency=concurrency))
