@@ -4,22 +4,23 @@ prompts, and a short seeded rollout through the episode engine gives well-formed
 `BuildConfig()` is what the shipped build.json records, and the whole build runs at toy size."""
 import time
 import pytest
-from thinkingbox_training.base_policy import model_dir, stale_prompt_lines, domain_prompt, episode_metrics, DOMAINS
-from thinkingbox_training.policy_report import recorded, report_line
-from thinkingbox_training.interpret import ChatFormat
+from thinkingbox_training.base_policy import (model_dir, stale_prompt_lines, domain_prompt, episode_metrics,
+                                              report_line, DOMAINS)
+from thinkingbox_training.policy_report import recorded
 from thinkingbox_training.policies import HFPolicy, SamplingConfig
 from thinkingbox_training.episode import EpisodeRunner
 from thinkingbox_training.tasks import generate_tasks
 
 MODEL = model_dir()
-pytestmark = pytest.mark.skipif(not (MODEL/'model.safetensors').exists(), reason='no shipped model: run `tbt build-base-policy`')
+pytestmark = pytest.mark.skipif(not (MODEL/'model.safetensors').exists(),
+                                reason='no shipped model: run `tbt build-base-policy`')
 
 @pytest.fixture(scope='module')
 def policy():
     return HFPolicy(str(MODEL), sampling=SamplingConfig(temperature=1.0, seed=3, max_tokens=96))
 
 def test_loads_fast_as_qwen3():
-    from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen3ForCausalLM  # imported first: the load is timed
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # imported first: the load is timed
     t0 = time.perf_counter()
     model = AutoModelForCausalLM.from_pretrained(MODEL)
     tok = AutoTokenizer.from_pretrained(MODEL)
@@ -30,24 +31,28 @@ def test_loads_fast_as_qwen3():
     assert model.config.vocab_size == len(tok)
     g = model.generation_config
     assert g.eos_token_id == tok.eos_token_id
-    assert all(getattr(g, k, None) in (None, 1.0) for k in ('temperature', 'top_p')) and getattr(g, 'top_k', None) in (None, 0)
+    assert all(getattr(g, k, None) in (None, 1.0) for k in ('temperature', 'top_p'))
+    assert getattr(g, 'top_k', None) in (None, 0)
     assert sum(p.stat().st_size for p in MODEL.iterdir()) < 20e6
 
 def test_template_renders_as_chat_format(policy):
     tok, fmt = policy.tokenizer, policy.fmt
     msgs, tools = domain_prompt('travel')
+    lookup = {'type': 'function', 'function': {'name': 'get_booking', 'arguments': {'booking_id': 'BK-10017'}}}
     conv = msgs + [{'role': 'user', 'content': 'Cancel BK-10017 please.'},
-                   {'role': 'assistant', 'content': '', 'tool_calls': [{'type': 'function', 'function': {'name': 'get_booking', 'arguments': {'booking_id': 'BK-10017'}}}]},
+                   {'role': 'assistant', 'content': '', 'tool_calls': [lookup]},
                    {'role': 'tool', 'name': 'get_booking', 'content': '{"booking_id": "BK-10017"}'},
                    {'role': 'assistant', 'content': 'Done.'}]
     for m, gen in ((conv, False), (conv[:4], True)):
-        assert tok.apply_chat_template(m, tools=tools, tokenize=False, add_generation_prompt=gen) == fmt.render(m, tools, add_generation_prompt=gen)
+        want = fmt.render(m, tools, add_generation_prompt=gen)
+        assert tok.apply_chat_template(m, tools=tools, tokenize=False, add_generation_prompt=gen) == want
     ids = fmt.encode(fmt.render(msgs, tools))
     assert len(ids) < 150 and fmt.decode(ids) == fmt.render(msgs, tools)
 
 def test_tokenizer_is_current_for_the_domains(policy):
     stale = stale_prompt_lines(policy.tokenizer, DOMAINS)
-    assert not stale, f'{len(stale)} line(s) of the domains\' system turns changed since the build: rerun `tbt build-base-policy`; e.g. {stale[0][:80]!r}'
+    assert not stale, (f"{len(stale)} line(s) of the domains' system turns changed since the build: "
+                       f'rerun `tbt build-base-policy`; e.g. {stale[0][:80]!r}')
 
 def test_the_recipe_makes_the_shipped_pre_tokenizer():
     "The build's tokenizer splits text as the shipped one does (identifier digits 3, 2, 1)."
@@ -58,7 +63,8 @@ def test_the_recipe_makes_the_shipped_pre_tokenizer():
     assert split(json.loads(made.backend_tokenizer.to_str())) == split(json.loads((MODEL/'tokenizer.json').read_text()))
 
 def test_build_config_defaults_are_the_shipped_build():
-    "`BuildConfig()` is what the shipped build.json records; the record's other options sit at the one value the recipe uses."
+    """`BuildConfig()` is what the shipped build.json records; the record's other options sit at the one value the
+    recipe uses."""
     import json
     from dataclasses import asdict
     from thinkingbox_training.base_policy import BuildConfig
@@ -85,8 +91,10 @@ def test_short_rollout_gives_wellformed_trajectories(policy):
 
 def test_recorded_reports_are_of_the_shipped_weights():
     build, report, speed = recorded()
-    assert report['run']['seed'] != 1000 and report['episodes'] == report['run']['k'] * sum(f['tasks'] for f in report['families'].values())
-    assert report_line(report).startswith('wellformed=') and {r['batch'] for r in speed['rows'] if r['what'] == 'generate'} == {8, 32}
+    assert report['run']['seed'] != 1000
+    assert report['episodes'] == report['run']['k'] * sum(f['tasks'] for f in report['families'].values())
+    assert report_line(report).startswith('wellformed=')
+    assert {r['batch'] for r in speed['rows'] if r['what'] == 'generate'} == {8, 32}
 
 def test_a_report_of_other_weights_is_refused(tmp_path):
     import json, shutil

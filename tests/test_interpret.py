@@ -7,9 +7,9 @@ import pytest
 from transformers import AutoTokenizer
 from transformers.utils.chat_template_utils import _compile_jinja_template
 
-from thinkingbox_training.interpret import (QWEN3_CHAT_TEMPLATE, ADDED_TOKENS, SPECIAL_TOKENS, PARSE_ERROR_KINDS, ChatFormat,
-                                            TokenTrajectory, AssistantTurn, ParseError, ToolCall, assistant_text,
-                                            make_tokenizer, parse_assistant, type_arguments)
+from thinkingbox_training.interpret import (QWEN3_CHAT_TEMPLATE, ADDED_TOKENS, SPECIAL_TOKENS, PARSE_ERROR_KINDS,
+                                            ChatFormat, TokenTrajectory, AssistantTurn, ParseError, ToolCall,
+                                            assistant_text, make_tokenizer, parse_assistant, type_arguments)
 
 SHIPPED_QWEN3 = (Path(__import__('trl').__file__).parent / 'chat_templates' / 'qwen3.jinja').read_text()
 
@@ -19,20 +19,24 @@ TOOLS = [
     {"type": "function", "function": {"name": "update", "description": "Change an order.", "parameters": {
         "type": "object", "properties": {
             "order_id": {"type": "string"}, "qty": {"type": "integer"}, "price": {"type": "number"},
-            "gift": {"type": "boolean"}, "note": {"type": ["string", "null"]}, "tags": {"type": "array", "items": {"type": "integer"}},
+            "gift": {"type": "boolean"}, "note": {"type": ["string", "null"]},
+            "tags": {"type": "array", "items": {"type": "integer"}},
             "address": {"type": "object", "properties": {"zip": {"type": "string"}, "floor": {"type": "integer"}}},
             "speed": {"type": "string", "enum": ["slow", "fast"]}},
         "required": ["order_id", "qty"]}}},
-    {"type": "function", "function": {"name": "ping", "description": "No arguments.", "parameters": {"type": "object", "properties": {}}}},
+    {"type": "function", "function": {"name": "ping", "description": "No arguments.",
+                                      "parameters": {"type": "object", "properties": {}}}},
 ]
 
-WORDS = ['order', 'ORD-', 'BK-', 'refund', 'the', 'café', '数据', '🙂', 'ok', '"quoted"', "it's", '{', '}', '  ', '\t', 'a\nb', '12345', '007']
+WORDS = ['order', 'ORD-', 'BK-', 'refund', 'the', 'café', '数据', '🙂', 'ok', '"quoted"', "it's",
+         '{', '}', '  ', '\t', 'a\nb', '12345', '007']
 
 def words(rng, n):
     return ' '.join(rng.choice(WORDS) for _ in range(n))
 
 def random_args(rng, name):
-    if name == 'get_order': return {"order_id": rng.choice([f"ORD-{rng.randint(0, 10**6)}", "007", "true", "null", "3.5", "x y"])}
+    if name == 'get_order':
+        return {"order_id": rng.choice([f"ORD-{rng.randint(0, 10**6)}", "007", "true", "null", "3.5", "x y"])}
     if name == 'ping': return {}
     a = {"order_id": f"ORD-{rng.randint(0, 999)}", "qty": rng.randint(-5, 10**9)}
     if rng.random() < .5: a["price"] = rng.choice([2.5, 0.125, 19.99, 7])
@@ -51,12 +55,14 @@ def random_assistant(rng, calls=None):
         m["tool_calls"] = []
         for _ in range(n):
             name = rng.choice(["get_order", "update", "ping"])
-            m["tool_calls"].append({"type": "function", "function": {"name": name, "arguments": random_args(rng, name)}})
+            call = {"name": name, "arguments": random_args(rng, name)}
+            m["tool_calls"].append({"type": "function", "function": call})
     return m
 
 def random_observation(rng):
     if rng.random() < .25: return [{"role": "user", "content": words(rng, rng.randint(1, 8))}]
-    return [{"role": "tool", "name": "get_order", "content": json.dumps({"id": f"ORD-{rng.randint(0, 99999)}", "n": rng.randint(0, 99)})}
+    return [{"role": "tool", "name": "get_order",
+             "content": json.dumps({"id": f"ORD-{rng.randint(0, 99999)}", "n": rng.randint(0, 99)})}
             for _ in range(rng.randint(1, 3))]
 
 def random_conversation(rng, turns):
@@ -93,7 +99,8 @@ def test_template_is_qwen3_format_where_qwen3_keeps_reasoning():
         for tools in (None, TOOLS):
             for gen in (False, True):
                 if gen and msgs[-1]["role"] == "assistant": continue
-                assert ours(messages=msgs, tools=tools, add_generation_prompt=gen) == shipped(messages=msgs, tools=tools, add_generation_prompt=gen)
+                kw = dict(messages=msgs, tools=tools, add_generation_prompt=gen)
+                assert ours(**kw) == shipped(**kw)
 
 def test_template_is_prefix_preserving():
     render = _compile_jinja_template(QWEN3_CHAT_TEMPLATE).render
@@ -116,16 +123,19 @@ def test_assistant_text_is_the_template_in_python():
 
 def test_tool_results_group_into_one_user_turn_and_non_string_content_is_json():
     render = _compile_jinja_template(QWEN3_CHAT_TEMPLATE).render
-    out = render(messages=[{"role": "tool", "name": "a", "content": "1"}, {"role": "tool", "name": "b", "content": {"x": 1}},
+    out = render(messages=[{"role": "tool", "name": "a", "content": "1"},
+                           {"role": "tool", "name": "b", "content": {"x": 1}},
                            {"role": "user", "content": "hi"}, {"role": "tool", "name": "c", "content": None}])
-    assert out == ('<|im_start|>user\n<tool_response>\n1\n</tool_response>\n<tool_response>\n{"x": 1}\n</tool_response><|im_end|>\n'
+    assert out == ('<|im_start|>user\n<tool_response>\n1\n</tool_response>\n'
+                   '<tool_response>\n{"x": 1}\n</tool_response><|im_end|>\n'
                    '<|im_start|>user\nhi<|im_end|>\n<|im_start|>user\n<tool_response>\n\n</tool_response><|im_end|>\n')
 
 def test_assistant_masks_match_the_generated_parts(tok, fmt):
     rng = random.Random(5)
     for _ in range(30):
         msgs = random_conversation(rng, rng.randint(1, 4))
-        out = tok.apply_chat_template(msgs, tools=TOOLS, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+        out = tok.apply_chat_template(msgs, tools=TOOLS, tokenize=True, return_dict=True,
+                                      return_assistant_tokens_mask=True)
         gen = [i for i, m in zip(out["input_ids"], out["assistant_masks"]) if m]
         assert fmt.decode(gen) == ''.join(assistant_text(m) + '<|im_end|>' for m in msgs if m["role"] == "assistant")
 
@@ -137,7 +147,8 @@ def test_tokenizer_markers_eos_pad_and_size(tok):
     assert [tok.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS] == [0, 1, 2]
     assert (tok.eos_token, tok.pad_token, tok.eos_token_id, tok.pad_token_id) == ('<|im_end|>', '<|endoftext|>', 2, 0)
     assert tok.chat_template == QWEN3_CHAT_TEMPLATE
-    assert tok.decode(tok.encode('<think>x</think>'), skip_special_tokens=True) == '<think>x</think>'  # added, not special
+    # added, not special
+    assert tok.decode(tok.encode('<think>x</think>'), skip_special_tokens=True) == '<think>x</think>'
     assert tok.encode('ab') == tok.encode('ab', add_special_tokens=True)  # no BOS/EOS added
 
 def test_tokenizer_pretokenizer_groups_digits_and_keeps_id_prefixes(tok):
@@ -153,7 +164,8 @@ def test_tokenizer_splits_identifier_digits_so_a_child_id_spells_its_parent():
     split = make_tokenizer(texts, vocab_size=400)
     assert pieces(split, 'OR-75312') == ['OR-', '753', '12'] and pieces(split, 'OI-753122') == ['OI-', '753', '12', '2']
     # numbers that are not identifiers keep plain threes; a 5-digit id is 3, 2
-    assert pieces(split, 'total 1234567')[-3:] == ['123', '456', '7'] and pieces(split, 'BK-10042') == ['BK-', '100', '42']
+    assert pieces(split, 'total 1234567')[-3:] == ['123', '456', '7']
+    assert pieces(split, 'BK-10042') == ['BK-', '100', '42']
     assert split.decode(split.encode('"OI-753122"')) == '"OI-753122"'
 
 def test_tokenizer_round_trips_any_text_and_saves(tok, tmp_path):
@@ -167,7 +179,8 @@ def test_tokenizer_round_trips_any_text_and_saves(tok, tmp_path):
         ids = tok.encode(t)
         assert tok.decode(ids) == t
         assert tok2.encode(t) == ids
-    assert tok2.chat_template == QWEN3_CHAT_TEMPLATE and (tok2.eos_token, tok2.pad_token) == ('<|im_end|>', '<|endoftext|>')
+    assert tok2.chat_template == QWEN3_CHAT_TEMPLATE
+    assert (tok2.eos_token, tok2.pad_token) == ('<|im_end|>', '<|endoftext|>')
     msgs = random_conversation(rng, 3)
     assert ChatFormat(tok2).render(msgs, TOOLS) == ChatFormat(tok).render(msgs, TOOLS)
 
@@ -187,7 +200,8 @@ def test_chatformat_agrees_with_apply_chat_template(tok, fmt):
         msgs = random_conversation(rng, rng.randint(1, 4))
         assert fmt.render(msgs, TOOLS) == tok.apply_chat_template(msgs, tools=TOOLS, tokenize=False)
         p = msgs[:2]
-        assert fmt.prompt_ids(p, TOOLS) == tok.apply_chat_template(p, tools=TOOLS, add_generation_prompt=True, tokenize=True, return_dict=False)
+        assert fmt.prompt_ids(p, TOOLS) == tok.apply_chat_template(p, tools=TOOLS, add_generation_prompt=True,
+                                                                   tokenize=True, return_dict=False)
         text = fmt.render(msgs, TOOLS)
         assert fmt.encode(text) == tok.encode(text, add_special_tokens=False) and fmt.decode(fmt.encode(text)) == text
 
@@ -195,7 +209,8 @@ def test_chatformat_picks_its_template(tok):
     assert ChatFormat(tok).template == QWEN3_CHAT_TEMPLATE
     t2 = make_tokenizer(['hello world'] * 10, template=SHIPPED_QWEN3)
     assert ChatFormat(t2).template == QWEN3_CHAT_TEMPLATE  # a Qwen3-style template is replaced by ours
-    other = "{% for m in messages %}<|im_start|>{{ m.content }}<|im_end|>{% endfor %}{% if add_generation_prompt %}>{% endif %}"
+    other = ("{% for m in messages %}<|im_start|>{{ m.content }}<|im_end|>{% endfor %}"
+             "{% if add_generation_prompt %}>{% endif %}")
     assert ChatFormat(tok, template=other).template == other  # explicit wins
     t3 = make_tokenizer(['hello world'] * 10, template="{% for m in messages %}[{{ m.content }}]<|im_end|>{% endfor %}")
     assert ChatFormat(t3).template.startswith("{% for m in messages %}[")  # a foreign template is kept
@@ -205,7 +220,8 @@ def test_chatformat_picks_its_template(tok):
 def test_chatformat_needs_an_end_of_turn_token():
     from tokenizers import Tokenizer, models, pre_tokenizers, decoders
     from transformers import PreTrainedTokenizerFast
-    bt = Tokenizer(models.BPE()); bt.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False); bt.decoder = decoders.ByteLevel()
+    bt = Tokenizer(models.BPE())
+    bt.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False); bt.decoder = decoders.ByteLevel()
     bt.add_tokens(list(pre_tokenizers.ByteLevel.alphabet()))
     bare = PreTrainedTokenizerFast(tokenizer_object=bt)
     with pytest.raises(ValueError, match='end of a turn'): ChatFormat(bare)
@@ -225,19 +241,25 @@ def test_observation_ids_are_the_full_rendering_delta(fmt):
 TABLE = [  # value, schema, expected (or 'ERR')
     ("+5", {"type": "integer"}, 5), ("007", {"type": "integer"}, 7), (" 1e2 ", {"type": "integer"}, 100),
     ("0x10", {"type": "integer"}, 'ERR'), ("1_000", {"type": "integer"}, 'ERR'), ("inf", {"type": "number"}, 'ERR'),
-    (float('inf'), {"type": "number"}, 'ERR'), (float('nan'), {"type": "integer"}, 'ERR'), (10**30, {"type": "integer"}, 10**30),
+    (float('inf'), {"type": "number"}, 'ERR'), (float('nan'), {"type": "integer"}, 'ERR'),
+    (10**30, {"type": "integer"}, 10**30),
     (".5", {"type": "number"}, 0.5), (5, {"type": "number"}, 5), ("", {"type": "integer"}, 'ERR'),
     ("TRUE", {"type": "boolean"}, True), (" false\n", {"type": "boolean"}, False), (None, {"type": "boolean"}, 'ERR'),
     ("None", {"type": "null"}, None), ("nil", {"type": "null"}, 'ERR'), ("null", {"type": "string"}, "null"),
     ("true", {"type": "string"}, "true"), (True, {"type": "string"}, 'ERR'), (2.5, {"type": "string"}, "2.5"),
     ([1], {"type": "string"}, 'ERR'), ("", {"type": "string"}, ""), ("  x ", {"type": "string"}, "  x "),
-    ('["a"]', {"type": "array", "items": {"type": "integer"}}, 'ERR'), (["1", 2], {"type": "array", "items": {"type": "integer"}}, [1, 2]),
-    ('{"zip": 1234, "floor": "3"}', {"type": "object", "properties": {"zip": {"type": "string"}, "floor": {"type": "integer"}}},
+    ('["a"]', {"type": "array", "items": {"type": "integer"}}, 'ERR'),
+    (["1", 2], {"type": "array", "items": {"type": "integer"}}, [1, 2]),
+    ('{"zip": 1234, "floor": "3"}',
+     {"type": "object", "properties": {"zip": {"type": "string"}, "floor": {"type": "integer"}}},
      {"zip": "1234", "floor": 3}),
     ({"floor": "x"}, {"type": "object", "properties": {"floor": {"type": "integer"}}}, 'ERR'),
-    ("3", {"type": ["null", "string"]}, "3"), ("null", {"type": ["null", "string"]}, "null"), (None, {"type": ["null", "string"]}, None),
-    ("3", {"anyOf": [{"type": "integer"}, {"type": "null"}]}, 3), ("3", {"oneOf": [{"type": "boolean"}, {"$ref": "#/x"}]}, "3"),
-    (1, {"enum": [True, False]}, 'ERR'), (True, {"type": "boolean", "enum": [True]}, True), ("fast", {"enum": ["slow"]}, 'ERR'),
+    ("3", {"type": ["null", "string"]}, "3"), ("null", {"type": ["null", "string"]}, "null"),
+    (None, {"type": ["null", "string"]}, None),
+    ("3", {"anyOf": [{"type": "integer"}, {"type": "null"}]}, 3),
+    ("3", {"oneOf": [{"type": "boolean"}, {"$ref": "#/x"}]}, "3"),
+    (1, {"enum": [True, False]}, 'ERR'), (True, {"type": "boolean", "enum": [True]}, True),
+    ("fast", {"enum": ["slow"]}, 'ERR'),
     (3, {"type": "integer", "enum": [3.0]}, 3), ("x", {"type": "weird"}, "x"), ({"any": 1}, {}, {"any": 1}),
 ]
 
@@ -253,9 +275,12 @@ def test_type_arguments_table(value, schema, want):
 def test_type_arguments_required_unknown_and_extra():
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a", "b"]}
     typed, errs = type_arguments({"c": "1"}, schema, tool="t")
-    assert [(e.kind, e.argument) for e in errs] == [('unknown_argument', 'c'), ('missing_argument', 'a'), ('missing_argument', 'b')]
-    assert errs[1].message == "t: missing required argument 'a' (integer)" and errs[2].message == "t: missing required argument 'b'"
-    assert type_arguments({"c": "1"}, {**schema, "required": [], "additionalProperties": {"type": "integer"}}) == ({"c": 1}, [])
+    assert [(e.kind, e.argument) for e in errs] == [('unknown_argument', 'c'), ('missing_argument', 'a'),
+                                                    ('missing_argument', 'b')]
+    assert errs[1].message == "t: missing required argument 'a' (integer)"
+    assert errs[2].message == "t: missing required argument 'b'"
+    open_schema = {**schema, "required": [], "additionalProperties": {"type": "integer"}}
+    assert type_arguments({"c": "1"}, open_schema) == ({"c": 1}, [])
     assert type_arguments({"c": "1"}, {"type": "object"}) == ({"c": "1"}, [])  # no properties declared: anything goes
     assert type_arguments({"a": "1"}, None) == ({"a": "1"}, [])
     typed, errs = type_arguments(["a"], schema, tool="t")
@@ -268,7 +293,8 @@ def test_type_arguments_is_idempotent_and_keeps_order():
         args = random_args(rng, "update")
         as_text = {k: v if isinstance(v, str) else json.dumps(v) for k, v in args.items()}  # the XML form: all strings
         typed, errs = type_arguments(as_text, schema)
-        want = {**args, **({"note": "null"} if "note" in args and args["note"] is None else {})}  # a string-or-null keeps "null" as text
+        # a string-or-null keeps "null" as text
+        want = {**args, **({"note": "null"} if "note" in args and args["note"] is None else {})}
         assert errs == [] and typed == want and list(typed) == list(args)
         assert type_arguments(typed, schema) == (typed, [])
 
@@ -286,15 +312,17 @@ def test_render_parse_round_trip(fmt):
 
 def test_parse_xml_form_types_arguments():
     text = ('<think>\nok\n</think>\n\nSure.\n<tool_call>\n<function=update>\n<parameter=order_id>\n007\n</parameter>\n'
-            '<parameter=qty>\n3\n</parameter>\n<parameter=tags>\n[1, 2]\n</parameter>\n<parameter=note>\nline one\nline two\n</parameter>\n'
-            '<parameter=address>\n{"zip": "01234", "floor": 2}\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=ping>\n'
-            '</function>\n</tool_call><|im_end|>')
+            '<parameter=qty>\n3\n</parameter>\n<parameter=tags>\n[1, 2]\n</parameter>\n'
+            '<parameter=note>\nline one\nline two\n</parameter>\n'
+            '<parameter=address>\n{"zip": "01234", "floor": 2}\n</parameter>\n</function>\n</tool_call>\n'
+            '<tool_call>\n<function=ping>\n</function>\n</tool_call><|im_end|>')
     turn = parse_assistant(text, TOOLS)
     assert turn.errors == [] and turn.content == 'Sure.' and turn.reasoning == 'ok'
     assert [c.name for c in turn.tool_calls] == ['update', 'ping']
     assert turn.tool_calls[0].arguments == {"order_id": "007", "qty": 3, "tags": [1, 2], "note": "line one\nline two",
                                             "address": {"zip": "01234", "floor": 2}}
-    assert turn.tool_calls[0].raw.startswith('<tool_call>\n<function=update>') and turn.tool_calls[0].raw.endswith('</tool_call>')
+    raw = turn.tool_calls[0].raw
+    assert raw.startswith('<tool_call>\n<function=update>') and raw.endswith('</tool_call>')
     assert assistant_text(turn.message) == text[:-len('<|im_end|>')]
 
 def test_parse_reasoning_variants():
@@ -317,17 +345,20 @@ MALFORMED = [  # text after the reasoning, expected kinds, a word the first mess
     ('<tool_call>\n["get_order"]\n</tool_call>', ['bad_json'], '"name"'),
     ('<tool_call>\n{"name": "get_order", "arguments": "{bad"}\n</tool_call>', ['bad_json'], 'get_order'),
     ('<tool_call>\n{"name": "get_order", "arguments": [1]}\n</tool_call>', ['bad_json'], 'get_order'),
-    ('<tool_call>\n<function=get_order>\n<parameter=order_id>\n1\n</parameter>\n</tool_call>', ['bad_xml'], 'get_order'),
-    ('<tool_call>\n<function=get_order>\n<parameter=order_id>1</parameter><parameter=order_id>2</parameter></function>\n</tool_call>',
-     ['bad_xml'], 'twice'),
+    ('<tool_call>\n<function=get_order>\n<parameter=order_id>\n1\n</parameter>\n</tool_call>',
+     ['bad_xml'], 'get_order'),
+    ('<tool_call>\n<function=get_order>\n<parameter=order_id>1</parameter><parameter=order_id>2</parameter>'
+     '</function>\n</tool_call>', ['bad_xml'], 'twice'),
     ('<tool_call>\n{"name": "get_order", "arguments": {"order_id": "1"}}', ['unterminated_call'], 'get_order'),
     ('<tool_call>\n<function=ping>\n</function>', ['unterminated_call'], 'ping'),
     ('<tool_call>\n{"name": "ping", "arguments": {}}\n<tool_call>\n{"name": "ping", "arguments": {}}\n</tool_call>',
      ['unterminated_call'], 'ping'),
     ('<tool_call>\n{"name": "pong", "arguments": {}}\n</tool_call>', ['unknown_tool'], 'get_order, update, ping'),
     ('<tool_call>\n{"name": "update", "arguments": {"order_id": "1"}}\n</tool_call>', ['missing_argument'], 'qty'),
-    ('<tool_call>\n{"name": "update", "arguments": {"order_id": "1", "qty": 2.5}}\n</tool_call>', ['bad_argument'], 'qty'),
-    ('<tool_call>\n{"name": "update", "arguments": {"order_id": "1", "qty": 1, "speed": "warp"}}\n</tool_call>', ['bad_argument'], 'speed'),
+    ('<tool_call>\n{"name": "update", "arguments": {"order_id": "1", "qty": 2.5}}\n</tool_call>',
+     ['bad_argument'], 'qty'),
+    ('<tool_call>\n{"name": "update", "arguments": {"order_id": "1", "qty": 1, "speed": "warp"}}\n</tool_call>',
+     ['bad_argument'], 'speed'),
     ('<tool_call>\n{"name": "ping", "arguments": {"x": 1}}\n</tool_call>', ['unknown_argument'], "'x'"),
     ('<tool_call>\n{"name": "update", "arguments": {"qty": "many", "zzz": 1}}\n</tool_call>',
      ['bad_argument', 'unknown_argument', 'missing_argument'], 'update'),
@@ -337,7 +368,8 @@ MALFORMED = [  # text after the reasoning, expected kinds, a word the first mess
 def test_malformed_outputs(body, kinds, word):
     text = '<think>\nhmm\n</think>\n\n' + body + '<|im_end|>'
     turn = parse_assistant(text, TOOLS)
-    assert sorted(e.kind for e in turn.errors) == sorted(kinds) and all(e.kind in PARSE_ERROR_KINDS for e in turn.errors)
+    assert sorted(e.kind for e in turn.errors) == sorted(kinds)
+    assert all(e.kind in PARSE_ERROR_KINDS for e in turn.errors)
     assert word in turn.errors[0].message, turn.errors[0].message
     assert all(e.raw for e in turn.errors if e.kind not in ('missing_argument',))
     msg = turn.errors[0].as_tool_message()
@@ -352,7 +384,8 @@ def test_parse_error_as_tool_message_without_a_tool_name():
 def test_good_calls_survive_bad_neighbours_and_tools_none():
     good = '<tool_call>\n{"name": "get_order", "arguments": {"order_id": "1"}}\n</tool_call>'
     turn = parse_assistant(good + '\n<tool_call>\n{"name": "nope", "arguments": {}}\n</tool_call>\n' + good, TOOLS)
-    assert [c.name for c in turn.tool_calls] == ['get_order', 'get_order'] and [e.kind for e in turn.errors] == ['unknown_tool']
+    assert [c.name for c in turn.tool_calls] == ['get_order', 'get_order']
+    assert [e.kind for e in turn.errors] == ['unknown_tool']
     assert "tool_calls" not in turn.message  # rendered verbatim instead, so the calls are not rendered twice
     turn = parse_assistant('<tool_call>\n{"name": "anything", "arguments": {"n": "1"}}\n</tool_call>', None)
     assert turn.tool_calls == [ToolCall("anything", {"n": "1"}, turn.tool_calls[0].raw)] and turn.errors == []
@@ -362,9 +395,12 @@ def test_good_calls_survive_bad_neighbours_and_tools_none():
     bare = [t["function"] for t in TOOLS]  # bare function specs work too
     assert parse_assistant(good, bare).tool_calls[0].name == 'get_order'
 
-FRAGMENTS = ['<think>', '</think>', '\n', '\n\n', '<tool_call>', '</tool_call>', '{"name": "get_order", "arguments": {"order_id": "7"}}',
-             '{"name": "update", "arguments": {"order_id": "7", "qty": "2"}}', '<function=update>', '<function=ping>', '</function>',
-             '<parameter=qty>', '<parameter=order_id>', '</parameter>', 'hello', ' ', '{', '"', '12', 'é', '<|im_end|>', '<tool_response>']
+FRAGMENTS = ['<think>', '</think>', '\n', '\n\n', '<tool_call>', '</tool_call>',
+             '{"name": "get_order", "arguments": {"order_id": "7"}}',
+             '{"name": "update", "arguments": {"order_id": "7", "qty": "2"}}',
+             '<function=update>', '<function=ping>', '</function>',
+             '<parameter=qty>', '<parameter=order_id>', '</parameter>',
+             'hello', ' ', '{', '"', '12', 'é', '<|im_end|>', '<tool_response>']
 
 def test_fuzz_parse_never_raises_and_message_renders_back():
     rng = random.Random(12)
@@ -404,8 +440,8 @@ def test_delta_rendering_equals_full_rendering(tok, fmt):
         full = fmt.encode(fmt.render(msgs, TOOLS, add_generation_prompt=not ends_with_assistant))
         assert traj.ids == (full[:-1] if ends_with_assistant else full)  # up to the final <|im_end|>
         # masks cover exactly the sampled tokens, which are exactly transformers' assistant tokens
-        out = tok.apply_chat_template(msgs, tools=TOOLS, tokenize=True, return_dict=True, return_assistant_tokens_mask=True,
-                                      add_generation_prompt=not ends_with_assistant)
+        out = tok.apply_chat_template(msgs, tools=TOOLS, tokenize=True, return_dict=True,
+                                      return_assistant_tokens_mask=True, add_generation_prompt=not ends_with_assistant)
         mask = [0] * len(traj.prompt_ids) + traj.mask
         assert mask == out["assistant_masks"][:len(mask)] and sum(out["assistant_masks"]) == sum(traj.mask)
         assert len(traj.completion_ids) == len(traj.mask) == len(traj.logprobs)
@@ -420,7 +456,8 @@ def test_non_canonical_samples_check_by_text(fmt):
         msgs = random_conversation(rng, 3)
         traj, history = run_episode(fmt, msgs, TOOLS, sample=per_char)
         traj.check(history)
-        assert any(fmt.encode(fmt.decode(traj.completion_ids[s:e])) != traj.completion_ids[s:e] for k, s, e in traj.segments if k == 'sampled')
+        assert any(fmt.encode(fmt.decode(traj.completion_ids[s:e])) != traj.completion_ids[s:e]
+                   for k, s, e in traj.segments if k == 'sampled')
         # the observations are still checked token for token, each against its own text
         obs = [(s, e) for k, s, e in traj.segments if k == 'observation']
         if not obs: continue
@@ -428,9 +465,11 @@ def test_non_canonical_samples_check_by_text(fmt):
         split = [i for ch in fmt.decode(traj.completion_ids[s:e]) for i in fmt.encode(ch)]
         d = len(split) - (e - s)
         bad = replace(traj, completion_ids=traj.completion_ids[:s] + split + traj.completion_ids[e:],
-                      mask=traj.mask[:s] + [0] * len(split) + traj.mask[e:], logprobs=traj.logprobs[:s] + [None] * len(split) + traj.logprobs[e:],
+                      mask=traj.mask[:s] + [0] * len(split) + traj.mask[e:],
+                      logprobs=traj.logprobs[:s] + [None] * len(split) + traj.logprobs[e:],
                       segments=[(k, a + d * (a > s), b + d * (b >= e)) for k, a, b in traj.segments])
-        with pytest.raises(ValueError, match=rf'differ at token \d+ \(in observation segment {len(traj.segments) - 1 - (traj.segments[-1][0] == "sampled")}'):
+        last_obs = len(traj.segments) - 1 - (traj.segments[-1][0] == "sampled")
+        with pytest.raises(ValueError, match=rf'differ at token \d+ \(in observation segment {last_obs}'):
             bad.check(history)
 
 def test_check_catches_faults(fmt):
@@ -448,15 +487,18 @@ def test_check_catches_faults(fmt):
     with pytest.raises(ValueError, match=r'sampled segment 0, completion tokens 0-\d+ has mask \[0\]'):
         replace(traj, mask=[0] * len(traj.mask)).check(history)
     with pytest.raises(ValueError, match='do not tile'): replace(traj, segments=traj.segments[:-1]).check(history)
-    with pytest.raises(ValueError, match='differ at character'): traj.check(history[:-1] + [{**history[-1], "content": "other"}])
+    with pytest.raises(ValueError, match='differ at character'):
+        traj.check(history[:-1] + [{**history[-1], "content": "other"}])
     with pytest.raises(ValueError, match='differ at character'): traj.check(history, tools=TOOLS[:1])
     # same text, different (non-canonical) observation tokens: caught token for token
     split = [i for ch in fmt.decode(traj.completion_ids[s:e]) for i in fmt.encode(ch)]
     assert split != traj.completion_ids[s:e]
     d = len(split) - (e - s)
     bad = replace(traj, completion_ids=traj.completion_ids[:s] + split + traj.completion_ids[e:],
-                  mask=traj.mask[:s] + [0] * len(split) + traj.mask[e:], logprobs=traj.logprobs[:s] + [None] * len(split) + traj.logprobs[e:],
-                  segments=[(k, a + d * (a > s), b + d * (b >= e)) for k, a, b in traj.segments])  # the text is identical
+                  mask=traj.mask[:s] + [0] * len(split) + traj.mask[e:],
+                  logprobs=traj.logprobs[:s] + [None] * len(split) + traj.logprobs[e:],
+                  # the text is identical
+                  segments=[(k, a + d * (a > s), b + d * (b >= e)) for k, a, b in traj.segments])
     with pytest.raises(ValueError, match='differ at token'): bad.check(history)
     with pytest.raises(ValueError, match='logprobs'): traj.add_sampled([1, 2], [0.0])
 
@@ -468,8 +510,10 @@ def test_shipped_qwen3_template_breaks_parity(tok, fmt):
     traj.check(history)
     with pytest.raises(ValueError, match=r"differ at character \d+ \(in sampled segment 0"):
         replace(traj, fmt=naive).check(history)
-    with pytest.raises(ValueError, match='not prefix-preserving'): naive.observation_ids([{"role": "user", "content": "x"}])
-    naive.observation_ids([{"role": "tool", "name": "t", "content": "x"}])  # within a tool loop Qwen3 keeps the reasoning
+    with pytest.raises(ValueError, match='not prefix-preserving'):
+        naive.observation_ids([{"role": "user", "content": "x"}])
+    # within a tool loop Qwen3 keeps the reasoning
+    naive.observation_ids([{"role": "tool", "name": "t", "content": "x"}])
 
 def test_truncated_trajectory_checks_up_to_the_cut(fmt):
     prompt = [{"role": "user", "content": "hi"}]
@@ -503,7 +547,8 @@ def test_check_accepts_a_sampled_newline_that_merges_with_the_header_on_reencodi
     tt.add_sampled(fmt.encode('\n') + fmt.encode('hello') + [fmt.eos_id])
     tt.check(msgs + [{'role': 'assistant', 'content': '\nhello'}])
     obs = [{'role': 'tool', 'name': 'x', 'content': 'ok'}]
-    msgs2 = msgs + [{'role': 'assistant', 'content': '', 'tool_calls': [{'type': 'function', 'function': {'name': 'x', 'arguments': {}}}]}]
+    call_x = {'type': 'function', 'function': {'name': 'x', 'arguments': {}}}
+    msgs2 = msgs + [{'role': 'assistant', 'content': '', 'tool_calls': [call_x]}]
     tt2 = TokenTrajectory.start(fmt, msgs)
     from thinkingbox_training.interpret import assistant_text
     tt2.add_sampled(fmt.encode(assistant_text(msgs2[-1])) + [fmt.eos_id]).add_observation(obs)

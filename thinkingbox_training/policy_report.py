@@ -4,14 +4,12 @@
 
 # %% ../nbs/14a_policy_report.ipynb #c002
 from __future__ import annotations
-import json, os, statistics, time
+import json, os, time
 from pathlib import Path
 from .tasks import generate_tasks
 from .policies import SamplingConfig, HFPolicy, generation_speed
-from .episode import EpisodeRunner, show_episode
 from .base_policy import (DOMAINS, model_dir, run_demonstrations, encode_conversation,
-                                              episode_metrics, format_report, report_line, rollouts, stale_prompt_lines,
-                                              _batch, lm_loss)
+                                              episode_metrics, format_report, rollouts, _batch, lm_loss)
 from .cli import command
 
 # %% auto #0
