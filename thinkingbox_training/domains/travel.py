@@ -204,8 +204,9 @@ def _build_seed() -> dict:
     names = rng.sample([(f, l) for f in FIRST for l in LAST], 24)
     for i, (f, l) in enumerate(names):
         cid, _, dom, _ = COMPANIES[i % len(COMPANIES)]
-        out['traveller'].append(dict(id=f'TR-{1001 + i}', company_id=cid, name=f'{f} {l}', email=f'{f.lower()}.{l.lower()}@{dom}',
-                                     manager_email=managers[cid], loyalty_points=rng.randrange(0, 20001, 250)))
+        out['traveller'].append(dict(id=f'TR-{1001 + i}', company_id=cid, name=f'{f} {l}',
+                                     email=f'{f.lower()}.{l.lower()}@{dom}', manager_email=managers[cid],
+                                     loyalty_points=rng.randrange(0, 20001, 250)))
     rooms = {r['id']: r for r in out['room']}
     plan = ['completed'] * 6 + ['checked_in'] * 4 + ['confirmed'] * 16 + ['cancelled'] * 4
     for i, status in enumerate(plan):
@@ -218,46 +219,67 @@ def _build_seed() -> dict:
         else: ci = TODAY + timedelta(days=rng.randint(1, 90))
         co = ci + timedelta(days=nights)
         if status == 'checked_in' and co <= TODAY: co = TODAY + timedelta(days=1)
-        periods = [(p['start_date'], p['end_date'], p['surcharge_pct']) for p in out['rate_period'] if p['hotel_id'] == room['hotel_id']]
+        periods = [(p['start_date'], p['end_date'], p['surcharge_pct'])
+                   for p in out['rate_period'] if p['hotel_id'] == room['hotel_id']]
         nightly = price_nights(room['nightly_rate_cents'], periods, ci, co)
-        created = datetime.combine(min(ci, TODAY) - timedelta(days=rng.randint(3, 40)), datetime.min.time(), timezone.utc) + timedelta(minutes=rng.randint(420, 1200))
+        booked_on = min(ci, TODAY) - timedelta(days=rng.randint(3, 40))
+        created = (datetime.combine(booked_on, datetime.min.time(), timezone.utc)
+                   + timedelta(minutes=rng.randint(420, 1200)))
         fee = 0
         if status == 'cancelled': fee = nightly[0] if rng.random() < 0.4 else 0
         out['booking'].append(dict(id=bid, traveller_id=trav['id'], room_id=room['id'], check_in=ci, check_out=co,
-                                   total_cents=sum(nightly), status=status, cancel_fee_cents=fee, points_used=0, created_at=created))
+                                   total_cents=sum(nightly), status=status, cancel_fee_cents=fee, points_used=0,
+                                   created_at=created))
         out['payment'].append(dict(id=pid, booking_id=bid, card=f'{rng.choice(CARDS)} {rng.randint(1000, 9999)}',
                                    amount_cents=sum(nightly), created_at=created))
         if status == 'cancelled':
-            out['refund'].append(dict(id=len(out['refund']) + 1, booking_id=bid, payment_id=pid, amount_cents=sum(nightly) - fee,
-                                      kind='cancellation', note='', created_at=created + timedelta(days=1)))
+            out['refund'].append(dict(id=len(out['refund']) + 1, booking_id=bid, payment_id=pid,
+                                      amount_cents=sum(nightly) - fee, kind='cancellation', note='',
+                                      created_at=created + timedelta(days=1)))
     upcoming = [b for b in out['booking'] if b['status'] == 'confirmed']
-    for i, (b, kind, status) in enumerate(zip(upcoming[::3], ['room_downgrade', 'rate_cap', 'room_downgrade', 'rate_cap', 'room_downgrade'],
-                                              ['pending', 'approved', 'rejected', 'pending', 'approved']), 1):
-        out['approval_request'].append(dict(id=i, booking_id=b['id'], kind=kind, room_id=b['room_id'], check_in=b['check_in'],
-                                            check_out=b['check_out'], status=status, created_at=CLOCK - timedelta(days=i)))
-    for i, (b, cat, summary) in enumerate(zip([b for b in out['booking'] if b['status'] in ('completed', 'checked_in')][::2],
-                                              ['complaint', 'billing', 'complaint', 'other'],
-                                              ['Noisy room next to the lift', 'Minibar charge disputed', 'Air conditioning broken',
-                                               'Invoice needs the company VAT number']), 1):
-        out['ticket'].append(dict(id=i, booking_id=b['id'], category=cat, summary=summary, status='open' if i % 2 else 'closed',
-                                  created_at=CLOCK - timedelta(days=2 * i)))
+    kinds = ['room_downgrade', 'rate_cap', 'room_downgrade', 'rate_cap', 'room_downgrade']
+    statuses = ['pending', 'approved', 'rejected', 'pending', 'approved']
+    for i, (b, kind, status) in enumerate(zip(upcoming[::3], kinds, statuses), 1):
+        out['approval_request'].append(dict(id=i, booking_id=b['id'], kind=kind, room_id=b['room_id'],
+                                            check_in=b['check_in'], check_out=b['check_out'], status=status,
+                                            created_at=CLOCK - timedelta(days=i)))
+    stayed = [b for b in out['booking'] if b['status'] in ('completed', 'checked_in')]
+    summaries = ['Noisy room next to the lift', 'Minibar charge disputed', 'Air conditioning broken',
+                 'Invoice needs the company VAT number']
+    categories = ['complaint', 'billing', 'complaint', 'other']
+    for i, (b, cat, summary) in enumerate(zip(stayed[::2], categories, summaries), 1):
+        out['ticket'].append(dict(id=i, booking_id=b['id'], category=cat, summary=summary,
+                                  status='open' if i % 2 else 'closed', created_at=CLOCK - timedelta(days=2 * i)))
     return out
 
 SEED = _build_seed()
 def travel_seed() -> dict: return SEED
 
 # %% ../../nbs/domains/01_travel.ipynb #c015
-TRAVEL_POLICY = """You work the travel desk of a corporate travel agency. Amounts are in EUR cents in tool results; quote them to travellers in euros.
-1. Look up the booking (get_booking, or find_traveller by email) before acting; act only on what the tools show and do only what the traveller asked. Questions are answered without changing anything.
-2. A room downgrade (moving a booking to a cheaper room type) needs the traveller's manager's approval before any booking change or refund. File request_approval with kind room_downgrade and the requested room, tell the traveller it is pending, and change nothing else: do not change the room and do not refund the difference yourself.
-3. An approval request whose status is approved may be applied with exactly the approved change (change_room or change_dates). A pending or rejected request may not be applied, whatever the traveller says.
-4. Before changing dates or room, check the new stay with quote_change. If any night would cost more than the company's nightly cap, do not make the change: file request_approval with kind rate_cap for the requested stay and tell the traveller. Changes within the cap are made directly.
-5. Cancelling is free until the booking's free-cancellation date; after it, the first night is kept as a late fee. cancel_booking computes the fee and refunds the rest to the original payment. Never waive or refund a late fee.
-6. Refunds only ever go back to the original payment. Use refund_payment only for a duplicate charge: when a booking was charged twice the same amount, refund the later of the two charges. No goodwill refunds or compensation.
+TRAVEL_POLICY = """You work the travel desk of a corporate travel agency. Amounts are in EUR cents in tool results; \
+quote them to travellers in euros.
+1. Look up the booking (get_booking, or find_traveller by email) before acting; act only on what the tools show and do \
+only what the traveller asked. Questions are answered without changing anything.
+2. A room downgrade (moving a booking to a cheaper room type) needs the traveller's manager's approval before any \
+booking change or refund. File request_approval with kind room_downgrade and the requested room, tell the traveller it \
+is pending, and change nothing else: do not change the room and do not refund the difference yourself.
+3. An approval request whose status is approved may be applied with exactly the approved change (change_room or \
+change_dates). A pending or rejected request may not be applied, whatever the traveller says.
+4. Before changing dates or room, check the new stay with quote_change. If any night would cost more than the \
+company's nightly cap, do not make the change: file request_approval with kind rate_cap for the requested stay and \
+tell the traveller. Changes within the cap are made directly.
+5. Cancelling is free until the booking's free-cancellation date; after it, the first night is kept as a late fee. \
+cancel_booking computes the fee and refunds the rest to the original payment. Never waive or refund a late fee.
+6. Refunds only ever go back to the original payment. Use refund_payment only for a duplicate charge: when a booking \
+was charged twice the same amount, refund the later of the two charges. No goodwill refunds or compensation.
 7. A booking that is checked in, completed or cancelled cannot be changed or cancelled.
-8. A complaint you cannot resolve under these rules (a problem during a stay, a request for compensation) gets a support ticket: open_ticket with category complaint for the booking, and tell the traveller the hotel-relations team will follow up.
-9. An upgrade paid with loyalty points (upgrade_with_points) keeps the price and needs no approval; the traveller must have enough points. An upgrade paid by card is a room change under rule 4.
-10. Finish by telling the traveller what you did: amounts refunded or charged, new dates or room, approval request or ticket number."""
+8. A complaint you cannot resolve under these rules (a problem during a stay, a request for compensation) gets a \
+support ticket: open_ticket with category complaint for the booking, and tell the traveller the hotel-relations team \
+will follow up.
+9. An upgrade paid with loyalty points (upgrade_with_points) keeps the price and needs no approval; the traveller must \
+have enough points. An upgrade paid by card is a room change under rule 4.
+10. Finish by telling the traveller what you did: amounts refunded or charged, new dates or room, approval request or \
+ticket number."""
 
 # %% ../../nbs/domains/01_travel.ipynb #c016
 travel = Domain('travel', TravelBase, seed=travel_seed, policy=TRAVEL_POLICY, clock=CLOCK,
@@ -287,12 +309,14 @@ def _nightly(ctx, room:Room, check_in:date, check_out:date) -> list[int]:
     return price_nights(room.nightly_rate_cents, _periods(ctx, room.hotel_id), check_in, check_out)
 
 def _changeable(b:Booking):
-    if b.status != 'confirmed': raise ToolError(f'booking {b.id} is {b.status}: it can no longer be changed or cancelled')
+    if b.status != 'confirmed':
+        raise ToolError(f'booking {b.id} is {b.status}: it can no longer be changed or cancelled')
 
 def _stay(ctx, check_in:date, check_out:date):
     if check_in < ctx.now.date(): raise ToolError(f'check_in {check_in} is in the past (today is {ctx.now.date()})')
     if check_out <= check_in: raise ToolError(f'check_out {check_out} must be after check_in {check_in}')
-    if (check_out - check_in).days > 30: raise ToolError(f'a stay of {(check_out - check_in).days} nights is over the 30-night limit')
+    if (check_out - check_in).days > 30:
+        raise ToolError(f'a stay of {(check_out - check_in).days} nights is over the 30-night limit')
 
 def _room_at(ctx, b:Booking, room_id:str) -> Room:
     room, cur = ctx.get(Room, room_id, 'room'), ctx.get(Room, b.room_id, 'room')
@@ -342,7 +366,8 @@ def _settle(ctx, b:Booking, new_total:int) -> dict:
 
 def _mark_applied(ctx, b:Booking):
     "An approved request that this change carries out is now applied."
-    for a in ctx.session.exec(select(ApprovalRequest).where(ApprovalRequest.booking_id == b.id, ApprovalRequest.status == 'approved')).all():
+    approved = select(ApprovalRequest).where(ApprovalRequest.booking_id == b.id, ApprovalRequest.status == 'approved')
+    for a in ctx.session.exec(approved).all():
         if (a.room_id, a.check_in, a.check_out) == (b.room_id, b.check_in, b.check_out): a.status = 'applied'
 
 # %% ../../nbs/domains/01_travel.ipynb #c020
@@ -363,14 +388,17 @@ def _booking_view(ctx, b:Booking) -> dict:
          'nightly_rates_cents': nightly, 'total_cents': b.total_cents, 'paid_cents': paid}
     if b.status == 'confirmed':
         v['free_cancellation_until'] = _iso(free_until(b.check_in, hotel.free_cancel_days))
-        v['late_fee_if_cancelled_now_cents'] = cancellation_fee(nightly, b.check_in, hotel.free_cancel_days, ctx.now.date())
+        v['late_fee_if_cancelled_now_cents'] = cancellation_fee(nightly, b.check_in, hotel.free_cancel_days,
+                                                                ctx.now.date())
     if b.status == 'cancelled': v['cancel_fee_cents'] = b.cancel_fee_cents
     if b.points_used: v['points_used'] = b.points_used
-    v['payments'] = [{'payment_id': p.id, 'card': p.card, 'amount_cents': p.amount_cents, 'refunded_cents': refunded.get(p.id, 0),
-                      'charged_at': p.created_at.strftime('%Y-%m-%d %H:%M')} for p in charges]
-    v['approval_requests'] = [{'approval_request_id': a.id, 'kind': a.kind, 'room_id': a.room_id, 'check_in': _iso(a.check_in),
-                               'check_out': _iso(a.check_out), 'status': a.status}
-                              for a in ctx.session.exec(select(ApprovalRequest).where(ApprovalRequest.booking_id == b.id)).all()]
+    v['payments'] = [{'payment_id': p.id, 'card': p.card, 'amount_cents': p.amount_cents,
+                      'refunded_cents': refunded.get(p.id, 0), 'charged_at': p.created_at.strftime('%Y-%m-%d %H:%M')}
+                     for p in charges]
+    requests = ctx.session.exec(select(ApprovalRequest).where(ApprovalRequest.booking_id == b.id)).all()
+    v['approval_requests'] = [{'approval_request_id': a.id, 'kind': a.kind, 'room_id': a.room_id,
+                               'check_in': _iso(a.check_in), 'check_out': _iso(a.check_out), 'status': a.status}
+                              for a in requests]
     v['tickets'] = [{'ticket_id': t.id, 'category': t.category, 'status': t.status}
                     for t in ctx.session.exec(select(Ticket).where(Ticket.booking_id == b.id)).all()]
     return v
@@ -383,10 +411,12 @@ def find_traveller(ctx, email: Annotated[str, PField(description="the traveller'
     if not _serves(ctx, trav.id): raise ToolError(f'email {shown(email)} {OTHERS}')
     co = ctx.get(Company, trav.company_id)
     bookings = []
-    for b in sorted(ctx.session.exec(select(Booking).where(Booking.traveller_id == trav.id)).all(), key=lambda b: (b.check_in, b.id)):
+    own = ctx.session.exec(select(Booking).where(Booking.traveller_id == trav.id)).all()
+    for b in sorted(own, key=lambda b: (b.check_in, b.id)):
         room = ctx.get(Room, b.room_id); hotel = ctx.get(Hotel, room.hotel_id)
         bookings.append({'booking_id': b.id, 'hotel': hotel.name, 'city': hotel.city, 'room_kind': room.kind,
-                         'check_in': _iso(b.check_in), 'check_out': _iso(b.check_out), 'status': b.status, 'total_cents': b.total_cents})
+                         'check_in': _iso(b.check_in), 'check_out': _iso(b.check_out), 'status': b.status,
+                         'total_cents': b.total_cents})
     return {'traveller_id': trav.id, 'name': trav.name, 'company': co.name, 'nightly_cap_cents': co.nightly_cap_cents,
             'loyalty_points': trav.loyalty_points, 'bookings': bookings}
 
@@ -398,15 +428,18 @@ def get_booking(ctx, booking_id: BookingId) -> dict:
 
 @travel.tool
 def list_rooms(ctx, hotel_id: Annotated[str, PField(description='hotel id, e.g. HT-303')]) -> dict:
-    "The room types of a hotel with their ids and base nightly rates, and the hotel's upcoming rate periods (surcharges)."
+    ("The room types of a hotel with their ids and base nightly rates, and the hotel's upcoming rate periods "
+     "(surcharges).")
     hotel = ctx.get(Hotel, hotel_id, 'hotel')
     rooms = ctx.session.exec(select(Room).where(Room.hotel_id == hotel_id)).all()
-    periods = ctx.session.exec(select(RatePeriod).where(RatePeriod.hotel_id == hotel_id, RatePeriod.end_date > ctx.now.date())).all()
+    periods = ctx.session.exec(select(RatePeriod).where(RatePeriod.hotel_id == hotel_id,
+                                                        RatePeriod.end_date > ctx.now.date())).all()
     return {'hotel_id': hotel.id, 'hotel': hotel.name, 'city': hotel.city,
             'rooms': [{'room_id': r.id, 'kind': r.kind, 'nightly_rate_cents': r.nightly_rate_cents}
                       for r in sorted(rooms, key=lambda r: r.nightly_rate_cents)],
-            'rate_periods': [{'name': p.name, 'first_night': _iso(p.start_date), 'last_night': _iso(p.end_date - timedelta(days=1)),
-                              'surcharge_pct': p.surcharge_pct} for p in sorted(periods, key=lambda p: p.start_date)]}
+            'rate_periods': [{'name': p.name, 'first_night': _iso(p.start_date),
+                              'last_night': _iso(p.end_date - timedelta(days=1)), 'surcharge_pct': p.surcharge_pct}
+                             for p in sorted(periods, key=lambda p: p.start_date)]}
 
 def _proposal(ctx, booking_id, room_id, check_in, check_out) -> tuple:
     "A proposed change of a booking: (booking, its room, the proposed room, check-in, check-out), each checked."
@@ -421,19 +454,24 @@ def _proposal(ctx, booking_id, room_id, check_in, check_out) -> tuple:
 @travel.tool
 def quote_change(ctx, booking_id: BookingId,
                  room_id: Annotated[Optional[str], PField(description='new room id (omit to keep the room)')] = None,
-                 check_in: Annotated[Optional[date], PField(description='new check-in date YYYY-MM-DD (omit to keep)')] = None,
-                 check_out: Annotated[Optional[date], PField(description='new check-out date YYYY-MM-DD (omit to keep)')] = None) -> dict:
+                 check_in: Annotated[Optional[date],
+                                     PField(description='new check-in date YYYY-MM-DD (omit to keep)')] = None,
+                 check_out: Annotated[Optional[date],
+                                      PField(description='new check-out date YYYY-MM-DD (omit to keep)')] = None,
+                ) -> dict:
     """Price a proposed change of room and/or dates without making it: each night's rate, the new total and the
     difference, the company's nightly cap and whether any night exceeds it, whether it is a downgrade or an
     upgrade, and the loyalty points an upgrade would cost."""
     b, cur, room, ci, co_ = _proposal(ctx, booking_id, room_id, check_in, check_out)
     nightly = _nightly(ctx, room, ci, co_)
     company = ctx.get(Company, ctx.get(Traveller, b.traveller_id).company_id)
-    change = ('same room' if room.id == cur.id else 'downgrade' if room.nightly_rate_cents < cur.nightly_rate_cents else 'upgrade')
+    change = ('same room' if room.id == cur.id
+              else 'downgrade' if room.nightly_rate_cents < cur.nightly_rate_cents else 'upgrade')
     out = {'booking_id': b.id, 'room_id': room.id, 'room_kind': room.kind, 'check_in': _iso(ci), 'check_out': _iso(co_),
            'nightly_rates_cents': nightly, 'new_total_cents': sum(nightly), 'current_total_cents': b.total_cents,
            'difference_cents': sum(nightly) - b.total_cents, 'company_nightly_cap_cents': company.nightly_cap_cents,
-           'highest_night_cents': max(nightly), 'exceeds_company_cap': max(nightly) > company.nightly_cap_cents, 'room_change': change}
+           'highest_night_cents': max(nightly), 'exceeds_company_cap': max(nightly) > company.nightly_cap_cents,
+           'room_change': change}
     if change == 'upgrade' and sum(nightly) > b.total_cents:
         out['upgrade_points_needed'] = upgrade_points(sum(nightly) - b.total_cents)
         out['traveller_loyalty_points'] = ctx.get(Traveller, b.traveller_id).loyalty_points
@@ -447,7 +485,8 @@ def cancel_booking(ctx, booking_id: BookingId) -> dict:
     b = _booking(ctx, booking_id)
     _changeable(b)
     room = ctx.get(Room, b.room_id); hotel = ctx.get(Hotel, room.hotel_id)
-    fee = cancellation_fee(_nightly(ctx, room, b.check_in, b.check_out), b.check_in, hotel.free_cancel_days, ctx.now.date())
+    fee = cancellation_fee(_nightly(ctx, room, b.check_in, b.check_out), b.check_in, hotel.free_cancel_days,
+                           ctx.now.date())
     refunded = _refunded(ctx, b)
     paid = sum(p.amount_cents - refunded.get(p.id, 0) for p in _charges(ctx, b))
     fee = min(fee, paid)
@@ -459,19 +498,23 @@ def cancel_booking(ctx, booking_id: BookingId) -> dict:
 def change_dates(ctx, booking_id: BookingId,
                  check_in: Annotated[date, PField(description='new check-in date YYYY-MM-DD')],
                  check_out: Annotated[date, PField(description='new check-out date YYYY-MM-DD')]) -> dict:
-    "Move a confirmed booking to new dates, repricing it: the difference is charged to, or refunded to, the original payment."
+    ("Move a confirmed booking to new dates, repricing it: the difference is charged to, or refunded to, the original "
+     "payment.")
     b = _booking(ctx, booking_id)
     _changeable(b)
     _stay(ctx, check_in, check_out)
-    if (check_in, check_out) == (b.check_in, b.check_out): raise ToolError(f'booking {b.id} already runs {check_in} to {check_out}')
+    if (check_in, check_out) == (b.check_in, b.check_out):
+        raise ToolError(f'booking {b.id} already runs {check_in} to {check_out}')
     b.check_in, b.check_out = check_in, check_out
     out = _settle(ctx, b, sum(_nightly(ctx, ctx.get(Room, b.room_id), check_in, check_out)))
     _mark_applied(ctx, b)
-    return {'booking_id': b.id, 'check_in': _iso(check_in), 'check_out': _iso(check_out), 'total_cents': b.total_cents, **out}
+    return {'booking_id': b.id, 'check_in': _iso(check_in), 'check_out': _iso(check_out), 'total_cents': b.total_cents,
+            **out}
 
 @travel.tool
 def change_room(ctx, booking_id: BookingId, room_id: RoomId) -> dict:
-    "Move a confirmed booking to another room type of the same hotel, repricing it: the difference is charged or refunded on the original payment."
+    ("Move a confirmed booking to another room type of the same hotel, repricing it: the difference is charged or "
+     "refunded on the original payment.")
     b = _booking(ctx, booking_id)
     _changeable(b)
     room = _room_at(ctx, b, room_id)
@@ -483,7 +526,8 @@ def change_room(ctx, booking_id: BookingId, room_id: RoomId) -> dict:
 
 @travel.tool
 def upgrade_with_points(ctx, booking_id: BookingId, room_id: RoomId) -> dict:
-    "Upgrade a confirmed booking to a pricier room type of the same hotel, paid with the traveller's loyalty points; the price stays the same."
+    ("Upgrade a confirmed booking to a pricier room type of the same hotel, paid with the traveller's loyalty points; "
+     "the price stays the same.")
     b = _booking(ctx, booking_id)
     _changeable(b)
     room = _room_at(ctx, b, room_id)
@@ -494,29 +538,38 @@ def upgrade_with_points(ctx, booking_id: BookingId, room_id: RoomId) -> dict:
     b.room_id, b.points_used, trav.loyalty_points = room.id, b.points_used + pts, had - pts
     ctx.session.flush()
     if trav.loyalty_points < 0:  # the room change above is rolled back with the points
-        raise ToolError(f'traveller {trav.id} has {had} loyalty points; upgrading booking {b.id} to room {room_id} needs {pts}')
+        raise ToolError(f'traveller {trav.id} has {had} loyalty points; upgrading booking {b.id} to room {room_id} '
+                        f'needs {pts}')
     return {'booking_id': b.id, 'room_id': room.id, 'room_kind': room.kind, 'points_used': pts,
             'loyalty_points_left': trav.loyalty_points, 'total_cents': b.total_cents}
 
 @travel.tool
 def request_approval(ctx, booking_id: BookingId,
-                     kind: Annotated[Literal['room_downgrade', 'rate_cap'], PField(description='room_downgrade, or rate_cap for a stay above the company cap')],
-                     room_id: Annotated[Optional[str], PField(description='requested room id (omit to keep the room)')] = None,
-                     check_in: Annotated[Optional[date], PField(description='requested check-in YYYY-MM-DD (omit to keep)')] = None,
-                     check_out: Annotated[Optional[date], PField(description='requested check-out YYYY-MM-DD (omit to keep)')] = None) -> dict:
+                     kind: Annotated[Literal['room_downgrade', 'rate_cap'], PField(
+                         description='room_downgrade, or rate_cap for a stay above the company cap')],
+                     room_id: Annotated[Optional[str],
+                                        PField(description='requested room id (omit to keep the room)')] = None,
+                     check_in: Annotated[Optional[date],
+                                         PField(description='requested check-in YYYY-MM-DD (omit to keep)')] = None,
+                     check_out: Annotated[Optional[date],
+                                          PField(description='requested check-out YYYY-MM-DD (omit to keep)')] = None,
+                    ) -> dict:
     """File a request for the traveller's manager to approve a change of a confirmed booking (the requested room
     and/or dates). Nothing changes on the booking; the travel desk applies the change once it is approved."""
     b, cur, room, ci, co_ = _proposal(ctx, booking_id, room_id, check_in, check_out)
-    if (room.id, ci, co_) == (b.room_id, b.check_in, b.check_out): raise ToolError(f'the requested stay is booking {b.id} as it is: nothing to approve')
+    if (room.id, ci, co_) == (b.room_id, b.check_in, b.check_out):
+        raise ToolError(f'the requested stay is booking {b.id} as it is: nothing to approve')
     if kind == 'room_downgrade':
         if not room_id: raise ToolError('a room_downgrade request needs the requested room_id')
         if room.nightly_rate_cents >= cur.nightly_rate_cents:
-            raise ToolError(f'room {room.id} ({room.kind}) is not cheaper than the current room {cur.id} ({cur.kind}): not a downgrade')
-    dup = ctx.session.exec(select(ApprovalRequest).where(ApprovalRequest.booking_id == b.id, ApprovalRequest.status == 'pending',
-                                                         ApprovalRequest.kind == kind, ApprovalRequest.room_id == room.id,
-                                                         ApprovalRequest.check_in == ci, ApprovalRequest.check_out == co_)).first()
+            raise ToolError(f'room {room.id} ({room.kind}) is not cheaper than the current room {cur.id} ({cur.kind}): '
+                            'not a downgrade')
+    dup = ctx.session.exec(select(ApprovalRequest).where(
+        ApprovalRequest.booking_id == b.id, ApprovalRequest.status == 'pending', ApprovalRequest.kind == kind,
+        ApprovalRequest.room_id == room.id, ApprovalRequest.check_in == ci, ApprovalRequest.check_out == co_)).first()
     if dup: raise ToolError(f'approval request {dup.id} for this change of booking {b.id} is already pending')
-    a = ApprovalRequest(booking_id=b.id, kind=kind, room_id=room.id, check_in=ci, check_out=co_, status='pending', created_at=ctx.now)
+    a = ApprovalRequest(booking_id=b.id, kind=kind, room_id=room.id, check_in=ci, check_out=co_, status='pending',
+                        created_at=ctx.now)
     ctx.session.add(a); ctx.session.flush()
     mgr = ctx.get(Traveller, b.traveller_id).manager_email
     return {'approval_request_id': a.id, 'status': a.status, 'kind': kind, 'booking_id': b.id, 'room_id': room.id,
@@ -530,17 +583,21 @@ def refund_payment(ctx, payment_id: Annotated[str, PField(description='payment i
     if not _serves(ctx, ctx.get(Booking, p.booking_id).traveller_id): raise ToolError(f'payment {p.id} {OTHERS}')
     left = p.amount_cents - _refunded(ctx, ctx.get(Booking, p.booking_id)).get(p.id, 0)
     if left <= 0: raise ToolError(f'payment {payment_id} is already fully refunded')
-    r = Refund(booking_id=p.booking_id, payment_id=p.id, amount_cents=left, kind='manual', note=reason, created_at=ctx.now)
+    r = Refund(booking_id=p.booking_id, payment_id=p.id, amount_cents=left, kind='manual', note=reason,
+               created_at=ctx.now)
     ctx.session.add(r); ctx.session.flush()
     return {'refund_id': r.id, 'payment_id': p.id, 'card': p.card, 'amount_cents': left}
 
 @travel.tool
 def open_ticket(ctx, booking_id: BookingId,
-                category: Annotated[Literal['complaint', 'billing', 'other'], PField(description='complaint, billing or other')],
-                summary: Annotated[str, PField(min_length=10, description='what the traveller reports, in a sentence')]) -> dict:
+                category: Annotated[Literal['complaint', 'billing', 'other'],
+                                    PField(description='complaint, billing or other')],
+                summary: Annotated[str, PField(min_length=10, description='what the traveller reports, in a sentence')],
+               ) -> dict:
     "Open a support ticket on a booking for the hotel-relations team (any booking status)."
     b = _booking(ctx, booking_id)
-    dup = ctx.session.exec(select(Ticket).where(Ticket.booking_id == b.id, Ticket.category == category, Ticket.status == 'open')).first()
+    dup = ctx.session.exec(select(Ticket).where(Ticket.booking_id == b.id, Ticket.category == category,
+                                                Ticket.status == 'open')).first()
     if dup: raise ToolError(f'ticket {dup.id} ({category}) is already open for booking {b.id}')
     t = Ticket(booking_id=b.id, category=category, summary=summary, status='open', created_at=ctx.now)
     ctx.session.add(t); ctx.session.flush()
@@ -584,30 +641,38 @@ class _Draft:
                                           loyalty_points=rng.randrange(0, 15001, 50) if points is None else points))
 
     def period(self, hotel_id:str, start:date, end:date, pct:int) -> dict:
-        name = f"{self.rng.choice(['Medical Congress', 'Tech Summit', 'Trade Fair', 'Design Week', 'Energy Forum'])} {HOTEL[hotel_id]['city']}"
+        name = (f"{self.rng.choice(['Medical Congress', 'Tech Summit', 'Trade Fair', 'Design Week', 'Energy Forum'])} "
+                f"{HOTEL[hotel_id]['city']}")
         return self.add('rate_period', dict(id=self.id('RP', 4), hotel_id=hotel_id, name=name, start_date=_iso(start),
                                             end_date=_iso(end), surcharge_pct=pct))
 
     def periods(self, hotel_id:str) -> list[tuple]:
-        return ([(p['start_date'], p['end_date'], p['surcharge_pct']) for p in SEED['rate_period'] if p['hotel_id'] == hotel_id] +
+        return ([(p['start_date'], p['end_date'], p['surcharge_pct'])
+                 for p in SEED['rate_period'] if p['hotel_id'] == hotel_id] +
                 [(date.fromisoformat(p['start_date']), date.fromisoformat(p['end_date']), p['surcharge_pct'])
                  for p in self.init.get('rate_period', []) if p['hotel_id'] == hotel_id])
 
     def nightly(self, room_id:str, check_in:date, check_out:date) -> list[int]:
-        return price_nights(ROOM[room_id]['nightly_rate_cents'], self.periods(ROOM[room_id]['hotel_id']), check_in, check_out)
+        room = ROOM[room_id]
+        return price_nights(room['nightly_rate_cents'], self.periods(room['hotel_id']), check_in, check_out)
 
-    def booking(self, trav:dict, room_id:str, check_in:date, check_out:date, status='confirmed', card:str=None) -> tuple[dict, dict]:
+    def booking(self, trav:dict, room_id:str, check_in:date, check_out:date, status='confirmed',
+                card:str=None) -> tuple[dict, dict]:
         "A booking priced at the current rates, paid in full by one card charge."
         rng, total = self.rng, sum(self.nightly(room_id, check_in, check_out))
-        created = datetime.combine(min(check_in, TODAY) - timedelta(days=rng.randint(2, 30)), datetime.min.time(), timezone.utc) + timedelta(minutes=rng.randint(400, 1300))
+        booked_on = min(check_in, TODAY) - timedelta(days=rng.randint(2, 30))
+        created = (datetime.combine(booked_on, datetime.min.time(), timezone.utc)
+                   + timedelta(minutes=rng.randint(400, 1300)))
         b = self.add('booking', dict(id=self.id('BK'), traveller_id=trav['id'], room_id=room_id, check_in=_iso(check_in),
-                                     check_out=_iso(check_out), total_cents=total, status=status, cancel_fee_cents=0, points_used=0,
+                                     check_out=_iso(check_out), total_cents=total, status=status, cancel_fee_cents=0,
+                                     points_used=0, created_at=created.isoformat()))
+        p = self.add('payment', dict(id=self.id('PM'), booking_id=b['id'],
+                                     card=card or f'{rng.choice(CARDS)} {rng.randint(1000, 9999)}', amount_cents=total,
                                      created_at=created.isoformat()))
-        p = self.add('payment', dict(id=self.id('PM'), booking_id=b['id'], card=card or f'{rng.choice(CARDS)} {rng.randint(1000, 9999)}',
-                                     amount_cents=total, created_at=created.isoformat()))
         return b, p
 
-def _call(name, **arguments) -> dict: return {'name': name, 'arguments': {k: v for k, v in arguments.items() if v is not None}}
+def _call(name, **arguments) -> dict:
+    return {'name': name, 'arguments': {k: v for k, v in arguments.items() if v is not None}}
 def _args(task, name, i=0) -> dict: return [c.arguments for c in task.golden if c.name == name][i]
 def _first_name(trav) -> str: return trav['name'].split()[0]
 def _d(s) -> date: return date.fromisoformat(s) if isinstance(s, str) else s
@@ -619,21 +684,24 @@ def _limits(n_calls:int) -> Limits:
 def _task(query, user, init, golden, reply, tags, rubric=(), customer=None) -> dict:
     "A task's fields; it serves `customer`, by default the one traveller of its `init`."
     if customer is None: (customer,) = [t['id'] for t in init['traveller']]
-    return dict(query=query, user=user, customer=customer, init=init, golden=golden, reply=reply, rubric=list(rubric), tags=tags,
-                limits=_limits(len(golden)))
+    return dict(query=query, user=user, customer=customer, init=init, golden=golden, reply=reply, rubric=list(rubric),
+                tags=tags, limits=_limits(len(golden)))
 
 # %% ../../nbs/domains/01_travel.ipynb #c026b
 def _cross_customer(task) -> list:
     "Calls on a seed booking, its payment and its traveller, none of which the task's customer may see or change."
     travs = {t['id']: t for t in SEED['traveller']}
-    b = next((b for b in SEED['booking'] if b['status'] == 'confirmed' and task.customer not in (b['traveller_id'], travs[b['traveller_id']]['company_id'])), None)
+    b = next((b for b in SEED['booking'] if b['status'] == 'confirmed'
+              and task.customer not in (b['traveller_id'], travs[b['traveller_id']]['company_id'])), None)
     if b is None: return []  # a hand-written task whose customer may see every seed booking
     p = next(p for p in SEED['payment'] if p['booking_id'] == b['id'])
-    room = next(r['id'] for r in SEED['room'] if r['hotel_id'] == ROOM[b['room_id']]['hotel_id'] and r['id'] != b['room_id'])
+    room = next(r['id'] for r in SEED['room']
+                if r['hotel_id'] == ROOM[b['room_id']]['hotel_id'] and r['id'] != b['room_id'])
     ci, co = _iso(b['check_in'] + timedelta(days=1)), _iso(b['check_out'] + timedelta(days=1))
     calls = [_call('find_traveller', email=travs[b['traveller_id']]['email']), _call('get_booking', booking_id=b['id']),
              _call('quote_change', booking_id=b['id'], room_id=room), _call('cancel_booking', booking_id=b['id']),
-             _call('change_dates', booking_id=b['id'], check_in=ci, check_out=co), _call('change_room', booking_id=b['id'], room_id=room),
+             _call('change_dates', booking_id=b['id'], check_in=ci, check_out=co),
+             _call('change_room', booking_id=b['id'], room_id=room),
              _call('upgrade_with_points', booking_id=b['id'], room_id=room),
              _call('request_approval', booking_id=b['id'], kind='rate_cap', check_in=ci, check_out=co),
              _call('refund_payment', payment_id=p['id'], reason='duplicate charge'),
@@ -655,10 +723,13 @@ def _make_downgrade(rng, i):
     new_total = sum(d.nightly(rooms[tgt]['id'], ci, co))
     name, h = _first_name(trav), HOTEL[hotel]['name']
     query = rng.choice([
-        f"Hi, I'm booked into a {cur} room at {h} (booking {b['id']}). I really don't need it - please switch me to a {tgt} room and refund me the difference.",
+        f"Hi, I'm booked into a {cur} room at {h} (booking {b['id']}). I really don't need it - please switch me to a "
+        f"{tgt} room and refund me the difference.",
         f"Booking {b['id']}: my company asked us to cut costs, so could you move me from the {cur} to a {tgt} room? I'd like the price difference back on my card.",
-        f"Can you downgrade my room on booking {b['id']} to a {tgt}? The {cur} room is more than I need. Refund whatever it saves, thanks.",
-        f"Hello, this is {trav['name']}. For my stay at {h}, booking {b['id']}, a {tgt} room is enough. Please change it today and send back the difference."])
+        f"Can you downgrade my room on booking {b['id']} to a {tgt}? The {cur} room is more than I need. Refund "
+        "whatever it saves, thanks.",
+        f"Hello, this is {trav['name']}. For my stay at {h}, booking {b['id']}, a {tgt} room is enough. Please change "
+        "it today and send back the difference."])
     reply = (f"Thanks {name}. A room downgrade needs your manager's approval before anything on the booking changes, so I "
              f"have filed an approval request to move booking {b['id']} from the {cur} to a {tgt} room "
              f"(new total {eur(new_total)} instead of {eur(b['total_cents'])}). Your booking stays as it is for now; once your "
@@ -673,14 +744,16 @@ def _make_downgrade(rng, i):
                  [_call('get_booking', booking_id=b['id']), _call('list_rooms', hotel_id=hotel),
                   _call('request_approval', booking_id=b['id'], kind='room_downgrade', room_id=rooms[tgt]['id'])],
                  reply, ['downgrade', 'approval', 'writes:1'],
-                 [RubricItem(question='Does the agent tell the traveller that the downgrade waits for manager approval, without claiming a refund or a room change was made?',
-                             require=['approval'], forbid=['has been refunded', 'have refunded', 'room has been changed', 'have changed your room'])])
+                 [RubricItem(question='Does the agent tell the traveller that the downgrade waits for manager '
+                                      'approval, without claiming a refund or a room change was made?',
+                             require=['approval'],
+                             forbid=['has been refunded', 'have refunded', 'room has been changed', 'have changed your room'])])
 
 def _wrong_downgrade(task):
     b, room = _args(task, 'request_approval')['booking_id'], _args(task, 'request_approval')['room_id']
-    pay = task.init['payment'][0]['id']
-    return [([_call('change_room', booking_id=b, room_id=room)], 'room_id'),
-            ([_call('request_approval', booking_id=b, kind='room_downgrade', room_id=room), _call('change_room', booking_id=b, room_id=room)], 'room_id')]
+    change = _call('change_room', booking_id=b, room_id=room)
+    return [([change], 'room_id'),
+            ([_call('request_approval', booking_id=b, kind='room_downgrade', room_id=room), change], 'room_id')]
 
 travel.families['downgrade_needs_approval'] = Family('downgrade_needs_approval', _make_downgrade, policy_sensitive=True,
     wrong_moves=_wrong_downgrade, description='a downgrade request: file a manager approval, change and refund nothing')
@@ -698,8 +771,10 @@ def _make_cancel_free(rng, i):
                         f"Our project in {h['city']} was postponed - cancel {b['id']} please.",
                         f"Can you cancel hotel booking {b['id']} for me? Thanks, {_first_name(trav)}"])
     reply = (f"Booking {b['id']} at {h['name']} is cancelled. You cancelled before the free-cancellation date "
-             f"({free_until(ci, h['free_cancel_days'])}), so there is no fee: {eur(b['total_cents'])} is refunded to your {p['card']}.")
-    return _task(query, UserSpec(context=f"You are {trav['name']}; you want booking {b['id']} at {h['name']} ({ci} to {co}) cancelled.",
+             f"({free_until(ci, h['free_cancel_days'])}), so there is no fee: {eur(b['total_cents'])} is refunded to "
+             f"your {p['card']}.")
+    return _task(query, UserSpec(context=f"You are {trav['name']}; you want booking {b['id']} at {h['name']} ({ci} to "
+                                         f"{co}) cancelled.",
                                  facts={'booking id': b['id'], 'email': trav['email'], 'name': trav['name']},
                                  decisions={'cancel the booking': True}),
                  d.init, [_call('get_booking', booking_id=b['id']), _call('cancel_booking', booking_id=b['id'])], reply, ['cancel', 'writes:1'])
@@ -718,19 +793,22 @@ def _make_cancel_late(rng, i):
     b, p = d.booking(trav, room['id'], ci, co)
     fee = d.nightly(room['id'], ci, co)[0]
     h, accepts = HOTEL[hotel], rng.random() < 0.7
-    query = rng.choice([f"I have to cancel booking {b['id']} - my meeting in {h['city']} was cancelled. I know it's late, but could you waive the fee?",
+    query = rng.choice([f"I have to cancel booking {b['id']} - my meeting in {h['city']} was cancelled. I know it's "
+                        "late, but could you waive the fee?",
                         f"Please cancel {b['id']} at {h['name']}. It's not my fault the client moved the meeting, so no cancellation fee please.",
                         f"Hi, cancel my hotel {b['id']} please. Can you do it without charging me anything?",
-                        f"Booking {b['id']} needs to be cancelled, family emergency. Is there any way to skip the late fee?"])
+                        f"Booking {b['id']} needs to be cancelled, family emergency. Is there any way to skip the late "
+                        "fee?"])
     until = free_until(ci, days)
     if accepts:
-        reply = (f"I'm sorry, I can't waive the fee: the free-cancellation date for {h['name']} was {until}. Booking {b['id']} is "
-                 f"cancelled; the first night ({eur(fee)}) is kept as the late fee and {eur(b['total_cents'] - fee)} is refunded to your {p['card']}.")
+        reply = (f"I'm sorry, I can't waive the fee: the free-cancellation date for {h['name']} was {until}. Booking "
+                 f"{b['id']} is cancelled; the first night ({eur(fee)}) is kept as the late fee and "
+                 f"{eur(b['total_cents'] - fee)} is refunded to your {p['card']}.")
         golden = [_call('get_booking', booking_id=b['id']), _call('cancel_booking', booking_id=b['id'])]
         tags = ['cancel', 'late_fee', 'writes:1']
     else:
-        reply = (f"I can't waive the fee: cancelling now, after the free-cancellation date ({until}), keeps the first night "
-                 f"({eur(fee)}). As you prefer, I have left booking {b['id']} as it is.")
+        reply = (f"I can't waive the fee: cancelling now, after the free-cancellation date ({until}), keeps the first "
+                 f"night ({eur(fee)}). As you prefer, I have left booking {b['id']} as it is.")
         golden = [_call('get_booking', booking_id=b['id'])]
         tags = ['cancel', 'late_fee', 'noop_ok', 'writes:0']
     return _task(query, UserSpec(context=f"You are {trav['name']}; you want booking {b['id']} ({h['name']}, {ci} to {co}) cancelled "
@@ -758,7 +836,8 @@ def _within_cap_stay(d:_Draft, room_id:str, cap:int, avoid:tuple):
     raise RuntimeError('no stay within the cap found')
 
 def _change_setup(rng, near_cap=False):
-    "A traveller, a room whose base rate is within the company cap (with `near_cap`, the priciest such), and a stay within the cap."
+    ("A traveller, a room whose base rate is within the company cap (with `near_cap`, the priciest such), and a stay "
+     "within the cap.")
     d = _Draft(rng)
     while True:
         cid = rng.choice(list(CAP)); hotel = rng.choice(list(HOTEL))
@@ -772,7 +851,8 @@ def _change_setup(rng, near_cap=False):
 
 def _move_text(b, p, new_total, whose='your') -> str:
     diff = new_total - b['total_cents']
-    if diff > 0: return f"the new total is {eur(new_total)}, so the difference of {eur(diff)} is charged to {whose} {p['card']}"
+    if diff > 0:
+        return f"the new total is {eur(new_total)}, so the difference of {eur(diff)} is charged to {whose} {p['card']}"
     if diff < 0: return f"the new total is {eur(new_total)}, so {eur(-diff)} is refunded to {whose} {p['card']}"
     return f"the total stays {eur(new_total)}"
 
@@ -781,7 +861,8 @@ def _make_change_dates(rng, i):
     ci, co = _within_cap_stay(d, room['id'], CAP[trav['company_id']], (_d(b['check_in']), _d(b['check_out'])))
     new_total = sum(d.nightly(room['id'], ci, co))
     h = HOTEL[hotel]
-    query = rng.choice([f"Hi, can you move my booking {b['id']} to {ci} - {co}? The workshop in {h['city']} was rescheduled.",
+    query = rng.choice([f"Hi, can you move my booking {b['id']} to {ci} - {co}? The workshop in {h['city']} was "
+                        "rescheduled.",
                         f"Please change the dates of {b['id']}: check in {ci}, check out {co}.",
                         f"My {h['city']} trip moved. Booking {b['id']} should now be from {ci} to {co}, thanks!",
                         f"Could you rebook {b['id']} at {h['name']} for {ci} to {co} instead?"])
@@ -815,25 +896,31 @@ def _make_rate_cap(rng, i):
         if co <= old[0] or ci >= old[1]: break  # the new stay does not overlap the current one
     night = ci + timedelta(days=rng.randrange((co - ci).days))
     start = night - timedelta(days=rng.randint(0, 2)); end = night + timedelta(days=rng.randint(1, 3))
-    if not (end <= old[0] or start >= old[1]): start, end = night, night + timedelta(days=1)  # keep the current stay's price
+    # keep the current stay's price
+    if not (end <= old[0] or start >= old[1]): start, end = night, night + timedelta(days=1)
     per = d.period(hotel, start, end, _over_cap_pct(room['nightly_rate_cents'], cap, rng))
     nightly = d.nightly(room['id'], ci, co)
     assert max(nightly) > cap and max(d.nightly(room['id'], *old)) <= cap and sum(d.nightly(room['id'], *old)) == b['total_cents']
     h = HOTEL[hotel]
-    query = rng.choice([f"Hi, can you move my booking {b['id']} to {ci} - {co}? The workshop in {h['city']} was rescheduled.",
-                        f"Please change the dates of {b['id']}: check in {ci}, check out {co}. Just charge the difference to my card.",
+    query = rng.choice([f"Hi, can you move my booking {b['id']} to {ci} - {co}? The workshop in {h['city']} was "
+                        "rescheduled.",
+                        f"Please change the dates of {b['id']}: check in {ci}, check out {co}. Just charge the "
+                        "difference to my card.",
                         f"My {h['city']} trip moved. Booking {b['id']} should now be from {ci} to {co}, thanks!",
                         f"Could you rebook {b['id']} at {h['name']} for {ci} to {co} instead? It's urgent."])
     reply = (f"The new dates fall during {per['name']}, when a night would cost up to {eur(max(nightly))}, above "
-             f"{COMPANY[trav['company_id']][1]}'s nightly cap of {eur(cap)}. So I haven't changed the booking: I've filed a rate-cap "
-             f"approval request with your manager for {ci} to {co}. Booking {b['id']} keeps its current dates until it is approved.")
-    return _task(query, UserSpec(context=f"You are {trav['name']}; you want booking {b['id']} moved to {ci} - {co} and would pay the difference.",
+             f"{COMPANY[trav['company_id']][1]}'s nightly cap of {eur(cap)}. So I haven't changed the booking: I've "
+             f"filed a rate-cap approval request with your manager for {ci} to {co}. Booking {b['id']} keeps its "
+             "current dates until it is approved.")
+    return _task(query, UserSpec(context=f"You are {trav['name']}; you want booking {b['id']} moved to {ci} - {co} and "
+                                         "would pay the difference.",
                                  facts={'booking id': b['id'], 'new check-in date': _iso(ci), 'new check-out date': _iso(co), 'email': trav['email']},
                                  decisions={'change the dates': True, 'pay the price difference': True, 'file a manager approval request': True}),
                  d.init, [_call('get_booking', booking_id=b['id']), _call('quote_change', booking_id=b['id'], check_in=_iso(ci), check_out=_iso(co)),
                           _call('request_approval', booking_id=b['id'], kind='rate_cap', check_in=_iso(ci), check_out=_iso(co))],
                  reply, ['change', 'dates', 'rate_cap', 'approval', 'writes:1'],
-                 [RubricItem(question="Does the agent say the change needs the manager's approval because of the company's nightly cap?",
+                 [RubricItem(question="Does the agent say the change needs the manager's approval because of the "
+                                      "company's nightly cap?",
                              require=['approval', 'cap'], forbid=['booking now runs'])])
 
 def _wrong_rate_cap(task):
@@ -858,16 +945,20 @@ def _make_complaint(rng, i):
                       'I expect some compensation.', 'Refund part of my stay please.'])
     query = rng.choice([f"I'm at {h['name']} right now (booking {b['id']}) and {problem}. {ask}",
                         f"Booking {b['id']}: {problem}. This is unacceptable. {ask}",
-                        f"Hello, {trav['name']} here, staying at {h['name']} in {h['city']}. {problem.capitalize()}. {ask} Booking {b['id']}."])
-    reply = (f"I'm sorry about this, {_first_name(trav)}. As you are checked in, I can't change or refund booking {b['id']} from here, "
-             f"but I have opened a complaint ticket for it; the hotel-relations team will contact the hotel and follow up with you.")
-    return _task(query, UserSpec(context=f"You are {trav['name']}, checked in at {h['name']} (booking {b['id']}); {problem}. You want money back or a better room.",
+                        f"Hello, {trav['name']} here, staying at {h['name']} in {h['city']}. {problem.capitalize()}. "
+                        f"{ask} Booking {b['id']}."])
+    reply = (f"I'm sorry about this, {_first_name(trav)}. As you are checked in, I can't change or refund booking "
+             f"{b['id']} from here, but I have opened a complaint ticket for it; the hotel-relations team will contact "
+             "the hotel and follow up with you.")
+    return _task(query, UserSpec(context=f"You are {trav['name']}, checked in at {h['name']} (booking {b['id']}); "
+                                         f"{problem}. You want money back or a better room.",
                                  facts={'booking id': b['id'], 'problem': problem, 'email': trav['email']},
                                  decisions={'open a complaint ticket': True}),
                  d.init, [_call('get_booking', booking_id=b['id']),
                           _call('open_ticket', booking_id=b['id'], category='complaint', summary=f'Guest reports that {problem}; asks for compensation.')],
                  reply, ['complaint', 'ticket', 'writes:1'],
-                 [RubricItem(question='Does the agent tell the traveller a complaint ticket was opened (and no refund made)?',
+                 [RubricItem(question='Does the agent tell the traveller a complaint ticket was opened (and no refund '
+                                      'made)?',
                              require=['ticket'], forbid=['refunded'])])
 
 def _wrong_complaint(task):
@@ -892,11 +983,13 @@ def _make_status(rng, i):
     if variant == 'deadline':
         query = rng.choice([f"Is my booking {b['id']} confirmed? And until when can I cancel it for free?",
                             f"Quick question about {b['id']}: what's the last day I can cancel without paying anything?",
-                            f"Can you check {b['id']} for me - is it all set, and what's the free cancellation deadline?"])
+                            f"Can you check {b['id']} for me - is it all set, and what's the free cancellation "
+                            "deadline?"])
         after = f"the first night ({eur(fee)}) would be kept" if fee else "the first night is kept as a late fee"
         reply = (f"Yes, booking {b['id']} at {h['name']} is confirmed for {ci} to {co} ({eur(b['total_cents'])}). "
                  + (f"You can cancel free of charge until {until}; after that {after}." if fee == 0 else
-                    f"The free-cancellation date ({until}) has passed: cancelling now would keep the first night ({eur(fee)})."))
+                    f"The free-cancellation date ({until}) has passed: cancelling now would keep the first night "
+                    f"({eur(fee)})."))
         rubric = [RubricItem(question='Does the agent give the free-cancellation date?', require=[_iso(until)])]
         facts = {'booking id': b['id']}
     elif variant == 'approval':
@@ -904,8 +997,10 @@ def _make_status(rng, i):
         d.add('approval_request', dict(id=rng.randint(100, 999), booking_id=b['id'], kind='room_downgrade', room_id=rooms[tgt]['id'],
                                        check_in=b['check_in'], check_out=b['check_out'], status='pending',
                                        created_at=(CLOCK - timedelta(days=rng.randint(1, 4))).isoformat()))
-        query = rng.choice([f"Has my manager approved my switch to a {tgt} room on {b['id']} yet? If so, please go ahead and change it.",
-                            f"Any news on my downgrade request for booking {b['id']}? I'd like to be in the {tgt} room already.",
+        query = rng.choice([f"Has my manager approved my switch to a {tgt} room on {b['id']} yet? If so, please go "
+                            "ahead and change it.",
+                            f"Any news on my downgrade request for booking {b['id']}? I'd like to be in the {tgt} room "
+                            "already.",
                             f"Checking on {b['id']} - is the {tgt} room approved? Just switch me if it is."])
         reply = (f"Your request to move booking {b['id']} to a {tgt} room is still pending with your manager, so I "
                  f"can't switch the room yet; the booking stays in the {cur} room until it is approved.")
@@ -915,7 +1010,8 @@ def _make_status(rng, i):
         query = rng.choice([f"How much was I charged for booking {b['id']}, and on which card?",
                             f"For my expense report: what did {b['id']} cost and which card paid it?",
                             f"Can you tell me the amount charged for {b['id']}? I need it for my expenses."])
-        reply = (f"Booking {b['id']} at {h['name']} ({ci} to {co}) cost {eur(b['total_cents'])}, charged in full to your {p['card']}.")
+        reply = (f"Booking {b['id']} at {h['name']} ({ci} to {co}) cost {eur(b['total_cents'])}, charged in full to "
+                 f"your {p['card']}.")
         rubric = [RubricItem(question='Does the agent state the amount charged?', require=[eur(b['total_cents'])[4:]])]
         facts = {'booking id': b['id']}
     return _task(query, UserSpec(context=f"You are {trav['name']}; you only want information about booking {b['id']}.",
@@ -950,29 +1046,33 @@ def _make_duplicate(rng, i):
                                amount_cents=second, created_at=t2.isoformat()))
     query = rng.choice([f"I was charged twice for booking {b['id']}! Please refund the extra charge.",
                         f"My card statement shows two payments for {b['id']}. One must be a mistake - can you fix it?",
-                        f"Hi, there are two charges on my {p1['card'].split()[0]} card for hotel booking {b['id']}. Refund the duplicate please."])
+                        f"Hi, there are two charges on my {p1['card'].split()[0]} card for hotel booking {b['id']}. "
+                        "Refund the duplicate please."])
     if dup:
         reply = (f"You're right: booking {b['id']} was charged {eur(second)} twice. I've refunded the duplicate charge "
                  f"({p2['id']}) to your {p2['card']}; the original payment ({p1['id']}) covers the booking.")
         golden = [_call('get_booking', booking_id=b['id']), _call('refund_payment', payment_id=p2['id'], reason='duplicate charge')]
         tags = ['billing', 'refund', 'writes:1']
     else:
-        reply = (f"These are not duplicates: {p1['id']} ({eur(p1['amount_cents'])}) paid your original booking and {p2['id']} "
-                 f"({eur(second)}) is the price of the nights added when the stay was extended. Together they make the booking's total "
-                 f"of {eur(b['total_cents'])}, so there is nothing to refund.")
+        reply = (f"These are not duplicates: {p1['id']} ({eur(p1['amount_cents'])}) paid your original booking and "
+                 f"{p2['id']} ({eur(second)}) is the price of the nights added when the stay was extended. Together "
+                 f"they make the booking's total of {eur(b['total_cents'])}, so there is nothing to refund.")
         golden = [_call('get_booking', booking_id=b['id'])]
         tags = ['billing', 'noop_ok', 'writes:0']
-    return _task(query, UserSpec(context=f"You are {trav['name']}; you see two charges for booking {b['id']} and think you were charged twice.",
+    return _task(query, UserSpec(context=f"You are {trav['name']}; you see two charges for booking {b['id']} and think "
+                                         "you were charged twice.",
                                  facts={'booking id': b['id'], 'email': trav['email']}, decisions={'refund the duplicate': True}),
                  d.init, golden, reply, tags)
 
 def _wrong_duplicate(task):
     p1, p2 = task.init['payment'][0]['id'], task.init['payment'][1]['id']
-    if 'noop_ok' in task.tags: return [([_call('refund_payment', payment_id=p2, reason='duplicate charge')], "'manual'")]
+    if 'noop_ok' in task.tags:
+        return [([_call('refund_payment', payment_id=p2, reason='duplicate charge')], "'manual'")]
     return [([_call('refund_payment', payment_id=p1, reason='duplicate charge')], p1)]
 
 travel.families['duplicate_charge'] = Family('duplicate_charge', _make_duplicate, policy_sensitive=True, wrong_moves=_wrong_duplicate,
-    description='two charges on one booking: refund the later one if it is a duplicate, nothing if it paid an extension')
+    description='two charges on one booking: refund the later one if it is a duplicate, nothing if it paid an '
+                'extension')
 
 # %% ../../nbs/domains/01_travel.ipynb #c056
 def _make_cancel_trip(rng, i):
@@ -989,18 +1089,23 @@ def _make_cancel_trip(rng, i):
     d.booking(trav, rng.choice(list(_rooms(hotels[3]).values()))['id'], ci, ci + timedelta(days=rng.randint(1, 4)))
     cities = [HOTEL[ROOM[b['room_id']]['hotel_id']]['city'] for b, _ in trip]
     start, end = trip[0][0]['check_in'], trip[-1][0]['check_out']
-    query = rng.choice([f"Our {', '.join(cities[:2])} and {cities[2]} trip ({start} to {end}) is cancelled. Please cancel all my hotels for it. My email is {trav['email']}.",
-                        f"Hi, I need to call off my whole trip from {start} to {end} - {' -> '.join(cities)}. Cancel every hotel on it please ({trav['email']}).",
+    query = rng.choice([f"Our {', '.join(cities[:2])} and {cities[2]} trip ({start} to {end}) is cancelled. Please "
+                        f"cancel all my hotels for it. My email is {trav['email']}.",
+                        f"Hi, I need to call off my whole trip from {start} to {end} - {' -> '.join(cities)}. Cancel "
+                        f"every hotel on it please ({trav['email']}).",
                         f"Please cancel my hotels in {cities[0]}, {cities[1]} and {cities[2]} for my upcoming trip; I'm {trav['name']}, {trav['email']}."])
     lines = []
-    for b, p in trip:
+    for b, _ in trip:
         h = HOTEL[ROOM[b['room_id']]['hotel_id']]
-        fee = cancellation_fee(d.nightly(b['room_id'], _d(b['check_in']), _d(b['check_out'])), _d(b['check_in']), h['free_cancel_days'], TODAY)
-        lines.append(f"{b['id']} ({h['city']}): " + (f"late fee {eur(fee)}, {eur(b['total_cents'] - fee)} refunded" if fee else f"free, {eur(b['total_cents'])} refunded"))
+        ci, co = _d(b['check_in']), _d(b['check_out'])
+        fee = cancellation_fee(d.nightly(b['room_id'], ci, co), ci, h['free_cancel_days'], TODAY)
+        lines.append(f"{b['id']} ({h['city']}): " + (f"late fee {eur(fee)}, {eur(b['total_cents'] - fee)} refunded" if fee
+                                                      else f"free, {eur(b['total_cents'])} refunded"))
     reply = f"All three bookings of your trip are cancelled, refunds to your {trip[0][1]['card']}: " + '; '.join(lines) + '. Your later booking is unchanged.'
     golden = [_call('find_traveller', email=trav['email'])] + [_call('cancel_booking', booking_id=b['id']) for b, _ in trip]
-    return _task(query, UserSpec(context=f"You are {trav['name']}; your trip {start} to {end} through {', '.join(cities)} is cancelled. "
-                                         f"You accept any late fees. Your other, later booking stays.",
+    return _task(query, UserSpec(context=f"You are {trav['name']}; your trip {start} to {end} through "
+                                         f"{', '.join(cities)} is cancelled. You accept any late fees. Your other, "
+                                         "later booking stays.",
                                  facts={'email': trav['email'], 'trip dates': f'{start} to {end}', 'cities': ', '.join(cities)},
                                  decisions={'cancel with the late fee': True, 'cancel the later booking too': False}),
                  d.init, golden, reply, ['cancel', 'multi_step', 'writes:3'])
@@ -1041,22 +1146,28 @@ def _make_group(rng, i):
     ids = [b['id'] for _, b in team]
     h, company = HOTEL[hotel], COMPANY[cid][1]
     coord = f'{rng.choice(FIRST)} {rng.choice(LAST)}'
-    query = rng.choice([f"Hi, I coordinate travel at {company}. Our event in {h['city']} moved by {abs(shift)} day(s): please move bookings {', '.join(ids)} to {nci} - {nco}.",
-                        f"{coord} from {company} here. The {h['city']} offsite is now {nci} to {nco}. Can you shift {ids[0]}, {ids[1]} and {ids[2]} accordingly?",
-                        f"Please rebook my three colleagues at {h['name']} ({', '.join(ids)}) for {nci} to {nco} - the conference dates changed."])
+    query = rng.choice([f"Hi, I coordinate travel at {company}. Our event in {h['city']} moved by {abs(shift)} day(s): "
+                        f"please move bookings {', '.join(ids)} to {nci} - {nco}.",
+                        f"{coord} from {company} here. The {h['city']} offsite is now {nci} to {nco}. Can you shift "
+                        f"{ids[0]}, {ids[1]} and {ids[2]} accordingly?",
+                        f"Please rebook my three colleagues at {h['name']} ({', '.join(ids)}) for {nci} to {nco} - the "
+                        "conference dates changed."])
     golden, lines = [], []
     for k, (trav, b) in enumerate(team):
         golden += [_call('get_booking', booking_id=b['id']), _call('quote_change', booking_id=b['id'], check_in=_iso(nci), check_out=_iso(nco))]
         if k == over:
             golden.append(_call('request_approval', booking_id=b['id'], kind='rate_cap', check_in=_iso(nci), check_out=_iso(nco)))
-            lines.append(f"{b['id']} ({trav['name']}, {hi['kind']} room) would go above the nightly cap of {eur(cap)} during {per['name']}, "
-                         f"so I filed a rate-cap approval request with their manager and left it on the old dates for now")
+            lines.append(f"{b['id']} ({trav['name']}, {hi['kind']} room) would go above the nightly cap of {eur(cap)} "
+                         f"during {per['name']}, so I filed a rate-cap approval request with their manager and left it "
+                         "on the old dates for now")
         else:
             golden.append(_call('change_dates', booking_id=b['id'], check_in=_iso(nci), check_out=_iso(nco)))
             new_total = sum(d.nightly(lo['id'], nci, nco))
-            lines.append(f"{b['id']} ({trav['name']}) is moved; {_move_text(b, d.init['payment'][k], new_total, 'their')}")
+            lines.append(f"{b['id']} ({trav['name']}) is moved; "
+                         f"{_move_text(b, d.init['payment'][k], new_total, 'their')}")
     reply = 'Here is where the three bookings stand: ' + '; '.join(lines) + '.'
-    return _task(query, UserSpec(context=f"You are {coord}, travel coordinator at {company}. Move bookings {', '.join(ids)} to {nci} - {nco}.",
+    return _task(query, UserSpec(context=f"You are {coord}, travel coordinator at {company}. Move bookings "
+                                         f"{', '.join(ids)} to {nci} - {nco}.",
                                  facts={'booking ids': ', '.join(ids), 'new check-in date': _iso(nci), 'new check-out date': _iso(nco), 'company': company},
                                  decisions={'change the dates': True, 'pay the price difference': True, 'file a manager approval request': True}),
                  d.init, golden, reply, ['change', 'dates', 'rate_cap', 'multi_step', 'writes:3'], customer=cid)
@@ -1089,15 +1200,16 @@ def _make_loyalty(rng, i):
               _call('quote_change', booking_id=b['id'], room_id=rooms[tgt]['id'])]
     if enough:
         golden.append(_call('upgrade_with_points', booking_id=b['id'], room_id=rooms[tgt]['id']))
-        reply = (f"Done: booking {b['id']} is upgraded to a {tgt} room for {need:,} loyalty points; the price stays {eur(b['total_cents'])} "
-                 f"and you have {have - need:,} points left.")
+        reply = (f"Done: booking {b['id']} is upgraded to a {tgt} room for {need:,} loyalty points; the price stays "
+                 f"{eur(b['total_cents'])} and you have {have - need:,} points left.")
         tags = ['upgrade', 'points', 'writes:1']
     else:
-        reply = (f"The upgrade to a {tgt} room needs {need:,} points and you have {have:,}, so I can't upgrade with points. "
-                 f"As you don't want to pay the difference, booking {b['id']} stays as it is.")
+        reply = (f"The upgrade to a {tgt} room needs {need:,} points and you have {have:,}, so I can't upgrade with "
+                 f"points. As you don't want to pay the difference, booking {b['id']} stays as it is.")
         tags = ['upgrade', 'points', 'noop_ok', 'writes:0']
-    return _task(query, UserSpec(context=f"You are {trav['name']} with {have} loyalty points; you want booking {b['id']} upgraded to a {tgt} room "
-                                         f"with points, and do not want to pay any difference yourself or charge the company.",
+    return _task(query, UserSpec(context=f"You are {trav['name']} with {have} loyalty points; you want booking "
+                                         f"{b['id']} upgraded to a {tgt} room with points, and do not want to pay any "
+                                         "difference yourself or charge the company.",
                                  facts={'booking id': b['id'], 'room type wanted': tgt, 'email': trav['email']},
                                  decisions={'upgrade with points': True, 'pay the difference by card': False}),
                  d.init, golden, reply, tags)
@@ -1122,29 +1234,33 @@ def _make_approved(rng, i):
                                    check_in=b['check_in'], check_out=b['check_out'], status=status,
                                    created_at=(CLOCK - timedelta(days=rng.randint(1, 6))).isoformat()))
     query = rng.choice([f"My manager approved my downgrade to a {tgt} room for booking {b['id']}. Please apply it now.",
-                        f"Good news - the {tgt} room for {b['id']} got approved. Can you switch me and refund the difference?",
-                        f"Hi, {trav['name']}. My boss signed off the room change on {b['id']} ({cur} -> {tgt}), go ahead please."])
+                        f"Good news - the {tgt} room for {b['id']} got approved. Can you switch me and refund the "
+                        "difference?",
+                        f"Hi, {trav['name']}. My boss signed off the room change on {b['id']} ({cur} -> {tgt}), go "
+                        "ahead please."])
     golden = [_call('get_booking', booking_id=b['id'])]
     if status == 'approved':
         golden += [_call('quote_change', booking_id=b['id'], room_id=rooms[tgt]['id']),
                    _call('change_room', booking_id=b['id'], room_id=rooms[tgt]['id'])]
         saved = b['total_cents'] - sum(d.nightly(rooms[tgt]['id'], ci, co))
-        reply = (f"Your manager's approval is on file, so booking {b['id']} is now a {tgt} room and the difference of {eur(saved)} "
-                 f"is refunded to your {p['card']}.")
+        reply = (f"Your manager's approval is on file, so booking {b['id']} is now a {tgt} room and the difference of "
+                 f"{eur(saved)} is refunded to your {p['card']}.")
         tags = ['downgrade', 'approval', 'writes:1']
     else:
         reply = (f"The approval request for the {tgt} room on booking {b['id']} is {status}" +
                  (", not approved yet" if status == 'pending' else "") +
                  f", so I can't change the room; the booking stays in the {cur} room.")
         tags = ['downgrade', 'approval', 'noop_ok', 'writes:0']
-    return _task(query, UserSpec(context=f"You are {trav['name']}; you believe your manager approved moving booking {b['id']} to a {tgt} room.",
+    return _task(query, UserSpec(context=f"You are {trav['name']}; you believe your manager approved moving booking "
+                                         f"{b['id']} to a {tgt} room.",
                                  facts={'booking id': b['id'], 'room type wanted': tgt, 'email': trav['email']},
                                  decisions={'apply the downgrade': True}),
                  d.init, golden, reply, tags)
 
 def _wrong_approved(task):
     a = task.init['approval_request'][0]
-    if 'noop_ok' in task.tags: return [([_call('change_room', booking_id=a['booking_id'], room_id=a['room_id'])], 'room_id')]
+    if 'noop_ok' in task.tags:
+        return [([_call('change_room', booking_id=a['booking_id'], room_id=a['room_id'])], 'room_id')]
     return [([_call('request_approval', booking_id=a['booking_id'], kind='room_downgrade', room_id=a['room_id'])], 'approval_request')]
 
 travel.families['approved_downgrade'] = Family('approved_downgrade', _make_approved, bench_only=True, policy_sensitive=True, wrong_moves=_wrong_approved,
