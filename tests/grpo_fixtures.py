@@ -1,4 +1,5 @@
-"Fixtures shared by tests/test_grpo.py and the two-process script tests/grpo_two_ranks.py: demo tasks, a crashing domain, a tokenizer."
+"""Fixtures shared by tests/test_grpo.py and the two-process script tests/grpo_two_ranks.py: demo tasks, a crashing
+domain, a tokenizer."""
 import json, random
 from thinkingbox_training.tasks import DOMAINS, Task, ToolCallSpec
 from thinkingbox_training.interpret import make_tokenizer
@@ -27,15 +28,18 @@ def broken_domain() -> Domain:
 def crash_task(i:int=0) -> Task:
     "A task whose expert path calls the crashing lookup: every episode is a system error."
     broken_domain()
-    return Task(uid=f'broken/lookup/{i:04d}', domain='broken', family='lookup', split='train', query='Look up AC-1.', reply='Done.',
+    return Task(uid=f'broken/lookup/{i:04d}', domain='broken', family='lookup', split='train',
+                query='Look up AC-1.', reply='Done.',
                 golden=[ToolCallSpec(name='crashing_lookup', arguments={'account_id': 'AC-1'})])
 
 def tokenizer():
     "A small BPE tokenizer in the Qwen3 chat format, trained on demo-domain text."
     rng = random.Random(0)
-    calls = [f'<tool_call>\n{{"name": "pay", "arguments": {{"account_id": "AC-{rng.randint(1, 9)}", "amount_cents": {rng.randint(1, 9999)}}}}}\n</tool_call>'
+    calls = [f'<tool_call>\n{{"name": "pay", "arguments": '
+             f'{{"account_id": "AC-{rng.randint(1, 9)}", "amount_cents": {rng.randint(1, 9999)}}}}}\n</tool_call>'
              for _ in range(200)]
-    texts = ([SYSTEM_PROMPT.format(domain='demo', policy=demo.policy)] + [json.dumps(t['function']) for t in demo.tool_specs()]
+    texts = ([SYSTEM_PROMPT.format(domain='demo', policy=demo.policy)]
+             + [json.dumps(t['function']) for t in demo.tool_specs()]
              + calls + [pay_task(i).query + ' ' + pay_task(i).reply for i in range(16)])
     return make_tokenizer(texts, vocab_size=600)
 

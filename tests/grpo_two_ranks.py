@@ -1,19 +1,20 @@
-"Run by tests/test_grpo.py::test_two_processes_make_the_same_decisions under `accelerate launch` (2 CPU processes, gloo)."
+"""Run by tests/test_grpo.py::test_two_processes_make_the_same_decisions under `accelerate launch`
+(2 CPU processes, gloo)."""
 import hashlib, json, os, sys, warnings
 os.environ.setdefault('TRL_EXPERIMENTAL_SILENCE', '1')
 warnings.filterwarnings('ignore')
-import torch
 from transformers import PrinterCallback, TrainerCallback
-from thinkingbox_training.grpo import TBTConfig, TBTTrainer, task_dataset
+from thinkingbox_training.grpo import TBTConfig, TBTTrainer
 from thinkingbox_training.policies import ScriptedPolicy, tiny_qwen3
 from grpo_fixtures import pay_task, crash_task, tokenizer, flaw_by_family
 
 out = sys.argv[1]
 tok = tokenizer()
 pool = [pay_task(i, 'easy') for i in range(3)] + [pay_task(i) for i in range(3)] + [crash_task(0)]
-cfg = TBTConfig(output_dir=os.path.join(out, 'run'), groups_per_step=3, group_size=2, per_device_train_batch_size=1, max_steps=3,
-                max_refill_rounds=2, learning_rate=1e-3, seed=1, use_cpu=True, bf16=False, gradient_checkpointing=False,
-                report_to='none', save_strategy='no', disable_tqdm=True, ddp_find_unused_parameters=False)
+cfg = TBTConfig(output_dir=os.path.join(out, 'run'), groups_per_step=3, group_size=2, per_device_train_batch_size=1,
+                max_steps=3, max_refill_rounds=2, learning_rate=1e-3, seed=1,
+                use_cpu=True, bf16=False, gradient_checkpointing=False, ddp_find_unused_parameters=False,
+                report_to='none', save_strategy='no', disable_tqdm=True)
 policy = ScriptedPolicy(flaw=flaw_by_family, tokenizer=tok)
 class Flawless(TrainerCallback):
     "After step 2 the expert never errs: step 3 has no useful group and must be skipped on both processes."

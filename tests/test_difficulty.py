@@ -15,7 +15,7 @@ from thinkingbox_training.difficulty import (BANDS, BenchmarkOverlap, SelectionC
 
 
 def probe(uid, k, n=8, errors=0, split='train', truncated=0, start=0):
-    "Records of one task: n clean runs with k successes (the first `truncated` clean runs truncated), then system errors."
+    "Records of one task: n clean runs with k successes (the first `truncated` of them truncated), then system errors."
     out = [dict(task_uid=uid, domain='retail', family='f', split=split, repetition=start + j,
                 status='truncated' if j < truncated else 'ok', reward=int(j < k)) for j in range(n)]
     return out + [dict(task_uid=uid, domain='retail', family='f', split=split, repetition=start + n + j,
@@ -34,7 +34,8 @@ def test_masses_sum_to_one_and_match_integration():
     edges = SelectionConfig.edges
     for i in range(5):
         for j in range(5):
-            assert m[i, j] == pytest.approx(quad(stats.beta(a[i], b[i]).pdf, edges[j], edges[j + 1], limit=200)[0], abs=1e-7)
+            mass = quad(stats.beta(a[i], b[i]).pdf, edges[j], edges[j + 1], limit=200)[0]
+            assert m[i, j] == pytest.approx(mass, abs=1e-7)
 
 @pytest.mark.parametrize('k,n,band', [(0, 8, 'too_hard'), (1, 8, 'hard'), (3, 8, 'hard'), (4, 8, 'medium'),
                                       (5, 8, 'easy'), (8, 8, 'too_easy'), (0, 4, 'too_hard'), (50, 100, 'medium'),
@@ -59,7 +60,8 @@ def test_credible_interval_covers_the_mean_and_narrows():
     assert stats.beta.cdf(ci[0, 1], 4.5, 4.5) - stats.beta.cdf(ci[0, 0], 4.5, 4.5) == pytest.approx(0.9)
 
 def test_config_validation():
-    for bad in (dict(edges=(0, .5, 1)), dict(keep=('nope',)), dict(min_clean=0), dict(dev_fraction=1.0), dict(prior=(0, 1))):
+    for bad in (dict(edges=(0, .5, 1)), dict(keep=('nope',)), dict(min_clean=0), dict(dev_fraction=1.0),
+                dict(prior=(0, 1))):
         with pytest.raises(ValueError): SelectionConfig(**bad)
     assert SelectionConfig(keep=['hard']).keep == ('hard',)  # lists become tuples (hashable, frozen)
 
@@ -93,7 +95,8 @@ def test_solvability_gate():
     recs = probe('a', 4) + probe('b', 4) + probe('c', 4) + probe('d', 4)
     ref = probe('a', 3, n=4) + probe('b', 0, n=4) + probe('c', 1, n=1, errors=3)
     sel = select_pool(recs, reference=ref)
-    assert [row(sel, u)['reasons'] for u in 'abcd'] == [[], ['reference_unsolved'], [], ['reference_too_few_clean_runs']]
+    assert [row(sel, u)['reasons'] for u in 'abcd'] == [[], ['reference_unsolved'], [],
+                                                         ['reference_too_few_clean_runs']]
     strict = select_pool(recs, SelectionConfig(ref_min_clean=2), reference=ref)
     assert row(strict, 'c')['reasons'] == ['reference_too_few_clean_runs']
     th = select_pool(recs, SelectionConfig(ref_threshold=0.5, ref_prob=0.9), reference=ref)
@@ -116,13 +119,17 @@ def test_bench_uids_and_bench_split_are_dropped():
     assert sel.inputs['bench_uids']['items'] == 3
 
 def test_assert_disjoint_is_a_real_check(monkeypatch):
-    with pytest.raises(BenchmarkOverlap, match='7 benchmark task uids in the training pool: b/0, b/1, b/2, b/3, b/4, ...'):
+    with pytest.raises(BenchmarkOverlap,
+                       match='7 benchmark task uids in the training pool: b/0, b/1, b/2, b/3, b/4, ...'):
         assert_disjoint([f'b/{i}' for i in range(7)] + ['t/0'], [f'b/{i}' for i in range(10)])
     assert issubclass(BenchmarkOverlap, ValueError)
     # the check inside select_pool runs on what selection produced: break the exclusion and it fires
     real = D.assert_disjoint
     calls = []
-    monkeypatch.setattr(D, 'assert_disjoint', lambda pool, bench: (calls.append((list(pool), set(bench))), real(pool, bench)))
+    def recorded(pool, bench):
+        calls.append((list(pool), set(bench)))
+        return real(pool, bench)
+    monkeypatch.setattr(D, 'assert_disjoint', recorded)
     select_pool(probe('t/1', 4) + probe('b/1', 4), bench_uids=['b/1'])
     assert calls == [(['t/1'], {'b/1'})]
 
@@ -169,13 +176,15 @@ def test_outputs_and_manifest(tmp_path):
     assert (out / 'pool.txt').read_text().split() == sel.pool
     assert json.loads((out / 'split.json').read_text()) == {'train': sel.train, 'dev': sel.dev}
     rows = [json.loads(l) for l in (out / 'tasks.jsonl').read_text().splitlines()]
-    assert len(rows) == 120 and rows[0].keys() >= {'task_uid', 'clean_runs', 'successes', 'alpha', 'beta', 'ci_lo', 'ci_hi',
-                                                    'mass_too_hard', 'mass_too_easy', 'band', 'kept', 'reasons', 'pool_split'}
+    assert len(rows) == 120
+    assert rows[0].keys() >= {'task_uid', 'clean_runs', 'successes', 'alpha', 'beta', 'ci_lo', 'ci_hi',
+                              'mass_too_hard', 'mass_too_easy', 'band', 'kept', 'reasons', 'pool_split'}
     assert (out / 'tasks.csv').read_text().count('\n') == 121
     for name, sha in man['outputs'].items(): assert D._sha_file(out / name) == sha
     assert man['inputs']['probes']['file_sha256'] == D._sha_file(tmp_path / 'probe.jsonl')
     assert man['inputs']['reference']['items'] == len(ref)
-    assert sum(v['tasks'] for v in man['counts']['bands'].values()) + man['counts']['reasons'].get('too_few_clean_runs', 0) == 120
+    banded = sum(v['tasks'] for v in man['counts']['bands'].values())
+    assert banded + man['counts']['reasons'].get('too_few_clean_runs', 0) == 120
     assert man['config']['keep'] == ['hard', 'medium', 'easy']
     assert not [p for p in out.iterdir() if p.name.startswith('.')]  # no temporary files left
 
@@ -211,10 +220,12 @@ def test_useful_group_probabilities():
 def test_tbt_select(tmp_path, capsys):
     recs = probe('t/1', 4) + probe('t/2', 1) + probe('b/1', 4)
     (tmp_path / 'p.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in recs))
-    (tmp_path / 'ref.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in probe('t/1', 2, n=4) + probe('t/2', 0, n=4)))
+    ref = probe('t/1', 2, n=4) + probe('t/2', 0, n=4)
+    (tmp_path / 'ref.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in ref))
     (tmp_path / 'bench.jsonl').write_text('{"uid": "b/1"}\n')
-    assert main(['select', str(tmp_path / 'p.jsonl'), '--out', str(tmp_path / 'o'), '--reference', str(tmp_path / 'ref.jsonl'),
-                 '--bench', str(tmp_path / 'bench.jsonl'), '--keep', 'hard,medium', '--plots']) == 0
+    assert main(['select', str(tmp_path / 'p.jsonl'), '--out', str(tmp_path / 'o'),
+                 '--reference', str(tmp_path / 'ref.jsonl'), '--bench', str(tmp_path / 'bench.jsonl'),
+                 '--keep', 'hard,medium', '--plots']) == 0
     assert (tmp_path / 'o' / 'pool.txt').read_text() == 't/1\n'
     assert 'pool 1' in capsys.readouterr().out
     man = json.loads((tmp_path / 'o' / 'manifest.json').read_text())
@@ -234,10 +245,14 @@ def test_mass_and_mean_disagree_at_zero_of_four_and_the_rule_is_an_option():
     a, b = np.array([0.5]), np.array([4.5])                         # 0 successes in 4 probes: mean 0.1
     assert BANDS[assign_bands(band_masses(a, b))[0]] == 'too_hard' and BANDS[D.mean_bands(a, b)[0]] == 'hard'
     recs = probe('t/0', 0, n=4)
-    assert select_pool(recs).pool == [] and row(select_pool(recs), 't/0')['other_rule_band'] == 'hard'   # the method's rule
+    # the method's rule
+    assert select_pool(recs).pool == [] and row(select_pool(recs), 't/0')['other_rule_band'] == 'hard'
     by_mean = select_pool(recs, SelectionConfig(band_rule='mean'))
-    assert by_mean.pool == ['t/0'] and row(by_mean, 't/0')['band'] == 'hard' and row(by_mean, 't/0')['other_rule_band'] == 'too_hard'
-    for n in (8,): assert all(assign_bands(band_masses(k + .5, n - k + .5))[0] == D.mean_bands(k + .5, n - k + .5)[0] for k in range(n + 1))
+    assert by_mean.pool == ['t/0']
+    assert row(by_mean, 't/0')['band'] == 'hard' and row(by_mean, 't/0')['other_rule_band'] == 'too_hard'
+    n = 8
+    assert all(assign_bands(band_masses(k + .5, n - k + .5))[0] == D.mean_bands(k + .5, n - k + .5)[0]
+               for k in range(n + 1))
     with pytest.raises(ValueError, match='band_rule'): SelectionConfig(band_rule='mode')
 
 def test_pool_txt_holds_only_what_training_may_use(tmp_path):

@@ -1,11 +1,11 @@
 """The travel domain: self-checks of every generated task, determinism and splits, tool error paths, rollback."""
 import asyncio, json
 import pytest
-from thinkingbox_training.tasks import Task, generate_tasks, exclude, get_domain
+from thinkingbox_training.tasks import Task, generate_tasks, exclude
 from thinkingbox_training.backend import ToolError, canonical_state
 from thinkingbox_training.grader import self_check
 from thinkingbox_training.tools import ToolSession
-from thinkingbox_training.domains.travel import SEED, TODAY, travel
+from thinkingbox_training.domains.travel import SEED, travel
 
 TRAIN = dict(split='train', seed=0, n=40)
 BENCH = dict(split='bench', seed=1, n=20)
@@ -23,7 +23,7 @@ async def _check_all(tasks, batch=40):
     return problems
 
 def test_self_check_every_task(train, bench):
-    "Golden path passes through MCP, doing nothing fails (unless noop_ok), every wrong move fails for its stated reason."
+    "Golden path passes through MCP, doing nothing fails (unless noop_ok), each wrong move fails for its stated reason."
     problems = asyncio.run(_check_all(train + bench))
     assert problems == [], '\n'.join(problems[:10])
 
@@ -43,7 +43,8 @@ def test_families_and_splits(train, bench):
     # distinct situations, every family with both no-op and policy tasks where declared
     assert len({json.dumps(t.init, sort_keys=True) for t in train + bench}) == len(uids)
     tags = {f: set().union(*[set(t.tags) for t in train + bench if t.family == f]) for f in fams}
-    assert 'noop_ok' in tags['booking_status_question'] and 'multi_step' in tags['cancel_trip'] and 'multi_step' in tags['group_rebooking']
+    assert 'noop_ok' in tags['booking_status_question']
+    assert 'multi_step' in tags['cancel_trip'] and 'multi_step' in tags['group_rebooking']
     assert sum(1 for t in train if t.rubric) > 0
     assert all(f.wrong_moves for f in fams.values() if f.policy_sensitive)
 
@@ -82,57 +83,79 @@ def test_read_tool_errors():
         hotel = next(r['hotel_id'] for r in SEED['room'] if r['id'] == b['room_id'])
         other_hotel_room = next(r['id'] for r in SEED['room'] if r['hotel_id'] != hotel)
         _refused(db, 'quote_change', {'booking_id': b['id'], 'room_id': other_hotel_room}, other_hotel_room, b['id'])
-        _refused(db, 'quote_change', {'booking_id': b['id'], 'check_in': '2026-09-01'}, 'check_in 2026-09-01 is in the past')
-        _refused(db, 'quote_change', {'booking_id': b['id'], 'check_in': '2026-11-10', 'check_out': '2026-11-10'}, 'check_out 2026-11-10 must be after')
-        _refused(db, 'quote_change', {'booking_id': b['id'], 'check_in': '2026-11-01', 'check_out': '2026-12-15'}, '30-night')
+        _refused(db, 'quote_change', {'booking_id': b['id'], 'check_in': '2026-09-01'},
+                 'check_in 2026-09-01 is in the past')
+        _refused(db, 'quote_change', {'booking_id': b['id'], 'check_in': '2026-11-10', 'check_out': '2026-11-10'},
+                 'check_out 2026-11-10 must be after')
+        _refused(db, 'quote_change', {'booking_id': b['id'], 'check_in': '2026-11-01', 'check_out': '2026-12-15'},
+                 '30-night')
         _refused(db, 'quote_change', {'booking_id': _seed('checked_in')['id']}, _seed('checked_in')['id'], 'checked_in')
-        assert db.run_tool('find_traveller', {'email': SEED['traveller'][0]['email'].upper()})['traveller_id'] == SEED['traveller'][0]['id']
+        first = SEED['traveller'][0]
+        assert db.run_tool('find_traveller', {'email': first['email'].upper()})['traveller_id'] == first['id']
 
 def test_write_tool_errors():
     with travel.provision() as db:
-        conf, done, canc, inn = _seed('confirmed'), _seed('completed'), _seed('cancelled', cancel_fee_cents=0), _seed('checked_in')
+        conf, done, inn = _seed('confirmed'), _seed('completed'), _seed('checked_in')
+        canc = _seed('cancelled', cancel_fee_cents=0)
         room_of = {r['id']: r for r in SEED['room']}
         cur = room_of[conf['room_id']]
-        cheaper = [r for r in SEED['room'] if r['hotel_id'] == cur['hotel_id'] and r['nightly_rate_cents'] < cur['nightly_rate_cents']]
-        pricier = [r for r in SEED['room'] if r['hotel_id'] == cur['hotel_id'] and r['nightly_rate_cents'] > cur['nightly_rate_cents']]
+        siblings = [r for r in SEED['room'] if r['hotel_id'] == cur['hotel_id']]
+        cheaper = [r for r in siblings if r['nightly_rate_cents'] < cur['nightly_rate_cents']]
+        pricier = [r for r in siblings if r['nightly_rate_cents'] > cur['nightly_rate_cents']]
         _refused(db, 'cancel_booking', {'booking_id': canc['id']}, canc['id'], 'is cancelled')
         _refused(db, 'cancel_booking', {'booking_id': done['id']}, done['id'], 'is completed')
         _refused(db, 'cancel_booking', {'booking_id': inn['id']}, inn['id'], 'is checked_in')
-        _refused(db, 'change_dates', {'booking_id': conf['id'], 'check_in': str(conf['check_in']), 'check_out': str(conf['check_out'])}, 'already runs')
-        _refused(db, 'change_dates', {'booking_id': inn['id'], 'check_in': '2026-11-01', 'check_out': '2026-11-02'}, inn['id'], 'checked_in')
-        _refused(db, 'change_room', {'booking_id': conf['id'], 'room_id': conf['room_id']}, 'already in room', conf['room_id'])
+        _refused(db, 'change_dates',
+                 {'booking_id': conf['id'], 'check_in': str(conf['check_in']), 'check_out': str(conf['check_out'])},
+                 'already runs')
+        _refused(db, 'change_dates', {'booking_id': inn['id'], 'check_in': '2026-11-01', 'check_out': '2026-11-02'},
+                 inn['id'], 'checked_in')
+        _refused(db, 'change_room', {'booking_id': conf['id'], 'room_id': conf['room_id']},
+                 'already in room', conf['room_id'])
         _refused(db, 'change_room', {'booking_id': conf['id'], 'room_id': 'RM-0'}, "room 'RM-0' not found")
-        _refused(db, 'request_approval', {'booking_id': conf['id'], 'kind': 'rate_cap'}, 'nothing to approve', conf['id'])
+        _refused(db, 'request_approval', {'booking_id': conf['id'], 'kind': 'rate_cap'},
+                 'nothing to approve', conf['id'])
         if pricier:
-            _refused(db, 'request_approval', {'booking_id': conf['id'], 'kind': 'room_downgrade', 'room_id': pricier[0]['id']}, pricier[0]['id'], 'not a downgrade')
-        _refused(db, 'request_approval', {'booking_id': conf['id'], 'kind': 'room_downgrade', 'check_in': '2026-12-01', 'check_out': '2026-12-02'}, 'room_id')
+            _refused(db, 'request_approval',
+                     {'booking_id': conf['id'], 'kind': 'room_downgrade', 'room_id': pricier[0]['id']},
+                     pricier[0]['id'], 'not a downgrade')
+        _refused(db, 'request_approval', {'booking_id': conf['id'], 'kind': 'room_downgrade',
+                                          'check_in': '2026-12-01', 'check_out': '2026-12-02'}, 'room_id')
         _refused(db, 'request_approval', {'booking_id': conf['id'], 'kind': 'other'}, 'kind')  # argument validation
         pay = next(p for p in SEED['payment'] if p['booking_id'] == canc['id'])
         _refused(db, 'refund_payment', {'payment_id': pay['id'], 'reason': 'test'}, pay['id'], 'already fully refunded')
         _refused(db, 'refund_payment', {'payment_id': 'PM-1', 'reason': 'test'}, "payment 'PM-1' not found")
-        _refused(db, 'open_ticket', {'booking_id': 'BK-2', 'category': 'complaint', 'summary': 'The room is noisy at night.'}, "booking 'BK-2' not found")
+        _refused(db, 'open_ticket',
+                 {'booking_id': 'BK-2', 'category': 'complaint', 'summary': 'The room is noisy at night.'},
+                 "booking 'BK-2' not found")
         _refused(db, 'open_ticket', {'booking_id': conf['id'], 'category': 'complaint', 'summary': 'bad'}, 'summary')
         open_t = next(t for t in SEED['ticket'] if t['status'] == 'open')
-        _refused(db, 'open_ticket', {'booking_id': open_t['booking_id'], 'category': open_t['category'], 'summary': 'Still not fixed, please help.'},
+        _refused(db, 'open_ticket', {'booking_id': open_t['booking_id'], 'category': open_t['category'],
+                                     'summary': 'Still not fixed, please help.'},
                  f"ticket {open_t['id']}", 'already open')
         if pricier:
-            _refused(db, 'upgrade_with_points', {'booking_id': conf['id'], 'room_id': cheaper[0]['id'] if cheaper else conf['room_id']}, 'not an upgrade')
+            _refused(db, 'upgrade_with_points',
+                     {'booking_id': conf['id'], 'room_id': cheaper[0]['id'] if cheaper else conf['room_id']},
+                     'not an upgrade')
         # a filed request cannot be filed twice while pending
         if cheaper:
-            db.run_tool('request_approval', {'booking_id': conf['id'], 'kind': 'room_downgrade', 'room_id': cheaper[0]['id']})
-            _refused(db, 'request_approval', {'booking_id': conf['id'], 'kind': 'room_downgrade', 'room_id': cheaper[0]['id']}, 'already pending')
+            downgrade = {'booking_id': conf['id'], 'kind': 'room_downgrade', 'room_id': cheaper[0]['id']}
+            db.run_tool('request_approval', downgrade)
+            _refused(db, 'request_approval', downgrade, 'already pending')
 
 def test_failed_write_leaves_no_partial_change():
-    "upgrade_with_points changes the room and deducts the points before it finds the points short: both are rolled back."
+    "upgrade_with_points changes the room and deducts the points before it finds the points short: both rolled back."
     room_of = {r['id']: r for r in SEED['room']}
     b = next(b for b in SEED['booking'] if b['status'] == 'confirmed' and room_of[b['room_id']]['kind'] == 'standard')
     trav = b['traveller_id']
-    suite = next(r['id'] for r in SEED['room'] if r['hotel_id'] == room_of[b['room_id']]['hotel_id'] and r['kind'] == 'suite')
+    hotel = room_of[b['room_id']]['hotel_id']
+    suite = next(r['id'] for r in SEED['room'] if r['hotel_id'] == hotel and r['kind'] == 'suite')
     task = Task(uid='travel/test/no-points', domain='travel', family='test', split='train', query='upgrade me',
                 init={'traveller': [{'id': trav, 'loyalty_points': 10}]})
     with travel.provision(task) as db:
         before = db.snapshot()
-        _refused(db, 'upgrade_with_points', {'booking_id': b['id'], 'room_id': suite}, trav, b['id'], suite, 'has 10 loyalty points')
+        _refused(db, 'upgrade_with_points', {'booking_id': b['id'], 'room_id': suite},
+                 trav, b['id'], suite, 'has 10 loyalty points')
         assert db.snapshot() == before
         view = db.run_tool('get_booking', {'booking_id': b['id']})  # the session sees the rolled-back values too
         assert view['room']['id'] == b['room_id'] and view['traveller']['loyalty_points'] == 10
@@ -143,14 +166,16 @@ def test_errors_reach_the_agent_through_mcp():
             async with ToolSession(db) as ts:
                 r = await ts.call('cancel_booking', {'booking_id': 'BK-404'})
                 assert r.is_error and "booking 'BK-404' not found" in r.text and r.system_error is None
-                r = await ts.call('change_dates', {'booking_id': 'BK-404', 'check_in': 'soon', 'check_out': '2026-11-02'})
+                r = await ts.call('change_dates',
+                                  {'booking_id': 'BK-404', 'check_in': 'soon', 'check_out': '2026-11-02'})
                 assert r.is_error and 'check_in' in r.text and r.system_error is None
                 assert {s['function']['name'] for s in await ts.tool_specs()} == set(travel.tools)
     asyncio.run(run())
 
 def test_amounts_follow_the_policy():
     "A late cancellation keeps exactly the first night; a downgrade request changes no booking, payment or refund."
-    late = next(t for t in generate_tasks('travel', 'train', seed=3, n=6) if t.family == 'cancel_late_fee' and 'noop_ok' not in t.tags)
+    late = next(t for t in generate_tasks('travel', 'train', seed=3, n=6)
+                if t.family == 'cancel_late_fee' and 'noop_ok' not in t.tags)
     with travel.provision(late) as db:
         b = late.golden[0].arguments['booking_id']
         view = db.run_tool('get_booking', {'booking_id': b})
@@ -178,10 +203,12 @@ def test_task_file_round_trip(tmp_path, bench):
     assert asyncio.run(self_check(fresh)) == []
 
 def test_every_task_serves_one_traveller_or_their_company(train, bench):
-    "A task serves its traveller; group rebooking serves the coordinator's company. Cross-customer moves cover every tool."
+    """A task serves its traveller; group rebooking serves the coordinator's company. Cross-customer moves cover
+    every tool."""
     for t in train + bench:
         travellers = {r['id']: r for r in t.init['traveller']}
         if t.family == 'group_rebooking': assert {r['company_id'] for r in travellers.values()} == {t.customer}
         else: assert list(travellers) == [t.customer]
     moves = travel.cross_customer_moves(bench[0])
-    assert {c['name'] for calls, _ in moves for c in calls} == set(travel.tools) - {'list_rooms'}  # the hotels are public
+    # the hotels are public
+    assert {c['name'] for calls, _ in moves for c in calls} == set(travel.tools) - {'list_rooms'}

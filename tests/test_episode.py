@@ -1,7 +1,7 @@
 "Fault injection and concurrency of the rollout engine: system errors are infrastructure failures and nothing else."
 import asyncio, time
 import pytest
-from thinkingbox_training.tasks import Task, ToolCallSpec, UserSpec, Limits, get_domain
+from thinkingbox_training.tasks import Task, ToolCallSpec, Limits
 from thinkingbox_training.backend import Domain
 from thinkingbox_training.domains.demo import DemoBase, demo
 from thinkingbox_training.episode import EpisodeRunner, AttemptRecord
@@ -47,7 +47,8 @@ def test_tool_timeout_is_a_system_error_not_a_failure():
 
 def test_backend_crash_is_a_system_error():
     [e] = run(Says(call('broken_lookup', account_id='AC-1')), [(task(), 0)])
-    assert e.trajectory.status == 'system_error' and 'ConnectionError: database connection lost' in e.trajectory.system_error
+    assert e.trajectory.status == 'system_error'
+    assert 'ConnectionError: database connection lost' in e.trajectory.system_error
 
 def test_user_endpoint_down_is_a_system_error():
     with StandInServer(fail_first=10**6) as srv:
@@ -64,9 +65,11 @@ def test_policy_crash_is_a_system_error():
 
 @pytest.mark.parametrize('texts, status, termination', [
     ((call('pay', account_id='AC-1', amount_cents=3000), 'Paid.'), 'ok', 'agent_done'),            # right
-    (('<tool_call>\n{"name": "pay", "arguments": {"account_id": }\n</tool_call>', 'Paid.'), 'ok', 'agent_done'),  # bad JSON
+    # bad JSON
+    (('<tool_call>\n{"name": "pay", "arguments": {"account_id": }\n</tool_call>', 'Paid.'), 'ok', 'agent_done'),
     ((call('teleport', to='moon'), 'Done.'), 'ok', 'agent_done'),                                  # unknown tool
-    ((call('pay', account_id='AC-2', amount_cents=90000), 'Done.'), 'ok', 'agent_done'),           # refused by the domain
+    # refused by the domain
+    ((call('pay', account_id='AC-2', amount_cents=90000), 'Done.'), 'ok', 'agent_done'),
     ((call('pay', account_id='AC-1', amount_cents='lots'), 'Done.'), 'ok', 'agent_done'),          # untypable argument
     ((call('get_account', account_id='AC-1'),), 'truncated', 'turn_limit'),                         # never finishes
     (('Shall I pay?',), 'truncated', 'turn_limit'),                                                 # keeps asking
@@ -74,7 +77,8 @@ def test_policy_crash_is_a_system_error():
 def test_agent_mistakes_and_budgets_are_never_system_errors(texts, status, termination):
     [e] = run(Says(*texts), [(task(limits=Limits(max_turns=4)), 0)])
     assert (e.trajectory.status, e.trajectory.termination) == (status, termination)
-    assert e.verdict.system_error is None and e.verdict.reward == (1 if texts[0] == call('pay', account_id='AC-1', amount_cents=3000) else 0)
+    assert e.verdict.system_error is None
+    assert e.verdict.reward == (1 if texts[0] == call('pay', account_id='AC-1', amount_cents=3000) else 0)
 
 def test_malformed_calls_are_shown_to_the_agent_and_counted():
     [e] = run(Says(call('teleport', to='moon'), 'Done.'), [(task(), 0)])

@@ -151,7 +151,8 @@ def test_tables_by_family_and_held_out():
 
 # ---------------------------------------------------------------- cost index
 
-PRICES = {'hosted': {'input': 1.0, 'cached_input': 0.1, 'output': 4.0}, 'local': {'input': 0.0, 'cached_input': 0.0, 'output': 0.0},
+PRICES = {'hosted': {'input': 1.0, 'cached_input': 0.1, 'output': 4.0},
+          'local': {'input': 0.0, 'cached_input': 0.0, 'output': 0.0},
           'judge-m': {'input': 2.0, 'cached_input': 2.0, 'output': 2.0}}
 
 def usage(i, j):
@@ -166,7 +167,8 @@ def test_cost_index_parts_and_cached_tokens():
     assert ci['cost'] == pytest.approx(4 * one) and ci['agent_cost'] == ci['cost']
     assert ci['cost_per_success'] == pytest.approx(4 * one / 3) and ci['cost_per_dependable'] == pytest.approx(4 * one)
     assert ci['judge_cost'] == pytest.approx(4 * 0.002) and ci['user_cost'] == 0
-    assert (ci['agent_input'], ci['agent_cached_input'], ci['agent_output'], ci['user_output']) == (4_000_000, 2_000_000, 400_000, 20)
+    tokens = (ci['agent_input'], ci['agent_cached_input'], ci['agent_output'], ci['user_output'])
+    assert tokens == (4_000_000, 2_000_000, 400_000, 20)
     assert cost_index(c, PRICES, parts=('agent', 'judge'))['cost'] == pytest.approx(4 * one + 4 * 0.002)
 
 def test_cost_index_no_successes_and_missing_usage():
@@ -176,7 +178,8 @@ def test_cost_index_no_successes_and_missing_usage():
 
 def test_unknown_model_anywhere_is_an_error():
     def u(i, j): return {**usage(i, j), 'judge': {'model': 'gpt-unknown', 'input': 1, 'cached_input': 0, 'output': 1}}
-    with pytest.raises(ValueError, match="no price for model 'gpt-unknown' \\(judge usage\\)"): cost_index(camp([1], 2, usage=u), PRICES)
+    with pytest.raises(ValueError, match="no price for model 'gpt-unknown' \\(judge usage\\)"):
+        cost_index(camp([1], 2, usage=u), PRICES)
 
 def test_usage_errors():
     with pytest.raises(ValueError, match='without a model'): usage_totals([{'usage': {'agent': {'input': 5}}}])
@@ -224,7 +227,8 @@ def test_write_tables_and_figures(tmp_path):
     base, trained = camp([4, 0, 2, 3, 1], 4, usage=usage), camp([4, 1, 4, 3, 0], 4, usage=usage)
     paths = write_tables(pretty(metrics_table(base, prices=PRICES)), tmp_path / 't' / 'domains')
     assert [p.suffix for p in paths] == ['.md', '.csv', '.tex'] and all(p.stat().st_size for p in paths)
-    figs = [plot_domains({'b': base, 't': trained}, tmp_path / 'd.png'), plot_pass_curves({'b': base}, tmp_path / 'p.png'),
+    figs = [plot_domains({'b': base, 't': trained}, tmp_path / 'd.png'),
+            plot_pass_curves({'b': base}, tmp_path / 'p.png'),
             plot_transitions(compare(base, trained, n_boot=200), tmp_path / 'x.png')]
     assert all(p.read_bytes()[:4] == b'\x89PNG' for p in figs)
 
@@ -249,7 +253,7 @@ PUBLISHED = """\
 """
 
 def published_counts(T, k, zeros, alls, total):
-    "Per-task success counts: `zeros` at 0, `alls` at k, the rest spread over 1..k-1 deterministically, summing to `total`."
+    "Per-task success counts: `zeros` at 0, `alls` at k, the rest spread over 1..k-1 deterministically; sum `total`."
     mid, rest = T - zeros - alls, total - alls * k
     q, r = divmod(rest, mid)
     return [0] * zeros + [q + (i < r) for i in range(mid)] + [k] * alls
@@ -266,7 +270,8 @@ def test_rl_success_count_is_the_only_one_that_rounds_to_60_78():
 
 def test_published_table_regenerated_from_counts():
     T, k = 507, 20
-    prices = {'m': {'input': 0.25, 'cached_input': 0.25, 'output': 0.0}, 'j': {'input': 3.0, 'cached_input': 3.0, 'output': 3.0}}
+    prices = {'m': {'input': 0.25, 'cached_input': 0.25, 'output': 0.0},
+              'j': {'input': 3.0, 'cached_input': 3.0, 'output': 3.0}}
     cb = published_counts(T, k, T - 453, 38, 5242)
     ct = published_counts(T, k, T - 446, 107, 6163)
     assert (sum(cb), sum(ct), len(cb) * k) == (5242, 6163, 10_140)
@@ -304,7 +309,8 @@ def test_wilson_is_scipys():
 
 def test_every_table_names_its_interval():
     rows = metrics_table(camp([4, 0, 2, 4, 1, 3], 4))
-    assert all(r['pass@1_interval'] == '95% bootstrap over tasks' for r in rows[:-1]) and rows[-1]['pass@1_interval'] is None
+    assert all(r['pass@1_interval'] == '95% bootstrap over tasks' for r in rows[:-1])
+    assert rows[-1]['pass@1_interval'] is None
     assert 'pass@1_interval' in to_markdown(pretty(rows)).splitlines()[0]
 
 def test_cost_per_dependable_task_has_an_interval_over_tasks():
@@ -322,19 +328,25 @@ def test_cost_lines_keep_the_index_to_the_agent_and_list_the_rest_apart():
     spent = {'probing': campaign_spend(synthetic_records([1, 1], 4, usage=usage), PRICES),
              'training': {'episodes': 64, 'tokens': 12_345, 'usd': None}}
     rows = {r['line']: r for r in cost_lines(base, trained, PRICES, ('base', 'trained'), spent)}
-    assert rows['campaign cost (the index: inference of the evaluated policy)']['base'] == f"${cost_index(base, PRICES)['cost']:,.2f}"
+    want = f"${cost_index(base, PRICES)['cost']:,.2f}"
+    assert rows['campaign cost (the index: inference of the evaluated policy)']['base'] == want
     assert rows['judge (not in the index)']['base'] == '4,000 tokens, $0.01'
     assert rows['simulated user (not in the index)']['trained'] == '60 tokens, $0.00'
-    assert rows['probing spent to make trained (not in the index)']['trained'] == '8 episodes, 8,808,120 tokens, $7.62'  # 8 x (agent 0.95 + judge 0.002)
-    assert rows['training spent to make trained (not in the index)']['trained'] == '64 episodes, 12,345 tokens, no price'
+    # 8 x (agent 0.95 + judge 0.002)
+    assert (rows['probing spent to make trained (not in the index)']['trained']
+            == '8 episodes, 8,808,120 tokens, $7.62')
+    assert (rows['training spent to make trained (not in the index)']['trained']
+            == '64 episodes, 12,345 tokens, no price')
     assert '95% bootstrap over tasks' in ' '.join(rows)
 
 def test_compare_warns_when_budgets_differ():
     from thinkingbox_training.metrics import BudgetsDiffer
     a, b = camp([2, 1], 2), camp([2, 2], 2, policy_id='t')
-    a.budgets = {'source': 'tasks', 'max_turns': [7, 16], 'max_tokens_per_turn': 256, 'max_episode_tokens': [7168, 15360]}
+    a.budgets = {'source': 'tasks', 'max_turns': [7, 16], 'max_tokens_per_turn': 256,
+                 'max_episode_tokens': [7168, 15360]}
     b.budgets = {'source': 'run', 'max_turns': 10, 'max_tokens_per_turn': 96, 'max_episode_tokens': 8192}
-    with pytest.warns(BudgetsDiffer, match=r'base: 7-16 turns, 256 tokens a turn.*trained: 10 turns, 96 tokens a turn'): compare(a, b, n_boot=100)
+    with pytest.warns(BudgetsDiffer, match=r'base: 7-16 turns, 256 tokens a turn.*trained: 10 turns, 96 tokens a turn'):
+        compare(a, b, n_boot=100)
     b.budgets = dict(a.budgets)
     import warnings
     with warnings.catch_warnings(): warnings.simplefilter('error'); compare(a, b, n_boot=100)

@@ -39,10 +39,11 @@ def test_two_waves_cover_both_domains():
 def test_same_uid_other_init_is_provisioned_and_graded_from_its_own_data():
     "The template cache was keyed by uid: the second task got the first one's database."
     demo = get_domain('demo')
-    a = Task(uid='demo/same/0', domain='demo', family='same', split='train', query='q', init={'account': [{'id': 'AC-1', 'balance_cents': 111}]},
+    a = Task(uid='demo/same/0', domain='demo', family='same', split='train', query='q',
+             init={'account': [{'id': 'AC-1', 'balance_cents': 111}]},
              golden=[ToolCallSpec(name='pay', arguments={'account_id': 'AC-1', 'amount_cents': 11})])
     b = a.model_copy(update={'init': {'account': [{'id': 'AC-1', 'balance_cents': 999}]}})
-    with demo.provision(a) as da: pass
+    with demo.provision(a): pass
     with demo.provision(b) as db_:
         assert {r['id']: r['balance_cents'] for r in db_.snapshot()['account']}['AC-1'] == 999
     assert expected_state(a)['account']['AC-1']['balance_cents'] == 100
@@ -54,7 +55,7 @@ def test_same_uid_other_init_is_provisioned_and_graded_from_its_own_data():
     assert asyncio.run(graded(b, 11)).reward == 1 and asyncio.run(graded(a, 11)).reward == 1
 
 def test_same_uid_other_golden_has_its_own_expected_state():
-    demo = get_domain('demo')
+    get_domain('demo')
     a = Task(uid='demo/same/1', domain='demo', family='same', split='train', query='q',
              golden=[ToolCallSpec(name='pay', arguments={'account_id': 'AC-1', 'amount_cents': 5})])
     b = a.model_copy(update={'golden': [ToolCallSpec(name='pay', arguments={'account_id': 'AC-1', 'amount_cents': 7})]})
@@ -71,7 +72,8 @@ async def main():
     with dom.provision(t) as db:  # a wrong path that touches many tables: every change, no approval
         for c in t.golden:
             if c.name != 'request_approval': db.run_tool(c.name, c.arguments)
-        db.run_tool('open_ticket', {'booking_id': t.golden[0].arguments['booking_id'], 'category': 'other', 'summary': 'a ticket nobody asked for'})
+        db.run_tool('open_ticket', {'booking_id': t.golden[0].arguments['booking_id'], 'category': 'other',
+                                    'summary': 'a ticket nobody asked for'})
         return (await Grader(judge=RuleJudge()).grade(t, db)).reasons
 print(json.dumps(asyncio.run(main())))
 """
@@ -92,12 +94,14 @@ CANARY = 'CANARY-7f3a9'
 def _with_canaries(task) -> Task:
     return task.model_copy(update={
         'reply': task.reply + f' {CANARY}-reply', 'tags': task.tags + [f'{CANARY}-tag'],
-        'rubric': [RubricItem(question=f'Does the agent say {CANARY}-question?', require=[f'{CANARY}-require'], forbid=[f'{CANARY}-forbid'])],
+        'rubric': [RubricItem(question=f'Does the agent say {CANARY}-question?', require=[f'{CANARY}-require'],
+                              forbid=[f'{CANARY}-forbid'])],
         'user': task.user.model_copy(update={'context': task.user.context + f' {CANARY}-context'})})
 
-@pytest.mark.parametrize('family', ['cancel_within_window', 'duplicate_charge', 'return_in_window', 'order_status_question'])
+@pytest.mark.parametrize('family', ['cancel_within_window', 'duplicate_charge', 'return_in_window',
+                                    'order_status_question'])
 def test_canaries_in_reply_rubric_tags_and_context_never_reach_the_policy(family):
-    "Everything the policy is given (messages, tool specs, tool results, user turns) is free of the task's private fields."
+    "All the policy is given (messages, tool specs, tool results, user turns) is free of the task's private fields."
     from thinkingbox_training.episode import EpisodeRunner
     from thinkingbox_training.policies import ScriptedPolicy
     domain = 'travel' if family in get_domain('travel').families else 'retail'
@@ -105,7 +109,8 @@ def test_canaries_in_reply_rubric_tags_and_context_never_reach_the_policy(family
     seen = []
     class Recording(ScriptedPolicy):
         async def generate(self, requests):
-            seen.extend(json.dumps({'messages': r.messages, 'tools': r.tools, 'prompt_ids': r.prompt_ids}) for r in requests)
+            seen.extend(json.dumps({'messages': r.messages, 'tools': r.tools, 'prompt_ids': r.prompt_ids})
+                        for r in requests)
             return await super().generate(requests)
     eps = asyncio.run(EpisodeRunner(Recording()).run([(task, 0)]))
     assert seen and eps[0].trajectory.status == 'ok'
