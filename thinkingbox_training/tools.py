@@ -41,14 +41,33 @@ def domain_mcp_tools(dom:Domain) -> dict[str, Tool]:
     return _TOOL_CACHE[key]
 
 # %% ../nbs/03_tools.ipynb #c006
-import threading
+import queue, threading
 
 class _ToolThreads:
     """Runs tool calls on threads of their own, at most `n` at once. A call's time limit starts when it gets a slot
     (measured: counting the queue made golden paths time out when hundreds of episodes were gathered at once);
     a call past its limit gives its slot back at once (its thread runs on, abandoned), so a hung tool holds a slot
-    no longer than its limit, and every waiting call gets one."""
-    def __init__(self, n:int): self.n, self.slots = n, threading.BoundedSemaphore(n)
+    no longer than its limit, and every waiting call gets one. Threads are reused: a thread that finished its call
+    waits for the next (at most `n` wait): a thread started per call cost 0.34 ms of CPU a call, a reused one 0.15 (2000
+    empty calls on this machine)."""
+    def __init__(self, n:int):
+        self.n, self.slots = n, threading.BoundedSemaphore(n)
+        self._jobs, self._idle, self._lock = queue.SimpleQueue(), 0, threading.Lock()
+
+    def _start(self, job):
+        "Run `job()` on an idle worker thread, or on a new one when none is idle."
+        with self._lock:
+            spawn = self._idle == 0
+            if not spawn: self._idle -= 1
+        self._jobs.put(job)
+        if spawn: threading.Thread(target=self._worker, name='tbt-tool', daemon=True).start()
+
+    def _worker(self):
+        while True:
+            self._jobs.get()()  # a job catches its own exceptions
+            with self._lock:
+                if self._idle >= self.n: return
+                self._idle += 1
 
     async def run(self, fn, timeout_s:float):
         "`fn()` on a thread; its result, its exception, or TimeoutError after `timeout_s` once it has a slot."
@@ -71,7 +90,7 @@ class _ToolThreads:
             finally:
                 with lock:
                     if state['holds']: state['holds'] = False; self.slots.release()
-        threading.Thread(target=thread, name='tbt-tool', daemon=True).start()
+        self._start(thread)
         try:
             await began.wait()  # waiting for a slot is not the tool's time
             return await asyncio.wait_for(done, timeout_s)
@@ -197,7 +216,8 @@ class InProcessToolSession(ToolSession):
         "What `MCPServer` answers a `tools/call` with, computed without the transport."
         # the call as the server receives it: the client's JSON form of its request (inf and nan become null, ...)
         dump = dict(by_alias=True, mode='json', exclude_none=True)
-        p = CallToolRequestParams.model_validate(CallToolRequestParams(name=name, arguments=arguments).model_dump(**dump))
+        sent = CallToolRequestParams(name=name, arguments=arguments).model_dump(**dump)
+        p = CallToolRequestParams.model_validate(sent)
         try:
             tool = self.tools.get(p.name)
             if tool is None: raise MCPToolError(f'Unknown tool: {p.name}')  # ToolManager's text
