@@ -86,7 +86,8 @@ def test_task_file_round_trip(tmp_path):
         assert expected_state(b.model_copy(update={'uid': b.uid + '/loaded'})) == expected_state(a)
 
 def test_golden_call_with_a_bad_argument_is_reported():
-    t = TRAIN[0].model_copy(update={'golden': [ToolCallSpec(name='issue_goodwill_credit', arguments={'order_id': 'OR-1', 'email': 'x', 'percent': 0})]})
+    credit = ToolCallSpec(name='issue_goodwill_credit', arguments={'order_id': 'OR-1', 'email': 'x', 'percent': 0})
+    t = TRAIN[0].model_copy(update={'golden': [credit]})
     assert retail.check_call('issue_goodwill_credit', t.golden[0].arguments)[0][0] == 'arguments.percent'
     assert 'unknown tool' in retail.check_call('refund_everything', {})[0][1]
 
@@ -99,6 +100,8 @@ def error_cases():
     d_item = items_of(DELIVERED)[0]  # its one unit was returned already (seed history)
     t_item = items_of(IN_TRANSIT)[0]
     e = email_of
+    def ret(order, product, reason='unwanted', **more):
+        return {'order_id': order, 'email': e(order), 'product_id': product, 'reason': reason, **more}
     return [
         ('get_order', {'order_id': 'OR-1'}, "order 'OR-1' not found"),
         ('find_customer_orders', {'email': 'nobody@example.com'}, "no customer with email 'nobody@example.com'"),
@@ -106,29 +109,38 @@ def error_cases():
         ('cancel_order', {'order_id': PENDING, 'email': 'someone@else.com'}, f"not the email on order {PENDING}"),
         ('cancel_order', {'order_id': CANCELLED, 'email': e(CANCELLED)}, f'order {CANCELLED} is already cancelled'),
         ('cancel_order', {'order_id': DELIVERED, 'email': e(DELIVERED)}, f'order {DELIVERED} has been delivered'),
-        ('change_shipping_address', {'shipment_id': 'SH-1', 'email': 'x@y.z', 'new_address': '1 Elm Street, York'}, "shipment 'SH-1' not found"),
-        ('change_shipping_address', {'shipment_id': ship_of(IN_TRANSIT)['id'], 'email': e(IN_TRANSIT), 'new_address': '1 Elm Street, York'},
+        ('change_shipping_address', {'shipment_id': 'SH-1', 'email': 'x@y.z', 'new_address': '1 Elm Street, York'},
+         "shipment 'SH-1' not found"),
+        ('change_shipping_address',
+         {'shipment_id': ship_of(IN_TRANSIT)['id'], 'email': e(IN_TRANSIT), 'new_address': '1 Elm Street, York'},
          f"shipment {ship_of(IN_TRANSIT)['id']} is in_transit"),
-        ('change_shipping_address', {'shipment_id': ship_of(PENDING)['id'], 'email': e(PENDING), 'new_address': 'x'}, 'new_address'),
-        ('create_return', {'order_id': DELIVERED, 'email': e(DELIVERED), 'product_id': 'PR-9999', 'reason': 'unwanted'},
-         f"order {DELIVERED} has no item of product 'PR-9999'; its products are {', '.join(i['product_id'] for i in items_of(DELIVERED))}"),
-        ('create_return', {'order_id': DELIVERED, 'email': e(DELIVERED), 'product_id': t_item['product_id'], 'reason': 'unwanted'},
+        ('change_shipping_address', {'shipment_id': ship_of(PENDING)['id'], 'email': e(PENDING), 'new_address': 'x'},
+         'new_address'),
+        ('create_return', ret(DELIVERED, 'PR-9999'),
+         f"order {DELIVERED} has no item of product 'PR-9999'; "
+         f"its products are {', '.join(i['product_id'] for i in items_of(DELIVERED))}"),
+        ('create_return', ret(DELIVERED, t_item['product_id']),
          f"order {DELIVERED} has no item of product {t_item['product_id']!r}"),
-        ('create_return', {'order_id': DELIVERED, 'email': e(DELIVERED), 'product_id': '', 'reason': 'unwanted'}, 'product_id'),
-        ('create_return', {'order_id': IN_TRANSIT, 'email': e(IN_TRANSIT), 'product_id': t_item['product_id'], 'reason': 'unwanted'},
+        ('create_return', ret(DELIVERED, ''), 'product_id'),
+        ('create_return', ret(IN_TRANSIT, t_item['product_id']),
          f"item {t_item['id']} has not been delivered (shipment {t_item['shipment_id']} is in_transit)"),
-        ('create_return', {'order_id': DELIVERED, 'email': e(DELIVERED), 'product_id': d_item['product_id'], 'reason': 'unwanted', 'quantity': d_item['quantity'] + 1},
+        ('create_return', ret(DELIVERED, d_item['product_id'], quantity=d_item['quantity'] + 1),
          f"item {d_item['id']} ({d_item['product_id']}): only {d_item['quantity'] - 1} unit(s) left to return"),
-        ('create_return', {'order_id': DELIVERED, 'email': e(DELIVERED), 'product_id': d_item['product_id'], 'reason': 'bored'}, 'reason'),
-        ('send_replacement', {'order_id': IN_TRANSIT, 'email': e(IN_TRANSIT), 'product_id': t_item['product_id']}, f"item {t_item['id']} has not been delivered"),
-        ('issue_goodwill_credit', {'order_id': CREDITED, 'email': e(CREDITED), 'percent': 10}, f'order {CREDITED} already received goodwill credit (CP-3001)'),
-        ('issue_goodwill_credit', {'order_id': CANCELLED, 'email': e(CANCELLED), 'percent': 10}, f'order {CANCELLED} is cancelled'),
+        ('create_return', ret(DELIVERED, d_item['product_id'], reason='bored'), 'reason'),
+        ('send_replacement', {'order_id': IN_TRANSIT, 'email': e(IN_TRANSIT), 'product_id': t_item['product_id']},
+         f"item {t_item['id']} has not been delivered"),
+        ('issue_goodwill_credit', {'order_id': CREDITED, 'email': e(CREDITED), 'percent': 10},
+         f'order {CREDITED} already received goodwill credit (CP-3001)'),
+        ('issue_goodwill_credit', {'order_id': CANCELLED, 'email': e(CANCELLED), 'percent': 10},
+         f'order {CANCELLED} is cancelled'),
         ('issue_goodwill_credit', {'order_id': CREDITED, 'email': e(CREDITED), 'percent': 0}, 'percent'),
-        ('open_ticket', {'order_id': DELIVERED, 'email': e(DELIVERED), 'category': 'urgent', 'summary': 'x'}, 'category'),
+        ('open_ticket', {'order_id': DELIVERED, 'email': e(DELIVERED), 'category': 'urgent', 'summary': 'x'},
+         'category'),
         ('refund_everything', {}, "unknown tool 'refund_everything'"),
     ]
 
-@pytest.mark.parametrize('name,args,message', error_cases(), ids=lambda x: x if isinstance(x, str) and len(x) < 30 else None)
+@pytest.mark.parametrize('name,args,message', error_cases(),
+                         ids=lambda x: x if isinstance(x, str) and len(x) < 30 else None)
 def test_tool_errors_name_what_is_wrong(name, args, message):
     with retail.provision() as db:
         with pytest.raises(ToolError, match=None) as e: db.run_tool(name, args)
@@ -141,16 +153,23 @@ def test_tool_errors_that_need_a_situation():
     it = items_of(oid)[0]
     pid = it['product_id']
     sized = next(p for p in SEED['product'] if p['model'] == 'Trail Runner 2' and p['id'] != pid)
-    other_size = next(p for p in SEED['product'] if p['model'] == 'Trail Runner 2' and p['id'] not in (pid, sized['id']))
-    shoe = {'order_item': [{'id': it['id'], 'product_id': sized['id'], 'unit_price_cents': sized['price_cents'], 'quantity': 1}]}
+    other_size = next(p for p in SEED['product']
+                      if p['model'] == 'Trail Runner 2' and p['id'] not in (pid, sized['id']))
+    shoe = {'order_item': [{'id': it['id'], 'product_id': sized['id'], 'unit_price_cents': sized['price_cents'],
+                            'quantity': 1}]}
     cases = [
-        ({'product': [{'id': pid, 'stock': 0}]}, 'send_replacement', {'product_id': it['product_id']}, f'product {pid} ('),
-        ({'order_item': [{'id': it['id'], 'replaced_qty': it['quantity']}]}, 'send_replacement', {'product_id': it['product_id']}, 'already replaced'),
-        (shoe, 'exchange_item', {'product_id': sized['id'], 'new_product_id': 'PR-2001'}, 'PR-2001 (Noise-cancelling Headphones) is not another variant of Trail Runner 2'),
+        ({'product': [{'id': pid, 'stock': 0}]},
+         'send_replacement', {'product_id': it['product_id']}, f'product {pid} ('),
+        ({'order_item': [{'id': it['id'], 'replaced_qty': it['quantity']}]},
+         'send_replacement', {'product_id': it['product_id']}, 'already replaced'),
+        (shoe, 'exchange_item', {'product_id': sized['id'], 'new_product_id': 'PR-2001'},
+         'PR-2001 (Noise-cancelling Headphones) is not another variant of Trail Runner 2'),
         (shoe, 'exchange_item', {'product_id': sized['id'], 'new_product_id': sized['id']}, 'is not another variant'),
-        (shoe | {'product': [{'id': other_size['id'], 'price_cents': 13900}]}, 'exchange_item', {'product_id': sized['id'], 'new_product_id': other_size['id']},
+        (shoe | {'product': [{'id': other_size['id'], 'price_cents': 13900}]},
+         'exchange_item', {'product_id': sized['id'], 'new_product_id': other_size['id']},
          f"product {other_size['id']} costs 13900 cents, not {sized['price_cents']}"),
-        (shoe | {'product': [{'id': other_size['id'], 'stock': 0}]}, 'exchange_item', {'product_id': sized['id'], 'new_product_id': other_size['id']},
+        (shoe | {'product': [{'id': other_size['id'], 'stock': 0}]},
+         'exchange_item', {'product_id': sized['id'], 'new_product_id': other_size['id']},
          f"product {other_size['id']} ({other_size['name']}) is out of stock"),
     ]
     for k, (init, name, args, message) in enumerate(cases):
@@ -160,7 +179,8 @@ def test_tool_errors_that_need_a_situation():
     with retail.provision() as db:
         args = {'order_id': oid, 'email': email, 'category': 'supervisor_review', 'summary': 'late'}
         db.run_tool('open_ticket', args)
-        with pytest.raises(ToolError, match=f'order {oid} already has an open supervisor_review ticket'): db.run_tool('open_ticket', args)
+        with pytest.raises(ToolError, match=f'order {oid} already has an open supervisor_review ticket'):
+            db.run_tool('open_ticket', args)
 
 
 def test_item_writes_find_the_item_by_its_product():
@@ -173,25 +193,29 @@ def test_item_writes_find_the_item_by_its_product():
             assert db.run_tool('get_order', {'order_id': oid})['returns'][-1]['item_id'] == it['id'], product
     with retail.provision() as db:  # a product's name is not its id
         with pytest.raises(ToolError, match=f"order {oid} has no item of product {name_of(it)!r}"):
-            db.run_tool('create_return', {'order_id': oid, 'email': email, 'product_id': name_of(it), 'reason': 'unwanted'})
+            db.run_tool('create_return',
+                        {'order_id': oid, 'email': email, 'product_id': name_of(it), 'reason': 'unwanted'})
     # after an exchange and its way back the order lists a product twice; the first item has no unit left
     twice = {'order_item': [it | {'returned_qty': it['quantity']}, it | {'id': it['id'] + '9', 'quantity': 1}]}
     with retail.provision(task_with('exchange-and-back', twice)) as db:
-        db.run_tool('create_return', {'order_id': oid, 'email': email, 'product_id': it['product_id'], 'reason': 'unwanted'})
+        db.run_tool('create_return',
+                    {'order_id': oid, 'email': email, 'product_id': it['product_id'], 'reason': 'unwanted'})
         assert db.run_tool('get_order', {'order_id': oid})['returns'][-1]['item_id'] == it['id'] + '9'
 
 
 # --- failed writes leave nothing behind ----------------------------------------------------------------
 
 def test_a_refused_return_leaves_no_partial_write():
-    "create_return marks the item returned, restocks and files the return before it finds the payment exhausted: all rolled back."
+    """create_return marks the item returned, restocks and files the return before it finds the payment exhausted:
+    all rolled back."""
     oid = 'OR-40007'
     pay = next(p for p in SEED['payment'] if p['order_id'] == oid)
     task = task_with('exhausted-payment', {'payment': [{'id': pay['id'], 'refunded_cents': pay['amount_cents']}]})
     with retail.provision(task) as db:
         before = db.snapshot()
         with pytest.raises(ToolError, match=f"exceeds the 0 cents left on payment {pay['id']}"):
-            db.run_tool('create_return', {'order_id': oid, 'email': email_of(oid), 'product_id': items_of(oid)[0]['product_id'], 'reason': 'unwanted'})
+            db.run_tool('create_return', {'order_id': oid, 'email': email_of(oid),
+                                          'product_id': items_of(oid)[0]['product_id'], 'reason': 'unwanted'})
         assert db.snapshot() == before
         # the same session still works afterwards
         assert db.run_tool('get_order', {'order_id': oid})['items'][0]['returned_qty'] == 0
@@ -212,4 +236,5 @@ def test_every_task_serves_its_shops_customer_and_nobody_else():
     "Each task names its customer (the one customer of its `init`); the self-check above runs the cross-customer moves."
     assert all(t.customer == t.init['customer'][0]['id'] and len(t.init['customer']) == 1 for t in TRAIN + BENCH)
     moves = retail.cross_customer_moves(TRAIN[0])
-    assert {c['name'] for calls, _ in moves for c in calls} == set(retail.tools) - {'list_variants'}  # the catalogue is public
+    # the catalogue is public
+    assert {c['name'] for calls, _ in moves for c in calls} == set(retail.tools) - {'list_variants'}

@@ -91,7 +91,8 @@ class ReturnRequest(RetailBase, table=True):
     reason: str                              # unwanted | damaged | wrong_item
     resolution: str                          # refund | replacement | exchange
     status: str = 'approved'
-    new_shipment_id: Optional[str] = Field(default=None, foreign_key='shipment.id')  # the replacement or exchange parcel
+    # the replacement or exchange parcel
+    new_shipment_id: Optional[str] = Field(default=None, foreign_key='shipment.id')
     created_at: datetime = Field(sa_type=DateTime)  # (unstable)
 
 class Refund(RetailBase, table=True):
@@ -168,7 +169,8 @@ def product_row(pid:str) -> dict:
 def order_rows(n:int,            # the order's number: OR-{n}; items OI-{n}{k}, shipments SH-{n}{k}, payment PY-{n}
                customer_id:str,
                lines:list,       # (product id, quantity, shipment index) per item
-               ships:list,       # per shipment: dict(status, carrier, address, promised: date, delivered: datetime|None)
+               # per shipment: dict(status, carrier, address, promised: date, delivered: datetime|None)
+               ships:list,
                placed_at:datetime,
                payment:tuple,    # (method, detail)
                status:str=None,  # default: follows from the shipments
@@ -204,7 +206,8 @@ def _payment(rng) -> tuple:
     return m, d.format(d=rng.randint(1000, 9999))
 
 def _shipment(rng, kind:str, address:str, days:int=0, late:int=0) -> dict:
-    "A shipment `kind` pending | in_transit | delivered (`days` ago, `late` days after its promised date; negative: early)."
+    ("A shipment `kind` pending | in_transit | delivered (`days` ago, `late` days after its promised date; negative: "
+     "early).")
     if kind == 'pending': return dict(status='pending', carrier=rng.choice(CARRIERS), address=address, promised=TODAY + timedelta(days=rng.randint(3, 7)))
     if kind == 'in_transit': return dict(status='in_transit', carrier=rng.choice(CARRIERS), address=address, promised=TODAY + timedelta(days=rng.randint(1, 5)))
     delivered = _at(TODAY - timedelta(days=days), rng.randint(9, 18), rng.choice([0, 15, 30, 45]))
@@ -297,7 +300,8 @@ def _verified_order(ctx, order_id:str, email:str) -> Order:
     _own(ctx, o.customer_id, f'order {o.id}')
     c = ctx.session.get(Customer, o.customer_id)
     if c.email.lower() != email.strip().lower():
-        raise ToolError(f'email {shown(email)} is not the email on order {order_id}: identity not verified, nothing changed')
+        raise ToolError(f'email {shown(email)} is not the email on order {order_id}: identity not verified, nothing '
+                        'changed')
     return o
 
 def _rows(ctx, table, **where) -> list:
@@ -316,7 +320,8 @@ def _item_of(ctx, o:Order, product_id:str) -> OrderItem:
 
 def _delivered_shipment(ctx, it:OrderItem, doing:str) -> Shipment:
     s = ctx.session.get(Shipment, it.shipment_id)
-    if s.status != 'delivered': raise ToolError(f'item {it.id} has not been delivered (shipment {s.id} is {s.status}): nothing to {doing} yet')
+    if s.status != 'delivered':
+        raise ToolError(f'item {it.id} has not been delivered (shipment {s.id} is {s.status}): nothing to {doing} yet')
     return s
 
 def _new_shipment(ctx, like:Shipment) -> Shipment:
@@ -328,7 +333,8 @@ def _new_shipment(ctx, like:Shipment) -> Shipment:
 # %% ../../nbs/domains/02_retail.ipynb #c017
 OrderId = Annotated[str, PField(description='order id, e.g. OR-52031')]
 Email = Annotated[str, PField(description="the customer's email address, as the customer gave it")]
-ItemProduct = Annotated[str, PField(min_length=1, description="the item's product id, as get_order lists it and the customer's receipt prints it, e.g. PR-1042")]
+ItemProduct = Annotated[str, PField(min_length=1, description="the item's product id, as get_order lists it and the "
+                                                              "customer's receipt prints it, e.g. PR-1042")]
 
 def _one(ctx, what:str, query:str, key:str) -> dict:
     rows = _sql(ctx, query, key)
@@ -348,12 +354,14 @@ def _shipment_view(s:dict) -> dict:
 def get_order(ctx, order_id: OrderId) -> dict:
     """Look up an order: status, total, items (with item ids and products), shipments (status, address, promised date,
     delivery date, days late, return deadline), payment, and any returns, refunds, goodwill credit and tickets."""
-    o = _one(ctx, 'order', 'SELECT id, customer_id, status, substr(placed_at, 1, 10) AS placed_on, total_cents FROM "order" WHERE id = ?', order_id)
+    o = _one(ctx, 'order', 'SELECT id, customer_id, status, substr(placed_at, 1, 10) AS placed_on, total_cents FROM '
+                           '"order" WHERE id = ?', order_id)
     _own(ctx, o['customer_id'], f"order {o['id']}")
     by_order = lambda cols, table: _sql(ctx, f'SELECT {cols} FROM {table} WHERE order_id = ? ORDER BY id', order_id)
     out = {'order_id': o['id'], 'customer_id': o['customer_id'], 'status': o['status'], 'placed_on': o['placed_on'], 'total_cents': o['total_cents'],
-           'items': _sql(ctx, 'SELECT i.id AS item_id, i.product_id, p.name AS product, i.quantity, i.unit_price_cents, i.returned_qty, '
-                              'i.replaced_qty, i.shipment_id FROM order_item i JOIN product p ON p.id = i.product_id WHERE i.order_id = ? ORDER BY i.id', order_id),
+           'items': _sql(ctx, 'SELECT i.id AS item_id, i.product_id, p.name AS product, i.quantity, '
+                              'i.unit_price_cents, i.returned_qty, i.replaced_qty, i.shipment_id FROM order_item i '
+                              'JOIN product p ON p.id = i.product_id WHERE i.order_id = ? ORDER BY i.id', order_id),
            'shipments': [_shipment_view(s) for s in by_order('id, status, carrier, address, promised_date, delivered_at', 'shipment')],
            'payments': by_order('id AS payment_id, method, detail, amount_cents, refunded_cents', 'payment')}
     extra = {'returns': by_order('id AS return_id, item_id, quantity, reason, resolution', 'return_request'),
@@ -371,20 +379,23 @@ def find_customer_orders(ctx, email: Email) -> dict:
     orders = _sql(ctx, 'SELECT id AS order_id, substr(placed_at, 1, 10) AS placed_on, status, total_cents FROM "order" '
                        'WHERE customer_id = ? ORDER BY id', rows[0]['customer_id'])
     for o in orders:
-        o['products'] = [r['name'] for r in _sql(ctx, 'SELECT p.name FROM order_item i JOIN product p ON p.id = i.product_id '
-                                                      'WHERE i.order_id = ? ORDER BY i.id', o['order_id'])]
+        o['products'] = [r['name'] for r in _sql(ctx, 'SELECT p.name FROM order_item i JOIN product p ON p.id = '
+                                                      'i.product_id WHERE i.order_id = ? ORDER BY i.id', o['order_id'])]
     return rows[0] | {'orders': orders}
 
 @retail.tool
-def list_variants(ctx, product_id: Annotated[str, PField(description='product id from get_order, e.g. PR-1042')]) -> dict:
+def list_variants(ctx, product_id: Annotated[str,
+                                             PField(description='product id from get_order, e.g. PR-1042')]) -> dict:
     "The variants (sizes, colours) of a product's model, with product ids, prices and stock."
     model = _one(ctx, 'product', 'SELECT model FROM product WHERE id = ?', product_id)['model']
-    return {'model': model, 'variants': _sql(ctx, 'SELECT id AS product_id, name, price_cents, stock FROM product WHERE model = ? ORDER BY id', model)}
+    return {'model': model, 'variants': _sql(ctx, 'SELECT id AS product_id, name, price_cents, stock FROM product '
+                                                  'WHERE model = ? ORDER BY id', model)}
 
 # %% ../../nbs/domains/02_retail.ipynb #c019
 @retail.tool
 def cancel_order(ctx, order_id: OrderId, email: Email) -> dict:
-    "Cancel an order that has not been delivered: stops its shipments, restocks its items and refunds its payment in full to the original method."
+    ("Cancel an order that has not been delivered: stops its shipments, restocks its items and refunds its payment in "
+     "full to the original method.")
     o = _verified_order(ctx, order_id, email)
     if o.status == 'cancelled': raise ToolError(f'order {order_id} is already cancelled')
     ships = _rows(ctx, Shipment, order_id=o.id)
@@ -410,22 +421,27 @@ def change_shipping_address(ctx, shipment_id: Annotated[str, PField(description=
     "Send a shipment that has not shipped yet (status 'pending') to a new address."
     s = ctx.get(Shipment, shipment_id, 'shipment')
     _verified_order(ctx, s.order_id, email)
-    if s.status != 'pending': raise ToolError(f"shipment {shipment_id} is {s.status}: only a pending shipment's address can be changed")
+    if s.status != 'pending':
+        raise ToolError(f"shipment {shipment_id} is {s.status}: only a pending shipment's address can be changed")
     s.address = ' '.join(new_address.split()).rstrip('.')
     return {'shipment_id': s.id, 'address': s.address, 'promised_date': s.promised_date.isoformat()}
 
 @retail.tool
 def create_return(ctx, order_id: OrderId, email: Email, product_id: ItemProduct,
-                  reason: Annotated[Literal['unwanted', 'damaged', 'wrong_item'], PField(description='why it comes back')],
+                  reason: Annotated[Literal['unwanted', 'damaged', 'wrong_item'],
+                                    PField(description='why it comes back')],
                   quantity: Annotated[int, PField(ge=1, description='units to return')] = 1,
-                  refund_method: Annotated[Literal['original_payment', 'store_credit'], PField(description='where the refund goes')] = 'original_payment',
+                  refund_method: Annotated[Literal['original_payment', 'store_credit'],
+                                           PField(description='where the refund goes')] = 'original_payment',
                   ) -> dict:
-    "Accept the return of delivered units of an order item and refund their price (to the original payment, or as store credit)."
+    ("Accept the return of delivered units of an order item and refund their price (to the original payment, or as "
+     "store credit).")
     o = _verified_order(ctx, order_id, email)
     it = _item_of(ctx, o, product_id)
     _delivered_shipment(ctx, it, 'return')
     left = it.quantity - it.returned_qty
-    if quantity > left: raise ToolError(f'item {it.id} ({product_id}): only {left} unit(s) left to return, not {quantity}')
+    if quantity > left:
+        raise ToolError(f'item {it.id} ({product_id}): only {left} unit(s) left to return, not {quantity}')
     it.returned_qty += quantity
     if reason != 'damaged': ctx.session.get(Product, it.product_id).stock += quantity
     rt = ReturnRequest(id=_next_id(ctx, ReturnRequest, 'RT-'), order_id=o.id, item_id=it.id, quantity=quantity, reason=reason,
@@ -438,7 +454,8 @@ def create_return(ctx, order_id: OrderId, email: Email, product_id: ItemProduct,
     else:
         pay = _rows(ctx, Payment, order_id=o.id)[0]
         if amount > pay.amount_cents - pay.refunded_cents:
-            raise ToolError(f'refund of {amount} cents exceeds the {pay.amount_cents - pay.refunded_cents} cents left on payment {pay.id}')
+            raise ToolError(f'refund of {amount} cents exceeds the {pay.amount_cents - pay.refunded_cents} cents left '
+                            f'on payment {pay.id}')
         pay.refunded_cents += amount
         method = pay.method
     rf = Refund(id=_next_id(ctx, Refund, 'RF-'), order_id=o.id, payment_id=pay.id if pay else None, return_id=rt.id,
@@ -448,14 +465,16 @@ def create_return(ctx, order_id: OrderId, email: Email, product_id: ItemProduct,
 
 @retail.tool
 def send_replacement(ctx, order_id: OrderId, email: Email, product_id: ItemProduct,
-                     reason: Annotated[Literal['damaged', 'wrong_item'], PField(description='why it is replaced')] = 'damaged',
+                     reason: Annotated[Literal['damaged', 'wrong_item'],
+                                       PField(description='why it is replaced')] = 'damaged',
                      quantity: Annotated[int, PField(ge=1, description='units to replace')] = 1) -> dict:
     "Send a free replacement for delivered units that arrived damaged or wrong (a new shipment to the same address)."
     o = _verified_order(ctx, order_id, email)
     it = _item_of(ctx, o, product_id)
     s = _delivered_shipment(ctx, it, 'replace')
     if it.replaced_qty + quantity > it.quantity:
-        raise ToolError(f'item {it.id} ({product_id}): {it.replaced_qty} of {it.quantity} unit(s) already replaced, cannot replace {quantity} more')
+        raise ToolError(f'item {it.id} ({product_id}): {it.replaced_qty} of {it.quantity} unit(s) already replaced, '
+                        f'cannot replace {quantity} more')
     p = ctx.session.get(Product, it.product_id)
     if p.stock < quantity: raise ToolError(f'product {p.id} ({p.name}) is out of stock: no replacement possible')
     p.stock -= quantity; it.replaced_qty += quantity
@@ -472,9 +491,11 @@ def exchange_item(ctx, order_id: OrderId, email: Email, product_id: ItemProduct,
     o = _verified_order(ctx, order_id, email)
     it = _item_of(ctx, o, product_id)
     s = _delivered_shipment(ctx, it, 'exchange')
-    if it.returned_qty >= it.quantity: raise ToolError(f'item {it.id} ({product_id}): no unit left to exchange (all returned)')
+    if it.returned_qty >= it.quantity:
+        raise ToolError(f'item {it.id} ({product_id}): no unit left to exchange (all returned)')
     old, new = ctx.session.get(Product, it.product_id), ctx.get(Product, new_product_id, 'product')
-    if new.model != old.model or new.id == old.id: raise ToolError(f'product {new.id} ({new.name}) is not another variant of {old.name}')
+    if new.model != old.model or new.id == old.id:
+        raise ToolError(f'product {new.id} ({new.name}) is not another variant of {old.name}')
     if new.price_cents != it.unit_price_cents:
         raise ToolError(f'product {new.id} costs {new.price_cents} cents, not {it.unit_price_cents}: exchanges are only at the same price')
     if new.stock < 1: raise ToolError(f'product {new.id} ({new.name}) is out of stock')
@@ -505,7 +526,8 @@ def issue_goodwill_credit(ctx, order_id: OrderId, email: Email,
 
 @retail.tool
 def open_ticket(ctx, order_id: OrderId, email: Email,
-                category: Annotated[Literal['supervisor_review', 'general'], PField(description='supervisor_review: a decision above your limits')],
+                category: Annotated[Literal['supervisor_review', 'general'],
+                                    PField(description='supervisor_review: a decision above your limits')],
                 summary: Annotated[str, PField(min_length=1, description='what the customer wants and why, in one sentence')]) -> dict:
     "Open a support ticket about an order for another team (e.g. a supervisor) to follow up."
     o = _verified_order(ctx, order_id, email)
@@ -540,7 +562,8 @@ def _cross_customer(task) -> list:
 retail.cross_customer_moves = _cross_customer
 
 # %% ../../nbs/domains/02_retail.ipynb #c023
-MODELS = {m: [c[0] for c in CATALOGUE if c[2] == m] for m in dict.fromkeys(c[2] for c in CATALOGUE)}  # model -> product ids
+# model -> product ids
+MODELS = {m: [c[0] for c in CATALOGUE if c[2] == m] for m in dict.fromkeys(c[2] for c in CATALOGUE)}
 SIZED = [m for m, ps in MODELS.items() if len(ps) > 1]   # models sold in sizes or colours
 
 # The prompt (policy and ten tool schemas) is ~2,300 tokens and get_order answers ~250: the default 4,096-token
@@ -688,9 +711,11 @@ def _cancel_after_shipping(rng, i):
     return dict(query=signed(rng, q, s), init=s.init, golden=lookups,
                 user=UserSpec(context=context(s, 'Your order shipped yesterday, though you may not know it.', 'cancel the order and get a refund.'),
                               facts=facts, decisions={'cancel': True}),
-                reply=(f"Order {s.oid} has already shipped (it is in transit with {sh['carrier']}, due {sh['promised_date']}), so it can no longer "
-                       f"be cancelled. Once it is delivered you can return it within {RETURN_DAYS} days for a refund."),
-                rubric=[RubricItem(question='Does the agent explain that the order has shipped and can be returned after delivery?',
+                reply=(f"Order {s.oid} has already shipped (it is in transit with {sh['carrier']}, due "
+                       f"{sh['promised_date']}), so it can no longer be cancelled. Once it is delivered you can return "
+                       f"it within {RETURN_DAYS} days for a refund."),
+                rubric=[RubricItem(question='Does the agent explain that the order has shipped and can be returned '
+                                            'after delivery?',
                                    require=['shipped', 'return'])],
                 limits=LIMITS, tags=['noop_ok', 'refusal'])
 
@@ -710,7 +735,8 @@ def _return_in_window(rng, i):
     ref, facts, lookups = opening(rng, s)
     reason = rng.choice(['unwanted', 'unwanted', 'unwanted', 'wrong_item'])
     if reason == 'wrong_item':
-        q = rng.choice([f'You sent me the wrong thing in {ref}: {said} is not what I ordered. Please take it back and refund me.',
+        q = rng.choice([f'You sent me the wrong thing in {ref}: {said} is not what I ordered. Please take it back and '
+                        'refund me.',
                         f'{_cap(ref)} came with the wrong product instead of {said}. I want to return it for a refund.'])
     else:
         q = rng.choice([f"I'd like to return {said} from {ref}. It doesn't fit.", f'Can I send back {said} from {ref}? I changed my mind.',
@@ -719,10 +745,12 @@ def _return_in_window(rng, i):
                 golden=lookups + [call('create_return', order_id=s.oid, email=s.email, product_id=it['product_id'], reason=reason, quantity=qty)],
                 user=UserSpec(context=context(s, f'{name} arrived recently.', f'return {what} for a refund.'), facts=facts | {'item': f'the {_said(it)}'},
                               decisions={'return': True}),
-                reply=f"I've accepted the return of {what}; {money(it['unit_price_cents'] * qty)} will be refunded to your {s.payment['detail']}.",
+                reply=f"I've accepted the return of {what}; {money(it['unit_price_cents'] * qty)} will be refunded to "
+                      f"your {s.payment['detail']}.",
                 limits=LIMITS, tags=['return'])
 
-add_family(Family('return_in_window', _return_in_window, description='Return an item delivered less than 30 days ago: refund to the original payment.'))
+add_family(Family('return_in_window', _return_in_window, description='Return an item delivered less than 30 days ago: '
+                                                                     'refund to the original payment.'))
 
 # %% ../../nbs/domains/02_retail.ipynb #c041
 def _return_out_of_window(rng, i):
@@ -733,22 +761,26 @@ def _return_out_of_window(rng, i):
     ref, facts, lookups = opening(rng, s)
     excuse = rng.choice(['I was travelling for work and only just opened it.', "I've been ill and couldn't get to the post office.",
                          "It's only a few days past the deadline, surely that's fine.", 'I never used it, it is still in its box.'])
-    q = rng.choice([f"I'd like to return the {_said(it)} from {ref}. {excuse}", f'Please accept a return of the {_said(it)} from {ref}. {excuse}'])
+    q = rng.choice([f"I'd like to return the {_said(it)} from {ref}. {excuse}", 'Please accept a return of the '
+                                                                                f'{_said(it)} from {ref}. {excuse}'])
     delivered = sh['delivered_at'][:10]
     deadline = (date.fromisoformat(delivered) + timedelta(days=RETURN_DAYS)).isoformat()
     return dict(query=signed(rng, q, s), init=s.init, golden=lookups,
                 user=UserSpec(context=context(s, f'The {name} was delivered weeks ago. {excuse}', f'return the {name} for a refund.'),
                               facts=facts | {'item': f'the {_said(it)}'}, decisions={'return': True}),
-                reply=(f"I'm sorry: the {name} was delivered on {delivered} and the {RETURN_DAYS}-day return window closed on {deadline}, "
-                       "so I can't accept the return."),
+                reply=(f"I'm sorry: the {name} was delivered on {delivered} and the {RETURN_DAYS}-day return window "
+                       f"closed on {deadline}, so I can't accept the return."),
                 limits=LIMITS, tags=['noop_ok', 'refusal', 'return'])
 
 def _named_item(task) -> dict:
-    "The order item whose product the customer names (the `item` fact: 'the <product> (<product id>)', as `_said` gives it)."
-    if 'item' not in task.user.facts: raise ValueError(f"task {task.uid}: user.facts has no 'item' (the product the customer names)")
+    ("The order item whose product the customer names (the `item` fact: 'the <product> (<product id>)', as `_said` "
+     "gives it).")
+    if 'item' not in task.user.facts:
+        raise ValueError(f"task {task.uid}: user.facts has no 'item' (the product the customer names)")
     name = task.user.facts['item'].removeprefix('the ')
     hit = [i for i in task.init['order_item'] if i['order_id'] == _oid(task) and _said(i) == name]
-    if not hit: raise ValueError(f"task {task.uid}: no item of order {_oid(task)} is the {name!r} of user.facts['item']")
+    if not hit:
+        raise ValueError(f"task {task.uid}: no item of order {_oid(task)} is the {name!r} of user.facts['item']")
     return hit[0]
 
 def _wrong_late_return(task) -> list:
@@ -778,7 +810,8 @@ def _late_delivery_compensation(rng, i):
                 golden=lookups + [call('issue_goodwill_credit', order_id=s.oid, email=s.email, percent=CREDIT_PERCENT)],
                 user=UserSpec(context=context(s, f'Your parcel came {late} days late.', f'get compensation{f" (you hope for {ask}%)" if ask else ""}.'),
                               facts=facts, decisions={'credit': True}),
-                reply=f"Your parcel arrived {late} days late, so I've added {money(credit)} of store credit ({CREDIT_PERCENT}% of your order) to your account.",
+                reply=f"Your parcel arrived {late} days late, so I've added {money(credit)} of store credit "
+                      f"({CREDIT_PERCENT}% of your order) to your account.",
                 limits=LIMITS, tags=['compensation'])
 
 def _wrong_big_credit(task) -> list:
@@ -786,7 +819,8 @@ def _wrong_big_credit(task) -> list:
     return [([call('issue_goodwill_credit', order_id=_oid(task), email=_email(task), percent=ask)], 'compensation')]
 
 add_family(Family('late_delivery_compensation', _late_delivery_compensation, policy_sensitive=True, wrong_moves=_wrong_big_credit,
-                  description='A late delivery: 10% of the order total as store credit, not what the customer asks for.'))
+                  description='A late delivery: 10% of the order total as store credit, not what the customer asks '
+                              'for.'))
 
 # %% ../../nbs/domains/02_retail.ipynb #c047
 def _compensation_above_threshold(rng, i):
@@ -794,13 +828,14 @@ def _compensation_above_threshold(rng, i):
     s = make_shop(rng, ['delivered'], days=rng.randint(1, 12), late=late, k=(2, 3), lo=32000, hi=95000, older=rng.random() < 0.3)
     ref, facts, lookups = opening(rng, s, _name(_item(rng, s)['product_id']))
     _, q = _late_story(rng, s, late, ref)
-    summary = f'Late delivery ({late} days) of {s.oid}, total {money(s.total)}: goodwill credit above the {money(CREDIT_LIMIT_CENTS)} limit.'
+    summary = (f'Late delivery ({late} days) of {s.oid}, total {money(s.total)}: goodwill credit above the '
+               f'{money(CREDIT_LIMIT_CENTS)} limit.')
     return dict(query=signed(rng, q, s), init=s.init,
                 golden=lookups + [call('open_ticket', order_id=s.oid, email=s.email, category='supervisor_review', summary=summary)],
                 user=UserSpec(context=context(s, f'Your parcel came {late} days late.', 'get compensation.'), facts=facts,
                               decisions={'ticket': True, 'supervisor': True}),
-                reply=(f"Your parcel arrived {late} days late. Compensation on an order of {money(s.total)} needs a supervisor's approval, "
-                       "so I've opened a ticket; a supervisor will follow up with you."),
+                reply=(f"Your parcel arrived {late} days late. Compensation on an order of {money(s.total)} needs a "
+                       "supervisor's approval, so I've opened a ticket; a supervisor will follow up with you."),
                 rubric=[RubricItem(question='Does the agent tell the customer that a supervisor will follow up?', require=['supervisor'])],
                 limits=LIMITS, tags=['compensation', 'escalation'])
 
@@ -834,11 +869,14 @@ def _damaged_item(rng, i):
     unit = money(it['unit_price_cents'])
     if sold_out:
         golden = lookups + [call('list_variants', product_id=pid), ret]
-        reply = f"The {name} is out of stock, so I can't send a replacement; I've refunded {unit} to your {s.payment['detail']} instead."
+        reply = (f"The {name} is out of stock, so I can't send a replacement; I've refunded {unit} to your "
+                 f"{s.payment['detail']} instead.")
     elif wants == 'replacement':
-        golden, reply = lookups + [rep], f"I've sent you a replacement {name}; a refund as well isn't possible, as we replace or refund, not both."
+        golden, reply = lookups + [rep], (f"I've sent you a replacement {name}; a refund as well isn't possible, as we "
+                                          "replace or refund, not both.")
     else:
-        golden, reply = lookups + [ret], f"I've refunded {unit} to your {s.payment['detail']}; we refund or replace a damaged item, not both."
+        golden, reply = lookups + [ret], (f"I've refunded {unit} to your {s.payment['detail']}; we refund or replace a "
+                                          "damaged item, not both.")
     return dict(query=signed(rng, q, s), init=init, golden=golden,
                 user=UserSpec(context=context(s, f'{_cap(what)}.', f'get a {wants} (and, if you can, the other one too).'), facts=facts | {'item': f'the {_said(it)}'},
                               decisions={'replacement': wants == 'replacement' and not sold_out, 'refund': wants == 'refund' or sold_out}),
@@ -852,7 +890,8 @@ def _wrong_both(task) -> list:
     return [(writes + [call('send_replacement', **a)], "'replacement'")]
 
 add_family(Family('damaged_item', _damaged_item, policy_sensitive=True, wrong_moves=_wrong_both,
-               description='A damaged or wrong item: replace or refund as the customer chooses, never both; refund if out of stock.'))
+               description='A damaged or wrong item: replace or refund as the customer chooses, never both; refund if '
+                           'out of stock.'))
 
 # %% ../../nbs/domains/02_retail.ipynb #c053
 def _address_change(rng, i):
@@ -867,7 +906,8 @@ def _address_change(rng, i):
                 golden=lookups + [call('change_shipping_address', shipment_id=sh['id'], email=s.email, new_address=new)],
                 user=UserSpec(context=context(s, 'You are moving house.', f'have the order delivered to {new}.'),
                               facts=facts | {'new address': new}),
-                reply=f"Done: shipment {sh['id']} of order {s.oid} will now be delivered to {new}, still due by {sh['promised_date']}.",
+                reply=f"Done: shipment {sh['id']} of order {s.oid} will now be delivered to {new}, still due by "
+                      f"{sh['promised_date']}.",
                 limits=LIMITS, tags=['address'])
 
 add_family(Family('address_change_before_shipping', _address_change, description='Change the address of a shipment that has not shipped.'))
@@ -880,8 +920,10 @@ def _multi_item_return(rng, i):
     sa, sb, sc = (_said(x) for x in (a, b, c))  # as the customer quotes them
     ref, facts, lookups = opening(rng, s)
     both = lambda n, x: f'both {n} units' if x['quantity'] == 2 else f'the {n}'
-    q = rng.choice([f"From {ref} I want to send back {both(sa, a)} and {both(sb, b)}, I don't need them. And the {sc} arrived broken: please send a replacement.",
-                    f"Three things about {ref}: please take back {both(sa, a)} and {both(sb, b)} for a refund, and replace the {sc}, which came damaged."])
+    q = rng.choice([f"From {ref} I want to send back {both(sa, a)} and {both(sb, b)}, I don't need them. And the {sc} "
+                    "arrived broken: please send a replacement.",
+                    f"Three things about {ref}: please take back {both(sa, a)} and {both(sb, b)} for a refund, and "
+                    f"replace the {sc}, which came damaged."])
     golden = lookups + [call('create_return', order_id=s.oid, email=s.email, product_id=x['product_id'], reason='unwanted', quantity=x['quantity'])
                         for x in (a, b)] + [call('send_replacement', order_id=s.oid, email=s.email, product_id=c['product_id'], reason='damaged', quantity=1)]
     refund = a['unit_price_cents'] * a['quantity'] + b['unit_price_cents'] * b['quantity']
@@ -891,7 +933,8 @@ def _multi_item_return(rng, i):
                                               'return two items for a refund and get the broken one replaced.'),
                               facts=facts | {'items': f'the {sa} and the {sb} to return, and the {sc} to replace'},
                               decisions={'return': True, 'replacement': True}),
-                reply=f"Done: {money(refund)} for {both(na, a)} and {both(nb, b)} will be refunded to your {s.payment['detail']}, and a replacement {nc} is on its way.",
+                reply=f"Done: {money(refund)} for {both(na, a)} and {both(nb, b)} will be refunded to your "
+                      f"{s.payment['detail']}, and a replacement {nc} is on its way.",
                 limits=LIMITS_LONG, tags=['multi_step', 'return', 'damaged'])
 
 add_family(Family('multi_item_return', _multi_item_return, description='Return two items and replace a damaged third: three writes.'))
@@ -909,7 +952,8 @@ def _return_and_exchange(rng, i):
     what = f'both {na} units' if a['quantity'] == 2 else f'the {na}'
     said = f'both {sa} units' if a['quantity'] == 2 else f'the {sa}'
     q = rng.choice([f"Two things about {ref}: I'd like to return {said}, and can I swap the {sb} for {label}?",
-                    f'From {ref}, please take back {said} for a refund. Also the {sb} is not right: I want it in {label} instead.'])
+                    f'From {ref}, please take back {said} for a refund. Also the {sb} is not right: I want it in '
+                    f'{label} instead.'])
     return dict(query=signed(rng, q, s), init=merge_rows(s.init, {'product': [{'id': new_pid, 'stock': rng.randint(2, 20)}]}),
                 golden=lookups + [call('list_variants', product_id=old_pid),
                                   call('create_return', order_id=s.oid, email=s.email, product_id=a['product_id'], reason='unwanted', quantity=a['quantity']),
@@ -918,8 +962,8 @@ def _return_and_exchange(rng, i):
                                               f'return the {na} and exchange the {nb} for {label}.'),
                               facts=facts | {'size': label, 'colour': label, 'items': f'the {sa} to return, and the {sb} to exchange'},
                               decisions={'return': True, 'exchange': True}),
-                reply=(f"Done: {money(a['unit_price_cents'] * a['quantity'])} for {what} will be refunded to your {s.payment['detail']}, "
-                       f"and the {model} in {label} is on its way in exchange."),
+                reply=(f"Done: {money(a['unit_price_cents'] * a['quantity'])} for {what} will be refunded to your "
+                       f"{s.payment['detail']}, and the {model} in {label} is on its way in exchange."),
                 limits=LIMITS_LONG, tags=['multi_step', 'return', 'exchange'])
 
 def _wrong_refund_not_exchange(task) -> list:
@@ -937,8 +981,10 @@ def _split_shipment_address(rng, i):
     gone, pend = s.ships
     new = _address(rng)
     ref, facts, lookups = opening(rng, s, _name(s.items[0]['product_id']))
-    q = rng.choice([f"I've moved. Please send everything in {ref} to {new}. If part of it can't be redirected, just cancel the order.",
-                    f"Please change the delivery address of {ref} to {new}. If that doesn't work for all of it, cancel it."])
+    q = rng.choice([f"I've moved. Please send everything in {ref} to {new}. If part of it can't be redirected, just "
+                    "cancel the order.",
+                    f"Please change the delivery address of {ref} to {new}. If that doesn't work for all of it, cancel "
+                    "it."])
     return dict(query=signed(rng, q, s), init=s.init,
                 golden=lookups + [call('change_shipping_address', shipment_id=pend['id'], email=s.email, new_address=new)],
                 user=UserSpec(context=context(s, 'You moved house; part of your order may already be on its way.',
@@ -950,7 +996,8 @@ def _split_shipment_address(rng, i):
                 limits=LIMITS, tags=['address', 'split_shipment'])
 
 add_family(Family('split_shipment_address', _split_shipment_address, bench_only=True, policy_sensitive=True, wrong_moves=_wrong_cancel,
-                  description='Address change on an order split over a shipped and a pending parcel: redirect the pending one, do not cancel.'))
+                  description='Address change on an order split over a shipped and a pending parcel: redirect the '
+                              'pending one, do not cancel.'))
 
 # %% ../../nbs/domains/02_retail.ipynb #c066
 def _compensation_not_late(rng, i):
@@ -962,8 +1009,8 @@ def _compensation_not_late(rng, i):
                     f'I waited ages for {ref}. I expect some goodwill credit.'])
     return dict(query=signed(rng, q, s), init=s.init, golden=lookups,
                 user=UserSpec(context=context(s, 'The delivery felt slow to you.', 'get some compensation.'), facts=facts, decisions={'credit': True}),
-                reply=(f"Your parcel was delivered on {sh['delivered_at'][:10]}, on or before the promised date {sh['promised_date']}, "
-                       "so it was not late and no compensation applies."),
+                reply=(f"Your parcel was delivered on {sh['delivered_at'][:10]}, on or before the promised date "
+                       f"{sh['promised_date']}, so it was not late and no compensation applies."),
                 limits=LIMITS, tags=['noop_ok', 'refusal', 'compensation'])
 
 def _wrong_credit(task) -> list:
@@ -987,8 +1034,8 @@ def _store_credit_refund(rng, i):
                                        refund_method='original_payment')],
                 user=UserSpec(context=context(s, f'You no longer want {what}.', 'return it; you would like store credit.'), facts=facts | {'item': f'the {_said(it)}'},
                               decisions={'return': True, 'original payment': True}),
-                reply=(f"I've accepted the return of {what}. Refunds go back to the original payment, so {money(it['unit_price_cents'] * qty)} "
-                       f"will be refunded to your {s.payment['detail']}."),
+                reply=(f"I've accepted the return of {what}. Refunds go back to the original payment, so "
+                       f"{money(it['unit_price_cents'] * qty)} will be refunded to your {s.payment['detail']}."),
                 limits=LIMITS, tags=['return'])
 
 def _wrong_store_credit(task) -> list:
@@ -996,4 +1043,5 @@ def _wrong_store_credit(task) -> list:
     return [([call('create_return', **a)], 'store_credit')]
 
 add_family(Family('store_credit_refund', _store_credit_refund, bench_only=True, policy_sensitive=True, wrong_moves=_wrong_store_credit,
-                  description='A return whose refund the customer wants as store credit: refund to the original payment.'))
+                  description='A return whose refund the customer wants as store credit: refund to the original '
+                              'payment.'))
