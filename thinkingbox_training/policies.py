@@ -4,7 +4,7 @@
 
 # %% ../nbs/06_policies.ipynb #c002
 from __future__ import annotations
-import asyncio, hashlib, itertools, math, os, random, re, time
+import asyncio, ctypes, hashlib, itertools, math, os, random, re, time
 from dataclasses import dataclass, field, asdict
 from typing import Any
 from .interpret import ChatFormat, assistant_text
@@ -195,6 +195,8 @@ class HFPolicy:
     def reset_cache(self):
         "Forget every cached KV (call after the weights change; `EpisodeRunner.run` calls it at its start)."
         self._rows, self._prefixes = {}, {}
+        try: ctypes.CDLL('libc.so.6').malloc_trim(0)  # glibc keeps freed KV buffers: without this RSS grows run by run
+        except (OSError, AttributeError): pass
 
     def release(self, key):
         "Forget the KV cache of an episode that ended."
