@@ -159,7 +159,8 @@ CARRIERS = ['DHL', 'UPS', 'Royal Mail', 'DPD']
 PAYMENTS = [('card', 'Visa ending {d}'), ('card', 'Mastercard ending {d}'), ('paypal', 'PayPal account'),
             ('gift_card', 'gift card GC-{d}')]
 
-def _at(day:date, hour:int=14, minute:int=0) -> datetime: return datetime(day.year, day.month, day.day, hour, minute, tzinfo=timezone.utc)
+def _at(day:date, hour:int=14, minute:int=0) -> datetime:
+    return datetime(day.year, day.month, day.day, hour, minute, tzinfo=timezone.utc)
 def _iso(x) -> str|None: return None if x is None else x.isoformat()
 def product_row(pid:str) -> dict:
     "The catalogue row of product `pid`."
@@ -208,8 +209,12 @@ def _payment(rng) -> tuple:
 def _shipment(rng, kind:str, address:str, days:int=0, late:int=0) -> dict:
     ("A shipment `kind` pending | in_transit | delivered (`days` ago, `late` days after its promised date; negative: "
      "early).")
-    if kind == 'pending': return dict(status='pending', carrier=rng.choice(CARRIERS), address=address, promised=TODAY + timedelta(days=rng.randint(3, 7)))
-    if kind == 'in_transit': return dict(status='in_transit', carrier=rng.choice(CARRIERS), address=address, promised=TODAY + timedelta(days=rng.randint(1, 5)))
+    if kind == 'pending':
+        return dict(status='pending', carrier=rng.choice(CARRIERS), address=address,
+                    promised=TODAY + timedelta(days=rng.randint(3, 7)))
+    if kind == 'in_transit':
+        return dict(status='in_transit', carrier=rng.choice(CARRIERS), address=address,
+                    promised=TODAY + timedelta(days=rng.randint(1, 5)))
     delivered = _at(TODAY - timedelta(days=days), rng.randint(9, 18), rng.choice([0, 15, 30, 45]))
     return dict(status='delivered', carrier=rng.choice(CARRIERS), address=address, delivered=delivered,
                 promised=delivered.date() - timedelta(days=late))
@@ -230,7 +235,8 @@ def _seed() -> dict:
         addr = _address(rng)
         kind = ['delivered', 'delivered', 'delivered', 'in_transit', 'pending', 'cancelled'][k % 6]
         if kind == 'cancelled':
-            ships = [dict(status='cancelled', carrier=rng.choice(CARRIERS), address=addr, promised=TODAY - timedelta(days=rng.randint(5, 40)))]
+            ships = [dict(status='cancelled', carrier=rng.choice(CARRIERS), address=addr,
+                          promised=TODAY - timedelta(days=rng.randint(5, 40)))]
         else: ships = [_shipment(rng, kind, addr, days=rng.randint(2, 90), late=rng.choice([0, 0, 0, 1, 3]))]
         lines = [(pid, rng.choice([1, 1, 1, 2]), 0) for pid in rng.sample([p['id'] for p in products], rng.randint(1, 3))]
         placed = _at(min(TODAY, ships[0]['promised']) - timedelta(days=rng.randint(3, 6)), rng.randint(7, 22))
@@ -258,17 +264,29 @@ def retail_seed() -> dict:
     return _seed()
 
 # %% ../../nbs/domains/02_retail.ipynb #c012
-POLICY = f"""You are the support agent of an online shop. Today is {TODAY.isoformat()}. Amounts in the tools are in cents.
+POLICY = f"""You are the support agent of an online shop. Today is {TODAY.isoformat()}. Amounts in the tools are in \
+cents.
 1. Identity: every change needs the email address on the order, which the customer gives you; pass it as `email`.
-2. Cancellation: an order can be cancelled only before it ships (order status 'placed'). Once any part of it has shipped, do not cancel it: the customer can return the items after delivery.
-3. Address changes: only for a shipment that has not shipped yet (status 'pending'). A shipment in transit cannot be redirected.
-4. Returns: only within {RETURN_DAYS} days of delivery, that is on or before the shipment's `return_deadline`. After that, refuse the return, whatever the reason. Nothing can be returned before it is delivered.
-5. The reason of a return: 'damaged' if it arrived broken or damaged, 'wrong_item' if we sent the wrong product, otherwise 'unwanted'.
-6. Refunds always go to the original payment method (refund_method 'original_payment'), never to store credit instead, even if the customer asks.
-7. A damaged or wrong item is either replaced or refunded, never both: do what the customer chooses. If the product is out of stock, refund it.
-8. Exchanges: an item can be exchanged for another variant of the same product at the same price (exchange_item); find the variant with list_variants.
-9. Late delivery: a shipment is late if it was delivered after its promised date (`late_by_days` > 0). The compensation is goodwill store credit of exactly {CREDIT_PERCENT}% of the order total (percent={CREDIT_PERCENT}), once per order, never more even if the customer asks for more.
-10. If that credit would be above ${CREDIT_LIMIT_CENTS / 100:.2f} (an order total above ${CREDIT_LIMIT_CENTS * 100 // CREDIT_PERCENT / 100:.2f}), do not grant anything yourself: open a 'supervisor_review' ticket for the order and tell the customer a supervisor will follow up.
+2. Cancellation: an order can be cancelled only before it ships (order status 'placed'). Once any part of it has \
+shipped, do not cancel it: the customer can return the items after delivery.
+3. Address changes: only for a shipment that has not shipped yet (status 'pending'). A shipment in transit cannot be \
+redirected.
+4. Returns: only within {RETURN_DAYS} days of delivery, that is on or before the shipment's `return_deadline`. After \
+that, refuse the return, whatever the reason. Nothing can be returned before it is delivered.
+5. The reason of a return: 'damaged' if it arrived broken or damaged, 'wrong_item' if we sent the wrong product, \
+otherwise 'unwanted'.
+6. Refunds always go to the original payment method (refund_method 'original_payment'), never to store credit instead, \
+even if the customer asks.
+7. A damaged or wrong item is either replaced or refunded, never both: do what the customer chooses. If the product is \
+out of stock, refund it.
+8. Exchanges: an item can be exchanged for another variant of the same product at the same price (exchange_item); find \
+the variant with list_variants.
+9. Late delivery: a shipment is late if it was delivered after its promised date (`late_by_days` > 0). The \
+compensation is goodwill store credit of exactly {CREDIT_PERCENT}% of the order total (percent={CREDIT_PERCENT}), once \
+per order, never more even if the customer asks for more.
+10. If that credit would be above ${CREDIT_LIMIT_CENTS / 100:.2f} (an order total above \
+${CREDIT_LIMIT_CENTS * 100 // CREDIT_PERCENT / 100:.2f}), do not grant anything yourself: open a 'supervisor_review' \
+ticket for the order and tell the customer a supervisor will follow up.
 11. No compensation for a delivery that arrived on time.
 12. A question about an order changes nothing: look it up and answer it.
 When you are done, tell the customer what you did (or why you could not) in one short message."""
@@ -315,7 +333,8 @@ def _item_of(ctx, o:Order, product_id:str) -> OrderItem:
     items = _rows(ctx, OrderItem, order_id=o.id)
     hits = [it for it in items if it.product_id == product_id.strip()]
     if not hits:
-        raise ToolError(f'order {o.id} has no item of product {shown(product_id)}; its products are ' + ', '.join(it.product_id for it in items))
+        raise ToolError(f'order {o.id} has no item of product {shown(product_id)}; its products are '
+                        + ', '.join(it.product_id for it in items))
     return next((it for it in hits if it.returned_qty < it.quantity), hits[0])
 
 def _delivered_shipment(ctx, it:OrderItem, doing:str) -> Shipment:
@@ -343,7 +362,8 @@ def _one(ctx, what:str, query:str, key:str) -> dict:
 
 def _shipment_view(s:dict) -> dict:
     "A shipment as the agent sees it, with the dates the policy needs worked out (all times are UTC)."
-    out = {'shipment_id': s['id'], 'status': s['status'], 'carrier': s['carrier'], 'address': s['address'], 'promised_date': s['promised_date']}
+    out = {'shipment_id': s['id'], 'status': s['status'], 'carrier': s['carrier'], 'address': s['address'],
+           'promised_date': s['promised_date']}
     if s['delivered_at']:
         d = date.fromisoformat(s['delivered_at'][:10])
         out |= {'delivered_on': d.isoformat(), 'late_by_days': max(0, (d - date.fromisoformat(s['promised_date'])).days),
@@ -358,11 +378,13 @@ def get_order(ctx, order_id: OrderId) -> dict:
                            '"order" WHERE id = ?', order_id)
     _own(ctx, o['customer_id'], f"order {o['id']}")
     by_order = lambda cols, table: _sql(ctx, f'SELECT {cols} FROM {table} WHERE order_id = ? ORDER BY id', order_id)
-    out = {'order_id': o['id'], 'customer_id': o['customer_id'], 'status': o['status'], 'placed_on': o['placed_on'], 'total_cents': o['total_cents'],
+    out = {'order_id': o['id'], 'customer_id': o['customer_id'], 'status': o['status'], 'placed_on': o['placed_on'],
+           'total_cents': o['total_cents'],
            'items': _sql(ctx, 'SELECT i.id AS item_id, i.product_id, p.name AS product, i.quantity, '
                               'i.unit_price_cents, i.returned_qty, i.replaced_qty, i.shipment_id FROM order_item i '
                               'JOIN product p ON p.id = i.product_id WHERE i.order_id = ? ORDER BY i.id', order_id),
-           'shipments': [_shipment_view(s) for s in by_order('id, status, carrier, address, promised_date, delivered_at', 'shipment')],
+           'shipments': [_shipment_view(s)
+                         for s in by_order('id, status, carrier, address, promised_date, delivered_at', 'shipment')],
            'payments': by_order('id AS payment_id, method, detail, amount_cents, refunded_cents', 'payment')}
     extra = {'returns': by_order('id AS return_id, item_id, quantity, reason, resolution', 'return_request'),
              'refunds': by_order('id AS refund_id, amount_cents, method, reason', 'refund'),
@@ -373,7 +395,8 @@ def get_order(ctx, order_id: OrderId) -> dict:
 @retail.tool
 def find_customer_orders(ctx, email: Email) -> dict:
     "Find a customer by email: their customer id, store credit balance and orders (id, date, status, total, products)."
-    rows = _sql(ctx, 'SELECT id AS customer_id, name, store_credit_cents FROM customer WHERE email = ?', email.strip().lower())
+    rows = _sql(ctx, 'SELECT id AS customer_id, name, store_credit_cents FROM customer WHERE email = ?',
+                email.strip().lower())
     if not rows: raise ToolError(f'no customer with email {shown(email)}')
     _own(ctx, rows[0]['customer_id'], f'email {shown(email)}')
     orders = _sql(ctx, 'SELECT id AS order_id, substr(placed_at, 1, 10) AS placed_on, status, total_cents FROM "order" '
@@ -415,9 +438,12 @@ def cancel_order(ctx, order_id: OrderId, email: Email) -> dict:
     return {'order_id': o.id, 'status': o.status, 'refunds': refunds}
 
 @retail.tool
-def change_shipping_address(ctx, shipment_id: Annotated[str, PField(description='shipment id from get_order, e.g. SH-520311')],
+def change_shipping_address(ctx,
+                            shipment_id: Annotated[str, PField(description='shipment id from get_order, e.g. SH-520311')],
                             email: Email,
-                            new_address: Annotated[str, PField(min_length=5, description='the full new address, as the customer gave it')]) -> dict:
+                            new_address: Annotated[str, PField(min_length=5,
+                                                               description='the full new address, as the customer gave it')],
+                           ) -> dict:
     "Send a shipment that has not shipped yet (status 'pending') to a new address."
     s = ctx.get(Shipment, shipment_id, 'shipment')
     _verified_order(ctx, s.order_id, email)
@@ -461,7 +487,8 @@ def create_return(ctx, order_id: OrderId, email: Email, product_id: ItemProduct,
     rf = Refund(id=_next_id(ctx, Refund, 'RF-'), order_id=o.id, payment_id=pay.id if pay else None, return_id=rt.id,
                 amount_cents=amount, method=method, reason='return', created_at=ctx.now)
     ctx.session.add(rf)
-    return {'return_id': rt.id, 'refund_id': rf.id, 'refund_cents': amount, 'refunded_to': pay.detail if pay else 'store credit'}
+    return {'return_id': rt.id, 'refund_id': rf.id, 'refund_cents': amount,
+            'refunded_to': pay.detail if pay else 'store credit'}
 
 @retail.tool
 def send_replacement(ctx, order_id: OrderId, email: Email, product_id: ItemProduct,
@@ -486,7 +513,8 @@ def send_replacement(ctx, order_id: OrderId, email: Email, product_id: ItemProdu
 
 @retail.tool
 def exchange_item(ctx, order_id: OrderId, email: Email, product_id: ItemProduct,
-                  new_product_id: Annotated[str, PField(description='the variant to send instead, from list_variants')]) -> dict:
+                  new_product_id: Annotated[str, PField(description='the variant to send instead, from list_variants')],
+                 ) -> dict:
     "Exchange one delivered unit of an item for another variant (size, colour) of the same product at the same price."
     o = _verified_order(ctx, order_id, email)
     it = _item_of(ctx, o, product_id)
@@ -497,7 +525,8 @@ def exchange_item(ctx, order_id: OrderId, email: Email, product_id: ItemProduct,
     if new.model != old.model or new.id == old.id:
         raise ToolError(f'product {new.id} ({new.name}) is not another variant of {old.name}')
     if new.price_cents != it.unit_price_cents:
-        raise ToolError(f'product {new.id} costs {new.price_cents} cents, not {it.unit_price_cents}: exchanges are only at the same price')
+        raise ToolError(f'product {new.id} costs {new.price_cents} cents, not {it.unit_price_cents}: '
+                        'exchanges are only at the same price')
     if new.stock < 1: raise ToolError(f'product {new.id} ({new.name}) is out of stock')
     it.returned_qty += 1; old.stock += 1; new.stock -= 1
     ship = _new_shipment(ctx, s)
@@ -506,11 +535,14 @@ def exchange_item(ctx, order_id: OrderId, email: Email, product_id: ItemProduct,
     rt = ReturnRequest(id=_next_id(ctx, ReturnRequest, 'RT-'), order_id=o.id, item_id=it.id, quantity=1, reason='unwanted',
                        resolution='exchange', new_shipment_id=ship.id, created_at=ctx.now)
     ctx.session.add(ni); ctx.session.add(rt)
-    return {'return_id': rt.id, 'new_item_id': ni.id, 'shipment_id': ship.id, 'promised_date': ship.promised_date.isoformat()}
+    return {'return_id': rt.id, 'new_item_id': ni.id, 'shipment_id': ship.id,
+            'promised_date': ship.promised_date.isoformat()}
 
 @retail.tool
 def issue_goodwill_credit(ctx, order_id: OrderId, email: Email,
-                          percent: Annotated[int, PField(ge=1, le=100, description='credit as a percentage of the order total')]) -> dict:
+                          percent: Annotated[int, PField(ge=1, le=100,
+                                                         description='credit as a percentage of the order total')],
+                         ) -> dict:
     "Add goodwill store credit of `percent`% of the order total to the customer's balance (once per order)."
     o = _verified_order(ctx, order_id, email)
     if o.status == 'cancelled': raise ToolError(f'order {order_id} is cancelled: no goodwill credit')
@@ -528,7 +560,9 @@ def issue_goodwill_credit(ctx, order_id: OrderId, email: Email,
 def open_ticket(ctx, order_id: OrderId, email: Email,
                 category: Annotated[Literal['supervisor_review', 'general'],
                                     PField(description='supervisor_review: a decision above your limits')],
-                summary: Annotated[str, PField(min_length=1, description='what the customer wants and why, in one sentence')]) -> dict:
+                summary: Annotated[str, PField(min_length=1,
+                                               description='what the customer wants and why, in one sentence')],
+               ) -> dict:
     "Open a support ticket about an order for another team (e.g. a supervisor) to follow up."
     o = _verified_order(ctx, order_id, email)
     dup = [t for t in _rows(ctx, Ticket, order_id=o.id) if t.category == category and t.status == 'open']
