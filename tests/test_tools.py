@@ -1,8 +1,8 @@
 "Isolation and fault injection of per-episode MCP tool sessions, on the demo domain."
 import asyncio, random
 import pytest
-from thinkingbox_training.tasks import Task, ToolCallSpec, get_domain
-from thinkingbox_training.backend import Domain, canonical_state
+from thinkingbox_training.tasks import Task, get_domain
+from thinkingbox_training.backend import Domain
 from thinkingbox_training.tools import ToolSession
 from thinkingbox_training.domains.demo import DemoBase
 
@@ -29,12 +29,15 @@ def test_64_concurrent_episodes_each_end_in_exactly_their_own_state():
         assert acc['AC-2']['balance_cents'] == 500
 
 def test_tasks_get_their_own_init_and_templates_are_not_modified():
-    t1 = Task(uid='demo/x/1', domain='demo', family='x', split='train', query='q', init={'account': [{'id': 'AC-1', 'balance_cents': 1}]})
-    t2 = Task(uid='demo/x/2', domain='demo', family='x', split='train', query='q', init={'account': [{'id': 'AC-9', 'balance_cents': 7}]})
+    t1 = Task(uid='demo/x/1', domain='demo', family='x', split='train', query='q',
+              init={'account': [{'id': 'AC-1', 'balance_cents': 1}]})
+    t2 = Task(uid='demo/x/2', domain='demo', family='x', split='train', query='q',
+              init={'account': [{'id': 'AC-9', 'balance_cents': 7}]})
     with demo.provision(t1) as a, demo.provision(t2) as b:
         a.run_tool('pay', {'account_id': 'AC-2', 'amount_cents': 100})
         assert {r['id']: r['balance_cents'] for r in a.snapshot()['account']} == {'AC-1': 1, 'AC-2': 400}
-        assert {r['id']: r['balance_cents'] for r in b.snapshot()['account']} == {'AC-1': 10_000, 'AC-2': 500, 'AC-9': 7}
+        balances = {r['id']: r['balance_cents'] for r in b.snapshot()['account']}
+        assert balances == {'AC-1': 10_000, 'AC-2': 500, 'AC-9': 7}
     with demo.provision(t1) as again:
         assert again.snapshot() == demo.template(t1).initial
 

@@ -5,7 +5,7 @@
 # %% ../nbs/03_tools.ipynb #c002
 from __future__ import annotations
 import asyncio, inspect, json, logging, time, typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 import mcp
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError as MCPToolError
@@ -17,7 +17,8 @@ __all__ = ['TOOL_TRANSPORTS', 'domain_mcp_tools', 'ToolResult', 'ToolSession', '
            'tool_session', 'transport_class']
 
 # %% ../nbs/03_tools.ipynb #c004
-logging.getLogger('mcp').setLevel(logging.CRITICAL)  # tool errors are reported to the agent and recorded here, not logged
+# tool errors are reported to the agent and recorded here, not logged
+logging.getLogger('mcp').setLevel(logging.CRITICAL)
 
 def _stub(fn) -> typing.Callable:
     "An async function with `fn`'s signature minus `ctx`: the shape MCP describes."
@@ -36,7 +37,8 @@ def domain_mcp_tools(dom:Domain) -> dict[str, Tool]:
     "The MCP tool descriptions of a domain's tools, built once per domain."
     if hasattr(dom, 'mcp_tools'): return dom.mcp_tools()  # a backend kind that describes its own tools (thinkingbox)
     key = (dom.name, id(dom), tuple(dom.tools))
-    if key not in _TOOL_CACHE:  # results are text for the agent: no output schema for the client to validate (~1 ms a call)
+    # results are text for the agent: no output schema for the client to validate (~1 ms a call)
+    if key not in _TOOL_CACHE:
         _TOOL_CACHE[key] = {n: Tool.from_function(_stub(f), structured_output=False) for n, f in dom.tools.items()}
     return _TOOL_CACHE[key]
 
@@ -72,7 +74,8 @@ class _ToolThreads:
     async def run(self, fn, timeout_s:float):
         "`fn()` on a thread; its result, its exception, or TimeoutError after `timeout_s` once it has a slot."
         loop = asyncio.get_running_loop()
-        began, done, lock, state = asyncio.Event(), loop.create_future(), threading.Lock(), {'holds': False, 'gone': False}
+        began, done, lock = asyncio.Event(), loop.create_future(), threading.Lock()
+        state = {'holds': False, 'gone': False}
         def post(f, *a):
             try: loop.call_soon_threadsafe(f, *a)
             except RuntimeError: pass  # the loop has closed: nobody waits for this call any more
@@ -110,7 +113,7 @@ class ToolResult:
     text: str                        # what the agent sees
     is_error: bool = False           # the agent's mistake or a refused request, shown to the agent
     system_error: str|None = None    # infrastructure failure: the episode must not be scored
-    agent_exception: str|None = None # the type of the exception domain code raised on these arguments (counted per tool)
+    agent_exception: str|None = None # the type of exception domain code raised on these arguments (counted per tool)
     duration_s: float = 0.0
     def message(self) -> dict:
         "The tool message for the conversation."
@@ -185,7 +188,9 @@ class ToolSession:
         "{tool: {exception type: count}} of this session's calls that domain code raised on."
         out = {}
         for r in self.calls:
-            if r.agent_exception: out.setdefault(r.name, {}).setdefault(r.agent_exception, 0); out[r.name][r.agent_exception] += 1
+            if not r.agent_exception: continue
+            counts = out.setdefault(r.name, {})
+            counts[r.agent_exception] = counts.get(r.agent_exception, 0) + 1
         return out
 
     async def tool_specs(self) -> list[dict]:
