@@ -30,7 +30,8 @@ def request(ids, seed, max_tokens, key=None):
 
 def test_each_row_ends_at_its_own_limit(pol, prompts):
     "A request allowed 3 tokens gives the same 3 tokens and `length` whether alone or batched with a 64-token request."
-    seed = next(s for s in range(100) if pol.sample([prompts[0]], [s], 3)[0].finish == 'length')  # not stopped by itself
+    # a seed whose 3 tokens do not stop by themselves
+    seed = next(s for s in range(100) if pol.sample([prompts[0]], [s], 3)[0].finish == 'length')
     alone = asyncio.run(pol.generate([request(prompts[0], seed, 3)]))[0]
     mixed = asyncio.run(pol.generate([request(prompts[0], seed, 3), request(prompts[1], 8, 64)]))
     assert (alone.finish, len(alone.token_ids)) == ('length', 3)
@@ -52,7 +53,8 @@ def test_samples_independent_of_batch_mates(pol, prompts):
 
 @pytest.mark.parametrize('cfg', [SamplingConfig(temperature=1.0), SamplingConfig(temperature=0.7, top_k=40, top_p=0.9)])
 def test_logprobs_match_a_fresh_forward_pass(pol, prompts, cfg):
-    "Recorded logprobs are within 1e-5 of a fresh full forward pass over prompt + sample, under the same processing,\n    for rows decoded in a batch, with the shared system-turn cache and an episode's kept cache for its next turn."
+    """Recorded logprobs are within 1e-5 of a fresh full forward pass over prompt + sample, under the same processing,
+    for rows decoded in a batch, with the shared system-turn cache and an episode's kept cache for its next turn."""
     p = HFPolicy(pol.model, pol.tokenizer, SamplingConfig(**{**cfg.__dict__, 'max_tokens': 48}))
     first = p.sample(prompts, [21, 22, 23, 24], keys=['a', 'b', 'c', 'd'])
     obs = pol.fmt.observation_ids([{'role': 'user', 'content': 'Thanks. Anything else I should know?'}])
@@ -66,16 +68,17 @@ def test_logprobs_match_a_fresh_forward_pass(pol, prompts, cfg):
         assert (torch.tensor(g.logprobs) - fresh).abs().max() < 1e-5
 
 def test_kept_caches_are_their_own(pol, prompts):
-    "An episode's kept cache holds only its own tokens, not a view of the batch's buffers (which would keep them alive)."
+    "An episode's kept cache holds only its own tokens, not a view of the batch's buffers (that would keep them alive)."
     p = HFPolicy(pol.model, pol.tokenizer, pol.sampling)
     p.sample(prompts, [1, 2, 3, 4], 16, keys=list('abcd'))
     for ids, prefix, own in p._rows.values():
-        for k, v in own: assert k.untyped_storage().nbytes() == k.numel() * k.element_size() and k.shape[0] == 1
+        for t in (t for kv in own for t in kv):
+            assert t.untyped_storage().nbytes() == t.numel() * t.element_size() and t.shape[0] == 1
         assert prefix[0][0].shape[2] + own[0][0].shape[2] == len(ids)
     p.release('a'); assert set(p._rows) == set('bcd')
 
 def test_counter_based_draws():
-    "Each seed's stream is a pure function of (seed, draw number); draws follow the distribution and skip masked tokens."
+    "Each seed's stream is a pure function of (seed, draw number); draws follow the distribution, skip masked tokens."
     from thinkingbox_training.policies import uniforms, draw
     u = uniforms([5, 6, 7], 3)
     assert [uniforms([s], 3)[0] for s in (5, 6, 7)] == u and all(0 <= x < 1 for x in u) and u != uniforms([5, 6, 7], 4)
