@@ -35,7 +35,8 @@ def visible_messages(messages:list) -> list:
     "The conversation as the user sees it: user messages and the agent's visible text, nothing else."
     out = []
     for m in messages:
-        if m['role'] == 'user' and not m.get('tool_responses'): out.append({'role': 'user', 'content': m.get('content') or ''})
+        if m['role'] == 'user' and not m.get('tool_responses'):
+            out.append({'role': 'user', 'content': m.get('content') or ''})
         elif m['role'] == 'assistant' and (m.get('content') or '').strip() and not m.get('tool_calls'):
             out.append({'role': 'assistant', 'content': m['content']})
     return out
@@ -52,7 +53,8 @@ def _words(s:str) -> list: return re.findall(r'[a-z0-9]+', s.lower())
 
 def _mentions(key:str, text_words:set) -> bool:
     ws = _words(key)
-    return bool(ws) and all(w in text_words or (w.endswith('s') and w[:-1] in text_words) or w + 's' in text_words for w in ws)
+    def seen(w): return w in text_words or (w.endswith('s') and w[:-1] in text_words) or w + 's' in text_words
+    return bool(ws) and all(seen(w) for w in ws)
 
 class ScriptedUser:
     "A deterministic simulated user driven by the task's facts and decisions."
@@ -67,7 +69,8 @@ class ScriptedUser:
             turn.reason = 'agent_done'  # the agent delivered an answer that asks nothing more
             return turn
         tw = set(_words(last))
-        parts = [f"My {k} {'are' if k.endswith('s') else 'is'} {v}." for k, v in self.spec.facts.items() if _mentions(k, tw)]
+        parts = [f"My {k} {'are' if k.endswith('s') else 'is'} {v}."
+                 for k, v in self.spec.facts.items() if _mentions(k, tw)]
         for topic, yes in self.spec.decisions.items():
             if _mentions(topic, tw): parts.append('Yes, please go ahead.' if yes else 'No, please do not do that.')
         return UserTurn(' '.join(parts) if parts else "I'm sorry, I don't know anything more than what I told you.")
@@ -92,10 +95,12 @@ class LLMUser:
         if not self.model: raise ValueError('LLMUser needs a model (argument or TBT_USER_MODEL)')
         self.retries, self.backoff_s = retries, backoff_s
         self.client = AsyncOpenAI(base_url=base_url or os.environ.get('TBT_USER_BASE_URL'),
-                                  api_key=api_key or os.environ.get('TBT_USER_API_KEY', 'none'), timeout=timeout_s, max_retries=0)
+                                  api_key=api_key or os.environ.get('TBT_USER_API_KEY', 'none'),
+                                  timeout=timeout_s, max_retries=0)
         self.name = f'openai:{self.model}'
         s = task.user
-        self.system = USER_SYSTEM.format(context=s.context or task.query, facts=json.dumps(s.facts), decisions=json.dumps(s.decisions), stop=STOP)
+        self.system = USER_SYSTEM.format(context=s.context or task.query, facts=json.dumps(s.facts),
+                                         decisions=json.dumps(s.decisions), stop=STOP)
 
     async def reply(self, visible:list) -> UserTurn:
         "The user's next message from the endpoint, with retries; `UserEndpointError` when they run out."
@@ -105,8 +110,9 @@ class LLMUser:
         err = None
         for attempt in range(self.retries + 1):
             try:
-                r = await self.client.chat.completions.create(model=self.model, messages=msgs, temperature=self.temperature,
-                                                              seed=self.seed, max_tokens=self.max_tokens)
+                r = await self.client.chat.completions.create(model=self.model, messages=msgs,
+                                                              temperature=self.temperature, seed=self.seed,
+                                                              max_tokens=self.max_tokens)
                 if not getattr(r, 'choices', None) or getattr(r.choices[0].message, 'content', None) is None:
                     raise ValueError(f'the endpoint answered no message content: {str(r)[:200]}')  # an endpoint fault
                 text = r.choices[0].message.content
@@ -118,7 +124,8 @@ class LLMUser:
             except Exception as e:
                 err = e
                 if attempt < self.retries: await asyncio.sleep(self.backoff_s * 2 ** attempt)
-        raise UserEndpointError(f'user endpoint {self.client.base_url} failed after {self.retries + 1} attempts: {type(err).__name__}: {err}')
+        raise UserEndpointError(f'user endpoint {self.client.base_url} failed after {self.retries + 1} attempts: '
+                                f'{type(err).__name__}: {err}')
 
 # %% ../nbs/05_users.ipynb #c011
 def scripted_chat(messages:list) -> str:
@@ -130,7 +137,8 @@ def scripted_chat(messages:list) -> str:
     from thinkingbox_training.tasks import UserSpec
     task = Task(uid='stand-in', domain='stand-in', family='stand-in', split='bench', query='',
                 user=UserSpec(facts=grab('Facts you know'), decisions=grab('Decisions you have made')))
-    visible = [{'role': 'user' if m['role'] == 'assistant' else 'assistant', 'content': m['content']} for m in messages[1:]]
+    visible = [{'role': 'user' if m['role'] == 'assistant' else 'assistant', 'content': m['content']}
+               for m in messages[1:]]
     turn = asyncio.run(ScriptedUser(task).reply(visible))
     return turn.text + (f' {STOP}' if turn.stop else '')
 
@@ -151,7 +159,8 @@ class StandInServer:
                 self.send_response(code); self.send_header('Content-Type', 'application/json')
                 self.send_header('Content-Length', str(len(body))); self.end_headers(); self.wfile.write(body)
             def do_GET(self):
-                if self.path.rstrip('/').endswith('/models'): return self._send(200, {'object': 'list', 'data': [{'id': outer.model, 'object': 'model'}]})
+                if self.path.rstrip('/').endswith('/models'):
+                    return self._send(200, {'object': 'list', 'data': [{'id': outer.model, 'object': 'model'}]})
                 self._send(404, {'error': {'message': 'not found'}})
             def do_POST(self):
                 req = json.loads(self.rfile.read(int(self.headers.get('Content-Length', 0))) or b'{}')
@@ -163,15 +172,19 @@ class StandInServer:
                 if self.path.endswith('/chat/completions'):
                     text = outer.chat(req['messages'])
                     if isinstance(text, (bytes, dict)): return self._send(200, text)  # a whole (broken) answer
-                    ntok, nout = sum(len(str(m.get('content', '')).split()) for m in req['messages']), len((text or '').split())
-                    return self._send(200, {'id': 'c', 'object': 'chat.completion', 'created': 0, 'model': req.get('model'),
-                        'choices': [{'index': 0, 'finish_reason': 'stop', 'message': {'role': 'assistant', 'content': text}}],
-                        'usage': {'prompt_tokens': ntok, 'completion_tokens': nout, 'total_tokens': ntok + nout}})
+                    ntok = sum(len(str(m.get('content', '')).split()) for m in req['messages'])
+                    nout = len((text or '').split())
+                    usage = {'prompt_tokens': ntok, 'completion_tokens': nout, 'total_tokens': ntok + nout}
+                    choice = {'index': 0, 'finish_reason': 'stop', 'message': {'role': 'assistant', 'content': text}}
+                    return self._send(200, {'id': 'c', 'object': 'chat.completion', 'created': 0,
+                                            'model': req.get('model'), 'choices': [choice], 'usage': usage})
                 if self.path.endswith('/completions') and outer.complete:
                     text = outer.complete(req['prompt'])
-                    return self._send(200, {'id': 'c', 'object': 'text_completion', 'created': 0, 'model': req.get('model'),
-                        'choices': [{'index': 0, 'finish_reason': 'stop', 'text': text}],
-                        'usage': {'prompt_tokens': len(str(req['prompt']).split()), 'completion_tokens': len(text.split()), 'total_tokens': 0}})
+                    usage = {'prompt_tokens': len(str(req['prompt']).split()), 'completion_tokens': len(text.split()),
+                             'total_tokens': 0}
+                    choice = {'index': 0, 'finish_reason': 'stop', 'text': text}
+                    return self._send(200, {'id': 'c', 'object': 'text_completion', 'created': 0,
+                                            'model': req.get('model'), 'choices': [choice], 'usage': usage})
                 self._send(404, {'error': {'message': f'no handler for {self.path}'}})
         self.httpd = ThreadingHTTPServer(('127.0.0.1', 0), H)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
