@@ -1,18 +1,21 @@
 """The outputs committed in the notebooks that teach: written, linted and checked for staleness.
 
 A code cell keeps its outputs in git only when its source has the line `#| keep_output`; every other cell is committed
-without outputs. Keep small, deterministic outputs (a rendered template, a parsed call, a table); leave timings, memory,
-paths and progress bars untagged.
+without outputs, and no cell keeps its stderr (warnings, log lines with timestamps, progress bars). Tag cells whose
+stdout, results and figures are small and the same on every run (a rendered template, a parsed call, a table); leave
+timings, memory and temporary paths untagged.
 
     python scripts/nb_outputs.py write nbs/00_interpret.ipynb   # execute, keep the tagged cells' outputs, nbdev-clean
     python scripts/nb_outputs.py lint                           # no execution: untagged cells carry no outputs
     python scripts/nb_outputs.py check                          # re-execute (temp copies) and diff the kept outputs
+    python scripts/nb_outputs.py skip-re                        # for `nbdev-test --skip-file-re`: check runs those
 
 Notebooks run the way `nbdev-test` runs them (in-process shell, the notebook's folder as working directory, cells with
-`#| eval: false` or a test flag such as `slow` skipped). `check` exits 1 naming the notebook, the cell and a short diff.
+`#| eval: false` or a test flag such as `slow` skipped). `check` exits 1 naming the notebook, the cell and a short diff,
+or with the traceback when a cell raises, so `make test` runs the tagged notebooks once, here, instead of in nbdev-test.
 """
 from __future__ import annotations
-import argparse, difflib, json, os, re, subprocess, sys, tempfile
+import argparse, difflib, json, os, re, subprocess, sys, tempfile, time, traceback
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -29,10 +32,17 @@ def kept(cell) -> bool:
     "Does this cell keep its outputs in git?"
     return cell.get('cell_type') == 'code' and any(l.strip() == KEEP for l in _src(cell).splitlines())
 
+def notebooks(root:Path=NBS) -> list[Path]:
+    "The notebooks under `root`, leaving out hidden folders (checkpoints, this script's temp copies)."
+    return sorted(p for p in root.rglob('*.ipynb') if not any(s.startswith('.') for s in p.relative_to(root).parts))
+
 def tagged_notebooks(root:Path=NBS) -> list[Path]:
     "The notebooks with at least one `#| keep_output` cell."
-    nbs = sorted(p for p in root.rglob('*.ipynb') if '.ipynb_checkpoints' not in p.parts)
-    return [p for p in nbs if any(kept(c) for c in json.loads(p.read_text())['cells'])]
+    return [p for p in notebooks(root) if any(kept(c) for c in json.loads(p.read_text())['cells'])]
+
+def _rel(path:Path, root:Path=ROOT) -> Path:
+    path = Path(path).resolve()
+    return path.relative_to(root.resolve()) if path.is_relative_to(root.resolve()) else path
 
 def execute(path:Path) -> list[list]:
     "Execute `path` as nbdev-test does; the outputs of each of its cells, in order ([] for cells not run)."
@@ -45,8 +55,12 @@ def execute(path:Path) -> list[list]:
     nb = NBProcessor(path, rm_directives=False, process=True).nb
     shell = CaptureShell(path)
     with working_directory(path.parent):
-        shell.run_all(nb, exc_stop=True, preproc=_skip_cell(nb, ['slow', 'cuda']), cell_timeout=600)
-    return [[_plain(o) for o in c.get('outputs', [])] for c in nb.cells]
+        try: shell.run_all(nb, exc_stop=True, preproc=_skip_cell(nb, ['slow', 'cuda']), cell_timeout=600)
+        except BaseException as e:
+            raise RuntimeError(shell.prettytb(fname=path) or traceback.format_exc()) from e
+    return [[_plain(o) for o in c.get('outputs', []) if not _stderr(o)] for c in nb.cells]
+
+def _stderr(o) -> bool: return o.get('output_type') == 'stream' and o.get('name') == 'stderr'
 
 def _plain(o) -> dict:
     "An output as plain JSON (execnb gives AttrDicts), without its execution count."
@@ -66,7 +80,7 @@ def write(path:Path) -> None:
                            for o in out] if kept(cell) else []
     path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + '\n')
     subprocess.run([str(Path(sys.executable).parent/'nbdev-clean'), '--fname', str(path)], check=True, cwd=ROOT)
-    print(f'{path.relative_to(ROOT)}: {sum(kept(c) for c in nb["cells"])} kept cells, {path.stat().st_size:,} bytes')
+    print(f'{_rel(path)}: {sum(kept(c) for c in nb["cells"])} kept cells, {path.stat().st_size:,} bytes')
 
 _ADDR = re.compile(r'0x[0-9a-f]{6,}')
 
@@ -74,6 +88,7 @@ def comparable(outputs:list) -> list[str]:
     "Outputs as lines to diff: text as is (trailing spaces and memory addresses dropped), images by kind only."
     lines = []
     for o in outputs:
+        if _stderr(o): continue
         kind = o.get('output_type')
         if kind == 'stream': texts = [(o.get('name', 'stdout'), o.get('text', ''))]
         elif kind == 'error': texts = [('error', f"{o.get('ename')}: {o.get('evalue')}")]
@@ -87,13 +102,13 @@ def comparable(outputs:list) -> list[str]:
             lines += [f'[{name}]'] + [_ADDR.sub('0x…', l.rstrip()) for l in t.splitlines()]
     return lines
 
-def lint(paths:list[Path]) -> list[str]:
+def lint(paths:list[Path], root:Path=ROOT) -> list[str]:
     "Problems found without executing: outputs on untagged cells, tagged cells with no committed output."
     probs = []
     for p in paths:
         for i, c in enumerate(json.loads(Path(p).read_text())['cells']):
             if c['cell_type'] != 'code': continue
-            name = f'{Path(p).relative_to(ROOT)} cell {i} ({c.get("id", "?")})'
+            name = f'{_rel(p, root)} cell {i} ({c.get("id", "?")})'
             if c.get('outputs') and not kept(c): probs.append(f'{name}: outputs on a cell without `{KEEP}`')
             if kept(c) and not c.get('outputs'): probs.append(f'{name}: `{KEEP}` but no output committed')
     return probs
@@ -114,18 +129,27 @@ def stale(path:Path, fresh:list[list] | None = None, max_lines:int=20) -> list[s
         if old == new: continue
         diff = list(difflib.unified_diff(old, new, 'committed', 'fresh', lineterm='', n=1))
         more = f'\n    ... {len(diff) - max_lines} more diff lines' if len(diff) > max_lines else ''
-        rel = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
-        probs.append(f'{rel} cell {i} ({cell.get("id", "?")}): committed output is stale\n    '
+        probs.append(f'{_rel(path)} cell {i} ({cell.get("id", "?")}): committed output is stale\n    '
                      + '\n    '.join(diff[:max_lines]) + more)
     return probs
 
 def _stale_or_error(path:Path) -> list[str]:
-    try: return stale(path)
-    except BaseException as e: return [f'{Path(path).relative_to(ROOT)}: did not run: {type(e).__name__}: {e}']
+    t = time.time()
+    try: probs = stale(path)
+    except BaseException as e: probs = [f'{_rel(path)}: a cell failed:\n{e}']
+    print(f'{_rel(path)}: {time.time() - t:.1f}s', flush=True)
+    return probs
+
+def skip_re(paths:list[Path]) -> str:
+    "A `--skip-file-re` for nbdev-test: its default (`^[_.]`) plus the file names of `paths` (which must be unique)."
+    names, tagged = [p.name for p in notebooks()], {p.name for p in paths}
+    clash = sorted(n for n in tagged if names.count(n) > 1)
+    if clash: raise SystemExit(f'nb_outputs: notebook names used twice, nbdev-test cannot skip one only: {clash}')
+    return '^([_.]|' + '|'.join(re.escape(n) + '$' for n in sorted(tagged)) + ')'
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('action', choices=['write', 'lint', 'check'])
+    ap.add_argument('action', choices=['write', 'lint', 'check', 'skip-re'])
     ap.add_argument('paths', nargs='*', type=Path, help='notebooks (default: every notebook with a kept cell)')
     ap.add_argument('--n-workers', type=int, default=2)
     a = ap.parse_args(argv)
@@ -133,11 +157,17 @@ def main(argv=None) -> int:
     if a.action == 'write':
         for p in paths: write(p)
         return 0
-    probs = lint(paths if a.paths else sorted(NBS.rglob('*.ipynb')))
+    if a.action == 'skip-re':
+        print(skip_re(paths))
+        return 0
+    probs = lint(paths if a.paths else notebooks())
     if a.action == 'check' and not probs:
-        with ProcessPoolExecutor(a.n_workers) as ex: probs = [q for qs in ex.map(_stale_or_error, paths) for q in qs]
+        # by module name, not `__main__`: an executed notebook replaces `__main__` in the worker that ran it
+        sys.path.insert(0, str(Path(__file__).parent)); import nb_outputs
+        with ProcessPoolExecutor(a.n_workers) as ex:
+            probs = [q for qs in ex.map(nb_outputs._stale_or_error, paths) for q in qs]
     for q in probs: print(f'FAIL: {q}')
-    if probs: print(f'Refresh with: .venv/bin/python scripts/nb_outputs.py write <notebook>')
+    if probs: print('Refresh with: .venv/bin/python scripts/nb_outputs.py write <notebook>')
     else: print(f'notebook outputs: {len(paths)} notebooks ok ({a.action})')
     return 1 if probs else 0
 

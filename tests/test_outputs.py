@@ -1,0 +1,48 @@
+"The check of committed notebook outputs (scripts/nb_outputs.py) fails on a stale output and passes on a fresh one."
+import importlib.util, json
+from pathlib import Path
+
+_spec = importlib.util.spec_from_file_location('nb_outputs', Path(__file__).parent.parent/'scripts'/'nb_outputs.py')
+nb_outputs = importlib.util.module_from_spec(_spec); _spec.loader.exec_module(nb_outputs)
+
+
+def _nb(path:Path, cells:list) -> Path:
+    "A notebook at `path` of code cells given as (source, committed stdout or None)."
+    def cell(i, src, out):
+        outs = [] if out is None else [{'name': 'stdout', 'output_type': 'stream', 'text': [out]}]
+        return {'cell_type': 'code', 'execution_count': None, 'id': f'c{i}', 'metadata': {}, 'outputs': outs,
+                'source': src}
+    nb = {'cells': [cell(i, s, o) for i, (s, o) in enumerate(cells)], 'metadata': {}, 'nbformat': 4,
+          'nbformat_minor': 5}
+    path.write_text(json.dumps(nb, indent=1))
+    return path
+
+
+def test_stale_output_fails_with_cell_and_diff(tmp_path):
+    p = _nb(tmp_path/'demo.ipynb', [('x = 2', None),
+                                    ('#| keep_output\nprint(x + 1)', '3\n'),
+                                    ('#| keep_output\nprint(x * 10)', '10\n')])  # stale: x is 2 now
+    probs = nb_outputs.stale(p)
+    assert len(probs) == 1, probs
+    assert 'demo.ipynb cell 2 (c2): committed output is stale' in probs[0]
+    assert '-10' in probs[0] and '+20' in probs[0]
+
+
+def test_fresh_outputs_pass_and_images_compare_by_kind():
+    committed = [{'output_type': 'display_data', 'data': {'image/png': 'AAAA', 'text/plain': ['<Image>']},
+                  'metadata': {}}]
+    fresh = [{'output_type': 'display_data', 'data': {'image/png': 'BBBB', 'text/plain': ['<Image>']}, 'metadata': {}}]
+    assert nb_outputs.comparable(committed) == nb_outputs.comparable(fresh) == ['[image/png]']
+
+
+def test_lint_flags_untagged_outputs_and_empty_tagged_cells(tmp_path):
+    p = _nb(tmp_path/'lint.ipynb', [('print(1)', '1\n'), ('#| keep_output\nprint(2)', None),
+                                    ('#| keep_output\n1', '1')])
+    probs = nb_outputs.lint([p], root=tmp_path)
+    assert probs == [f'lint.ipynb cell 0 (c0): outputs on a cell without `{nb_outputs.KEEP}`',
+                     f'lint.ipynb cell 1 (c1): `{nb_outputs.KEEP}` but no output committed'], probs
+
+
+def test_committed_notebooks_are_lint_clean():
+    "Every notebook in nbs/: outputs only on `#| keep_output` cells, and each such cell has one (no execution)."
+    assert nb_outputs.lint(nb_outputs.notebooks()) == []
