@@ -42,7 +42,7 @@ test: install
 # test passes `ruff check` (the files still failing are listed in the issue's closing note).
 #	$(BIN)/ruff check thinkingbox_training nbs tests scripts benchmarks
 # The notebooks with committed outputs (cells tagged `#| keep_output`) are run once, by scripts/nb_outputs.py instead of
-# nbdev-test: it fails on a cell that raises, as nbdev-test does, and on a kept output that no longer matches a fresh run.
+# nbdev-test: it fails on a cell that raises, as nbdev-test does, and on a kept output that differs from a fresh run.
 	$(BIN)/nbdev-test --n-workers 2 --timing --skip-file-re "$$($(BIN)/python scripts/nb_outputs.py skip-re)"
 	$(BIN)/python scripts/nb_outputs.py check --n-workers 2
 	$(BIN)/python -m pytest -q tests
