@@ -5,12 +5,12 @@
 # %% ../nbs/07_episode.ipynb #c002
 from __future__ import annotations
 import asyncio, time
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Literal
 from pydantic import BaseModel, Field
 from .interpret import TokenTrajectory, parse_assistant
 from .tasks import Task, get_domain
-from .tools import ToolSession, tool_session, transport_class
+from .tools import tool_session, transport_class
 from .grader import Grader, RuleJudge, Usage, Verdict, expected_state, void_verdict
 from .users import UserEndpointError, make_user, visible_messages
 from .policies import GenRequest, SamplingConfig
@@ -20,7 +20,8 @@ __all__ = ['SYSTEM_PROMPT', 'Trajectory', 'Episode', 'AttemptRecord', 'EpisodeRu
 
 # %% ../nbs/07_episode.ipynb #c004
 SYSTEM_PROMPT = """You are a customer support agent of the {domain} backend. Follow the policy below exactly.
-Use the tools to look things up and to act. When the request is handled (or cannot be), tell the customer the outcome in one final message that asks nothing.
+Use the tools to look things up and to act. When the request is handled (or cannot be), tell the customer the \
+outcome in one final message that asks nothing.
 
 # Policy
 {policy}"""
@@ -35,18 +36,21 @@ class Trajectory(BaseModel):
     logprobs: list = Field(default_factory=list)          # sampling logprob per completion token (None on observations)
     usage: dict[str, Usage] = Field(default_factory=lambda: {'agent': Usage(), 'user': Usage(), 'judge': Usage()})
     status: Literal['ok', 'truncated', 'system_error'] = 'ok'
-    termination: str = ''                                  # agent_done, user_stop, turn_limit, token_limit, wall_clock, system_error
+    # agent_done, user_stop, turn_limit, token_limit, wall_clock, system_error
+    termination: str = ''
     system_error: str|None = None
     turns: int = 0
     tool_calls: int = 0
     malformed_calls: int = 0
-    agent_exceptions: dict[str, int] = Field(default_factory=dict)  # tool -> calls where domain code raised on the agent's input
+    # tool -> calls where domain code raised on the agent's input
+    agent_exceptions: dict[str, int] = Field(default_factory=dict)
     wall_s: float = 0.0                                    # from start to verdict
-    own_s: float = 0.0                                     # the wall clock's count: wall_s less waits for other episodes
+    own_s: float = 0.0                                     # the wall clock's count: wall_s less others' waits
     @property
     def final_message(self) -> str:
         "The agent's last visible message."
-        return next((m.get('content') or '' for m in reversed(self.messages) if m['role'] == 'assistant' and not m.get('tool_calls')), '')
+        return next((m.get('content') or '' for m in reversed(self.messages)
+                     if m['role'] == 'assistant' and not m.get('tool_calls')), '')
 
 @dataclass
 class Episode:
@@ -88,10 +92,11 @@ class AttemptRecord(BaseModel):
         return cls(campaign=campaign, task_uid=t.uid, domain=t.domain, family=t.family, split=t.split,
                    held_out_family=t.held_out_family, repetition=ep.repetition, policy_id=ep.policy_id,
                    status=tr.status, reward=v.reward, termination=tr.termination,
-                   verdict={'reward': v.reward, 'tables': v.tables, 'reasons': v.reasons[:max_reasons], 'system_error': v.system_error},
+                   verdict={'reward': v.reward, 'tables': v.tables, 'reasons': v.reasons[:max_reasons],
+                            'system_error': v.system_error},
                    usage={k: u.model_dump() for k, u in tr.usage.items()}, duration_s=tr.wall_s, turns=tr.turns,
-                   tool_calls=tr.tool_calls, malformed_calls=tr.malformed_calls, agent_exceptions=dict(tr.agent_exceptions),
-                   tokens=len(tr.completion_ids))
+                   tool_calls=tr.tool_calls, malformed_calls=tr.malformed_calls,
+                   agent_exceptions=dict(tr.agent_exceptions), tokens=len(tr.completion_ids))
 
 # %% ../nbs/07_episode.ipynb #c009
 class _Batcher:
@@ -145,8 +150,9 @@ class _Live:
     def own_s(self) -> float: return time.perf_counter() - self.t0 - self.waited
 
     def end(self, termination:str, system_error:str=None):
-        "End the episode (the first reason stays); a system error voids it, also one that comes after the end (grading)."
-        if system_error and self.tr.status != 'system_error': self.tr.status, self.tr.system_error = 'system_error', system_error
+        "End the episode (the first reason stays); a system error voids it, even one after the end (grading)."
+        if system_error and self.tr.status != 'system_error':
+            self.tr.status, self.tr.system_error = 'system_error', system_error
         if self.ended: return
         self.ended = True
         self.tr.termination = termination
@@ -171,12 +177,14 @@ class EpisodeRunner:
         self.policy, self.grader = policy, grader or Grader(judge=RuleJudge())
         self.user_spec, self.user_kw = user, user_kw or {}
         self.sampling = sampling or getattr(policy, 'sampling', None) or SamplingConfig()
-        self.concurrency, self.tool_timeout_s, self.check_tokens, self.progress = concurrency, tool_timeout_s, check_tokens, progress
+        self.concurrency, self.tool_timeout_s = concurrency, tool_timeout_s
+        self.check_tokens, self.progress = check_tokens, progress
         transport_class(tool_transport)  # an unknown transport is refused here, not in every episode
         self.tool_transport = tool_transport
         self.fmt = getattr(policy, 'fmt', None)
         self.policy_id = policy.policy_id
-        self.stats = {'model_calls': 0, 'model_s': 0.0, 'tool_s': 0.0, 'user_s': 0.0, 'setup_s': 0.0, 'grade_s': 0.0, 'batch_sizes': []}
+        self.stats = {'model_calls': 0, 'model_s': 0.0, 'tool_s': 0.0, 'user_s': 0.0, 'setup_s': 0.0, 'grade_s': 0.0,
+                      'batch_sizes': []}
 
     def _budget(self, ep:_Live) -> bool:
         "End the episode if a budget is spent; True if it may go on."
@@ -185,8 +193,8 @@ class EpisodeRunner:
         if ep.tr.turns >= lim.max_turns: ep.end('turn_limit')
         elif ep.tt is not None and ep.tokens() >= lim.max_episode_tokens: ep.end('token_limit')
         elif ep.own_s() > lim.wall_clock_s:  # an infrastructure guard, not the policy's budget
-            ep.end('wall_clock', f'wall clock: the episode took {ep.own_s():.1f}s of its own time (tools, user, model calls), '
-                                 f'over its {lim.wall_clock_s:g}s guard')
+            ep.end('wall_clock', f'wall clock: the episode took {ep.own_s():.1f}s of its own time '
+                                 f'(tools, user, model calls), over its {lim.wall_clock_s:g}s guard')
         return not ep.ended
 
     def _request(self, ep:_Live) -> GenRequest:
@@ -194,7 +202,8 @@ class EpisodeRunner:
         mt = min(lim.max_tokens_per_turn, self.sampling.max_tokens)
         if ep.tt is not None: mt = max(1, min(mt, lim.max_episode_tokens - ep.tokens()))
         return GenRequest(messages=ep.tr.messages, tools=ep.tr.tools, task=ep.task, repetition=ep.rep, turn=ep.tr.turns,
-                          seed=(ep.seed + ep.tr.turns) % 2**63, max_tokens=mt, prompt_ids=ep.tt.ids if ep.tt else None, key=id(ep))
+                          seed=(ep.seed + ep.tr.turns) % 2**63, max_tokens=mt, prompt_ids=ep.tt.ids if ep.tt else None,
+                          key=id(ep))
 
     async def _act(self, ep:_Live, g) -> bool:
         "Apply one generation; True if the user must reply next."
@@ -213,7 +222,8 @@ class EpisodeRunner:
             r = await ep.ts.call(call.name, call.arguments)
             ep.tr.tool_calls += 1
             if r.system_error: ep.end('system_error', r.system_error); return False
-            if getattr(r, 'agent_exception', None):  # domain code raised on the agent's input: a failed call, counted per tool
+            # domain code raised on the agent's input: a failed call, counted per tool
+            if getattr(r, 'agent_exception', None):
                 ep.tr.agent_exceptions[call.name] = ep.tr.agent_exceptions.get(call.name, 0) + 1
             obs.append(r.message())
         self.stats['tool_s'] += time.perf_counter() - t0
@@ -244,8 +254,8 @@ class EpisodeRunner:
                 async with tool_session(db, timeout_s=self.tool_timeout_s, transport=self.tool_transport) as ts:
                     ep.ts = ts
                     tr.tools = await ts.tool_specs()
-                    tr.messages = [{'role': 'system', 'content': SYSTEM_PROMPT.format(domain=dom.name, policy=dom.policy)},
-                                   {'role': 'user', 'content': task.query}]
+                    system = SYSTEM_PROMPT.format(domain=dom.name, policy=dom.policy)
+                    tr.messages = [{'role': 'system', 'content': system}, {'role': 'user', 'content': task.query}]
                     if self.fmt is not None: ep.tt = TokenTrajectory.start(self.fmt, tr.messages, tr.tools)
                     ep.user = make_user(self.user_spec, task, **self.user_kw)
                     self.stats['setup_s'] += time.perf_counter() - t0
@@ -267,14 +277,17 @@ class EpisodeRunner:
         if tr.status == 'system_error': v = void_verdict(tr.system_error)
         if ep.tt is not None:
             if self.check_tokens: ep.tt.check(tr.messages, tr.tools)
-            tr.prompt_ids, tr.completion_ids, tr.mask, tr.logprobs = ep.tt.prompt_ids, ep.tt.completion_ids, ep.tt.mask, ep.tt.logprobs
+            tt = ep.tt
+            tr.prompt_ids, tr.completion_ids = tt.prompt_ids, tt.completion_ids
+            tr.mask, tr.logprobs = tt.mask, tt.logprobs
         tr.wall_s = time.perf_counter() - ep.t0
         return Episode(task, rep, tr, v, self.policy_id)
 
     async def _grade(self, ep:_Live, db) -> Verdict|None:
         "The verdict; a judge or grader that fails makes the episode a system error (None)."
         try:
-            await asyncio.to_thread(expected_state, ep.task)  # replays the golden calls (once per task): off the event loop
+            # replays the golden calls (once per task): off the event loop
+            await asyncio.to_thread(expected_state, ep.task)
             v = await self.grader.grade(ep.task, db, ep.tr.final_message, visible_messages(ep.tr.messages))
         except Exception as e:
             ep.end('system_error', f'grading failed: {type(e).__name__}: {e}'[:2000]); return None
@@ -289,7 +302,8 @@ class EpisodeRunner:
         if self.grader.judge is None and (t := next((t for t, _ in jobs if t.rubric), None)):
             raise ValueError(f'task {t.uid} has a rubric but no judge is configured')
         batcher = _Batcher(self.policy, self.stats)
-        if hasattr(self.policy, 'reset_cache'): self.policy.reset_cache()  # the weights may have changed since the last run
+        # the weights may have changed since the last run
+        if hasattr(self.policy, 'reset_cache'): self.policy.reset_cache()
         slots = asyncio.Semaphore(self.concurrency)
         bar = None
         if self.progress:
@@ -327,7 +341,8 @@ def run_blocking(coro):
 def show_episode(ep:Episode, width:int=150) -> str:
     "An episode as text: the conversation (calls, shortened tool results), then the verdict."
     tr = ep.trajectory
-    out = [f'{ep.task.uid} #{ep.repetition} [{ep.policy_id}]: reward {ep.reward}, {tr.termination}, {tr.turns} turns, {tr.tool_calls} calls']
+    out = [f'{ep.task.uid} #{ep.repetition} [{ep.policy_id}]: reward {ep.reward}, {tr.termination}, '
+           f'{tr.turns} turns, {tr.tool_calls} calls']
     cut = lambda s: s if len(s) <= width else s[:width - 3] + '...'
     for m in tr.messages[1:]:
         if m['role'] == 'user': out.append(f"  user:  {m['content']}")
