@@ -7,7 +7,7 @@ timings, memory and temporary paths untagged.
 
     python scripts/nb_outputs.py write nbs/00_interpret.ipynb   # execute, keep the tagged cells' outputs, nbdev-clean
     python scripts/nb_outputs.py lint                           # no execution: untagged cells carry no outputs
-    python scripts/nb_outputs.py check                          # re-execute (temp copies) and diff the kept outputs
+    python scripts/nb_outputs.py check                          # re-execute (in memory) and diff the kept outputs
     python scripts/nb_outputs.py skip-re                        # for `nbdev-test --skip-file-re`: check runs those
 
 Notebooks run the way `nbdev-test` runs them (in-process shell, the notebook's folder as working directory, cells with
@@ -15,7 +15,7 @@ Notebooks run the way `nbdev-test` runs them (in-process shell, the notebook's f
 or with the traceback when a cell raises, so `make test` runs the tagged notebooks once, here, instead of in nbdev-test.
 """
 from __future__ import annotations
-import argparse, difflib, json, os, re, subprocess, sys, tempfile, time, traceback
+import argparse, difflib, json, os, re, subprocess, sys, time, traceback
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -33,7 +33,7 @@ def kept(cell) -> bool:
     return cell.get('cell_type') == 'code' and any(l.strip() == KEEP for l in _src(cell).splitlines())
 
 def notebooks(root:Path=NBS) -> list[Path]:
-    "The notebooks under `root`, leaving out hidden folders (checkpoints, this script's temp copies)."
+    "The notebooks under `root`, leaving out hidden folders (`.ipynb_checkpoints`)."
     return sorted(p for p in root.rglob('*.ipynb') if not any(s.startswith('.') for s in p.relative_to(root).parts))
 
 def tagged_notebooks(root:Path=NBS) -> list[Path]:
@@ -114,14 +114,10 @@ def lint(paths:list[Path], root:Path=ROOT) -> list[str]:
     return probs
 
 def stale(path:Path, fresh:list[list] | None = None, max_lines:int=20) -> list[str]:
-    "The kept cells of `path` whose committed outputs differ from a fresh run (a temp copy is executed)."
+    "The kept cells of `path` whose committed outputs differ from a fresh run (in memory: the file is not written)."
     path = Path(path)
     nb = json.loads(path.read_text())
-    if fresh is None:
-        with tempfile.TemporaryDirectory(dir=path.parent, prefix='.outputs-') as d:
-            tmp = Path(d)/path.name
-            tmp.write_text(path.read_text())
-            fresh = execute(tmp)
+    if fresh is None: fresh = execute(path)
     probs = []
     for i, (cell, out) in enumerate(zip(nb['cells'], fresh)):
         if not kept(cell): continue
