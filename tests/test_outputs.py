@@ -46,3 +46,10 @@ def test_lint_flags_untagged_outputs_and_empty_tagged_cells(tmp_path):
 def test_committed_notebooks_are_lint_clean():
     "Every notebook in nbs/: outputs only on `#| keep_output` cells, and each such cell has one (no execution)."
     assert nb_outputs.lint(nb_outputs.notebooks()) == []
+
+
+def test_a_raising_cell_fails_the_check(tmp_path):
+    "The check replaces nbdev-test for the notebooks it runs, so an error in any cell (kept or not) fails it."
+    p = _nb(tmp_path/'boom.ipynb', [('#| keep_output\nprint(1)', '1\n'), ("raise ValueError('boom in cell 1')", None)])
+    probs = nb_outputs._stale_or_error(p)
+    assert len(probs) == 1 and 'a cell failed' in probs[0] and 'boom in cell 1' in probs[0], probs
