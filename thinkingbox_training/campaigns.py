@@ -4,7 +4,7 @@
 
 # %% ../nbs/08_campaigns.ipynb #c002
 from __future__ import annotations
-import asyncio, collections, hashlib, inspect, json, os, sqlite3, sys, time
+import collections, hashlib, inspect, json, os, sqlite3, sys, time
 from pathlib import Path
 from .cli import command
 from .tasks import Task, load_tasks, refuse_evaluation_only
@@ -35,9 +35,9 @@ class AttemptStore:
             self.db.close(); raise self._damaged(e) from None
 
     def _damaged(self, what) -> CampaignError:
-        return CampaignError(f'{self.path} is damaged ({what}); it was left as it is. Restore it from a copy, or move it '
-                             f'away and run the campaign again to start it over (`sqlite3 {self.path} .recover` salvages '
-                             'what is still readable)')
+        return CampaignError(f'{self.path} is damaged ({what}); it was left as it is. Restore it from a copy, or move '
+                             f'it away and run the campaign again to start it over (`sqlite3 {self.path} .recover` '
+                             'salvages what is still readable)')
 
     def _setup(self):
         self.db.execute('PRAGMA journal_mode=WAL'); self.db.execute('PRAGMA synchronous=FULL')
@@ -58,11 +58,13 @@ class AttemptStore:
         row = self.db.execute('SELECT status FROM attempts WHERE campaign=? AND task_uid=? AND repetition=?',
                               (rec.campaign, rec.task_uid, rec.repetition)).fetchone()
         if row and row[0] != 'system_error':
-            raise ValueError(f'attempt {rec.task_uid}#{rec.repetition} of campaign {rec.campaign!r} is already stored ({row[0]})')
+            raise ValueError(f'attempt {rec.task_uid}#{rec.repetition} of campaign {rec.campaign!r} '
+                             f'is already stored ({row[0]})')
         self.db.execute('BEGIN IMMEDIATE')
         try:
             self.db.execute('INSERT OR REPLACE INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?)',
-                            (rec.campaign, rec.task_uid, rec.repetition, rec.status, rec.reward, invocation, rec.model_dump_json()))
+                            (rec.campaign, rec.task_uid, rec.repetition, rec.status, rec.reward, invocation,
+                             rec.model_dump_json()))
             self.db.execute('UPDATE invocations SET executed = executed + 1 WHERE id = ?', (invocation,))
             self.db.execute('COMMIT')
         except BaseException:
@@ -72,18 +74,20 @@ class AttemptStore:
         self.db.execute('UPDATE invocations SET finished = ? WHERE id = ?', (time.time(), invocation))
 
     def records(self, campaign:str) -> list[dict]:
-        "Every stored attempt of `campaign`, ordered by task uid and repetition; `CampaignError` naming one that is damaged."
+        "Every stored attempt of `campaign`, by task uid and repetition; `CampaignError` naming one that is damaged."
         out = []
         try: rows = self.db.execute('SELECT task_uid, repetition, status, record FROM attempts WHERE campaign=? '
                                     'ORDER BY task_uid, repetition', (campaign,)).fetchall()
         except sqlite3.DatabaseError as e: raise self._damaged(e) from None
         for uid, rep, status, rec in rows:
             try: d = json.loads(rec)
-            except (TypeError, ValueError) as e: d = None
-            if not (isinstance(d, dict) and d.get('task_uid') == uid and d.get('repetition') == rep and d.get('status') == status):
+            except (TypeError, ValueError): d = None
+            key = (d.get('task_uid'), d.get('repetition'), d.get('status')) if isinstance(d, dict) else None
+            if key != (uid, rep, status):
                 raise CampaignError(
                     f'{self.path}: the stored record of attempt {uid}#{rep} of campaign {campaign!r} is damaged '
-                    f'({str(rec)[:80]!r}); it was left as it is. To run that attempt again, delete its row: sqlite3 {self.path} '
+                    f'({str(rec)[:80]!r}); it was left as it is. To run that attempt again, delete its row: '
+                    f'sqlite3 {self.path} '
                     f'"DELETE FROM attempts WHERE campaign=\'{campaign}\' AND task_uid=\'{uid}\' AND repetition={rep}"')
             out.append(d)
         return out
@@ -113,7 +117,8 @@ def _write_json(path:Path, obj):
 def export_jsonl(store:AttemptStore, campaign:str, path:Path):
     "Write the campaign's records as JSON Lines (atomically)."
     tmp = path.with_suffix('.jsonl.tmp')
-    tmp.write_text(''.join(json.dumps(r, sort_keys=True) + '\n' for r in store.records(campaign))); os.replace(tmp, path)
+    tmp.write_text(''.join(json.dumps(r, sort_keys=True) + '\n' for r in store.records(campaign)))
+    os.replace(tmp, path)
 
 class CampaignLock:
     "One campaign directory, one invocation: an exclusive `flock` on OUT/campaign.lock while a run holds it."
@@ -127,7 +132,8 @@ class CampaignLock:
             raise CampaignError(f'{self.path.parent} is being run by {holder}: one campaign directory, one invocation. '
                                 'Wait for that run to end (or stop it), then run this again: it resumes.') from None
         self.f.seek(0); self.f.truncate()
-        self.f.write(f"pid {os.getpid()} ({' '.join(sys.argv)[:200]}), since {time.strftime('%Y-%m-%d %H:%M:%S')}\n"); self.f.flush()
+        self.f.write(f"pid {os.getpid()} ({' '.join(sys.argv)[:200]}), since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+        self.f.flush()
         return self
     def __exit__(self, *exc): self.f.close()
 
@@ -153,7 +159,8 @@ def _resume_check(out:Path, old:dict, meta:dict):
     "Refuse to resume a campaign with anything that changes verdicts different from what it was started with."
     diff = [f for f in meta if f in old and old[f] != meta[f]]
     if diff:
-        show = '; '.join(f'{f}: stored {json.dumps(old[f], default=str)[:120]}, now {json.dumps(meta[f], default=str)[:120]}' for f in diff)
+        short = lambda v: json.dumps(v, default=str)[:120]
+        show = '; '.join(f'{f}: stored {short(old[f])}, now {short(meta[f])}' for f in diff)
         raise CampaignError(f'{out} holds another campaign ({show}): resuming it so would mix verdicts of different '
                             'settings; run with the stored settings, or use another --out')
     new = [f for f in meta if f not in old]
@@ -196,7 +203,8 @@ def _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency
     pol = make_policy(policy, sampling) if isinstance(policy, str) else policy
     meta = {'campaign': name, 'policy': pol.policy_id, 'k': k, 'user': user, 'sampling': vars(sampling),
             'judge': getattr(grader.judge, 'name', None) if grader.judge is not None else None,
-            'tool_timeout_s': runner_kw.get('tool_timeout_s', inspect.signature(EpisodeRunner).parameters['tool_timeout_s'].default),
+            'tool_timeout_s': runner_kw.get('tool_timeout_s',
+                                            inspect.signature(EpisodeRunner).parameters['tool_timeout_s'].default),
             'tasks': [t.uid for t in tasks], 'tasks_sha256': _tasks_sha(tasks),
             'task_files_sha256': _sha(task_files) if task_files else None}
     meta['budgets'] = metrics.budgets_record(tasks, sampling.max_tokens, 'tasks' if budgets is None else 'run')
@@ -210,7 +218,8 @@ def _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency
     if not mpath.exists(): _write_json(mpath, meta)
     inv = store.begin(name)
     by_uid = {t.uid: t for t in tasks}
-    runner = EpisodeRunner(pol, grader=grader, user=user, sampling=sampling, concurrency=concurrency, progress=progress, **(runner_kw or {}))
+    runner = EpisodeRunner(pol, grader=grader, user=user, sampling=sampling, concurrency=concurrency, progress=progress,
+                           **(runner_kw or {}))
     def store_it(ep): store.put(AttemptRecord.from_episode(ep, campaign=name), inv)
     rounds = 0
     try:
@@ -218,7 +227,8 @@ def _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency
             done = store.keys(name)
             todo = [(by_uid[u], r) for u in by_uid for r in range(k) if (u, r) not in done]
             if not todo or rounds > error_retries: break
-            if rounds and progress: print(f'retrying {len(todo)} attempt(s) that hit system errors (round {rounds})', file=sys.stderr)
+            if rounds and progress:
+                print(f'retrying {len(todo)} attempt(s) that hit system errors (round {rounds})', file=sys.stderr)
             runner.run_sync(todo, on_done=store_it)
             rounds += 1
         store.finish(inv)
@@ -253,7 +263,8 @@ def agent_exceptions(records:list) -> dict:
     return dict(sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
 
 def load_campaign(out:str|Path) -> metrics.Campaign:
-    "The validated campaign in directory `out` (raises `CampaignIncomplete` naming what is missing, `CampaignError` what is damaged)."
+    """The validated campaign in directory `out` (raises `CampaignIncomplete` naming what is missing, `CampaignError`
+    what is damaged)."""
     out = Path(out)
     meta = read_meta(out)
     records = campaign_records(out)
@@ -289,7 +300,7 @@ def recipe_budgets(path:str) -> tuple:
 
 @command(pos=[])
 def evaluate(tasks:str=None,            # task files (JSON Lines), comma-separated (required)
-             policy:str='scripted',     # policy spec: scripted[:flaw=P], a model directory or name, vllm:M, endpoint:M, chat:M
+             policy:str='scripted',     # policy: scripted[:flaw=P], a model dir or name, vllm:M, endpoint:M, chat:M
              k:int=4,                   # attempts per task
              out:str=None,              # campaign directory (default data/runs/eval-<policy>)
              split:str='bench',         # which split of the files to run ('' = all)
@@ -360,8 +371,8 @@ def aggregate(out:str,                  # a campaign directory
                             indent=1, default=str))
     else:
         print(metrics.to_markdown(metrics.pretty(rows)))
-        if raised: print('\nExceptions raised by domain code on the agent\'s input (failed calls the agent saw; each may be a bug '
-                         'of ours): ' + ', '.join(f'{t} {n}' for t, n in raised.items()))
+        if raised: print('\nExceptions raised by domain code on the agent\'s input (failed calls the agent saw; each '
+                         'may be a bug of ours): ' + ', '.join(f'{t} {n}' for t, n in raised.items()))
     return 0
 
 @command(pos=['base', 'trained'])
@@ -377,7 +388,8 @@ def compare(base:str,                   # the base policy's campaign directory
     head = metrics.headline(a, b, prices, names=n) if prices else None
     lines = metrics.cost_lines(a, b, prices, names=n) if prices else None
     if head: print(metrics.to_markdown(head)); print(metrics.to_markdown(lines))
-    print(json.dumps({k: v for k, v in cmp.items() if not isinstance(v, (list, dict)) or k in ('transitions',)}, indent=1, default=str))
+    scalars = {k: v for k, v in cmp.items() if not isinstance(v, (list, dict)) or k in ('transitions',)}
+    print(json.dumps(scalars, indent=1, default=str))
     if out:
         Path(out).mkdir(parents=True, exist_ok=True)
         if head: metrics.write_tables(head, Path(out)/'headline'); metrics.write_tables(lines, Path(out)/'costs')
