@@ -4,8 +4,8 @@
 
 # %% ../nbs/12_pipeline.ipynb #c002
 from __future__ import annotations
-import json, os, sys, time
-from dataclasses import dataclass, asdict, field
+import json, time
+from dataclasses import dataclass, asdict
 from pathlib import Path
 from .cli import command
 from .tasks import generate_tasks, load_tasks, write_tasks
@@ -60,8 +60,9 @@ def _brief(camp) -> dict:
     s = metrics.summarize(camp.rewards)
     return {'pass@1': s['pass@1'], 'pass@1_lo': s['pass@1_lo'], 'pass@1_hi': s['pass@1_hi'],
             'pass@1_interval': s['pass@1_interval'],
-            f'pass@{camp.k}': s['solved_once_rate'], 'observed_kk': s['solved_all'], 'observed_kk_rate': s['solved_all_rate'],
-            'solved_once': s['solved_once'], 'tasks': s['tasks'], 'attempts': s['attempts'], 'successes': s['successes']}
+            f'pass@{camp.k}': s['solved_once_rate'],
+            'observed_kk': s['solved_all'], 'observed_kk_rate': s['solved_all_rate'], 'solved_once': s['solved_once'],
+            'tasks': s['tasks'], 'attempts': s['attempts'], 'successes': s['successes']}
 
 def _subset(camp, mask):
     import numpy as np
@@ -79,17 +80,22 @@ def report(run_dir:str|Path, extra:dict=None) -> dict:
     cmp = metrics.compare(base, trained)
     groups = {}
     for name, mask in (('in_family', ~base.held_out), ('held_out_family', base.held_out)):
-        if mask.any(): groups[name] = {'base': _brief(_subset(base, mask)), 'trained': _brief(_subset(trained, mask)), 'tasks': int(mask.sum())}
+        if not mask.any(): continue
+        groups[name] = {'base': _brief(_subset(base, mask)), 'trained': _brief(_subset(trained, mask)),
+                        'tasks': int(mask.sum())}
     summary = {**old, **(extra or {}), 'k': base.k, 'bench_tasks': len(base.uids),
-               'base': {'policy': base.policy_id, **_brief(base)}, 'trained': {'policy': trained.policy_id, **_brief(trained)},
+               'base': {'policy': base.policy_id, **_brief(base)},
+               'trained': {'policy': trained.policy_id, **_brief(trained)},
                'by_family_group': groups,
-               'comparison': {k: v for k, v in cmp.items() if isinstance(v, (int, float, str)) or k.endswith(('_ci', '_interval'))}}
+               'comparison': {k: v for k, v in cmp.items()
+                              if isinstance(v, (int, float, str)) or k.endswith(('_ci', '_interval'))}}
     (d/'tables').mkdir(exist_ok=True); (d/'figures').mkdir(exist_ok=True)
     rows = []
     for label, camp in (('base', base), ('trained', trained)):
         for r in metrics.metrics_table(camp, by='held_out'): rows.append({'policy': label, **r})
     metrics.write_tables(metrics.pretty(rows), d/'tables'/'by_family_group')
-    dom_rows = [{'policy': label, **r} for label, camp in (('base', base), ('trained', trained)) for r in metrics.metrics_table(camp, by='domain')]
+    dom_rows = [{'policy': label, **r} for label, camp in (('base', base), ('trained', trained))
+                for r in metrics.metrics_table(camp, by='domain')]
     metrics.write_tables(metrics.pretty(dom_rows), d/'tables'/'by_domain')
     metrics.write_tables(headline_rows(summary), d/'tables'/'headline')
     metrics.plot_domains({'base': base, 'trained': trained}, d/'figures'/'domains.png')
@@ -111,10 +117,12 @@ def headline_rows(s:dict) -> list:
         return {'tasks': label,
                 f'pass@1 base [{ci}]': f"{b['pass@1']:.1%} [{b['pass@1_lo']:.1%}, {b['pass@1_hi']:.1%}]",
                 f'pass@1 trained [{ci}]': f"{t['pass@1']:.1%} [{t['pass@1_lo']:.1%}, {t['pass@1_hi']:.1%}]",
-                f'observed {k}/{k} base': f"{b['observed_kk']}/{b['tasks']}", f'observed {k}/{k} trained': f"{t['observed_kk']}/{t['tasks']}",
+                f'observed {k}/{k} base': f"{b['observed_kk']}/{b['tasks']}",
+                f'observed {k}/{k} trained': f"{t['observed_kk']}/{t['tasks']}",
                 f'pass@{k} base': f"{b[f'pass@{k}']:.1%}", f'pass@{k} trained': f"{t[f'pass@{k}']:.1%}"}
     out = [row(f"all ({s['bench_tasks']})", s['base'], s['trained'])]
-    for g, v in s.get('by_family_group', {}).items(): out.append(row(f"{g.replace('_', ' ')} ({v['tasks']})", v['base'], v['trained']))
+    for g, v in s.get('by_family_group', {}).items():
+        out.append(row(f"{g.replace('_', ' ')} ({v['tasks']})", v['base'], v['trained']))
     return out
 
 # %% ../nbs/12_pipeline.ipynb #c010
@@ -128,24 +136,27 @@ def training_spend(model_dir:str|Path) -> dict|None:
     return {'episodes': sum(per_step), 'tokens': int(round(sum(m * n for m, n in zip(means, per_step)))), 'usd': None}
 
 def training_steps(model_dir:str|Path) -> list:
-    "One row per GRPO step from `training_log.json`: mean reward of the groups it trained on, groups generated/useful/zero-variance/system-error, refill rounds, skipped."
+    """One row per GRPO step from `training_log.json`: mean reward of the groups it trained on, groups
+    generated/useful/zero-variance/system-error, refill rounds, skipped."""
     f = Path(model_dir)/'training_log.json'
     if not f.exists(): return []
     out = []
     for st in json.loads(f.read_text())['steps']:
         kinds = st.get('kinds', [])
         rewards = [g[2] for i in st.get('selected', []) for g in st['groups'][i]]
-        out.append({'step': st['step'] + 1, 'reward': round(sum(rewards) / len(rewards), 3) if rewards else float('nan'), 'groups': len(kinds),
+        reward = round(sum(rewards) / len(rewards), 3) if rewards else float('nan')
+        out.append({'step': st['step'] + 1, 'reward': reward, 'groups': len(kinds),
                     'useful': len(st.get('selected', [])), 'zero_variance': sum(k == 'zero_variance' for k in kinds),
-                    'system_error': sum(k == 'system_error' for k in kinds), 'refill_rounds': max(st.get('rounds') or [0]),
-                    'skipped': bool(st.get('skipped'))})
+                    'system_error': sum(k == 'system_error' for k in kinds),
+                    'refill_rounds': max(st.get('rounds') or [0]), 'skipped': bool(st.get('skipped'))})
     return out
 
 # %% ../nbs/12_pipeline.ipynb #c012
 def campaign_settings(args, # the run's TBTConfig
                       bench:list, # the bench tasks
                      ) -> dict:
-    "Sampling and budgets of each campaign: probing under the recipe's (training's), evaluation under each bench task's own."
+    """Sampling and budgets of each campaign: probing under the recipe's (training's), evaluation under each bench
+    task's own."""
     from dataclasses import replace
     from thinkingbox_training.grpo import sampling_config, run_budgets
     s = sampling_config(args)
@@ -166,11 +177,13 @@ def run_main(job:MainJob) -> dict:
     from thinkingbox_training.policies import HFPolicy
     t_start, times = time.perf_counter(), {}
     d = job.dir; d.mkdir(parents=True, exist_ok=True)
-    (args,) = TrlParser([TBTConfig]).parse_args_and_config(['--config', job.recipe, '--output_dir', str(d/'model'), '--dry_run', 'true'])
+    (args,) = TrlParser([TBTConfig]).parse_args_and_config(['--config', job.recipe, '--output_dir', str(d/'model'),
+                                                            '--dry_run', 'true'])
     sampling = sampling_config(args)
     files, train, bench, bench_uids = job_tasks(job)
     how = campaign_settings(args, bench)
-    print(f'[tasks] {len(train)} training tasks to probe, {len(bench)} bench tasks ({sum(t.held_out_family for t in bench)} of held-out families)')
+    print(f'[tasks] {len(train)} training tasks to probe, {len(bench)} bench tasks '
+          f'({sum(t.held_out_family for t in bench)} of held-out families)')
 
     t0 = time.perf_counter()
     base = HFPolicy(job.base_model, sampling=sampling)
@@ -187,7 +200,8 @@ def run_main(job:MainJob) -> dict:
     man = write_selection(sel, d/'pool', {'probes': str(d/'probe'/'attempts.jsonl')}, figures=True,
                           probe_budgets=probe_budgets)
     times['select_s'] = time.perf_counter() - t0
-    print('[select] bands: ' + ', '.join(f"{b} {v['tasks']}" for b, v in man['counts']['bands'].items()) + f"; pool {len(sel.pool)}")
+    bands = man['counts']['bands']
+    print('[select] bands: ' + ', '.join(f"{b} {v['tasks']}" for b, v in bands.items()) + f"; pool {len(sel.pool)}")
     if len(sel.train) < args.groups_per_step:
         raise SystemExit(f'the pool has {len(sel.train)} tasks, fewer than the {args.groups_per_step} groups a step '
                          'needs: '
@@ -216,13 +230,14 @@ def run_main(job:MainJob) -> dict:
     own = metrics.budgets_record(bench, how['evaluate']['sampling'].max_tokens)
     print(f"[evaluate] under each bench task's own limits: {metrics.show_budgets(own)}")
     times['wall_s'] = time.perf_counter() - t_start
-    extra = {'config': asdict(job), 'recipe': {k: str(getattr(args, k)) for k in ('groups_per_step', 'group_size', 'max_steps', 'learning_rate',
-             'temperature', 'max_tokens_per_turn', 'max_turns', 'max_episode_tokens')},
+    recipe_keys = ('groups_per_step', 'group_size', 'max_steps', 'learning_rate', 'temperature', 'max_tokens_per_turn',
+                   'max_turns', 'max_episode_tokens')
+    extra = {'config': asdict(job), 'recipe': {k: str(getattr(args, k)) for k in recipe_keys},
              'times': times, 'pool': len(sel.train),
              'budgets': {'probe': probe_budgets, 'train': how['probe']['budgets']},
              'spent': {'probing': metrics.campaign_spend(metrics.read_attempts(d/'probe'/'attempts.jsonl'), _prices()),
                        **({'training': training_spend(model_dir)} if training_spend(model_dir) else {})},
-             'probe': {'tasks': len(train), 'k': job.probe_k, 'bands': {b: v['tasks'] for b, v in man['counts']['bands'].items()}},
+             'probe': {'tasks': len(train), 'k': job.probe_k, 'bands': {b: v['tasks'] for b, v in bands.items()}},
              'training': training}
     summary = report(d, extra)
     print(metrics.to_markdown(headline_rows(summary)))
