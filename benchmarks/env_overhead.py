@@ -6,9 +6,9 @@ For every task and each tool transport (`inprocess`, the default for training an
 session; alternated per task): provision a fresh database (template copy), open the episode's tool session and list
 its tools, make the expert's tool calls through it, grade the final state. Each task's golden calls are padded with
 read-only lookups (the domain's first read tool on an id from the task) up to --calls calls, so every episode
-makes the same number of calls. Medians over tasks, wall time per stage and the process's CPU time per episode (robust when the machine
-is shared), then `env_overhead_<transport>_ms_median=<value>` for each, and `env_overhead_ms_median=<value>` for the
-default (in-process) path.
+makes the same number of calls. Medians over tasks, wall time per stage and the process's CPU time per episode
+(robust when the machine is shared), then `env_overhead_<transport>_ms_median=<value>` for each, and
+`env_overhead_ms_median=<value>` for the default (in-process) path.
 The floor, measured in the same run: each episode's SQL (every statement its tool calls issued, traced on its
 SQLite connection with the values bound) replayed on a fresh template copy through raw sqlite3, then graded by
 comparing every table with the final state the episode reached (the same on both transports: asserted):
@@ -61,7 +61,8 @@ def tables(conn, dom) -> dict:
     return {name: sorted(conn.execute(f'SELECT * FROM "{name}"').fetchall(), key=repr) for name in dom.tables}
 
 def floor(task, sql, final) -> tuple:
-    "Wall and CPU seconds to replay an episode's SQL on raw sqlite3 (same template copy) and grade it by comparing the tables."
+    """Wall and CPU seconds to replay an episode's SQL on raw sqlite3 (same template copy) and grade it by comparing the
+    tables."""
     dom = get_domain(task.domain)
     tpl = dom.template(task)
     c0, t0 = time.process_time(), time.perf_counter()
@@ -111,7 +112,8 @@ async def main(domains, n_tasks, n_calls):
 
 if __name__ == '__main__':
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument('--domains', default=None, help='comma-separated domains (default: travel,retail when present, else demo)')
+    p.add_argument('--domains', default=None,
+                   help='comma-separated domains (default: travel,retail when present, else demo)')
     p.add_argument('--tasks', type=int, default=60)
     p.add_argument('--calls', type=int, default=10)
     a = p.parse_args()
