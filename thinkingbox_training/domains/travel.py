@@ -663,8 +663,9 @@ class _Draft:
         booked_on = min(check_in, TODAY) - timedelta(days=rng.randint(2, 30))
         created = (datetime.combine(booked_on, datetime.min.time(), timezone.utc)
                    + timedelta(minutes=rng.randint(400, 1300)))
-        b = self.add('booking', dict(id=self.id('BK'), traveller_id=trav['id'], room_id=room_id, check_in=_iso(check_in),
-                                     check_out=_iso(check_out), total_cents=total, status=status, cancel_fee_cents=0,
+        b = self.add('booking', dict(id=self.id('BK'), traveller_id=trav['id'], room_id=room_id,
+                                     check_in=_iso(check_in), check_out=_iso(check_out), total_cents=total,
+                                     status=status, cancel_fee_cents=0,
                                      points_used=0, created_at=created.isoformat()))
         p = self.add('payment', dict(id=self.id('PM'), booking_id=b['id'],
                                      card=card or f'{rng.choice(CARDS)} {rng.randint(1000, 9999)}', amount_cents=total,
@@ -705,7 +706,8 @@ def _cross_customer(task) -> list:
              _call('upgrade_with_points', booking_id=b['id'], room_id=room),
              _call('request_approval', booking_id=b['id'], kind='rate_cap', check_in=ci, check_out=co),
              _call('refund_payment', payment_id=p['id'], reason='duplicate charge'),
-             _call('open_ticket', booking_id=b['id'], category='complaint', summary='The room was far too noisy at night.')]
+             _call('open_ticket', booking_id=b['id'], category='complaint',
+                   summary='The room was far too noisy at night.')]
     return [(calls, 'belongs to another traveller')]
 
 travel.cross_customer_moves = _cross_customer
@@ -725,20 +727,23 @@ def _make_downgrade(rng, i):
     query = rng.choice([
         f"Hi, I'm booked into a {cur} room at {h} (booking {b['id']}). I really don't need it - please switch me to a "
         f"{tgt} room and refund me the difference.",
-        f"Booking {b['id']}: my company asked us to cut costs, so could you move me from the {cur} to a {tgt} room? I'd like the price difference back on my card.",
+        f"Booking {b['id']}: my company asked us to cut costs, so could you move me from the {cur} to a {tgt} room? "
+        "I'd like the price difference back on my card.",
         f"Can you downgrade my room on booking {b['id']} to a {tgt}? The {cur} room is more than I need. Refund "
         "whatever it saves, thanks.",
         f"Hello, this is {trav['name']}. For my stay at {h}, booking {b['id']}, a {tgt} room is enough. Please change "
         "it today and send back the difference."])
-    reply = (f"Thanks {name}. A room downgrade needs your manager's approval before anything on the booking changes, so I "
-             f"have filed an approval request to move booking {b['id']} from the {cur} to a {tgt} room "
-             f"(new total {eur(new_total)} instead of {eur(b['total_cents'])}). Your booking stays as it is for now; once your "
-             f"manager approves it, the room change and the refund of the difference are made.")
+    reply = (f"Thanks {name}. A room downgrade needs your manager's approval before anything on the booking changes, "
+             f"so I have filed an approval request to move booking {b['id']} from the {cur} to a {tgt} room "
+             f"(new total {eur(new_total)} instead of {eur(b['total_cents'])}). Your booking stays as it is for now; "
+             f"once your manager approves it, the room change and the refund of the difference are made.")
     return _task(query,
-                 UserSpec(context=f"You are {trav['name']} of {COMPANY[trav['company_id']][1]}. You booked a {cur} room at {h} "
-                                  f"(booking {b['id']}, {ci} to {co}) and want a {tgt} room instead, with the difference refunded today. "
-                                  f"You accept that a manager approval is needed if the agent says so.",
-                          facts={'booking id': b['id'], 'room type wanted': tgt, 'name': trav['name'], 'email': trav['email']},
+                 UserSpec(context=f"You are {trav['name']} of {COMPANY[trav['company_id']][1]}. You booked a {cur} "
+                                  f"room at {h} (booking {b['id']}, {ci} to {co}) and want a {tgt} room instead, with "
+                                  f"the difference refunded today. You accept that a manager approval is needed if the "
+                                  f"agent says so.",
+                          facts={'booking id': b['id'], 'room type wanted': tgt, 'name': trav['name'],
+                                 'email': trav['email']},
                           decisions={'file a manager approval request': True, 'downgrade without refund now': True}),
                  d.init,
                  [_call('get_booking', booking_id=b['id']), _call('list_rooms', hotel_id=hotel),
@@ -747,7 +752,8 @@ def _make_downgrade(rng, i):
                  [RubricItem(question='Does the agent tell the traveller that the downgrade waits for manager '
                                       'approval, without claiming a refund or a room change was made?',
                              require=['approval'],
-                             forbid=['has been refunded', 'have refunded', 'room has been changed', 'have changed your room'])])
+                             forbid=['has been refunded', 'have refunded', 'room has been changed',
+                                     'have changed your room'])])
 
 def _wrong_downgrade(task):
     b, room = _args(task, 'request_approval')['booking_id'], _args(task, 'request_approval')['room_id']
@@ -763,7 +769,8 @@ def _make_cancel_free(rng, i):
     d = _Draft(rng)
     trav = d.traveller()
     hotel = rng.choice(list(HOTEL)); room = rng.choice(list(_rooms(hotel).values()))
-    ci = TODAY + timedelta(days=HOTEL[hotel]['free_cancel_days'] + rng.randint(0, 40)); co = ci + timedelta(days=rng.randint(1, 6))
+    ci = TODAY + timedelta(days=HOTEL[hotel]['free_cancel_days'] + rng.randint(0, 40))
+    co = ci + timedelta(days=rng.randint(1, 6))
     b, p = d.booking(trav, room['id'], ci, co)
     h = HOTEL[hotel]
     query = rng.choice([f"Please cancel booking {b['id']}, my trip to {h['city']} is off.",
@@ -777,7 +784,8 @@ def _make_cancel_free(rng, i):
                                          f"{co}) cancelled.",
                                  facts={'booking id': b['id'], 'email': trav['email'], 'name': trav['name']},
                                  decisions={'cancel the booking': True}),
-                 d.init, [_call('get_booking', booking_id=b['id']), _call('cancel_booking', booking_id=b['id'])], reply, ['cancel', 'writes:1'])
+                 d.init, [_call('get_booking', booking_id=b['id']), _call('cancel_booking', booking_id=b['id'])], reply,
+                 ['cancel', 'writes:1'])
 
 travel.families['cancel_within_window'] = Family('cancel_within_window', _make_cancel_free,
     description='a cancellation before the free-cancellation date: full refund to the original card')
@@ -795,7 +803,8 @@ def _make_cancel_late(rng, i):
     h, accepts = HOTEL[hotel], rng.random() < 0.7
     query = rng.choice([f"I have to cancel booking {b['id']} - my meeting in {h['city']} was cancelled. I know it's "
                         "late, but could you waive the fee?",
-                        f"Please cancel {b['id']} at {h['name']}. It's not my fault the client moved the meeting, so no cancellation fee please.",
+                        f"Please cancel {b['id']} at {h['name']}. It's not my fault the client moved the meeting, "
+                        "so no cancellation fee please.",
                         f"Hi, cancel my hotel {b['id']} please. Can you do it without charging me anything?",
                         f"Booking {b['id']} needs to be cancelled, family emergency. Is there any way to skip the late "
                         "fee?"])
@@ -811,8 +820,9 @@ def _make_cancel_late(rng, i):
                  f"night ({eur(fee)}). As you prefer, I have left booking {b['id']} as it is.")
         golden = [_call('get_booking', booking_id=b['id'])]
         tags = ['cancel', 'late_fee', 'noop_ok', 'writes:0']
-    return _task(query, UserSpec(context=f"You are {trav['name']}; you want booking {b['id']} ({h['name']}, {ci} to {co}) cancelled "
-                                         f"without a fee. If a fee is unavoidable you " + ('still cancel.' if accepts else 'keep the booking instead.'),
+    return _task(query, UserSpec(context=f"You are {trav['name']}; you want booking {b['id']} ({h['name']}, {ci} to "
+                                         f"{co}) cancelled without a fee. If a fee is unavoidable you "
+                                         + ('still cancel.' if accepts else 'keep the booking instead.'),
                                  facts={'booking id': b['id'], 'email': trav['email'], 'reason': 'meeting cancelled'},
                                  decisions={'cancel with the late fee': accepts}),
                  d.init, golden, reply, tags)
@@ -823,7 +833,8 @@ def _wrong_cancel_late(task):
     if 'noop_ok' in task.tags: return [([_call('cancel_booking', booking_id=b)], 'status')]
     return [(waive, "'manual'")]
 
-travel.families['cancel_late_fee'] = Family('cancel_late_fee', _make_cancel_late, policy_sensitive=True, wrong_moves=_wrong_cancel_late,
+travel.families['cancel_late_fee'] = Family('cancel_late_fee', _make_cancel_late, policy_sensitive=True,
+                                            wrong_moves=_wrong_cancel_late,
     description='a late cancellation with a plea to waive the fee: the first night is kept')
 
 # %% ../../nbs/domains/01_travel.ipynb #c041
@@ -841,7 +852,8 @@ def _change_setup(rng, near_cap=False):
     d = _Draft(rng)
     while True:
         cid = rng.choice(list(CAP)); hotel = rng.choice(list(HOTEL))
-        rooms = sorted([r for r in _rooms(hotel).values() if r['nightly_rate_cents'] <= CAP[cid]], key=lambda r: r['nightly_rate_cents'])
+        rooms = sorted([r for r in _rooms(hotel).values() if r['nightly_rate_cents'] <= CAP[cid]],
+                       key=lambda r: r['nightly_rate_cents'])
         if rooms: break
     trav = d.traveller(cid)
     room = rooms[-1] if near_cap else rng.choice(rooms)
@@ -868,15 +880,18 @@ def _make_change_dates(rng, i):
                         f"Could you rebook {b['id']} at {h['name']} for {ci} to {co} instead?"])
     reply = f"Done: booking {b['id']} at {h['name']} now runs {ci} to {co}; {_move_text(b, p, new_total)}."
     return _task(query, UserSpec(context=f"You are {trav['name']}; you want booking {b['id']} moved to {ci} - {co}.",
-                                 facts={'booking id': b['id'], 'new check-in date': _iso(ci), 'new check-out date': _iso(co), 'email': trav['email']},
+                                 facts={'booking id': b['id'], 'new check-in date': _iso(ci),
+                                        'new check-out date': _iso(co), 'email': trav['email']},
                                  decisions={'change the dates': True, 'pay the price difference': True}),
-                 d.init, [_call('get_booking', booking_id=b['id']), _call('quote_change', booking_id=b['id'], check_in=_iso(ci), check_out=_iso(co)),
+                 d.init, [_call('get_booking', booking_id=b['id']),
+                          _call('quote_change', booking_id=b['id'], check_in=_iso(ci), check_out=_iso(co)),
                           _call('change_dates', booking_id=b['id'], check_in=_iso(ci), check_out=_iso(co))],
                  reply, ['change', 'dates', 'writes:1'])
 
 def _wrong_change_dates(task):
     a = _args(task, 'change_dates')
-    return [([_call('request_approval', booking_id=a['booking_id'], kind='rate_cap', check_in=a['check_in'], check_out=a['check_out'])], 'approval_request')]
+    return [([_call('request_approval', booking_id=a['booking_id'], kind='rate_cap', check_in=a['check_in'],
+                    check_out=a['check_out'])], 'approval_request')]
 
 travel.families['change_dates'] = Family('change_dates', _make_change_dates, wrong_moves=_wrong_change_dates,
     description='a date change within the company cap: made directly, difference charged or refunded')
@@ -900,7 +915,8 @@ def _make_rate_cap(rng, i):
     if not (end <= old[0] or start >= old[1]): start, end = night, night + timedelta(days=1)
     per = d.period(hotel, start, end, _over_cap_pct(room['nightly_rate_cents'], cap, rng))
     nightly = d.nightly(room['id'], ci, co)
-    assert max(nightly) > cap and max(d.nightly(room['id'], *old)) <= cap and sum(d.nightly(room['id'], *old)) == b['total_cents']
+    old_nightly = d.nightly(room['id'], *old)
+    assert max(nightly) > cap and max(old_nightly) <= cap and sum(old_nightly) == b['total_cents']
     h = HOTEL[hotel]
     query = rng.choice([f"Hi, can you move my booking {b['id']} to {ci} - {co}? The workshop in {h['city']} was "
                         "rescheduled.",
@@ -914,10 +930,14 @@ def _make_rate_cap(rng, i):
              "current dates until it is approved.")
     return _task(query, UserSpec(context=f"You are {trav['name']}; you want booking {b['id']} moved to {ci} - {co} and "
                                          "would pay the difference.",
-                                 facts={'booking id': b['id'], 'new check-in date': _iso(ci), 'new check-out date': _iso(co), 'email': trav['email']},
-                                 decisions={'change the dates': True, 'pay the price difference': True, 'file a manager approval request': True}),
-                 d.init, [_call('get_booking', booking_id=b['id']), _call('quote_change', booking_id=b['id'], check_in=_iso(ci), check_out=_iso(co)),
-                          _call('request_approval', booking_id=b['id'], kind='rate_cap', check_in=_iso(ci), check_out=_iso(co))],
+                                 facts={'booking id': b['id'], 'new check-in date': _iso(ci),
+                                        'new check-out date': _iso(co), 'email': trav['email']},
+                                 decisions={'change the dates': True, 'pay the price difference': True,
+                                            'file a manager approval request': True}),
+                 d.init, [_call('get_booking', booking_id=b['id']),
+                          _call('quote_change', booking_id=b['id'], check_in=_iso(ci), check_out=_iso(co)),
+                          _call('request_approval', booking_id=b['id'], kind='rate_cap', check_in=_iso(ci),
+                                check_out=_iso(co))],
                  reply, ['change', 'dates', 'rate_cap', 'approval', 'writes:1'],
                  [RubricItem(question="Does the agent say the change needs the manager's approval because of the "
                                       "company's nightly cap?",
@@ -925,14 +945,17 @@ def _make_rate_cap(rng, i):
 
 def _wrong_rate_cap(task):
     a = _args(task, 'request_approval')
-    return [([_call('change_dates', booking_id=a['booking_id'], check_in=a['check_in'], check_out=a['check_out'])], 'check_in')]
+    return [([_call('change_dates', booking_id=a['booking_id'], check_in=a['check_in'], check_out=a['check_out'])],
+             'check_in')]
 
-travel.families['rate_cap_exceeded'] = Family('rate_cap_exceeded', _make_rate_cap, policy_sensitive=True, wrong_moves=_wrong_rate_cap,
+travel.families['rate_cap_exceeded'] = Family('rate_cap_exceeded', _make_rate_cap, policy_sensitive=True,
+                                              wrong_moves=_wrong_rate_cap,
     description='a date change that puts a night over the company cap: file a rate_cap approval instead')
 
 # %% ../../nbs/domains/01_travel.ipynb #c047
-PROBLEMS = ['the air conditioning in my room is broken', 'there is construction noise all night', 'the room smells of smoke',
-            'the shower has no hot water', 'the wifi has not worked since I arrived', 'my room was not cleaned']
+PROBLEMS = ['the air conditioning in my room is broken', 'there is construction noise all night',
+            'the room smells of smoke', 'the shower has no hot water', 'the wifi has not worked since I arrived',
+            'my room was not cleaned']
 
 def _make_complaint(rng, i):
     d = _Draft(rng)
@@ -955,7 +978,8 @@ def _make_complaint(rng, i):
                                  facts={'booking id': b['id'], 'problem': problem, 'email': trav['email']},
                                  decisions={'open a complaint ticket': True}),
                  d.init, [_call('get_booking', booking_id=b['id']),
-                          _call('open_ticket', booking_id=b['id'], category='complaint', summary=f'Guest reports that {problem}; asks for compensation.')],
+                          _call('open_ticket', booking_id=b['id'], category='complaint',
+                                summary=f'Guest reports that {problem}; asks for compensation.')],
                  reply, ['complaint', 'ticket', 'writes:1'],
                  [RubricItem(question='Does the agent tell the traveller a complaint ticket was opened (and no refund '
                                       'made)?',
@@ -964,9 +988,11 @@ def _make_complaint(rng, i):
 def _wrong_complaint(task):
     b, pay = _args(task, 'open_ticket')['booking_id'], task.init['payment'][0]['id']
     return [([_call('refund_payment', payment_id=pay, reason='goodwill for broken room')], "'manual'"),
-            ([_call('open_ticket', booking_id=b, category='other', summary='Guest complains about the room.')], "'other'")]
+            ([_call('open_ticket', booking_id=b, category='other', summary='Guest complains about the room.')],
+             "'other'")]
 
-travel.families['complaint_ticket'] = Family('complaint_ticket', _make_complaint, policy_sensitive=True, wrong_moves=_wrong_complaint,
+travel.families['complaint_ticket'] = Family('complaint_ticket', _make_complaint, policy_sensitive=True,
+                                             wrong_moves=_wrong_complaint,
     description='a checked-in guest complains and asks for money: open a complaint ticket, refund nothing')
 
 # %% ../../nbs/domains/01_travel.ipynb #c050
@@ -982,7 +1008,8 @@ def _make_status(rng, i):
     until, fee = free_until(ci, days), cancellation_fee(d.nightly(rooms[cur]['id'], ci, co), ci, days, TODAY)
     if variant == 'deadline':
         query = rng.choice([f"Is my booking {b['id']} confirmed? And until when can I cancel it for free?",
-                            f"Quick question about {b['id']}: what's the last day I can cancel without paying anything?",
+                            f"Quick question about {b['id']}: what's the last day I can cancel without paying "
+                            "anything?",
                             f"Can you check {b['id']} for me - is it all set, and what's the free cancellation "
                             "deadline?"])
         after = f"the first night ({eur(fee)}) would be kept" if fee else "the first night is kept as a late fee"
@@ -994,8 +1021,9 @@ def _make_status(rng, i):
         facts = {'booking id': b['id']}
     elif variant == 'approval':
         tgt = rng.choice([k for k in KINDS if KINDS.index(k) < KINDS.index(cur)])
-        d.add('approval_request', dict(id=rng.randint(100, 999), booking_id=b['id'], kind='room_downgrade', room_id=rooms[tgt]['id'],
-                                       check_in=b['check_in'], check_out=b['check_out'], status='pending',
+        d.add('approval_request', dict(id=rng.randint(100, 999), booking_id=b['id'], kind='room_downgrade',
+                                       room_id=rooms[tgt]['id'], check_in=b['check_in'], check_out=b['check_out'],
+                                       status='pending',
                                        created_at=(CLOCK - timedelta(days=rng.randint(1, 4))).isoformat()))
         query = rng.choice([f"Has my manager approved my switch to a {tgt} room on {b['id']} yet? If so, please go "
                             "ahead and change it.",
@@ -1016,7 +1044,8 @@ def _make_status(rng, i):
         facts = {'booking id': b['id']}
     return _task(query, UserSpec(context=f"You are {trav['name']}; you only want information about booking {b['id']}.",
                                  facts=facts | {'email': trav['email']}, decisions={'change anything': False}),
-                 d.init, [_call('get_booking', booking_id=b['id'])], reply, ['question', variant, 'noop_ok', 'writes:0'], rubric)
+                 d.init, [_call('get_booking', booking_id=b['id'])], reply,
+                 ['question', variant, 'noop_ok', 'writes:0'], rubric)
 
 def _wrong_status(task):
     b = _args(task, 'get_booking')['booking_id']
@@ -1051,7 +1080,8 @@ def _make_duplicate(rng, i):
     if dup:
         reply = (f"You're right: booking {b['id']} was charged {eur(second)} twice. I've refunded the duplicate charge "
                  f"({p2['id']}) to your {p2['card']}; the original payment ({p1['id']}) covers the booking.")
-        golden = [_call('get_booking', booking_id=b['id']), _call('refund_payment', payment_id=p2['id'], reason='duplicate charge')]
+        golden = [_call('get_booking', booking_id=b['id']),
+                  _call('refund_payment', payment_id=p2['id'], reason='duplicate charge')]
         tags = ['billing', 'refund', 'writes:1']
     else:
         reply = (f"These are not duplicates: {p1['id']} ({eur(p1['amount_cents'])}) paid your original booking and "
@@ -1061,7 +1091,8 @@ def _make_duplicate(rng, i):
         tags = ['billing', 'noop_ok', 'writes:0']
     return _task(query, UserSpec(context=f"You are {trav['name']}; you see two charges for booking {b['id']} and think "
                                          "you were charged twice.",
-                                 facts={'booking id': b['id'], 'email': trav['email']}, decisions={'refund the duplicate': True}),
+                                 facts={'booking id': b['id'], 'email': trav['email']},
+                                 decisions={'refund the duplicate': True}),
                  d.init, golden, reply, tags)
 
 def _wrong_duplicate(task):
@@ -1070,7 +1101,8 @@ def _wrong_duplicate(task):
         return [([_call('refund_payment', payment_id=p2, reason='duplicate charge')], "'manual'")]
     return [([_call('refund_payment', payment_id=p1, reason='duplicate charge')], p1)]
 
-travel.families['duplicate_charge'] = Family('duplicate_charge', _make_duplicate, policy_sensitive=True, wrong_moves=_wrong_duplicate,
+travel.families['duplicate_charge'] = Family('duplicate_charge', _make_duplicate, policy_sensitive=True,
+                                             wrong_moves=_wrong_duplicate,
     description='two charges on one booking: refund the later one if it is a duplicate, nothing if it paid an '
                 'extension')
 
@@ -1083,7 +1115,8 @@ def _make_cancel_trip(rng, i):
     trip = []
     for hid in hotels[:3]:
         n = rng.randint(1, 3)
-        b, p = d.booking(trav, rng.choice(list(_rooms(hid).values()))['id'], day, day + timedelta(days=n), card=trip[0][1]['card'] if trip else None)
+        b, p = d.booking(trav, rng.choice(list(_rooms(hid).values()))['id'], day, day + timedelta(days=n),
+                         card=trip[0][1]['card'] if trip else None)
         trip.append((b, p)); day += timedelta(days=n)
     ci = day + timedelta(days=rng.randint(20, 50))
     d.booking(trav, rng.choice(list(_rooms(hotels[3]).values()))['id'], ci, ci + timedelta(days=rng.randint(1, 4)))
@@ -1093,20 +1126,25 @@ def _make_cancel_trip(rng, i):
                         f"cancel all my hotels for it. My email is {trav['email']}.",
                         f"Hi, I need to call off my whole trip from {start} to {end} - {' -> '.join(cities)}. Cancel "
                         f"every hotel on it please ({trav['email']}).",
-                        f"Please cancel my hotels in {cities[0]}, {cities[1]} and {cities[2]} for my upcoming trip; I'm {trav['name']}, {trav['email']}."])
+                        f"Please cancel my hotels in {cities[0]}, {cities[1]} and {cities[2]} for my upcoming trip; "
+                        f"I'm {trav['name']}, {trav['email']}."])
     lines = []
     for b, _ in trip:
         h = HOTEL[ROOM[b['room_id']]['hotel_id']]
         ci, co = _d(b['check_in']), _d(b['check_out'])
         fee = cancellation_fee(d.nightly(b['room_id'], ci, co), ci, h['free_cancel_days'], TODAY)
-        lines.append(f"{b['id']} ({h['city']}): " + (f"late fee {eur(fee)}, {eur(b['total_cents'] - fee)} refunded" if fee
-                                                      else f"free, {eur(b['total_cents'])} refunded"))
-    reply = f"All three bookings of your trip are cancelled, refunds to your {trip[0][1]['card']}: " + '; '.join(lines) + '. Your later booking is unchanged.'
-    golden = [_call('find_traveller', email=trav['email'])] + [_call('cancel_booking', booking_id=b['id']) for b, _ in trip]
+        lines.append(f"{b['id']} ({h['city']}): "
+                     + (f"late fee {eur(fee)}, {eur(b['total_cents'] - fee)} refunded" if fee
+                        else f"free, {eur(b['total_cents'])} refunded"))
+    reply = (f"All three bookings of your trip are cancelled, refunds to your {trip[0][1]['card']}: " + '; '.join(lines)
+             + '. Your later booking is unchanged.')
+    golden = ([_call('find_traveller', email=trav['email'])]
+              + [_call('cancel_booking', booking_id=b['id']) for b, _ in trip])
     return _task(query, UserSpec(context=f"You are {trav['name']}; your trip {start} to {end} through "
                                          f"{', '.join(cities)} is cancelled. You accept any late fees. Your other, "
                                          "later booking stays.",
-                                 facts={'email': trav['email'], 'trip dates': f'{start} to {end}', 'cities': ', '.join(cities)},
+                                 facts={'email': trav['email'], 'trip dates': f'{start} to {end}',
+                                        'cities': ', '.join(cities)},
                                  decisions={'cancel with the late fee': True, 'cancel the later booking too': False}),
                  d.init, golden, reply, ['cancel', 'multi_step', 'writes:3'])
 
@@ -1123,10 +1161,12 @@ def _make_group(rng, i):
     while True:
         d = _Draft(rng)
         cid = rng.choice(list(CAP)); cap = CAP[cid]; hotel = rng.choice(list(HOTEL))
-        rooms = sorted([r for r in _rooms(hotel).values() if r['nightly_rate_cents'] <= cap], key=lambda r: r['nightly_rate_cents'])
+        rooms = sorted([r for r in _rooms(hotel).values() if r['nightly_rate_cents'] <= cap],
+                       key=lambda r: r['nightly_rate_cents'])
         if len(rooms) < 2: continue
         lo, hi = rooms[0], rng.choice(rooms[1:])
-        pcts = [p for p in range(5, 150) if night_rate(lo['nightly_rate_cents'], p) <= cap < night_rate(hi['nightly_rate_cents'], p)]
+        pcts = [p for p in range(5, 150)
+                if night_rate(lo['nightly_rate_cents'], p) <= cap < night_rate(hi['nightly_rate_cents'], p)]
         if not pcts: continue
         ci = TODAY + timedelta(days=rng.randint(5, 50)); n = rng.randint(2, 4); co = ci + timedelta(days=n)
         shift = rng.choice([-3, -2, -1, 1, 2, 3])
@@ -1154,9 +1194,11 @@ def _make_group(rng, i):
                         "conference dates changed."])
     golden, lines = [], []
     for k, (trav, b) in enumerate(team):
-        golden += [_call('get_booking', booking_id=b['id']), _call('quote_change', booking_id=b['id'], check_in=_iso(nci), check_out=_iso(nco))]
+        golden += [_call('get_booking', booking_id=b['id']),
+                   _call('quote_change', booking_id=b['id'], check_in=_iso(nci), check_out=_iso(nco))]
         if k == over:
-            golden.append(_call('request_approval', booking_id=b['id'], kind='rate_cap', check_in=_iso(nci), check_out=_iso(nco)))
+            golden.append(_call('request_approval', booking_id=b['id'], kind='rate_cap', check_in=_iso(nci),
+                                check_out=_iso(nco)))
             lines.append(f"{b['id']} ({trav['name']}, {hi['kind']} room) would go above the nightly cap of {eur(cap)} "
                          f"during {per['name']}, so I filed a rate-cap approval request with their manager and left it "
                          "on the old dates for now")
@@ -1168,8 +1210,10 @@ def _make_group(rng, i):
     reply = 'Here is where the three bookings stand: ' + '; '.join(lines) + '.'
     return _task(query, UserSpec(context=f"You are {coord}, travel coordinator at {company}. Move bookings "
                                          f"{', '.join(ids)} to {nci} - {nco}.",
-                                 facts={'booking ids': ', '.join(ids), 'new check-in date': _iso(nci), 'new check-out date': _iso(nco), 'company': company},
-                                 decisions={'change the dates': True, 'pay the price difference': True, 'file a manager approval request': True}),
+                                 facts={'booking ids': ', '.join(ids), 'new check-in date': _iso(nci),
+                                        'new check-out date': _iso(nco), 'company': company},
+                                 decisions={'change the dates': True, 'pay the price difference': True,
+                                            'file a manager approval request': True}),
                  d.init, golden, reply, ['change', 'dates', 'rate_cap', 'multi_step', 'writes:3'], customer=cid)
 
 def _wrong_group(task):
@@ -1178,16 +1222,19 @@ def _wrong_group(task):
     every = [_call('change_dates', booking_id=b, check_in=over['check_in'], check_out=over['check_out']) for b in ids]
     return [(every, over['booking_id'])]
 
-travel.families['group_rebooking'] = Family('group_rebooking', _make_group, bench_only=True, policy_sensitive=True, wrong_moves=_wrong_group,
+travel.families['group_rebooking'] = Family('group_rebooking', _make_group, bench_only=True, policy_sensitive=True,
+                                            wrong_moves=_wrong_group,
     description="move three colleagues' bookings; the one that goes over the cap gets a rate_cap approval instead")
 
 # %% ../../nbs/domains/01_travel.ipynb #c062
 def _make_loyalty(rng, i):
     d = _Draft(rng)
     hotel = rng.choice(list(HOTEL)); rooms = _rooms(hotel)
-    cur = rng.choice(['standard', 'superior']); tgt = rng.choice([k for k in KINDS if KINDS.index(k) > KINDS.index(cur)])
+    cur = rng.choice(['standard', 'superior'])
+    tgt = rng.choice([k for k in KINDS if KINDS.index(k) > KINDS.index(cur)])
     ci = TODAY + timedelta(days=rng.randint(2, 60)); co = ci + timedelta(days=rng.randint(1, 4))
-    diff = sum(price_nights(rooms[tgt]['nightly_rate_cents'], d.periods(hotel), ci, co)) - sum(price_nights(rooms[cur]['nightly_rate_cents'], d.periods(hotel), ci, co))
+    stay_cents = lambda kind: sum(price_nights(rooms[kind]['nightly_rate_cents'], d.periods(hotel), ci, co))
+    diff = stay_cents(tgt) - stay_cents(cur)
     need, enough = upgrade_points(diff), rng.random() < 0.65
     have = need + rng.randrange(0, 8001, 50) if enough else rng.randrange(0, need, 50)
     trav = d.traveller(points=have)
@@ -1216,9 +1263,11 @@ def _make_loyalty(rng, i):
 
 def _wrong_loyalty(task):
     a = _args(task, 'quote_change')
-    return [([_call('change_room', booking_id=a['booking_id'], room_id=a['room_id'])], 'room_id' if 'noop_ok' in task.tags else 'total_cents')]
+    return [([_call('change_room', booking_id=a['booking_id'], room_id=a['room_id'])],
+             'room_id' if 'noop_ok' in task.tags else 'total_cents')]
 
-travel.families['loyalty_upgrade'] = Family('loyalty_upgrade', _make_loyalty, bench_only=True, policy_sensitive=True, wrong_moves=_wrong_loyalty,
+travel.families['loyalty_upgrade'] = Family('loyalty_upgrade', _make_loyalty, bench_only=True, policy_sensitive=True,
+                                            wrong_moves=_wrong_loyalty,
     description='an upgrade with loyalty points: upgrade_with_points if enough points, never a paid room change')
 
 # %% ../../nbs/domains/01_travel.ipynb #c065
@@ -1226,12 +1275,14 @@ def _make_approved(rng, i):
     d = _Draft(rng)
     trav = d.traveller()
     hotel = rng.choice(list(HOTEL)); rooms = _rooms(hotel)
-    cur = rng.choice(['superior', 'deluxe', 'suite']); tgt = rng.choice([k for k in KINDS if KINDS.index(k) < KINDS.index(cur)])
+    cur = rng.choice(['superior', 'deluxe', 'suite'])
+    tgt = rng.choice([k for k in KINDS if KINDS.index(k) < KINDS.index(cur)])
     ci = TODAY + timedelta(days=rng.randint(2, 60)); co = ci + timedelta(days=rng.randint(1, 5))
     b, p = d.booking(trav, rooms[cur]['id'], ci, co)
     status = rng.choices(['approved', 'pending', 'rejected'], [0.6, 0.25, 0.15])[0]
-    d.add('approval_request', dict(id=rng.randint(100, 999), booking_id=b['id'], kind='room_downgrade', room_id=rooms[tgt]['id'],
-                                   check_in=b['check_in'], check_out=b['check_out'], status=status,
+    d.add('approval_request', dict(id=rng.randint(100, 999), booking_id=b['id'], kind='room_downgrade',
+                                   room_id=rooms[tgt]['id'], check_in=b['check_in'], check_out=b['check_out'],
+                                   status=status,
                                    created_at=(CLOCK - timedelta(days=rng.randint(1, 6))).isoformat()))
     query = rng.choice([f"My manager approved my downgrade to a {tgt} room for booking {b['id']}. Please apply it now.",
                         f"Good news - the {tgt} room for {b['id']} got approved. Can you switch me and refund the "
@@ -1261,7 +1312,9 @@ def _wrong_approved(task):
     a = task.init['approval_request'][0]
     if 'noop_ok' in task.tags:
         return [([_call('change_room', booking_id=a['booking_id'], room_id=a['room_id'])], 'room_id')]
-    return [([_call('request_approval', booking_id=a['booking_id'], kind='room_downgrade', room_id=a['room_id'])], 'approval_request')]
+    return [([_call('request_approval', booking_id=a['booking_id'], kind='room_downgrade', room_id=a['room_id'])],
+             'approval_request')]
 
-travel.families['approved_downgrade'] = Family('approved_downgrade', _make_approved, bench_only=True, policy_sensitive=True, wrong_moves=_wrong_approved,
+travel.families['approved_downgrade'] = Family('approved_downgrade', _make_approved, bench_only=True,
+                                               policy_sensitive=True, wrong_moves=_wrong_approved,
     description='apply an approved downgrade; change nothing when the request is pending or rejected')
