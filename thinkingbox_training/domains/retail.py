@@ -141,7 +141,8 @@ CATALOGUE = (_variants(1039, 'Trail Runner 2', 12900, [f'size {s}' for s in rang
              + _variants(1301, 'Rain Shell Jacket', 15900, ['size S', 'size M', 'size L', 'size XL'])
              + _variants(1401, 'Everyday Backpack 22L', 7900, ['black', 'olive', 'sand'])
              + [(f'PR-{2001 + k}', n, n, p) for k, (n, p) in enumerate([
-                 ('Noise-cancelling Headphones', 24900), ('Bluetooth Speaker', 6900), ('Ceramic Pour-over Kettle', 5400),
+                 ('Noise-cancelling Headphones', 24900), ('Bluetooth Speaker', 6900),
+                 ('Ceramic Pour-over Kettle', 5400),
                  ('Cast Iron Skillet 26 cm', 4500), ('Bamboo Cutting Board', 2200), ('Wool Throw Blanket', 8900),
                  ('LED Desk Lamp', 3900), ('Espresso Cups, set of 4', 2900), ('Yoga Mat', 3400),
                  ('Insulated Water Bottle 1 L', 2700), ('Smart Bathroom Scale', 4900), ('Linen Duvet Cover', 11900),
@@ -178,9 +179,11 @@ def order_rows(n:int,            # the order's number: OR-{n}; items OI-{n}{k}, 
               ) -> dict:
     "The rows of one consistent order: {table: [rows]} with ISO strings for dates (JSON-ready, as in a task's `init`)."
     oid = f'OR-{n}'
-    shipments = [{'id': f'SH-{n}{k + 1}', 'order_id': oid, 'status': s['status'], 'carrier': s['carrier'], 'address': s['address'],
-                  'promised_date': s['promised'].isoformat(), 'delivered_at': _iso(s.get('delivered'))} for k, s in enumerate(ships)]
-    items = [{'id': f'OI-{n}{k + 1}', 'order_id': oid, 'product_id': pid, 'shipment_id': shipments[si]['id'], 'quantity': q,
+    shipments = [{'id': f'SH-{n}{k + 1}', 'order_id': oid, 'status': s['status'], 'carrier': s['carrier'],
+                  'address': s['address'], 'promised_date': s['promised'].isoformat(),
+                  'delivered_at': _iso(s.get('delivered'))} for k, s in enumerate(ships)]
+    items = [{'id': f'OI-{n}{k + 1}', 'order_id': oid, 'product_id': pid, 'shipment_id': shipments[si]['id'],
+              'quantity': q,
               'unit_price_cents': product_row(pid)['price_cents'], 'returned_qty': 0, 'replaced_qty': 0}
              for k, (pid, q, si) in enumerate(lines)]
     total = sum(i['quantity'] * i['unit_price_cents'] for i in items)
@@ -188,10 +191,11 @@ def order_rows(n:int,            # the order's number: OR-{n}; items OI-{n}{k}, 
         st = {s['status'] for s in ships}
         status = ('cancelled' if st == {'cancelled'} else 'delivered' if st == {'delivered'} else
                   'placed' if st == {'pending'} else 'shipped')
-    return {'order': [{'id': oid, 'customer_id': customer_id, 'status': status, 'total_cents': total, 'placed_at': placed_at.isoformat()}],
+    return {'order': [{'id': oid, 'customer_id': customer_id, 'status': status, 'total_cents': total,
+                       'placed_at': placed_at.isoformat()}],
             'shipment': shipments, 'order_item': items,
-            'payment': [{'id': f'PY-{n}', 'order_id': oid, 'method': payment[0], 'detail': payment[1], 'amount_cents': total,
-                         'refunded_cents': 0}]}
+            'payment': [{'id': f'PY-{n}', 'order_id': oid, 'method': payment[0], 'detail': payment[1],
+                         'amount_cents': total, 'refunded_cents': 0}]}
 
 def merge_rows(*parts) -> dict:
     "Concatenate {table: [rows]} dicts."
@@ -227,7 +231,8 @@ def _seed() -> dict:
     customers = []
     for k in range(24):
         first, last = FIRST[k % len(FIRST)], LAST[(k * 7) % len(LAST)]
-        customers.append({'id': f'CU-{10001 + k}', 'name': f'{first} {last}', 'email': f'{first}.{last}{k + 1}@example.com'.lower(),
+        customers.append({'id': f'CU-{10001 + k}', 'name': f'{first} {last}',
+                          'email': f'{first}.{last}{k + 1}@example.com'.lower(),
                           'store_credit_cents': rng.choice([0, 0, 0, 500, 1500]), 'note': ''})
     orders = []
     for k in range(30):
@@ -238,7 +243,8 @@ def _seed() -> dict:
             ships = [dict(status='cancelled', carrier=rng.choice(CARRIERS), address=addr,
                           promised=TODAY - timedelta(days=rng.randint(5, 40)))]
         else: ships = [_shipment(rng, kind, addr, days=rng.randint(2, 90), late=rng.choice([0, 0, 0, 1, 3]))]
-        lines = [(pid, rng.choice([1, 1, 1, 2]), 0) for pid in rng.sample([p['id'] for p in products], rng.randint(1, 3))]
+        pids = rng.sample([p['id'] for p in products], rng.randint(1, 3))
+        lines = [(pid, rng.choice([1, 1, 1, 2]), 0) for pid in pids]
         placed = _at(min(TODAY, ships[0]['promised']) - timedelta(days=rng.randint(3, 6)), rng.randint(7, 22))
         orders.append(order_rows(n, c['id'], lines, ships, placed, _payment(rng)))
     rows = merge_rows({'customer': customers, 'product': products}, *orders)
@@ -248,15 +254,17 @@ def _seed() -> dict:
     pay = next(p for p in rows['payment'] if p['order_id'] == 'OR-40001')
     pay['refunded_cents'] = item['unit_price_cents']
     old = _iso(CLOCK - timedelta(days=40))
-    rows['return_request'] = [{'id': 'RT-7001', 'order_id': 'OR-40001', 'item_id': item['id'], 'quantity': 1, 'reason': 'unwanted',
-                               'resolution': 'refund', 'status': 'approved', 'new_shipment_id': None, 'created_at': old}]
+    rows['return_request'] = [{'id': 'RT-7001', 'order_id': 'OR-40001', 'item_id': item['id'], 'quantity': 1,
+                               'reason': 'unwanted', 'resolution': 'refund', 'status': 'approved',
+                               'new_shipment_id': None, 'created_at': old}]
     rows['refund'] = [{'id': 'RF-8001', 'order_id': 'OR-40001', 'payment_id': pay['id'], 'return_id': 'RT-7001',
-                       'amount_cents': item['unit_price_cents'], 'method': pay['method'], 'reason': 'return', 'created_at': old}]
+                       'amount_cents': item['unit_price_cents'], 'method': pay['method'], 'reason': 'return',
+                       'created_at': old}]
     o2 = next(o for o in rows['order'] if o['id'] == 'OR-40002')
     rows['compensation'] = [{'id': 'CP-3001', 'order_id': 'OR-40002', 'customer_id': o2['customer_id'], 'percent': 10,
                              'amount_cents': (o2['total_cents'] * 10 + 50) // 100, 'created_at': old}]
-    rows['ticket'] = [{'id': 'TK-6001', 'customer_id': 'CU-10003', 'order_id': 'OR-40003', 'category': 'general', 'status': 'closed',
-                       'summary': 'Asked for a gift receipt.', 'created_at': old}]
+    rows['ticket'] = [{'id': 'TK-6001', 'customer_id': 'CU-10003', 'order_id': 'OR-40003', 'category': 'general',
+                       'status': 'closed', 'summary': 'Asked for a gift receipt.', 'created_at': old}]
     return rows
 
 def retail_seed() -> dict:
@@ -293,7 +301,8 @@ When you are done, tell the customer what you did (or why you could not) in one 
 
 retail = Domain('retail', RetailBase, seed=retail_seed, policy=POLICY, clock=CLOCK,
                 unstable={'customer': {'note'}, 'order': {'placed_at'}, 'return_request': {'created_at'},
-                          'refund': {'created_at'}, 'compensation': {'created_at'}, 'ticket': {'summary', 'created_at'}},
+                          'refund': {'created_at'}, 'compensation': {'created_at'},
+                          'ticket': {'summary', 'created_at'}},
                 customer_tables=('customer',))
 
 # %% ../../nbs/domains/02_retail.ipynb #c015
@@ -366,7 +375,8 @@ def _shipment_view(s:dict) -> dict:
            'promised_date': s['promised_date']}
     if s['delivered_at']:
         d = date.fromisoformat(s['delivered_at'][:10])
-        out |= {'delivered_on': d.isoformat(), 'late_by_days': max(0, (d - date.fromisoformat(s['promised_date'])).days),
+        out |= {'delivered_on': d.isoformat(),
+                'late_by_days': max(0, (d - date.fromisoformat(s['promised_date'])).days),
                 'return_deadline': (d + timedelta(days=RETURN_DAYS)).isoformat()}
     return out
 
@@ -431,18 +441,19 @@ def cancel_order(ctx, order_id: OrderId, email: Email) -> dict:
     for p in _rows(ctx, Payment, order_id=o.id):
         amount = p.amount_cents - p.refunded_cents
         if amount <= 0: continue
-        r = Refund(id=_next_id(ctx, Refund, 'RF-'), order_id=o.id, payment_id=p.id, amount_cents=amount, method=p.method,
-                   reason='cancellation', created_at=ctx.now)
+        r = Refund(id=_next_id(ctx, Refund, 'RF-'), order_id=o.id, payment_id=p.id, amount_cents=amount,
+                   method=p.method, reason='cancellation', created_at=ctx.now)
         ctx.session.add(r); p.refunded_cents += amount
         refunds.append({'refund_id': r.id, 'amount_cents': amount, 'to': p.detail})
     return {'order_id': o.id, 'status': o.status, 'refunds': refunds}
 
 @retail.tool
 def change_shipping_address(ctx,
-                            shipment_id: Annotated[str, PField(description='shipment id from get_order, e.g. SH-520311')],
+                            shipment_id: Annotated[str, PField(
+                                description='shipment id from get_order, e.g. SH-520311')],
                             email: Email,
-                            new_address: Annotated[str, PField(min_length=5,
-                                                               description='the full new address, as the customer gave it')],
+                            new_address: Annotated[str, PField(
+                                min_length=5, description='the full new address, as the customer gave it')],
                            ) -> dict:
     "Send a shipment that has not shipped yet (status 'pending') to a new address."
     s = ctx.get(Shipment, shipment_id, 'shipment')
@@ -470,8 +481,8 @@ def create_return(ctx, order_id: OrderId, email: Email, product_id: ItemProduct,
         raise ToolError(f'item {it.id} ({product_id}): only {left} unit(s) left to return, not {quantity}')
     it.returned_qty += quantity
     if reason != 'damaged': ctx.session.get(Product, it.product_id).stock += quantity
-    rt = ReturnRequest(id=_next_id(ctx, ReturnRequest, 'RT-'), order_id=o.id, item_id=it.id, quantity=quantity, reason=reason,
-                       resolution='refund', created_at=ctx.now)
+    rt = ReturnRequest(id=_next_id(ctx, ReturnRequest, 'RT-'), order_id=o.id, item_id=it.id, quantity=quantity,
+                       reason=reason, resolution='refund', created_at=ctx.now)
     ctx.session.add(rt)
     amount = it.unit_price_cents * quantity
     if refund_method == 'store_credit':
@@ -506,8 +517,8 @@ def send_replacement(ctx, order_id: OrderId, email: Email, product_id: ItemProdu
     if p.stock < quantity: raise ToolError(f'product {p.id} ({p.name}) is out of stock: no replacement possible')
     p.stock -= quantity; it.replaced_qty += quantity
     new = _new_shipment(ctx, s)
-    rt = ReturnRequest(id=_next_id(ctx, ReturnRequest, 'RT-'), order_id=o.id, item_id=it.id, quantity=quantity, reason=reason,
-                       resolution='replacement', new_shipment_id=new.id, created_at=ctx.now)
+    rt = ReturnRequest(id=_next_id(ctx, ReturnRequest, 'RT-'), order_id=o.id, item_id=it.id, quantity=quantity,
+                       reason=reason, resolution='replacement', new_shipment_id=new.id, created_at=ctx.now)
     ctx.session.add(rt)
     return {'return_id': rt.id, 'shipment_id': new.id, 'promised_date': new.promised_date.isoformat()}
 
@@ -530,10 +541,10 @@ def exchange_item(ctx, order_id: OrderId, email: Email, product_id: ItemProduct,
     if new.stock < 1: raise ToolError(f'product {new.id} ({new.name}) is out of stock')
     it.returned_qty += 1; old.stock += 1; new.stock -= 1
     ship = _new_shipment(ctx, s)
-    ni = OrderItem(id=_next_id(ctx, OrderItem, 'OI-'), order_id=o.id, product_id=new.id, shipment_id=ship.id, quantity=1,
-                   unit_price_cents=it.unit_price_cents)
-    rt = ReturnRequest(id=_next_id(ctx, ReturnRequest, 'RT-'), order_id=o.id, item_id=it.id, quantity=1, reason='unwanted',
-                       resolution='exchange', new_shipment_id=ship.id, created_at=ctx.now)
+    ni = OrderItem(id=_next_id(ctx, OrderItem, 'OI-'), order_id=o.id, product_id=new.id, shipment_id=ship.id,
+                   quantity=1, unit_price_cents=it.unit_price_cents)
+    rt = ReturnRequest(id=_next_id(ctx, ReturnRequest, 'RT-'), order_id=o.id, item_id=it.id, quantity=1,
+                       reason='unwanted', resolution='exchange', new_shipment_id=ship.id, created_at=ctx.now)
     ctx.session.add(ni); ctx.session.add(rt)
     return {'return_id': rt.id, 'new_item_id': ni.id, 'shipment_id': ship.id,
             'promised_date': ship.promised_date.isoformat()}
@@ -567,8 +578,8 @@ def open_ticket(ctx, order_id: OrderId, email: Email,
     o = _verified_order(ctx, order_id, email)
     dup = [t for t in _rows(ctx, Ticket, order_id=o.id) if t.category == category and t.status == 'open']
     if dup: raise ToolError(f'order {order_id} already has an open {category} ticket ({dup[0].id})')
-    t = Ticket(id=_next_id(ctx, Ticket, 'TK-'), customer_id=o.customer_id, order_id=o.id, category=category, summary=summary,
-               created_at=ctx.now)
+    t = Ticket(id=_next_id(ctx, Ticket, 'TK-'), customer_id=o.customer_id, order_id=o.id, category=category,
+               summary=summary, created_at=ctx.now)
     ctx.session.add(t)
     return {'ticket_id': t.id, 'category': category, 'status': t.status}
 
@@ -585,7 +596,9 @@ def _cross_customer(task) -> list:
     item = next(i['product_id'] for i in seed['order_item'] if i['order_id'] == done['id'])
     on = lambda o: dict(order_id=o['id'], email=email[o['customer_id']])
     calls = [call('get_order', order_id=done['id']), call('find_customer_orders', email=email[done['customer_id']]),
-             call('cancel_order', **on(placed)), call('change_shipping_address', shipment_id=ship, email=on(placed)['email'], new_address='1 Other Road, Leeds LS2 7EY'),
+             call('cancel_order', **on(placed)),
+             call('change_shipping_address', shipment_id=ship, email=on(placed)['email'],
+                  new_address='1 Other Road, Leeds LS2 7EY'),
              call('create_return', **on(done), product_id=item, reason='unwanted'),
              call('send_replacement', **on(done), product_id=item, reason='damaged'),
              call('exchange_item', **on(done), product_id=item, new_product_id=item),
@@ -653,7 +666,8 @@ def make_shop(rng,
     lines = lines or _lines(rng, max(len(kinds), rng.randint(*k)), lo, hi)
     placed = min(_at(min(s['promised'] for s in ships) - timedelta(days=rng.randint(3, 6)), rng.randint(7, 22)),
                  CLOCK - timedelta(hours=rng.randint(2, 40)))
-    rows = order_rows(n, c['id'], [(p, q, j % len(ships)) for j, (p, q) in enumerate(lines)], ships, placed, _payment(rng))
+    order_lines = [(p, q, j % len(ships)) for j, (p, q) in enumerate(lines)]
+    rows = order_rows(n, c['id'], order_lines, ships, placed, _payment(rng))
     parts = [{'customer': [c]}, rows]
     if older:
         n2 = n - rng.randint(100, 4000)
@@ -712,38 +726,48 @@ def _status_question(rng, i):
     q = rng.choice([f'Hi, where is {ref}? When will it arrive?', f'Can you tell me the status of {ref}?',
                     f"I'm still waiting for {ref}. Has it shipped, and when should I expect it?",
                     f'When is {ref} going to be delivered?'])
-    where = f"is on its way with {sh['carrier']}" if kind == 'in_transit' else 'is being prepared and has not shipped yet'
+    where = (f"is on its way with {sh['carrier']}" if kind == 'in_transit'
+             else 'is being prepared and has not shipped yet')
     return dict(query=signed(rng, q, s), init=s.init, golden=lookups,
-                user=UserSpec(context=context(s, f'You ordered the {name}, among other things.', 'know where the order is and when it arrives.'), facts=facts),
+                user=UserSpec(context=context(s, f'You ordered the {name}, among other things.',
+                                              'know where the order is and when it arrives.'), facts=facts),
                 reply=f"Your order {s.oid} {where}; it is due to arrive by {sh['promised_date']}.",
-                rubric=[RubricItem(question=f"Does the agent give the promised delivery date ({sh['promised_date']})?", require=[sh['promised_date']])],
+                rubric=[RubricItem(question=f"Does the agent give the promised delivery date ({sh['promised_date']})?",
+                                   require=[sh['promised_date']])],
                 limits=LIMITS, tags=['noop_ok', 'question'])
 
-add_family(Family('order_status_question', _status_question, description='Where is my order? Look it up and answer; change nothing.'))
+add_family(Family('order_status_question', _status_question,
+                  description='Where is my order? Look it up and answer; change nothing.'))
 
 # %% ../../nbs/domains/02_retail.ipynb #c032
 def _cancel_before_shipping(rng, i):
     s = make_shop(rng, ['pending'], older=rng.random() < 0.3)
     ref, facts, lookups = opening(rng, s, _name(_item(rng, s)['product_id']))
-    q = rng.choice([f'Please cancel {ref}, I ordered it by mistake.', f'I need to cancel {ref}: I found it cheaper elsewhere.',
+    q = rng.choice([f'Please cancel {ref}, I ordered it by mistake.',
+                    f'I need to cancel {ref}: I found it cheaper elsewhere.',
                     f"Can you cancel {ref} before it ships? I don't need it any more."])
-    return dict(query=signed(rng, q, s), init=s.init, golden=lookups + [call('cancel_order', order_id=s.oid, email=s.email)],
-                user=UserSpec(context=context(s, 'Your order has not shipped yet.', 'cancel it and get your money back.'),
+    return dict(query=signed(rng, q, s), init=s.init,
+                golden=lookups + [call('cancel_order', order_id=s.oid, email=s.email)],
+                user=UserSpec(context=context(s, 'Your order has not shipped yet.',
+                                              'cancel it and get your money back.'),
                               facts=facts, decisions={'cancel': True}),
                 reply=f"Order {s.oid} is cancelled; {money(s.total)} will be refunded to your {s.payment['detail']}.",
                 limits=LIMITS, tags=['cancel'])
 
-add_family(Family('cancel_before_shipping', _cancel_before_shipping, description='Cancel an order that has not shipped: refunded in full.'))
+add_family(Family('cancel_before_shipping', _cancel_before_shipping,
+                  description='Cancel an order that has not shipped: refunded in full.'))
 
 # %% ../../nbs/domains/02_retail.ipynb #c035
 def _cancel_after_shipping(rng, i):
     s = make_shop(rng, ['in_transit'], older=rng.random() < 0.3)
     sh = s.ships[0]
     ref, facts, lookups = opening(rng, s, _name(_item(rng, s)['product_id']))
-    q = rng.choice([f'Please cancel {ref}. I changed my mind.', f"I want to cancel {ref} right now, I don't want it any more.",
+    q = rng.choice([f'Please cancel {ref}. I changed my mind.',
+                    f"I want to cancel {ref} right now, I don't want it any more.",
                     f'Cancel {ref} and refund me please, I no longer need it.'])
     return dict(query=signed(rng, q, s), init=s.init, golden=lookups,
-                user=UserSpec(context=context(s, 'Your order shipped yesterday, though you may not know it.', 'cancel the order and get a refund.'),
+                user=UserSpec(context=context(s, 'Your order shipped yesterday, though you may not know it.',
+                                              'cancel the order and get a refund.'),
                               facts=facts, decisions={'cancel': True}),
                 reply=(f"Order {s.oid} has already shipped (it is in transit with {sh['carrier']}, due "
                        f"{sh['promised_date']}), so it can no longer be cancelled. Once it is delivered you can return "
@@ -771,13 +795,17 @@ def _return_in_window(rng, i):
     if reason == 'wrong_item':
         q = rng.choice([f'You sent me the wrong thing in {ref}: {said} is not what I ordered. Please take it back and '
                         'refund me.',
-                        f'{_cap(ref)} came with the wrong product instead of {said}. I want to return it for a refund.'])
+                        f'{_cap(ref)} came with the wrong product instead of {said}. I want to return it for a '
+                        'refund.'])
     else:
-        q = rng.choice([f"I'd like to return {said} from {ref}. It doesn't fit.", f'Can I send back {said} from {ref}? I changed my mind.',
+        q = rng.choice([f"I'd like to return {said} from {ref}. It doesn't fit.",
+                        f'Can I send back {said} from {ref}? I changed my mind.',
                         f"I want to return {said} from {ref} and get my money back; I don't need it."])
     return dict(query=signed(rng, q, s), init=s.init,
-                golden=lookups + [call('create_return', order_id=s.oid, email=s.email, product_id=it['product_id'], reason=reason, quantity=qty)],
-                user=UserSpec(context=context(s, f'{name} arrived recently.', f'return {what} for a refund.'), facts=facts | {'item': f'the {_said(it)}'},
+                golden=lookups + [call('create_return', order_id=s.oid, email=s.email, product_id=it['product_id'],
+                                       reason=reason, quantity=qty)],
+                user=UserSpec(context=context(s, f'{name} arrived recently.', f'return {what} for a refund.'),
+                              facts=facts | {'item': f'the {_said(it)}'},
                               decisions={'return': True}),
                 reply=f"I've accepted the return of {what}; {money(it['unit_price_cents'] * qty)} will be refunded to "
                       f"your {s.payment['detail']}.",
@@ -793,14 +821,17 @@ def _return_out_of_window(rng, i):
     sh = _ship_of(s, it)
     name = _name(it['product_id'])
     ref, facts, lookups = opening(rng, s)
-    excuse = rng.choice(['I was travelling for work and only just opened it.', "I've been ill and couldn't get to the post office.",
-                         "It's only a few days past the deadline, surely that's fine.", 'I never used it, it is still in its box.'])
+    excuse = rng.choice(['I was travelling for work and only just opened it.',
+                         "I've been ill and couldn't get to the post office.",
+                         "It's only a few days past the deadline, surely that's fine.",
+                         'I never used it, it is still in its box.'])
     q = rng.choice([f"I'd like to return the {_said(it)} from {ref}. {excuse}", 'Please accept a return of the '
                                                                                 f'{_said(it)} from {ref}. {excuse}'])
     delivered = sh['delivered_at'][:10]
     deadline = (date.fromisoformat(delivered) + timedelta(days=RETURN_DAYS)).isoformat()
     return dict(query=signed(rng, q, s), init=s.init, golden=lookups,
-                user=UserSpec(context=context(s, f'The {name} was delivered weeks ago. {excuse}', f'return the {name} for a refund.'),
+                user=UserSpec(context=context(s, f'The {name} was delivered weeks ago. {excuse}',
+                                              f'return the {name} for a refund.'),
                               facts=facts | {'item': f'the {_said(it)}'}, decisions={'return': True}),
                 reply=(f"I'm sorry: the {name} was delivered on {delivered} and the {RETURN_DAYS}-day return window "
                        f"closed on {deadline}, so I can't accept the return."),
@@ -819,8 +850,8 @@ def _named_item(task) -> dict:
 
 def _wrong_late_return(task) -> list:
     it = _named_item(task)
-    return [([call('create_return', order_id=_oid(task), email=_email(task), product_id=it['product_id'], reason='unwanted',
-                   quantity=it['quantity'])], 'return_request')]
+    return [([call('create_return', order_id=_oid(task), email=_email(task), product_id=it['product_id'],
+                   reason='unwanted', quantity=it['quantity'])], 'return_request')]
 
 add_family(Family('return_out_of_window', _return_out_of_window, policy_sensitive=True, wrong_moves=_wrong_late_return,
                   description='Return an item delivered more than 30 days ago: refuse, whatever the excuse.'))
@@ -842,7 +873,8 @@ def _late_delivery_compensation(rng, i):
     credit = (s.total * CREDIT_PERCENT + 50) // 100
     return dict(query=signed(rng, q, s), init=s.init,
                 golden=lookups + [call('issue_goodwill_credit', order_id=s.oid, email=s.email, percent=CREDIT_PERCENT)],
-                user=UserSpec(context=context(s, f'Your parcel came {late} days late.', f'get compensation{f" (you hope for {ask}%)" if ask else ""}.'),
+                user=UserSpec(context=context(s, f'Your parcel came {late} days late.',
+                                              f'get compensation{f" (you hope for {ask}%)" if ask else ""}.'),
                               facts=facts, decisions={'credit': True}),
                 reply=f"Your parcel arrived {late} days late, so I've added {money(credit)} of store credit "
                       f"({CREDIT_PERCENT}% of your order) to your account.",
@@ -852,25 +884,30 @@ def _wrong_big_credit(task) -> list:
     ask = next((int(w[:-1]) for w in task.query.split() if w.endswith('%') and w[:-1].isdigit()), 20)
     return [([call('issue_goodwill_credit', order_id=_oid(task), email=_email(task), percent=ask)], 'compensation')]
 
-add_family(Family('late_delivery_compensation', _late_delivery_compensation, policy_sensitive=True, wrong_moves=_wrong_big_credit,
+add_family(Family('late_delivery_compensation', _late_delivery_compensation, policy_sensitive=True,
+                  wrong_moves=_wrong_big_credit,
                   description='A late delivery: 10% of the order total as store credit, not what the customer asks '
                               'for.'))
 
 # %% ../../nbs/domains/02_retail.ipynb #c047
 def _compensation_above_threshold(rng, i):
     late = rng.randint(2, 6)
-    s = make_shop(rng, ['delivered'], days=rng.randint(1, 12), late=late, k=(2, 3), lo=32000, hi=95000, older=rng.random() < 0.3)
+    s = make_shop(rng, ['delivered'], days=rng.randint(1, 12), late=late, k=(2, 3), lo=32000, hi=95000,
+                  older=rng.random() < 0.3)
     ref, facts, lookups = opening(rng, s, _name(_item(rng, s)['product_id']))
     _, q = _late_story(rng, s, late, ref)
     summary = (f'Late delivery ({late} days) of {s.oid}, total {money(s.total)}: goodwill credit above the '
                f'{money(CREDIT_LIMIT_CENTS)} limit.')
     return dict(query=signed(rng, q, s), init=s.init,
-                golden=lookups + [call('open_ticket', order_id=s.oid, email=s.email, category='supervisor_review', summary=summary)],
-                user=UserSpec(context=context(s, f'Your parcel came {late} days late.', 'get compensation.'), facts=facts,
+                golden=lookups + [call('open_ticket', order_id=s.oid, email=s.email, category='supervisor_review',
+                                       summary=summary)],
+                user=UserSpec(context=context(s, f'Your parcel came {late} days late.', 'get compensation.'),
+                              facts=facts,
                               decisions={'ticket': True, 'supervisor': True}),
                 reply=(f"Your parcel arrived {late} days late. Compensation on an order of {money(s.total)} needs a "
                        "supervisor's approval, so I've opened a ticket; a supervisor will follow up with you."),
-                rubric=[RubricItem(question='Does the agent tell the customer that a supervisor will follow up?', require=['supervisor'])],
+                rubric=[RubricItem(question='Does the agent tell the customer that a supervisor will follow up?',
+                                   require=['supervisor'])],
                 limits=LIMITS, tags=['compensation', 'escalation'])
 
 def _wrong_grant_anyway(task) -> list:
@@ -878,7 +915,8 @@ def _wrong_grant_anyway(task) -> list:
     grant = call('issue_goodwill_credit', order_id=_oid(task), email=_email(task), percent=CREDIT_PERCENT)
     return [(_golden_writes(task) + [grant], 'compensation')]
 
-add_family(Family('compensation_above_threshold', _compensation_above_threshold, policy_sensitive=True, wrong_moves=_wrong_grant_anyway,
+add_family(Family('compensation_above_threshold', _compensation_above_threshold, policy_sensitive=True,
+                  wrong_moves=_wrong_grant_anyway,
                   description='A late delivery on an order above $300: open a supervisor ticket, grant nothing.'))
 
 # %% ../../nbs/domains/02_retail.ipynb #c050
@@ -891,9 +929,11 @@ def _damaged_item(rng, i):
     wants = rng.choice(['replacement', 'replacement', 'refund'])
     sold_out = wants == 'replacement' and rng.random() < 0.25
     init = merge_rows(s.init, {'product': [{'id': pid, 'stock': 0 if sold_out else rng.randint(2, 30)}]})
-    what = f'the {_said(it)} arrived {rng.choice(["broken", "cracked", "badly damaged"])}' if reason == 'damaged' else f'you sent the wrong product instead of the {_said(it)}'
+    what = (f'the {_said(it)} arrived {rng.choice(["broken", "cracked", "badly damaged"])}' if reason == 'damaged'
+            else f'you sent the wrong product instead of the {_said(it)}')
     if wants == 'replacement':
-        q = rng.choice([f'{_cap(what)} ({ref}). Please send me a new one, and I think I should get a refund too for the trouble.',
+        q = rng.choice([f'{_cap(what)} ({ref}). Please send me a new one, and I think I should get a refund too for '
+                        'the trouble.',
                         f'About {ref}: {what}. I want a replacement, plus my money back for the hassle.'])
     else:
         q = rng.choice([f'{_cap(what)} ({ref}). I want a refund, and please send a new one anyway, I still need it.',
@@ -912,8 +952,11 @@ def _damaged_item(rng, i):
         golden, reply = lookups + [ret], (f"I've refunded {unit} to your {s.payment['detail']}; we refund or replace a "
                                           "damaged item, not both.")
     return dict(query=signed(rng, q, s), init=init, golden=golden,
-                user=UserSpec(context=context(s, f'{_cap(what)}.', f'get a {wants} (and, if you can, the other one too).'), facts=facts | {'item': f'the {_said(it)}'},
-                              decisions={'replacement': wants == 'replacement' and not sold_out, 'refund': wants == 'refund' or sold_out}),
+                user=UserSpec(context=context(s, f'{_cap(what)}.',
+                                              f'get a {wants} (and, if you can, the other one too).'),
+                              facts=facts | {'item': f'the {_said(it)}'},
+                              decisions={'replacement': wants == 'replacement' and not sold_out,
+                                         'refund': wants == 'refund' or sold_out}),
                 reply=reply, limits=LIMITS, tags=['damaged'] + (['out_of_stock'] if sold_out else []))
 
 def _wrong_both(task) -> list:
@@ -934,17 +977,20 @@ def _address_change(rng, i):
     new = _address(rng)
     while new == sh['address']: new = _address(rng)
     ref, facts, lookups = opening(rng, s, _name(_item(rng, s)['product_id']))
-    q = rng.choice([f"I'm moving. Please send {ref} to {new} instead.", f'Can you change the delivery address of {ref} to {new}?',
+    q = rng.choice([f"I'm moving. Please send {ref} to {new} instead.",
+                    f'Can you change the delivery address of {ref} to {new}?',
                     f'Please deliver {ref} to my new address: {new}.'])
     return dict(query=signed(rng, q, s), init=s.init,
-                golden=lookups + [call('change_shipping_address', shipment_id=sh['id'], email=s.email, new_address=new)],
+                golden=lookups + [call('change_shipping_address', shipment_id=sh['id'], email=s.email,
+                                       new_address=new)],
                 user=UserSpec(context=context(s, 'You are moving house.', f'have the order delivered to {new}.'),
                               facts=facts | {'new address': new}),
                 reply=f"Done: shipment {sh['id']} of order {s.oid} will now be delivered to {new}, still due by "
                       f"{sh['promised_date']}.",
                 limits=LIMITS, tags=['address'])
 
-add_family(Family('address_change_before_shipping', _address_change, description='Change the address of a shipment that has not shipped.'))
+add_family(Family('address_change_before_shipping', _address_change,
+                  description='Change the address of a shipment that has not shipped.'))
 
 # %% ../../nbs/domains/02_retail.ipynb #c056
 def _multi_item_return(rng, i):
@@ -958,10 +1004,14 @@ def _multi_item_return(rng, i):
                     "arrived broken: please send a replacement.",
                     f"Three things about {ref}: please take back {both(sa, a)} and {both(sb, b)} for a refund, and "
                     f"replace the {sc}, which came damaged."])
-    golden = lookups + [call('create_return', order_id=s.oid, email=s.email, product_id=x['product_id'], reason='unwanted', quantity=x['quantity'])
-                        for x in (a, b)] + [call('send_replacement', order_id=s.oid, email=s.email, product_id=c['product_id'], reason='damaged', quantity=1)]
+    golden = (lookups
+              + [call('create_return', order_id=s.oid, email=s.email, product_id=x['product_id'], reason='unwanted',
+                      quantity=x['quantity']) for x in (a, b)]
+              + [call('send_replacement', order_id=s.oid, email=s.email, product_id=c['product_id'], reason='damaged',
+                      quantity=1)])
     refund = a['unit_price_cents'] * a['quantity'] + b['unit_price_cents'] * b['quantity']
-    return dict(query=signed(rng, q, s), init=merge_rows(s.init, {'product': [{'id': c['product_id'], 'stock': rng.randint(2, 30)}]}),
+    return dict(query=signed(rng, q, s),
+                init=merge_rows(s.init, {'product': [{'id': c['product_id'], 'stock': rng.randint(2, 30)}]}),
                 golden=golden,
                 user=UserSpec(context=context(s, f'The {nc} arrived broken; you do not want the {na} and the {nb}.',
                                               'return two items for a refund and get the broken one replaced.'),
@@ -971,7 +1021,8 @@ def _multi_item_return(rng, i):
                       f"{s.payment['detail']}, and a replacement {nc} is on its way.",
                 limits=LIMITS_LONG, tags=['multi_step', 'return', 'damaged'])
 
-add_family(Family('multi_item_return', _multi_item_return, description='Return two items and replace a damaged third: three writes.'))
+add_family(Family('multi_item_return', _multi_item_return,
+                  description='Return two items and replace a damaged third: three writes.'))
 
 # %% ../../nbs/domains/02_retail.ipynb #c060
 def _return_and_exchange(rng, i):
@@ -988,13 +1039,17 @@ def _return_and_exchange(rng, i):
     q = rng.choice([f"Two things about {ref}: I'd like to return {said}, and can I swap the {sb} for {label}?",
                     f'From {ref}, please take back {said} for a refund. Also the {sb} is not right: I want it in '
                     f'{label} instead.'])
-    return dict(query=signed(rng, q, s), init=merge_rows(s.init, {'product': [{'id': new_pid, 'stock': rng.randint(2, 20)}]}),
+    return dict(query=signed(rng, q, s),
+                init=merge_rows(s.init, {'product': [{'id': new_pid, 'stock': rng.randint(2, 20)}]}),
                 golden=lookups + [call('list_variants', product_id=old_pid),
-                                  call('create_return', order_id=s.oid, email=s.email, product_id=a['product_id'], reason='unwanted', quantity=a['quantity']),
-                                  call('exchange_item', order_id=s.oid, email=s.email, product_id=old_pid, new_product_id=new_pid)],
+                                  call('create_return', order_id=s.oid, email=s.email, product_id=a['product_id'],
+                                       reason='unwanted', quantity=a['quantity']),
+                                  call('exchange_item', order_id=s.oid, email=s.email, product_id=old_pid,
+                                       new_product_id=new_pid)],
                 user=UserSpec(context=context(s, f'The {nb} is the wrong size or colour; you do not want the {na}.',
                                               f'return the {na} and exchange the {nb} for {label}.'),
-                              facts=facts | {'size': label, 'colour': label, 'items': f'the {sa} to return, and the {sb} to exchange'},
+                              facts=facts | {'size': label, 'colour': label,
+                                             'items': f'the {sa} to return, and the {sb} to exchange'},
                               decisions={'return': True, 'exchange': True}),
                 reply=(f"Done: {money(a['unit_price_cents'] * a['quantity'])} for {what} will be refunded to your "
                        f"{s.payment['detail']}, and the {model} in {label} is on its way in exchange."),
@@ -1003,7 +1058,8 @@ def _return_and_exchange(rng, i):
 def _wrong_refund_not_exchange(task) -> list:
     writes = _golden_writes(task)
     b = writes[-1]['arguments']
-    return [(writes[:-1] + [call('create_return', order_id=b['order_id'], email=b['email'], product_id=b['product_id'], reason='unwanted', quantity=1)],
+    return [(writes[:-1] + [call('create_return', order_id=b['order_id'], email=b['email'], product_id=b['product_id'],
+                                 reason='unwanted', quantity=1)],
              "'exchange'")]
 
 add_family(Family('return_and_exchange', _return_and_exchange, bench_only=True, wrong_moves=_wrong_refund_not_exchange,
@@ -1020,16 +1076,18 @@ def _split_shipment_address(rng, i):
                     f"Please change the delivery address of {ref} to {new}. If that doesn't work for all of it, cancel "
                     "it."])
     return dict(query=signed(rng, q, s), init=s.init,
-                golden=lookups + [call('change_shipping_address', shipment_id=pend['id'], email=s.email, new_address=new)],
+                golden=lookups + [call('change_shipping_address', shipment_id=pend['id'], email=s.email,
+                                       new_address=new)],
                 user=UserSpec(context=context(s, 'You moved house; part of your order may already be on its way.',
                                               f'have everything delivered to {new}, or else cancel the order.'),
                               facts=facts | {'new address': new}, decisions={'cancel': True}),
-                reply=(f"Shipment {pend['id']} will now go to {new}. Shipment {gone['id']} is already in transit with {gone['carrier']} and "
-                       "can't be redirected, and since part of the order has shipped it can't be cancelled; you can return those items "
-                       f"within {RETURN_DAYS} days of delivery."),
+                reply=(f"Shipment {pend['id']} will now go to {new}. Shipment {gone['id']} is already in transit with "
+                       f"{gone['carrier']} and can't be redirected, and since part of the order has shipped it can't "
+                       f"be cancelled; you can return those items within {RETURN_DAYS} days of delivery."),
                 limits=LIMITS, tags=['address', 'split_shipment'])
 
-add_family(Family('split_shipment_address', _split_shipment_address, bench_only=True, policy_sensitive=True, wrong_moves=_wrong_cancel,
+add_family(Family('split_shipment_address', _split_shipment_address, bench_only=True, policy_sensitive=True,
+                  wrong_moves=_wrong_cancel,
                   description='Address change on an order split over a shipped and a pending parcel: redirect the '
                               'pending one, do not cancel.'))
 
@@ -1042,15 +1100,18 @@ def _compensation_not_late(rng, i):
                     f'The delivery of {ref} was so slow. Can I get a credit for the wait?',
                     f'I waited ages for {ref}. I expect some goodwill credit.'])
     return dict(query=signed(rng, q, s), init=s.init, golden=lookups,
-                user=UserSpec(context=context(s, 'The delivery felt slow to you.', 'get some compensation.'), facts=facts, decisions={'credit': True}),
+                user=UserSpec(context=context(s, 'The delivery felt slow to you.', 'get some compensation.'),
+                              facts=facts, decisions={'credit': True}),
                 reply=(f"Your parcel was delivered on {sh['delivered_at'][:10]}, on or before the promised date "
                        f"{sh['promised_date']}, so it was not late and no compensation applies."),
                 limits=LIMITS, tags=['noop_ok', 'refusal', 'compensation'])
 
 def _wrong_credit(task) -> list:
-    return [([call('issue_goodwill_credit', order_id=_oid(task), email=_email(task), percent=CREDIT_PERCENT)], 'compensation')]
+    return [([call('issue_goodwill_credit', order_id=_oid(task), email=_email(task), percent=CREDIT_PERCENT)],
+             'compensation')]
 
-add_family(Family('compensation_not_late', _compensation_not_late, bench_only=True, policy_sensitive=True, wrong_moves=_wrong_credit,
+add_family(Family('compensation_not_late', _compensation_not_late, bench_only=True, policy_sensitive=True,
+                  wrong_moves=_wrong_credit,
                   description='A complaint about a delivery that arrived on time: no compensation.'))
 
 # %% ../../nbs/domains/02_retail.ipynb #c069
@@ -1064,9 +1125,11 @@ def _store_credit_refund(rng, i):
     q = rng.choice([f"I'd like to return {said} from {ref}. Please give me the refund as store credit, not on my card.",
                     f'Can I send back {said} from {ref}? I would prefer store credit so I can reorder quickly.'])
     return dict(query=signed(rng, q, s), init=s.init,
-                golden=lookups + [call('create_return', order_id=s.oid, email=s.email, product_id=it['product_id'], reason='unwanted', quantity=qty,
-                                       refund_method='original_payment')],
-                user=UserSpec(context=context(s, f'You no longer want {what}.', 'return it; you would like store credit.'), facts=facts | {'item': f'the {_said(it)}'},
+                golden=lookups + [call('create_return', order_id=s.oid, email=s.email, product_id=it['product_id'],
+                                       reason='unwanted', quantity=qty, refund_method='original_payment')],
+                user=UserSpec(context=context(s, f'You no longer want {what}.',
+                                              'return it; you would like store credit.'),
+                              facts=facts | {'item': f'the {_said(it)}'},
                               decisions={'return': True, 'original payment': True}),
                 reply=(f"I've accepted the return of {what}. Refunds go back to the original payment, so "
                        f"{money(it['unit_price_cents'] * qty)} will be refunded to your {s.payment['detail']}."),
@@ -1076,6 +1139,7 @@ def _wrong_store_credit(task) -> list:
     a = _golden_writes(task)[0]['arguments'] | {'refund_method': 'store_credit'}
     return [([call('create_return', **a)], 'store_credit')]
 
-add_family(Family('store_credit_refund', _store_credit_refund, bench_only=True, policy_sensitive=True, wrong_moves=_wrong_store_credit,
+add_family(Family('store_credit_refund', _store_credit_refund, bench_only=True, policy_sensitive=True,
+                  wrong_moves=_wrong_store_credit,
                   description='A return whose refund the customer wants as store credit: refund to the original '
                               'payment.'))
