@@ -7,7 +7,7 @@ from __future__ import annotations
 import collections, hashlib, inspect, json, os, sqlite3, sys, time
 from pathlib import Path
 from .cli import command
-from .tasks import Task, load_tasks, refuse_evaluation_only
+from .tasks import load_tasks, refuse_evaluation_only
 from .episode import AttemptRecord, EpisodeRunner
 from .policies import SamplingConfig, make_policy
 from .grader import DefectiveTask, Grader, RuleJudge, OpenAIJudge, check_defects
