@@ -52,7 +52,7 @@ def test_config_reads_yaml_with_trl_parser(tmp_path):
     assert c.task_files == ['tasks.jsonl'] and c.gradient_accumulation_steps == 2 and c.per_device_train_batch_size == 2
 
 def test_sampling_is_derived_from_the_training_config_and_checked(tmp_path):
-    c = cfg(tmp_path, temperature=0.7, top_k=5, max_tokens_per_turn=32)
+    c = cfg(tmp_path, temperature=0.7, top_k=5, max_tokens_per_turn=32, use_vllm=True)   # top-k is corrected on the vLLM path only
     s = sampling_config(c)
     assert (s.temperature, s.top_p, s.top_k, s.max_tokens, s.seed) == (0.7, 1.0, 5, 32, 0)
     check_sampling(c, s)
@@ -343,3 +343,10 @@ def test_the_reference_recipe_states_the_reference_runs_budgets_and_seed(capsys)
     out = capsys.readouterr().out
     assert 'effective episode budgets: 30 turns, 8192 tokens a turn, 133120 tokens an episode, for every task' in out
     assert 'seed: 42' in out and '6 micro-batch(es) of 1' in out and 'top_p: 0.95' in out and 'top_k: 20' in out and 'use_vllm: True' in out
+
+def test_the_logprob_gap_is_logged_and_a_fixed_policys_zero_logprobs_are_said(tmp_path, caplog):
+    t = trainer(tmp_path, max_steps=1)                       # the scripted expert records 0.0 for every token it "samples"
+    with caplog.at_level('WARNING'): t.train()
+    h = [h for h in t.state.log_history if 'loss' in h][0]
+    assert h['tbt/logprob_gap/mean'] > 1.0 and h['tbt/logprob_gap/max'] >= h['tbt/logprob_gap/mean'] and h['tbt/logprob_unknown_share'] == 0
+    assert 'is not the model being trained' in caplog.text  # said, not silent; the fixed policy still trains (mechanism tests)

@@ -101,14 +101,15 @@ class TBTConfig(GRPOConfig):
                                                                     'A recipe sets it so that --dry-run checks a cluster\'s batch arithmetic anywhere.'})
     dry_run: bool = field(default=False, metadata={'help': 'Print the resolved configuration and its batch arithmetic, load no model, train nothing.'})
     # --- the sampler: transformers in process, or a vLLM server (use_vllm); its logprobs
-    vllm_mode: str = field(default='server', metadata={'help': "With use_vllm: 'server', episodes sampled by a vLLM server on its own node "
-                                                              "(vllm_server_base_url or vllm_server_host/port). 'colocate' is refused."})
-    vllm_importance_sampling_mode: str = field(default='token_truncate', metadata={'help': "TRL's correction of the sampler/trainer gap, per "
-        'token (TRL defaults to sequence_mask): under top-p/top-k each kept token has ratio (kept mass) <= 1, and an episode of thousands of '
-        'tokens would multiply them into a sequence ratio near 0.'})
-    max_logprob_gap: float|None = field(default=0.5, metadata={'help': "Stop training when the sampled tokens' recorded logprobs differ from the "
-        "trained model's recomputed ones by more than this on average (nats; with top-p/top-k, by more than truncation explains): the sampler "
-        'is not the model being trained (a policy recording 0.0, stale or other weights, another template or temperature). None: log only.'})
+    vllm_mode: str = field(default='server', metadata={'help': "With use_vllm: 'server', episodes sampled by a vLLM "
+        "server on its own node (vllm_server_base_url or vllm_server_host/port). 'colocate' is refused."})
+    vllm_importance_sampling_mode: str = field(default='token_truncate', metadata={'help': "TRL's correction of the "
+        'sampler/trainer gap, per token (TRL defaults to sequence_mask): under top-p/top-k each kept token has ratio '
+        '(kept mass) <= 1, and an episode of thousands of tokens would multiply them into a sequence ratio near 0.'})
+    max_logprob_gap: float|None = field(default=0.5, metadata={'help': "Stop training when the sampled tokens' recorded "
+        "logprobs differ from the trained model's recomputed ones by more than this on average (nats; with top-p/top-k, "
+        'by more than truncation explains): the sampler is not the model being trained (a policy recording 0.0, stale '
+        'or other weights, another template or temperature). None: log only.'})
     # --- derived from the fields above (a value that contradicts them is an error)
     num_generations: int|None = field(default=None, metadata={'help': 'Derived: group_size.'})
     per_device_train_batch_size: int|None = field(default=None, metadata={'help': 'Episodes per micro-batch; None: all of a process\'s episodes of a step.'})
@@ -168,19 +169,20 @@ class TBTConfig(GRPOConfig):
 def check_sampler(args:TBTConfig):
     "Raise a ValueError for a sampler the run cannot train on faithfully (see 'One set of sampling parameters')."
     if args.use_vllm and args.vllm_mode != 'server':
-        raise ValueError(f"vllm_mode={args.vllm_mode!r}: colocate mode (vLLM inside every training process, its memory shared with ZeRO-3 "
-                         "shards) is not built: it cannot be tested on a CPU nor on the GPU machine available for checks (no vLLM there). "
-                         "Use vllm_mode: server, a vLLM server on its own node")
+        raise ValueError(f"vllm_mode={args.vllm_mode!r}: colocate mode (vLLM inside every training process, its memory "
+                         "shared with ZeRO-3 shards) is not built: it cannot be tested on a CPU nor on the GPU machine "
+                         "available for checks (no vLLM there). Use vllm_mode: server, a vLLM server on its own node")
     truncated = args.top_p < 1.0 or bool(args.top_k)
     if truncated and not (args.use_vllm and args.vllm_importance_sampling_correction):
-        raise ValueError(f'top_p={args.top_p}, top_k={args.top_k}: TRL scores the sampled tokens under the whole distribution at the '
-                         'temperature, so tokens drawn from a truncated one train with a biased gradient unless their recorded logprobs '
-                         'correct it, and TRL applies that correction (vllm_importance_sampling_correction) to vLLM rollouts only. '
+        raise ValueError(f'top_p={args.top_p}, top_k={args.top_k}: TRL scores the sampled tokens under the whole '
+                         'distribution at the temperature, so tokens drawn from a truncated one train with a biased '
+                         'gradient unless their recorded logprobs correct it, and TRL applies that correction '
+                         '(vllm_importance_sampling_correction) to vLLM rollouts only. '
                          'Train with use_vllm: true (vllm_mode: server), or sample with top_p: 1.0 and top_k: 0')
     if truncated and args.vllm_importance_sampling_mode.startswith('sequence'):
-        raise ValueError(f'vllm_importance_sampling_mode={args.vllm_importance_sampling_mode!r} with top_p={args.top_p}, top_k={args.top_k}: '
-                         "each kept token's ratio is the kept mass (<= 1), so an episode's sequence ratio, their product, vanishes; "
-                         'use token_truncate')
+        raise ValueError(f'vllm_importance_sampling_mode={args.vllm_importance_sampling_mode!r} with top_p={args.top_p}, '
+                         f"top_k={args.top_k}: each kept token's ratio is the kept mass (<= 1), so an episode's sequence "
+                         'ratio, their product, vanishes; use token_truncate')
 
 # %% ../nbs/10_grpo.ipynb #c014
 def sampling_config(args:TBTConfig) -> SamplingConfig:
@@ -386,265 +388,422 @@ def check_rollout_contract(prompts:list, # the prompts of every process, in proc
                            f'across processes, got {n} prompts starting {prompts[:num_generations + 1]}. TRL is pinned to 1.16 for this.')
 
 # %% ../nbs/10_grpo.ipynb #v3001
-def server_url(args:TBTConfig) -> str:
+def server_url(args: TBTConfig) -> str:
     "The root URL of the run's vLLM server (vllm_server_base_url, else vllm_server_host:vllm_server_port)."
-    url = args.vllm_server_base_url or f'http://{args.vllm_server_host}:{args.vllm_server_port}'
-    return url.rstrip('/').removesuffix('/v1')
+    url = args.vllm_server_base_url or f"http://{args.vllm_server_host}:{args.vllm_server_port}"
+    return url.rstrip("/").removesuffix("/v1")
 
-def check_vllm_server(url:str, # the server's root URL
-                      timeout_s:float=240.0, # how long to wait for it to come up
-                     ) -> dict:
+
+def check_vllm_server(
+    url: str,  # the server's root URL
+    timeout_s: float = 240.0,  # how long to wait for it to come up
+) -> dict:
     "Wait for a vLLM server and check that it records processed logprobs; its model config."
     t0 = time.monotonic()
     while True:
         try:
-            with urllib.request.urlopen(url + '/health', timeout=10) as r:
-                if r.status == 200: break
+            with urllib.request.urlopen(url + "/health", timeout=10) as r:
+                if r.status == 200:
+                    break
         except OSError as e:
             if time.monotonic() - t0 > timeout_s:
-                raise ConnectionError(f'no vLLM server answers at {url}/health after {timeout_s:.0f} s; start it (see the README) or set '
-                                      'vllm_server_base_url') from e
+                raise ConnectionError(
+                    f"no vLLM server answers at {url}/health after {timeout_s:.0f} s; start it (see the README) or set "
+                    "vllm_server_base_url"
+                ) from e
             time.sleep(2)
     try:
-        with urllib.request.urlopen(url + '/server_info?config_format=json', timeout=30) as r: info = json.loads(r.read())
+        with urllib.request.urlopen(url + "/server_info?config_format=json", timeout=30) as r:
+            info = json.loads(r.read())
     except OSError as e:
-        raise RuntimeError(f'the vLLM server at {url} does not serve /server_info: start it with VLLM_SERVER_DEV_MODE=1 '
-                           '(TRL syncs weights through its development endpoints)') from e
-    mc = info.get('vllm_config', {}).get('model_config', {})
-    if mc.get('logprobs_mode') != 'processed_logprobs':
-        raise ValueError(f"the vLLM server at {url} records logprobs_mode={mc.get('logprobs_mode')!r}: its logprobs are not those of the "
-                         'distribution each token was drawn from; restart it with --logprobs-mode processed_logprobs')
+        raise RuntimeError(
+            f"the vLLM server at {url} does not serve /server_info: start it with VLLM_SERVER_DEV_MODE=1 "
+            "(TRL syncs weights through its development endpoints)"
+        ) from e
+    mc = info.get("vllm_config", {}).get("model_config", {})
+    if mc.get("logprobs_mode") != "processed_logprobs":
+        raise ValueError(
+            f"the vLLM server at {url} records logprobs_mode={mc.get('logprobs_mode')!r}: "
+            "its logprobs are not those of the "
+            "distribution each token was drawn from; restart it with --logprobs-mode processed_logprobs"
+        )
     return mc
 
 # %% ../nbs/10_grpo.ipynb #c037
 class TBTTrainer(GRPOTrainer):
-    "GRPO on whole episodes: rollouts from the episode engine, Verdict rewards, dynamic sampling, skipped zero-signal steps."
-    def __init__(self, model, # the policy to train: a model or a path (TRL loads it)
-                 args:TBTConfig, # the run's configuration
-                 pool:list, # the training pool (tasks)
-                 processing_class=None, # the tokenizer, with the chat template
-                 policy=None, # a fixed token-level policy for the rollouts; None: the model being trained
-                 grader:Grader=None, # default: a Grader with the judge `args.judge` names
-                 train_dataset=None, # default: one row per pool task (`task_dataset`)
-                 weight_sync=None, # use_vllm: sends the weights to the server (`sync_weights()`); None: TRL's VLLMGeneration (NCCL)
-                 callbacks=None, optimizers=(None, None), peft_config=None): # as for GRPOTrainer
-        if not isinstance(args, TBTConfig): raise TypeError('TBTTrainer needs a TBTConfig')
+    "GRPO on whole episodes: episode-engine rollouts, Verdict rewards, dynamic sampling, skipped zero-signal steps."
+
+    def __init__(
+        self,
+        model,  # the policy to train: a model or a path (TRL loads it)
+        args: TBTConfig,  # the run's configuration
+        pool: list,  # the training pool (tasks)
+        processing_class=None,  # the tokenizer, with the chat template
+        policy=None,  # a fixed token-level policy for the rollouts; None: the model being trained
+        grader: Grader = None,  # default: a Grader with the judge `args.judge` names
+        train_dataset=None,  # default: one row per pool task (`task_dataset`)
+        weight_sync=None,  # use_vllm: sends the weights to the server (`sync_weights()`); None: TRL's (NCCL)
+        callbacks=None,
+        optimizers=(None, None),
+        peft_config=None,
+    ):  # as for GRPOTrainer
+        if not isinstance(args, TBTConfig):
+            raise TypeError("TBTTrainer needs a TBTConfig")
         self.pool = {t.uid: with_budgets(t, args) for t in pool}
         if len(self.pool) < args.groups_per_step:
-            raise ValueError(f'the pool has {len(self.pool)} tasks, fewer than the {args.groups_per_step} groups of a step')
+            raise ValueError(
+                f"the pool has {len(self.pool)} tasks, fewer than the {args.groups_per_step} groups of a step"
+            )
         self.sampling = sampling_config(args)
         if policy is not None:
-            if getattr(policy, 'fmt', None) is None: raise ValueError(f'{policy.policy_id}: GRPO needs a token-level policy (with a ChatFormat)')
-            if isinstance(getattr(policy, 'sampling', None), SamplingConfig): check_sampling(args, policy.sampling)
+            if getattr(policy, "fmt", None) is None:
+                raise ValueError(f"{policy.policy_id}: GRPO needs a token-level policy (with a ChatFormat)")
+            if isinstance(getattr(policy, "sampling", None), SamplingConfig):
+                check_sampling(args, policy.sampling)
         self.policy = policy
         self.grader = grader or Grader(judge=make_judge(args.judge, args.judge_base_url))
-        self.user_kw = {'base_url': args.user_base_url} if args.user_base_url else {}
-        self.step_log: list = []   # one record per step: its groups, the decision, skipped or not (identical on every process)
-        self.last_batch: list = [] # the rollouts this process trained on in the last step
+        self.user_kw = {"base_url": args.user_base_url} if args.user_base_url else {}
+        self.step_log: list = []  # per step: its groups, the decision, skipped or not (the same on every process)
+        self.last_batch: list = []  # the rollouts this process trained on in the last step
         self._handover, self._skip = None, False
         server = bool(args.use_vllm)
-        args.use_vllm = False  # TRL would build its own vLLM client now; the server path is set up below, after TRL's own setup
+        args.use_vllm = (
+            False  # TRL would build its own vLLM client now; the server path is set up below, after TRL's own setup
+        )
         try:
-            super().__init__(model, reward_funcs=[verdict], args=args, train_dataset=train_dataset if train_dataset is not None else task_dataset(pool),
-                             processing_class=processing_class, callbacks=callbacks, optimizers=optimizers, peft_config=peft_config,
-                             rollout_func=self._rollout)
-        finally: args.use_vllm = server
+            super().__init__(
+                model,
+                reward_funcs=[verdict],
+                args=args,
+                train_dataset=train_dataset if train_dataset is not None else task_dataset(pool),
+                processing_class=processing_class,
+                callbacks=callbacks,
+                optimizers=optimizers,
+                peft_config=peft_config,
+                rollout_func=self._rollout,
+            )
+        finally:
+            args.use_vllm = server
         self.fmt = ChatFormat(self.processing_class)
         self.use_vllm, self._last_loaded_step, self.server_policy = server, -1, None
-        self.sync_log: list = []   # one record per weight sync: the step it was made for, and when
+        self.sync_log: list = []  # one record per weight sync: the step it was made for, and when
         if server:  # TRL's switches: its importance-sampling correction and logprob-gap metrics apply from here on
             url = server_url(args)
             check_vllm_server(url, args.vllm_server_timeout)
             self.vllm_generation = weight_sync if weight_sync is not None else self._vllm_generation()
-            self.server_policy = EndpointPolicy(None, self.fmt, base_url=url + '/v1', sampling=self.sampling, concurrency=args.concurrency)
+            self.server_policy = EndpointPolicy(
+                None, self.fmt, base_url=url + "/v1", sampling=self.sampling, concurrency=args.concurrency
+            )
         if policy is None and not server and self._dist.is_zero3 and not args.ds3_gather_for_generation:
-            raise ValueError('ds3_gather_for_generation=False: processes decode different numbers of tokens, and ZeRO-3 forwards '
-                             'without gathered parameters would wait on each other forever; keep it True')
+            raise ValueError(
+                "ds3_gather_for_generation=False: processes decode different numbers of tokens, and ZeRO-3 forwards "
+                "without gathered parameters would wait on each other forever; keep it True"
+            )
         if self.fmt.eos_id not in self.eos_token_ids:
-            raise ValueError(f'the end of an assistant turn ({self.fmt.end_of_turn!r}) must be an eos token of the trainer '
-                             f'({self.eos_token_ids}), or TRL counts every episode as truncated')
+            raise ValueError(
+                f"the end of an assistant turn ({self.fmt.end_of_turn!r}) must be an eos token of the trainer "
+                f"({self.eos_token_ids}), or TRL counts every episode as truncated"
+            )
 
     # --- rollouts
-    def _repetition(self, round:int, slot:int, member:int) -> int:
+    def _repetition(self, round: int, slot: int, member: int) -> int:
         "A repetition number unique to (step, round, slot, member): it seeds the episode."
         a = self.args
-        return ((self.state.global_step * (a.max_refill_rounds + 1) + round) * a.groups_per_step + slot) * self.num_generations + member
+        return (
+            (self.state.global_step * (a.max_refill_rounds + 1) + round) * a.groups_per_step + slot
+        ) * self.num_generations + member
 
-    def _task(self, uid:str) -> Task:
-        if uid not in self.pool: raise KeyError(f'prompt names task {uid!r}, which is not in the training pool')
+    def _task(self, uid: str) -> Task:
+        if uid not in self.pool:
+            raise KeyError(f"prompt names task {uid!r}, which is not in the training pool")
         return self.pool[uid]
 
-    def _jobs_for(self, prompts:list, num_generations:int) -> list:
+    def _jobs_for(self, prompts: list, num_generations: int) -> list:
         "(task, repetition) per local prompt, from its global position (process slices are contiguous)."
         start = self.accelerator.process_index * len(prompts)
-        return [(self._task(prompt_task_uid(p)), self._repetition(0, (start + i) // num_generations, (start + i) % num_generations))
-                for i, p in enumerate(prompts)]
+        return [
+            (
+                self._task(prompt_task_uid(p)),
+                self._repetition(0, (start + i) // num_generations, (start + i) % num_generations),
+            )
+            for i, p in enumerate(prompts)
+        ]
 
     def _vllm_generation(self):
-        "TRL's server-mode VLLMGeneration: its client and NCCL communicator, and a `sync_weights()` every process takes part in."
+        "TRL's server-mode VLLMGeneration: its client, its NCCL communicator, a `sync_weights()` of every process."
         a = self.args
         try:
             from trl.generation.vllm_generation import VLLMGeneration
-            return VLLMGeneration(model=self.model, accelerator=self.accelerator, processing_class=self.processing_class, mode='server',
-                                  server_base_url=a.vllm_server_base_url, server_host=a.vllm_server_host, server_port=a.vllm_server_port,
-                                  group_port=a.vllm_group_port, server_timeout=a.vllm_server_timeout, temperature=a.temperature,
-                                  top_p=a.top_p, top_k=a.top_k or 0, max_completion_length=a.max_tokens_per_turn)
+
+            return VLLMGeneration(
+                model=self.model,
+                accelerator=self.accelerator,
+                processing_class=self.processing_class,
+                mode="server",
+                server_base_url=a.vllm_server_base_url,
+                server_host=a.vllm_server_host,
+                server_port=a.vllm_server_port,
+                group_port=a.vllm_group_port,
+                server_timeout=a.vllm_server_timeout,
+                temperature=a.temperature,
+                top_p=a.top_p,
+                top_k=a.top_k or 0,
+                max_completion_length=a.max_tokens_per_turn,
+            )
         except ImportError as e:
-            raise ImportError('use_vllm: the weights reach the vLLM server through TRL\'s VLLMGeneration (NCCL), which needs vLLM '
-                              'installed in the training environment: pip install "thinkingbox-training[gpu]"') from e
+            raise ImportError(
+                "use_vllm: the weights reach the vLLM server through TRL's VLLMGeneration (NCCL), which needs vLLM "
+                'installed in the training environment: pip install "thinkingbox-training[gpu]"'
+            ) from e
 
     def _sync_weights(self):
-        "Send the current weights to the vLLM server, every process together; TRL's own sync in this step is then a no-op."
+        "Send the current weights to the vLLM server, every process together; TRL's own sync of the step is a no-op."
         self.vllm_generation.sync_weights()
         self._last_loaded_step = self.state.global_step
-        self.sync_log.append({'step': self.state.global_step, 't': time.monotonic()})
+        self.sync_log.append({"step": self.state.global_step, "t": time.monotonic()})
 
-    def _run(self, jobs:list) -> list:
+    def _run(self, jobs: list) -> list:
         "Run episodes of `jobs` in this process; called by every process together (generation may gather parameters)."
-        fixed = self.policy if self.policy is not None else self.server_policy   # neither gathers parameters
+        fixed = self.policy if self.policy is not None else self.server_policy  # neither gathers parameters
         if fixed is not None:
-            return [Rollout.from_episode(e, self.fmt) for e in run_blocking(self._runner(fixed).run(jobs))] if jobs else []
-        with (unwrap_model_for_generation(self.model_wrapped, self.accelerator, gather_deepspeed3_params=self.args.ds3_gather_for_generation,
-                                          gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs) as model,
-              self._dist.summon_full_params(self.model_wrapped, recurse=False)):
-            if not jobs: return []
-            policy = HFPolicy(model, self.processing_class, self.sampling, name='policy')
+            return (
+                [Rollout.from_episode(e, self.fmt) for e in run_blocking(self._runner(fixed).run(jobs))]
+                if jobs
+                else []
+            )
+        with (
+            unwrap_model_for_generation(
+                self.model_wrapped,
+                self.accelerator,
+                gather_deepspeed3_params=self.args.ds3_gather_for_generation,
+                gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
+            ) as model,
+            self._dist.summon_full_params(self.model_wrapped, recurse=False),
+        ):
+            if not jobs:
+                return []
+            policy = HFPolicy(model, self.processing_class, self.sampling, name="policy")
             check_sampling(self.args, policy.sampling)
             return [Rollout.from_episode(e, self.fmt) for e in run_blocking(self._runner(policy).run(jobs))]
 
     def _runner(self, policy) -> EpisodeRunner:
         a = self.args
-        return EpisodeRunner(policy, self.grader, user=a.user, sampling=self.sampling, concurrency=a.concurrency,
-                             tool_timeout_s=a.tool_timeout_s, user_kw=self.user_kw)
+        return EpisodeRunner(
+            policy,
+            self.grader,
+            user=a.user,
+            sampling=self.sampling,
+            concurrency=a.concurrency,
+            tool_timeout_s=a.tool_timeout_s,
+            user_kw=self.user_kw,
+        )
 
-    def _rollout(self, prompts:list, trainer=None) -> dict:
-        "TRL's rollout_func: the rollouts of this process's prompts, token-exact (handed over by the sampler, or run here)."
+    def _rollout(self, prompts: list, trainer=None) -> dict:
+        "TRL's rollout_func: this process's prompts' rollouts, token-exact (handed over by the sampler, or run here)."
         rows, self._handover = self._handover, None
         if rows is None:
             g = self.num_generations if self.model.training else self.num_generations_eval
             rows = self._run(self._jobs_for(list(prompts), g))
         elif [r.prompt for r in rows] != list(prompts):
-            raise RuntimeError('rollout_func got prompts other than the batch the sampler chose: the TRL contract changed')
+            raise RuntimeError(
+                "rollout_func got prompts other than the batch the sampler chose: the TRL contract changed"
+            )
         return rollout_fields(rows)
 
     # --- dynamic sampling
-    def _agree(self, go:bool) -> bool:
+    def _agree(self, go: bool) -> bool:
         "The loop condition, all-reduced: every process must agree (they decide on the same gathered rewards)."
         flags = self.accelerator.gather(torch.tensor([int(go)], device=self.accelerator.device))
-        if int(flags.min()) != int(flags.max()): raise RuntimeError(f'processes disagree on dynamic sampling: {flags.tolist()}')
+        if int(flags.min()) != int(flags.max()):
+            raise RuntimeError(f"processes disagree on dynamic sampling: {flags.tolist()}")
         return bool(flags.max())
 
-    def _draw(self, need:int, used:set, round:int) -> list:
-        "`need` fresh pool tasks for a refill round, the same on every process; tasks repeat only when the pool runs dry."
-        rng = random.Random(f'{self.args.seed}/{self.state.global_step}/{round}')
+    def _draw(self, need: int, used: set, round: int) -> list:
+        "`need` fresh pool tasks for a refill round, the same on every process; tasks repeat only when the pool is dry."
+        rng = random.Random(f"{self.args.seed}/{self.state.global_step}/{round}")
         fresh = sorted(set(self.pool) - used)
-        if len(fresh) >= need: return rng.sample(fresh, need)
+        if len(fresh) >= need:
+            return rng.sample(fresh, need)
         return fresh + [rng.choice(sorted(self.pool)) for _ in range(need - len(fresh))]
 
-    def _sample_step(self, prompts:list) -> list:
+    def _sample_step(self, prompts: list) -> list:
         "Run, gather and choose the step's groups; returns this process's share of the chosen rollouts."
-        G, n, P, rank = self.num_generations, self.args.groups_per_step, self.accelerator.num_processes, self.accelerator.process_index
+        G, n, P, rank = (
+            self.num_generations,
+            self.args.groups_per_step,
+            self.accelerator.num_processes,
+            self.accelerator.process_index,
+        )
         check_rollout_contract(gather_object(list(prompts)), G, n)
-        if self.use_vllm: self._sync_weights()   # once, before the first round: no update happens between a step's rounds
+        if self.use_vllm:
+            self._sync_weights()  # once, before the first round: no update happens between a step's rounds
         every = gather_object(self._run(self._jobs_for(list(prompts), G)))
         used = {r.uid for r in every}
+
         def refill(k, need):
-            uids = self._draw(need, used, k); used.update(uids)
+            uids = self._draw(need, used, k)
+            used.update(uids)
             jobs = [(self._task(u), self._repetition(k, j, m)) for j, u in enumerate(uids) for m in range(G)]
             lo, hi = len(jobs) * rank // P, len(jobs) * (rank + 1) // P
             got = gather_object(self._run(jobs[lo:hi]))
-            return [got[i:i + G] for i in range(0, len(got), G)]
-        s = dynamic_sample([every[i:i + G] for i in range(0, len(every), G)], refill, n, self.args.max_refill_rounds, agree=self._agree)
-        batch = [r for i in s.selected for r in s.groups[i]] + [replace(r, filler=True) for i in s.fillers for r in s.groups[i]]
+            return [got[i : i + G] for i in range(0, len(got), G)]
+
+        s = dynamic_sample(
+            [every[i : i + G] for i in range(0, len(every), G)],
+            refill,
+            n,
+            self.args.max_refill_rounds,
+            agree=self._agree,
+        )
+        batch = [r for i in s.selected for r in s.groups[i]] + [
+            replace(r, filler=True) for i in s.fillers for r in s.groups[i]
+        ]
         per = len(batch) // P
-        if per != len(prompts): raise RuntimeError(f'{per} rollouts per process chosen for {len(prompts)} prompts')
+        if per != len(prompts):
+            raise RuntimeError(f"{per} rollouts per process chosen for {len(prompts)} prompts")
         step = self.state.global_step
         if s.short and self.accelerator.is_main_process:
-            logger.warning(f'step {step}: {len(s.selected)} useful group(s) of {n} after {s.refill_rounds} refill round(s) '
-                           f'(max_refill_rounds={self.args.max_refill_rounds}); training on {len(s.selected)}, {s.short} filler group(s) masked out')
-        for k, v in step_metrics(s).items(): self._metrics['train'][k].append(v)
-        self.step_log.append({'step': step, 'groups': [[(r.uid, r.repetition, r.reward) for r in g] for g in s.groups], 'kinds': s.kinds,
-                              'rounds': s.rounds, 'selected': s.selected, 'fillers': s.fillers, 'rows_per_process': per})
-        return batch[rank * per:(rank + 1) * per]
+            logger.warning(
+                f"step {step}: {len(s.selected)} useful group(s) of {n} after {s.refill_rounds} refill round(s) "
+                f"(max_refill_rounds={self.args.max_refill_rounds}); training on {len(s.selected)}, "
+                f"{s.short} filler group(s) masked out"
+            )
+        for k, v in step_metrics(s).items():
+            self._metrics["train"][k].append(v)
+        self.step_log.append(
+            {
+                "step": step,
+                "groups": [[(r.uid, r.repetition, r.reward) for r in g] for g in s.groups],
+                "kinds": s.kinds,
+                "rounds": s.rounds,
+                "selected": s.selected,
+                "fillers": s.fillers,
+                "rows_per_process": per,
+            }
+        )
+        return batch[rank * per : (rank + 1) * per]
 
     def _generate_and_score_completions(self, inputs):
-        if not self.model.training: return super()._generate_and_score_completions(inputs)
-        rows = self._sample_step([x['prompt'] for x in inputs])
+        if not self.model.training:
+            return super()._generate_and_score_completions(inputs)
+        rows = self._sample_step([x["prompt"] for x in inputs])
         self._handover = self.last_batch = rows
-        out = super()._generate_and_score_completions([{'prompt': r.prompt} for r in rows])
-        out['advantages'][torch.tensor([r.filler for r in rows], device=out['advantages'].device)] = 0.0
+        out = super()._generate_and_score_completions([{"prompt": r.prompt} for r in rows])
+        out["advantages"][torch.tensor([r.filler for r in rows], device=out["advantages"].device)] = 0.0
         self._check_logprobs(out)
-        mask = out['completion_mask'] * out['tool_mask'] if 'tool_mask' in out else out['completion_mask']
-        signal = (out['advantages'].abs() * (mask.sum(1) > 0)).sum()
-        self._skip = bool(self.accelerator.reduce(signal, reduction='sum') == 0)
-        self._metrics['train']['tbt/skipped'].append(float(self._skip))
-        self.step_log[-1]['skipped'] = self._skip
+        mask = out["completion_mask"] * out["tool_mask"] if "tool_mask" in out else out["completion_mask"]
+        signal = (out["advantages"].abs() * (mask.sum(1) > 0)).sum()
+        self._skip = bool(self.accelerator.reduce(signal, reduction="sum") == 0)
+        self._metrics["train"]["tbt/skipped"].append(float(self._skip))
+        self.step_log[-1]["skipped"] = self._skip
         if self._skip and self.accelerator.is_main_process:
-            logger.warning(f'step {self.state.global_step}: every advantage is zero; the optimizer step is skipped')
+            logger.warning(f"step {self.state.global_step}: every advantage is zero; the optimizer step is skipped")
         return out
 
     # --- recorded against recomputed logprobs
-    def _logprob_gap(self, out:dict) -> dict:
-        "Mean and max |recorded - recomputed| logprob over the sampled tokens of all processes, and the share recorded as unknown."
-        mask = (out['completion_mask'] * out['tool_mask'] if 'tool_mask' in out else out['completion_mask']).bool()
-        rec, old = out['sampling_per_token_logps'], out.get('old_per_token_logps')
-        if old is None:   # TRL recomputes them itself only for its importance sampling (use_vllm); every process runs this forward
-            ids = torch.cat([out['prompt_ids'], out['completion_ids']], 1)
-            att = torch.cat([out['prompt_mask'], out['completion_mask']], 1)
+    def _logprob_gap(self, out: dict) -> dict:
+        "|recorded - recomputed| logprob over all processes' sampled tokens (mean, max, ...), and the unknown share."
+        mask = (out["completion_mask"] * out["tool_mask"] if "tool_mask" in out else out["completion_mask"]).bool()
+        rec, old = out["sampling_per_token_logps"], out.get("old_per_token_logps")
+        if (
+            old is None
+        ):  # TRL recomputes them itself only for its importance sampling (use_vllm); every process runs this forward
+            ids = torch.cat([out["prompt_ids"], out["completion_ids"]], 1)
+            att = torch.cat([out["prompt_mask"], out["completion_mask"]], 1)
             with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
-                old = self._get_per_token_logps_and_entropies(self.model, ids, att, out['completion_ids'].size(1),
-                                                              batch_size=self.args.per_device_train_batch_size)[0]
+                old = self._get_per_token_logps_and_entropies(
+                    self.model,
+                    ids,
+                    att,
+                    out["completion_ids"].size(1),
+                    batch_size=self.args.per_device_train_batch_size,
+                )[0]
         known = mask & ~torch.isnan(rec)
-        diff = (old - rec)[known].float()   # trainer's logprob minus the sampler's
-        low = old[known] < math.log(0.5)    # tokens the trained model gives less than half its mass
-        local = torch.tensor([[float(diff.abs().sum()), float(diff.clamp(min=0).sum()), float(known.sum()), float(mask.sum()),
-                               float(low.sum()), float((low & (rec[known] == 0)).sum()), float(diff.abs().max()) if diff.numel() else 0.0]],
-                             device=self.accelerator.device)
+        diff = (old - rec)[known].float()  # trainer's logprob minus the sampler's
+        low = old[known] < math.log(0.5)  # tokens the trained model gives less than half its mass
+        local = torch.tensor(
+            [
+                [
+                    float(diff.abs().sum()),
+                    float(diff.clamp(min=0).sum()),
+                    float(known.sum()),
+                    float(mask.sum()),
+                    float(low.sum()),
+                    float((low & (rec[known] == 0)).sum()),
+                    float(diff.abs().max()) if diff.numel() else 0.0,
+                ]
+            ],
+            device=self.accelerator.device,
+        )
         s = self.accelerator.gather(local).view(-1, 7)
         t = s[:, :6].sum(0).tolist()
         n = t[2]
-        return {'mean': t[0] / n if n else math.nan, 'max': float(s[:, 6].max()) if n else math.nan,
-                'excess': t[1] / n if n else math.nan, 'unknown_share': (t[3] - t[2]) / t[3] if t[3] else 0.0,
-                'certain_share': t[5] / t[4] if t[4] else 0.0}
+        return {
+            "mean": t[0] / n if n else math.nan,
+            "max": float(s[:, 6].max()) if n else math.nan,
+            "excess": t[1] / n if n else math.nan,
+            "unknown_share": (t[3] - t[2]) / t[3] if t[3] else 0.0,
+            "certain_share": t[5] / t[4] if t[4] else 0.0,
+        }
 
-    def _check_logprobs(self, out:dict):
+    def _check_logprobs(self, out: dict):
         "Log the logprob gap of the step; stop when the trained model's own sampler is not the model being trained."
         g, a, step = self._logprob_gap(out), self.args, self.state.global_step
-        for k in ('mean', 'max'): self._metrics['train'][f'tbt/logprob_gap/{k}'].append(g[k])
-        self._metrics['train']['tbt/logprob_unknown_share'].append(g['unknown_share'])
-        self.step_log[-1]['logprob_gap'] = g
+        for k in ("mean", "max"):
+            self._metrics["train"][f"tbt/logprob_gap/{k}"].append(g[k])
+        self._metrics["train"]["tbt/logprob_unknown_share"].append(g["unknown_share"])
+        self.step_log[-1]["logprob_gap"] = g
         truncated = a.top_p < 1.0 or bool(a.top_k)
-        # untruncated, the two must agree; truncated, the sampler gives a kept token at least the trainer's probability, and
+        # untruncated, the two must agree; truncated, the sampler gives a kept token at least the trainer's probability,
         # never certainty to a token the trainer gives less than half its mass (unless it keeps one token only)
-        bad = g['excess'] if truncated else g['mean']
-        certain = truncated and a.top_k != 1 and g['certain_share'] > 0.5
-        what = (f"the sampled tokens' recorded logprobs differ from those the trained model gives them by {g['mean']:.3g} nats on average "
-                f"(max {g['max']:.3g}" + (f"; {g['excess']:.3g} beyond what top_p={a.top_p}, top_k={a.top_k} explain; "
-                f"{g['certain_share']:.0%} of its unlikely tokens recorded as certain" if truncated else '') +
-                f'; max_logprob_gap={a.max_logprob_gap})')
-        if a.max_logprob_gap is None or not (bad > a.max_logprob_gap or certain): pass
+        bad = g["excess"] if truncated else g["mean"]
+        certain = truncated and a.top_k != 1 and g["certain_share"] > 0.5
+        what = (
+            f"the sampled tokens' recorded logprobs differ from those the trained model gives them by {g['mean']:.3g} "
+            "nats on average "
+            f"(max {g['max']:.3g}"
+            + (
+                f"; {g['excess']:.3g} beyond what top_p={a.top_p}, top_k={a.top_k} explain; "
+                f"{g['certain_share']:.0%} of its unlikely tokens recorded as certain"
+                if truncated
+                else ""
+            )
+            + f"; max_logprob_gap={a.max_logprob_gap})"
+        )
+        if a.max_logprob_gap is None or not (bad > a.max_logprob_gap or certain):
+            pass
         elif self.policy is None:  # the sampler is meant to be the model being trained: it is not
-            raise RuntimeError(f'step {step}: {what}: the sampler is not the model being trained (a policy recording 0.0, stale or other '
-                               'weights on the server, another chat template or temperature); set max_logprob_gap: null to train anyway')
-        elif not getattr(self, '_gap_said', False) and self.accelerator.is_main_process:
+            raise RuntimeError(
+                f"step {step}: {what}: the sampler is not the model being trained (a policy recording 0.0, stale or "
+                "other weights on the server, another chat template or temperature); "
+                "set max_logprob_gap: null to train anyway"
+            )
+        elif not getattr(self, "_gap_said", False) and self.accelerator.is_main_process:
             self._gap_said = True
-            logger.warning(f'step {step}: {what}: policy {self.policy.policy_id!r} is not the model being trained, so its episodes are '
-                           'off-policy and its logprobs are not the sampler\'s of this model')
-        if g['unknown_share'] > 0 and self.policy is None and (a.top_p < 1.0 or a.top_k):
-            raise RuntimeError(f"step {step}: {g['unknown_share']:.1%} of the sampled tokens have no recorded logprob, so the "
-                               f'importance-sampling correction of top_p={a.top_p}, top_k={a.top_k} cannot apply to them')
+            logger.warning(
+                f"step {step}: {what}: policy {self.policy.policy_id!r} is not the model being trained, "
+                "so its episodes are "
+                "off-policy and its logprobs are not the sampler's of this model"
+            )
+        if g["unknown_share"] > 0 and self.policy is None and (a.top_p < 1.0 or a.top_k):
+            raise RuntimeError(
+                f"step {step}: {g['unknown_share']:.1%} of the sampled tokens have no recorded logprob, so the "
+                f"importance-sampling correction of top_p={a.top_p}, top_k={a.top_k} cannot apply to them"
+            )
 
     # --- skipped steps
     def _prepare_inputs(self, batch):
-        if isinstance(batch, dict) and 'advantages' in batch: return batch  # already prepared (see training_step)
+        if isinstance(batch, dict) and "advantages" in batch:
+            return batch  # already prepared (see training_step)
         return super()._prepare_inputs(batch)
 
     def training_step(self, model, inputs, num_items_in_batch=None):
-        model.train()  # before generation, which tells training from evaluation by this flag (from_pretrained gives eval mode)
+        model.train()  # before generation, which tells training from evaluation by it (from_pretrained gives eval mode)
         inputs = self._prepare_inputs(inputs)  # the step's episodes are generated here, on its first micro-step
-        if not self._skip: return super().training_step(model, inputs, num_items_in_batch)
-        self._step += 1                        # what TRL's training_step counts
-        model.zero_grad(set_to_none=True)      # no gradient at all: AdamW skips every parameter
+        if not self._skip:
+            return super().training_step(model, inputs, num_items_in_batch)
+        self._step += 1  # what TRL's training_step counts
+        model.zero_grad(set_to_none=True)  # no gradient at all: AdamW skips every parameter
         return torch.zeros((), device=self.accelerator.device)
 
 # %% ../nbs/10_grpo.ipynb #c055
