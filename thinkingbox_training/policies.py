@@ -5,7 +5,7 @@
 # %% ../nbs/06_policies.ipynb #c002
 from __future__ import annotations
 import asyncio, ctypes, hashlib, itertools, math, os, random, re, time
-from dataclasses import dataclass, field, asdict
+from dataclasses import dataclass, field
 from typing import Any
 from .interpret import ChatFormat, assistant_text
 from .tasks import Task, get_domain
@@ -107,8 +107,8 @@ def _slab_attention(module, query, key, value, attention_mask, scaling:float=Non
         mp = sp.amax(-1, keepdim=True)
         ep = (sp - mp).exp()
         lp, op = ep.sum(-1, keepdim=True), ep @ pv[0]
-        back = lambda t: t.view(G, b, R * Q, -1).transpose(0, 1)
-        mp, lp, op = back(mp).to(q.dtype), back(lp).to(q.dtype), back(op).to(q.dtype)
+        # back to [rows, kv heads, query rows, ...], as m, l and o are laid out
+        mp, lp, op = (t.view(G, b, R * Q, -1).transpose(0, 1).to(q.dtype) for t in (mp, lp, op))
         mr = torch.maximum(m[rows], mp)
         a, c = (m[rows] - mr).exp(), (mp - mr).exp()
         l[rows], o[rows] = l[rows] * a + lp * c, o[rows] * a + op * c
@@ -129,7 +129,8 @@ class _Slab:
                 self.k[li][r, :, :k.shape[2]] = k[0]; self.v[li][r, :, :v.shape[2]] = v[0]
         self.n = torch.tensor([own[0][0].shape[2] if own else 0 for _, own in rows], device=device)
         self.prefix = [p for p, _ in rows]  # row -> its prefix's cache (or None)
-        self.start = torch.tensor([p[0][0].shape[2] if p else 0 for p in self.prefix], device=device)  # 1st own position
+        # each row's first own position (its prefix's length)
+        self.start = torch.tensor([p[0][0].shape[2] if p else 0 for p in self.prefix], device=device)
         self.rows, self.cols, self.width, self._groups = torch.arange(B, device=device), None, 0, None
 
     def at(self, cols):
@@ -178,7 +179,8 @@ class HFPolicy:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
         if isinstance(model, (str, os.PathLike)):
-            name = name or os.path.basename(os.path.normpath(str(model)))  # a directory's name, or a hub name's last part
+            # a directory's name, or a hub name's last part
+            name = name or os.path.basename(os.path.normpath(str(model)))
             tokenizer = tokenizer or AutoTokenizer.from_pretrained(model)
             model = AutoModelForCausalLM.from_pretrained(model, dtype=dtype or torch.float32)
         self.model, self.tokenizer = model, tokenizer
@@ -307,7 +309,8 @@ class HFPolicy:
                                        [r.max_tokens for r in requests], [r.key for r in requests])
 
 # %% ../nbs/06_policies.ipynb #c010
-def tiny_qwen3(tokenizer, hidden_size:int=64, layers:int=2, heads:int=4, kv_heads:int=2, intermediate:int=192, seed:int=0):
+def tiny_qwen3(tokenizer, hidden_size:int=64, layers:int=2, heads:int=4, kv_heads:int=2, intermediate:int=192,
+               seed:int=0):
     "A small randomly initialised Qwen3ForCausalLM for `tokenizer` (tests, demos, the base of the shipped policy)."
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
@@ -324,11 +327,13 @@ class VLLMPolicy:
     "An in-process vLLM engine (GPU), token in / token out."
     def __init__(self, model:str, sampling:SamplingConfig=None, name:str=None, **engine_kw):
         try: from vllm import LLM
-        except ImportError as e: raise ImportError('VLLMPolicy needs the gpu extra: pip install "thinkingbox-training[gpu]"') from e
+        except ImportError as e:
+            raise ImportError('VLLMPolicy needs the gpu extra: pip install "thinkingbox-training[gpu]"') from e
         from transformers import AutoTokenizer
         self.llm = LLM(model=model, logprobs_mode='processed_logprobs', **engine_kw)
         self.tokenizer = AutoTokenizer.from_pretrained(model)
-        self.fmt, self.sampling, self.policy_id = ChatFormat(self.tokenizer), sampling or SamplingConfig(), name or model
+        self.fmt, self.sampling = ChatFormat(self.tokenizer), sampling or SamplingConfig()
+        self.policy_id = name or model
 
     async def generate(self, requests:list) -> list[Generation]:
         from vllm import SamplingParams
@@ -336,7 +341,8 @@ class VLLMPolicy:
         c = self.sampling
         params = [SamplingParams(temperature=c.temperature, top_p=c.top_p, top_k=c.top_k or -1, max_tokens=r.max_tokens,
                                  seed=r.seed % 2**31, logprobs=0, stop_token_ids=[self.fmt.eos_id]) for r in requests]
-        outs = await asyncio.to_thread(self.llm.generate, [TokensPrompt(prompt_token_ids=r.prompt_ids) for r in requests], params, use_tqdm=False)
+        prompts = [TokensPrompt(prompt_token_ids=r.prompt_ids) for r in requests]
+        outs = await asyncio.to_thread(self.llm.generate, prompts, params, use_tqdm=False)
         res = []
         for r, o in zip(requests, outs):
             s = o.outputs[0]
@@ -568,13 +574,14 @@ class ScriptedPolicy:
     "The expert: golden calls one per turn, then the reference reply; flawed on a seeded share of attempts."
     def __init__(self, flaw=0.0, # share of attempts that go wrong: a rate in [0, 1], or a function task -> rate
                  seed:int=0, # seeds which attempts are flawed
-                 ask:bool=False, # ask the user for a fact a call needs before typing it, if the conversation has not shown it
+                 ask:bool=False, # ask the user for a fact a call needs that the conversation has not shown yet
                  tokenizer=None, # a tokenizer or ChatFormat: turns then carry token ids, as a model's do
                  name:str=None, # the policy id; default 'scripted' or 'scripted:flaw=P'
                 ):
         if not callable(flaw) and not 0 <= flaw <= 1: raise ValueError(f'flaw must be in [0, 1], got {flaw}')
         self.flaw, self.seed, self.ask = flaw, seed, ask
-        self.fmt = None if tokenizer is None else tokenizer if isinstance(tokenizer, ChatFormat) else ChatFormat(tokenizer)
+        if tokenizer is not None and not isinstance(tokenizer, ChatFormat): tokenizer = ChatFormat(tokenizer)
+        self.fmt = tokenizer
         self.policy_id = name or 'scripted' + (f':flaw={flaw:g}' if not callable(flaw) and flaw else '')
 
     def rate(self, task:Task) -> float:
@@ -628,7 +635,8 @@ def make_policy(spec:str, sampling:SamplingConfig=None, **kw):
     if spec.startswith('vllm:'): return VLLMPolicy(spec[5:], sampling, **kw)
     if spec.startswith('endpoint:'):
         from transformers import AutoTokenizer
-        tok = kw.pop('tokenizer', None) or os.environ.get('TBT_POLICY_TOKENIZER') or spec[9:]  # by default the model's own
+        # the tokenizer passed, the one TBT_POLICY_TOKENIZER names, or by default the served model's own
+        tok = kw.pop('tokenizer', None) or os.environ.get('TBT_POLICY_TOKENIZER') or spec[9:]
         if isinstance(tok, str):
             try: tok = AutoTokenizer.from_pretrained(tok)
             except (OSError, ValueError) as e:
