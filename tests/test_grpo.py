@@ -1,4 +1,5 @@
-"The GRPO trainer: config arithmetic, TRL's rollout_func contract, dynamic sampling, masks, skipped steps, logprobs, main, two processes."
+"""The GRPO trainer: config arithmetic, TRL's rollout_func contract, dynamic sampling, masks, skipped steps, logprobs,
+main, two processes."""
 import json, os, socket, subprocess, sys, warnings
 from pathlib import Path
 import pytest, torch
@@ -7,8 +8,9 @@ warnings.filterwarnings('ignore', message='.*use_cache=True.*')
 from transformers import PrinterCallback, TrainerCallback
 import trl
 from trl import GRPOConfig, GRPOTrainer, TrlParser
-from thinkingbox_training.grpo import (TBTConfig, TBTTrainer, Rollout, batch_plan, check_rollout_contract, check_sampling,
-                                       dynamic_sample, load_pool, main, prompt_task_uid, sampling_config, task_dataset, task_prompt)
+from thinkingbox_training.grpo import (TBTConfig, TBTTrainer, batch_plan, check_rollout_contract, check_sampling,
+                                       dynamic_sample, load_pool, main, prompt_task_uid, sampling_config, task_dataset,
+                                       task_prompt)
 from thinkingbox_training.policies import SamplingConfig, ScriptedPolicy, tiny_qwen3
 from thinkingbox_training.tasks import BenchmarkOverlap, write_tasks
 from grpo_fixtures import pay_task, crash_task, tokenizer, flaw_by_family
@@ -18,8 +20,9 @@ TOK = tokenizer()
 TASKS = [pay_task(i) for i in range(8)]
 
 def cfg(tmp_path, **kw):
-    base = dict(output_dir=str(tmp_path / 'out'), groups_per_step=2, group_size=4, max_steps=1, max_refill_rounds=3, learning_rate=1e-3,
-                seed=0, use_cpu=True, bf16=False, gradient_checkpointing=False, report_to='none', save_strategy='no', disable_tqdm=True)
+    base = dict(output_dir=str(tmp_path / 'out'), groups_per_step=2, group_size=4, max_steps=1, max_refill_rounds=3,
+                learning_rate=1e-3, seed=0, use_cpu=True, bf16=False, gradient_checkpointing=False, report_to='none',
+                save_strategy='no', disable_tqdm=True)
     return TBTConfig(**{**base, **kw})
 
 def trainer(tmp_path, pool=TASKS, policy='canned', model=None, callbacks=None, train_dataset=None, **kw):
@@ -33,11 +36,14 @@ def trainer(tmp_path, pool=TASKS, policy='canned', model=None, callbacks=None, t
 
 def test_config_derives_the_batch_and_spells_out_the_reference_defaults(tmp_path):
     c = cfg(tmp_path, groups_per_step=3, group_size=4, per_device_train_batch_size=3)
-    assert (c.num_generations, c.gradient_accumulation_steps, c.steps_per_generation, c.generation_batch_size) == (4, 4, 4, 12)
-    assert (c.scale_rewards, c.epsilon, c.weight_decay, c.max_grad_norm, c.lr_scheduler_type, c.loss_type, c.beta, c.num_iterations) == \
-           ('group', 0.2, 0.0, 1.0, 'constant', 'dapo', 0.0, 1)
+    assert (c.num_generations, c.gradient_accumulation_steps, c.steps_per_generation,
+            c.generation_batch_size) == (4, 4, 4, 12)
+    reference = (c.scale_rewards, c.epsilon, c.weight_decay, c.max_grad_norm, c.lr_scheduler_type, c.loss_type, c.beta,
+                 c.num_iterations)
+    assert reference == ('group', 0.2, 0.0, 1.0, 'constant', 'dapo', 0.0, 1)
     assert c.max_completion_length == c.max_episode_tokens
-    with pytest.raises(ValueError, match='choose one of'): cfg(tmp_path, groups_per_step=3, group_size=4, per_device_train_batch_size=5)
+    with pytest.raises(ValueError, match='choose one of'):
+        cfg(tmp_path, groups_per_step=3, group_size=4, per_device_train_batch_size=5)
     with pytest.raises(ValueError, match='contradicts group_size'): cfg(tmp_path, num_generations=8)
     with pytest.raises(ValueError, match='num_iterations must be 1'): cfg(tmp_path, num_iterations=2)
     with pytest.raises(ValueError, match='launched with 1 process'): cfg(tmp_path, num_processes=2)
@@ -46,25 +52,30 @@ def test_config_derives_the_batch_and_spells_out_the_reference_defaults(tmp_path
     assert batch_plan(18, 8, 24).per_device_train_batch_size == 6
 
 def test_config_reads_yaml_with_trl_parser(tmp_path):
-    (c,) = TrlParser([TBTConfig]).parse_args_and_config(['--config', str(HERE / 'grpo_tiny.yaml'), '--output_dir', str(tmp_path),
-                                                        '--group_size', '2', '--user', 'openai:stand-in'])
+    args = ['--config', str(HERE / 'grpo_tiny.yaml'), '--output_dir', str(tmp_path), '--group_size', '2',
+            '--user', 'openai:stand-in']
+    (c,) = TrlParser([TBTConfig]).parse_args_and_config(args)
     assert (c.groups_per_step, c.group_size, c.max_turns, c.user, c.learning_rate) == (2, 2, 4, 'openai:stand-in', 1e-5)
     assert c.task_files == ['tasks.jsonl'] and c.gradient_accumulation_steps == 2 and c.per_device_train_batch_size == 2
 
 def test_sampling_is_derived_from_the_training_config_and_checked(tmp_path):
-    c = cfg(tmp_path, temperature=0.7, top_k=5, max_tokens_per_turn=32, use_vllm=True)   # top-k is corrected on the vLLM path only
+    # top-k is corrected on the vLLM path only
+    c = cfg(tmp_path, temperature=0.7, top_k=5, max_tokens_per_turn=32, use_vllm=True)
     s = sampling_config(c)
     assert (s.temperature, s.top_p, s.top_k, s.max_tokens, s.seed) == (0.7, 1.0, 5, 32, 0)
     check_sampling(c, s)
-    with pytest.raises(ValueError, match='max_tokens: policy 256, config 32'): check_sampling(c, SamplingConfig(temperature=0.7, top_k=5))
-    with pytest.raises(ValueError, match='repetition_penalty'): check_sampling(cfg(tmp_path, repetition_penalty=1.1), sampling_config(c))
+    with pytest.raises(ValueError, match='max_tokens: policy 256, config 32'):
+        check_sampling(c, SamplingConfig(temperature=0.7, top_k=5))
+    with pytest.raises(ValueError, match='repetition_penalty'):
+        check_sampling(cfg(tmp_path, repetition_penalty=1.1), sampling_config(c))
     class Fixed(ScriptedPolicy): sampling = SamplingConfig(temperature=0.6)
     with pytest.raises(ValueError, match='temperature'): trainer(tmp_path, policy=Fixed(tokenizer=TOK))
 
 # ---------------------------------------------------------------- TRL's rollout_func contract
 
 def test_trl_rollout_func_contract(tmp_path):
-    "TRL 1.16 gives rollout_func each process's whole generation batch, every prompt already repeated num_generations times."
+    """TRL 1.16 gives rollout_func each process's whole generation batch,
+    every prompt already repeated num_generations times."""
     assert trl.__version__ == '1.16.0', 'rollout_func is experimental: re-check this contract before moving TRL'
     seen = []
     def rollout(prompts, trainer):
@@ -72,10 +83,12 @@ def test_trl_rollout_func_contract(tmp_path):
         n = len(prompts)
         return {'prompt_ids': [[5, 6]] * n, 'completion_ids': [[7, TOK.eos_token_id]] * n, 'logprobs': [[0.0, 0.0]] * n,
                 'r': [float(i % 2) for i in range(n)]}
-    args = GRPOConfig(output_dir=str(tmp_path), num_generations=2, per_device_train_batch_size=2, gradient_accumulation_steps=3, max_steps=2,
-                      use_cpu=True, bf16=False, report_to='none', save_strategy='no', gradient_checkpointing=False, disable_tqdm=True)
+    args = GRPOConfig(output_dir=str(tmp_path), num_generations=2, per_device_train_batch_size=2,
+                      gradient_accumulation_steps=3, max_steps=2, use_cpu=True, bf16=False, report_to='none',
+                      save_strategy='no', gradient_checkpointing=False, disable_tqdm=True)
     ds = task_dataset(TASKS)
-    t = GRPOTrainer(tiny_qwen3(TOK), lambda prompts, completions, r, **kw: r, args=args, train_dataset=ds, processing_class=TOK, rollout_func=rollout)
+    t = GRPOTrainer(tiny_qwen3(TOK), lambda prompts, completions, r, **kw: r, args=args, train_dataset=ds,
+                    processing_class=TOK, rollout_func=rollout)
     t.remove_callback(PrinterCallback)
     t.train()
     assert len(seen) == 2                                       # once per optimizer step, not per micro-step
@@ -100,7 +113,7 @@ def test_dynamic_sample_refills_and_fills_the_shortfall_with_masked_groups():
     s = dynamic_sample([[0, 1], [None, 1], [0, 0]], refill, 3, max_rounds=2, agree=lambda go: asked.append(go) or go)
     assert rounds == [(1, 2), (2, 2)] and asked == [True, True, False]        # the last "stop" is agreed too
     assert s.selected == [0] and s.short == 2
-    assert s.fillers == [2, 3]                                                 # zero-variance fillers before system-error ones
+    assert s.fillers == [2, 3]  # zero-variance fillers before system-error ones
     s = dynamic_sample([[None, 1], [0, 0]], lambda k, need: [], 2, max_rounds=1)
     assert s.selected == [] and s.fillers == [1, 0]
     s = dynamic_sample([[0, 1], [1, 0]], lambda k, need: 1 / 0, 2, max_rounds=5)  # nothing to replace: no refill
@@ -110,8 +123,9 @@ def test_dynamic_sample_refills_and_fills_the_shortfall_with_masked_groups():
 
 def test_zero_variance_groups_are_replaced(tmp_path):
     pool = [pay_task(i, 'easy') for i in range(4)] + [pay_task(i) for i in range(4)]
-    t = trainer(tmp_path, pool=pool, policy=ScriptedPolicy(flaw=flaw_by_family, tokenizer=TOK), max_steps=2, max_refill_rounds=6,
-                train_dataset=task_dataset(pool[:4]))       # the steps' own tasks are all easy: every first group is all-pass
+    # the steps' own tasks are all easy: every first group is all-pass
+    t = trainer(tmp_path, pool=pool, policy=ScriptedPolicy(flaw=flaw_by_family, tokenizer=TOK), max_steps=2,
+                max_refill_rounds=6, train_dataset=task_dataset(pool[:4]))
     t.train()
     for rec in t.step_log:
         first = [k for k, r in zip(rec['kinds'], rec['rounds']) if r == 0]
@@ -121,7 +135,8 @@ def test_zero_variance_groups_are_replaced(tmp_path):
         chosen = {rec['groups'][i][0][0] for i in rec['selected']}
         assert all(u.startswith('demo/pay/') for u in chosen)
     logs = [h for h in t.state.log_history if 'loss' in h]
-    assert [h['tbt/zero_variance_share'] for h in logs] == [1.0, 1.0] and all(h['tbt/groups_refilled'] >= 2 for h in logs)
+    assert [h['tbt/zero_variance_share'] for h in logs] == [1.0, 1.0]
+    assert all(h['tbt/groups_refilled'] >= 2 for h in logs)
     assert all(r.uid.startswith('demo/pay/') and not r.filler for r in t.last_batch)
 
 def test_system_error_groups_are_refilled(tmp_path):
@@ -147,8 +162,8 @@ def capture(t) -> list:
 def test_bound_hit_trains_on_fewer_groups_with_fillers_masked(tmp_path, caplog):
     pool = [pay_task(0, 'easy'), pay_task(1, 'easy'), pay_task(0, 'hard'), pay_task(0)]
     # round 0: the two easy tasks (all pass); the one refill round allowed: the hard task (all fail) and a mixed one
-    t = trainer(tmp_path, pool=pool, policy=ScriptedPolicy(flaw=flaw_by_family, tokenizer=TOK), groups_per_step=2, max_refill_rounds=1,
-                train_dataset=task_dataset(pool[:2]))
+    t = trainer(tmp_path, pool=pool, policy=ScriptedPolicy(flaw=flaw_by_family, tokenizer=TOK), groups_per_step=2,
+                max_refill_rounds=1, train_dataset=task_dataset(pool[:2]))
     cap = capture(t)
     with caplog.at_level('WARNING', logger='thinkingbox_training.grpo'): t.train()
     rec = t.step_log[0]
@@ -159,7 +174,8 @@ def test_bound_hit_trains_on_fewer_groups_with_fillers_masked(tmp_path, caplog):
     loss_mask = out['completion_mask'] * out['tool_mask']
     assert filler.sum() == 4 and (out['advantages'][filler] == 0).all() and (loss_mask[filler].sum(1) == 0).all()
     assert (out['advantages'][~filler] != 0).all()
-    assert int(out['num_items_in_batch']) == sum(sum(r.env_mask) for r in rows if not r.filler)   # the token mean's denominator
+    # the token mean's denominator
+    assert int(out['num_items_in_batch']) == sum(sum(r.env_mask) for r in rows if not r.filler)
     assert t.state.log_history[0]['tbt/groups_short'] == 1
 
 def test_only_sampled_tokens_carry_loss(tmp_path):
@@ -185,14 +201,15 @@ def test_all_zero_step_leaves_weights_and_adam_moments(tmp_path):
             if state.global_step != 1: return
             self.policy.flaw = 0.0                           # from now on every group is all-pass
             self.after = ({k: v.detach().clone() for k, v in model.named_parameters()},
-                          {n: {k: v.clone() for k, v in optimizer.state[p].items()} for n, p in model.named_parameters()})
+                          {n: {k: v.clone() for k, v in optimizer.state[p].items()}
+                           for n, p in model.named_parameters()})
     pol = ScriptedPolicy(flaw=0.5, tokenizer=TOK)
     cb = AfterFirstStep(pol)
     t = trainer(tmp_path, policy=pol, callbacks=[cb], max_steps=3, max_refill_rounds=0)
     t.train()
     assert [r['skipped'] for r in t.step_log] == [False, True, True]
     params, moments = cb.after
-    assert any(float(m['exp_avg'].abs().sum()) > 0 for m in moments.values())   # the first step really moved the moments
+    assert any(float(m['exp_avg'].abs().sum()) > 0 for m in moments.values())  # the first step really moved the moments
     opt = t.optimizer.optimizer
     for n, p in t.model.named_parameters():
         assert torch.equal(params[n], p.detach()), n
@@ -202,9 +219,11 @@ def test_all_zero_step_leaves_weights_and_adam_moments(tmp_path):
 def test_recorded_logprobs_match_what_trl_recomputes(tmp_path):
     torch.manual_seed(0)
     tasks = [pay_task(0), pay_task(11)]                      # prompts of different lengths: TRL left-pads one
-    t = trainer(tmp_path, pool=tasks, policy=None, groups_per_step=1, group_size=2, temperature=0.7, max_tokens_per_turn=8, max_turns=2)
+    t = trainer(tmp_path, pool=tasks, policy=None, groups_per_step=1, group_size=2, temperature=0.7,
+                max_tokens_per_turn=8, max_turns=2)
     t.model.eval()
-    out = t._generate_and_score_completions([{'prompt': task_prompt(u.uid)} for u in tasks])   # eval: rollout_func runs the episodes
+    # eval: rollout_func runs the episodes
+    out = t._generate_and_score_completions([{'prompt': task_prompt(u.uid)} for u in tasks])
     assert out['prompt_mask'].sum(1).tolist()[0] != out['prompt_mask'].sum(1).tolist()[1]
     ids = torch.cat([out['prompt_ids'], out['completion_ids']], 1)
     att = torch.cat([out['prompt_mask'], out['completion_mask']], 1)
@@ -222,9 +241,9 @@ def test_metrics_are_logged_per_step(tmp_path):
     t.train()
     logs = [h for h in t.state.log_history if 'loss' in h]
     assert len(logs) == 2
-    for k in ('tbt/reward_mean', 'tbt/zero_variance_share', 'tbt/groups_generated', 'tbt/groups_dropped', 'tbt/groups_refilled',
-              'tbt/system_errors', 'tbt/episode_turns', 'tbt/episode_tokens', 'tbt/malformed_calls', 'tbt/reward/demo', 'tbt/skipped',
-              'reward', 'rewards/verdict/mean'):
+    for k in ('tbt/reward_mean', 'tbt/zero_variance_share', 'tbt/groups_generated', 'tbt/groups_dropped',
+              'tbt/groups_refilled', 'tbt/system_errors', 'tbt/episode_turns', 'tbt/episode_tokens',
+              'tbt/malformed_calls', 'tbt/reward/demo', 'tbt/skipped', 'reward', 'rewards/verdict/mean'):
         assert all(k in h for h in logs), k
 
 # ---------------------------------------------------------------- the pool and main
@@ -236,26 +255,31 @@ def test_load_pool_keeps_the_benchmark_out(tmp_path):
     c = cfg(tmp_path, task_files=[str(tmp_path / 't.jsonl')], bench_file=str(tmp_path / 'bench.txt'))
     assert [t.uid for t in load_pool(c)] == [t.uid for t in TASKS[:5]]
     (tmp_path / 'pool.txt').write_text('demo/pay/0001\ndemo/pay/0005\n')
-    with pytest.raises(BenchmarkOverlap, match='benchmark'): load_pool(cfg(tmp_path, task_files=c.task_files, bench_file=c.bench_file,
-                                                                         pool_file=str(tmp_path / 'pool.txt')))
+    overlapping = cfg(tmp_path, task_files=c.task_files, bench_file=c.bench_file, pool_file=str(tmp_path / 'pool.txt'))
+    with pytest.raises(BenchmarkOverlap, match='benchmark'): load_pool(overlapping)
 
 def _recipe(tmp_path, **kw):
     write_tasks(TASKS, tmp_path / 'tasks.jsonl')
-    lines = {'task_files': [str(tmp_path / 'tasks.jsonl')], 'groups_per_step': 2, 'group_size': 2, 'use_cpu': True, 'bf16': False,
-             'report_to': 'none', 'save_strategy': 'no', 'gradient_checkpointing': False, 'output_dir': str(tmp_path / 'run'), **kw}
+    lines = {'task_files': [str(tmp_path / 'tasks.jsonl')], 'groups_per_step': 2, 'group_size': 2, 'use_cpu': True,
+             'bf16': False, 'report_to': 'none', 'save_strategy': 'no', 'gradient_checkpointing': False,
+             'output_dir': str(tmp_path / 'run'), **kw}
     (tmp_path / 'r.yaml').write_text(''.join(f'{k}: {json.dumps(v)}\n' for k, v in lines.items()))
     return str(tmp_path / 'r.yaml')
 
 def test_main_dry_run_loads_no_model(tmp_path, capsys):
     assert main(['--config', _recipe(tmp_path, policy_model=str(tmp_path / 'missing')), '--dry-run']) == 0
     out = capsys.readouterr().out
-    assert 'pool: 8 tasks' in out and "lr_scheduler_type: 'constant'" in out and 'gradient_accumulation_steps = steps_per_generation = 1' in out
-    assert main(['--config', _recipe(tmp_path), '--dry-run', '--groups_per_step', '9']) == 1      # a pool of 8 cannot fill 9 groups
-    assert main(['--config', _recipe(tmp_path, task_files=['missing.jsonl'], bf16=True, use_cpu=False), '--dry-run']) == 0  # a GPU recipe, data not made yet
+    assert 'pool: 8 tasks' in out and "lr_scheduler_type: 'constant'" in out
+    assert 'gradient_accumulation_steps = steps_per_generation = 1' in out
+    # a pool of 8 cannot fill 9 groups
+    assert main(['--config', _recipe(tmp_path), '--dry-run', '--groups_per_step', '9']) == 1
+    # a GPU recipe, data not made yet
+    gpu = _recipe(tmp_path, task_files=['missing.jsonl'], bf16=True, use_cpu=False)
+    assert main(['--config', gpu, '--dry-run']) == 0
     assert 'pool: not checked' in capsys.readouterr().out
     with pytest.raises(ValueError, match='choose one of'):
-        main(['--config', _recipe(tmp_path), '--dry-run', '--num_processes', '24', '--groups_per_step', '18', '--group_size', '8',
-              '--per_device_train_batch_size', '4'])
+        main(['--config', _recipe(tmp_path), '--dry-run', '--num_processes', '24', '--groups_per_step', '18',
+              '--group_size', '8', '--per_device_train_batch_size', '4'])
 
 def test_main_trains_and_saves_a_plain_model_directory(tmp_path):
     from transformers import AutoModelForCausalLM
@@ -278,7 +302,8 @@ def _free_port():
 def test_two_processes_make_the_same_decisions(tmp_path):
     "Two CPU processes (gloo): same dynamic-sampling decisions, equal batch sizes, same weights after training."
     env = {**os.environ, 'OMP_NUM_THREADS': '1', 'PYTHONPATH': str(HERE)}
-    cmd = [sys.executable, '-m', 'accelerate.commands.launch', '--config_file', str(HERE.parent / 'scripts' / 'accelerate' / 'cpu_2proc.yaml'),
+    launch_config = HERE.parent / 'scripts' / 'accelerate' / 'cpu_2proc.yaml'
+    cmd = [sys.executable, '-m', 'accelerate.commands.launch', '--config_file', str(launch_config),
            '--main_process_port', str(_free_port()), str(HERE / 'grpo_two_ranks.py'), str(tmp_path)]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
@@ -287,13 +312,15 @@ def test_two_processes_make_the_same_decisions(tmp_path):
     assert a['step_log'] == b['step_log'] and len(a['step_log']) == 3
     assert a['sizes'] == b['sizes'] == [[3, 3]] * 3             # every process: 3 prompts in, 3 rollouts out, each step
     assert a['params'] == b['params']
-    assert [rec['skipped'] for rec in a['step_log']] == [False, False, True]   # a skipped step under DDP with accumulation
+    # a skipped step under DDP with accumulation
+    assert [rec['skipped'] for rec in a['step_log']] == [False, False, True]
     kinds = {k for rec in a['step_log'] for k in rec['kinds']}
     assert {'useful', 'zero_variance', 'system_error'} <= kinds      # every kind of decision was exercised
     assert any(r > 0 for rec in a['step_log'] for r in rec['rounds'])
 
 def test_a_model_in_eval_mode_still_trains_on_episodes(tmp_path):
-    "from_pretrained gives a model in eval mode; the trainer must still run its episode rollouts (found in the main job)."
+    """from_pretrained gives a model in eval mode;
+    the trainer must still run its episode rollouts (found in the main job)."""
     model = tiny_qwen3(TOK).eval()
     t = trainer(tmp_path, model=model)
     t.train()
@@ -305,17 +332,20 @@ def test_a_model_in_eval_mode_still_trains_on_episodes(tmp_path):
 def test_a_runs_budgets_replace_each_tasks_own(tmp_path):
     from thinkingbox_training.grpo import with_budgets
     from thinkingbox_training.tasks import Limits
-    task = pay_task(0).model_copy(update={'limits': Limits(max_turns=16, max_tokens_per_turn=256, max_episode_tokens=15360, wall_clock_s=99)})
+    limits = Limits(max_turns=16, max_tokens_per_turn=256, max_episode_tokens=15360, wall_clock_s=99)
+    task = pay_task(0).model_copy(update={'limits': limits})
     lim = with_budgets(task, cfg(tmp_path, max_turns=30, max_tokens_per_turn=2048, max_episode_tokens=32768)).limits
     assert (lim.max_turns, lim.max_tokens_per_turn, lim.max_episode_tokens, lim.wall_clock_s) == (30, 2048, 32768, 99)
     lim = with_budgets(task, cfg(tmp_path, max_turns=4, max_tokens_per_turn=32, max_episode_tokens=1024)).limits
     assert (lim.max_turns, lim.max_tokens_per_turn, lim.max_episode_tokens) == (4, 32, 1024)
 
 def test_dry_run_prints_the_effective_budgets(tmp_path, capsys):
-    assert main(['--config', _recipe(tmp_path, max_turns=30, max_tokens_per_turn=2048, max_episode_tokens=32768), '--dry-run']) == 0
+    recipe = _recipe(tmp_path, max_turns=30, max_tokens_per_turn=2048, max_episode_tokens=32768)
+    assert main(['--config', recipe, '--dry-run']) == 0
     out = capsys.readouterr().out
     assert 'effective episode budgets: 30 turns, 2048 tokens a turn, 32768 tokens an episode, for every task' in out
-    assert "their own limits, replaced by the budgets above: 12 turns, 256 tokens a turn, 8192 an episode (each task's own)" in out
+    assert ("their own limits, replaced by the budgets above: 12 turns, 256 tokens a turn, 8192 an episode "
+            "(each task's own)") in out
 
 def test_dry_run_builds_the_callbacks_a_recipe_names(tmp_path, capsys, monkeypatch):
     import transformers.integrations.integration_utils as iu
@@ -330,23 +360,30 @@ def test_load_pool_warns_when_its_probe_ran_under_other_budgets(tmp_path):
     (tmp_path / 'pool').mkdir(); (tmp_path / 'pool' / 'pool.txt').write_text('demo/pay/0001\ndemo/pay/0002\n')
     probe = {'source': 'tasks', 'max_turns': 12, 'max_tokens_per_turn': 256, 'max_episode_tokens': 8192}
     (tmp_path / 'pool' / 'manifest.json').write_text(json.dumps({'probe_budgets': probe}))
-    c = cfg(tmp_path, task_files=[str(tmp_path / 't.jsonl')], pool_file=str(tmp_path / 'pool' / 'pool.txt'), max_turns=10,
-            max_tokens_per_turn=96, max_episode_tokens=8192)
-    with pytest.warns(BudgetsDiffer, match=r"probing campaign of .*12 turns, 256 tokens a turn.*this run: 10 turns, 96 tokens a turn"):
+    c = cfg(tmp_path, task_files=[str(tmp_path / 't.jsonl')], pool_file=str(tmp_path / 'pool' / 'pool.txt'),
+            max_turns=10, max_tokens_per_turn=96, max_episode_tokens=8192)
+    said = r"probing campaign of .*12 turns, 256 tokens a turn.*this run: 10 turns, 96 tokens a turn"
+    with pytest.warns(BudgetsDiffer, match=said):
         assert len(load_pool(c)) == 2
-    (tmp_path / 'pool' / 'manifest.json').write_text(json.dumps({'probe_budgets': dict(probe, source='run', max_turns=10, max_tokens_per_turn=96)}))
+    same = dict(probe, source='run', max_turns=10, max_tokens_per_turn=96)
+    (tmp_path / 'pool' / 'manifest.json').write_text(json.dumps({'probe_budgets': same}))
     with warnings.catch_warnings(): warnings.simplefilter('error'); load_pool(c)       # the same budgets: no warning
 
 def test_the_reference_recipe_states_the_reference_runs_budgets_and_seed(capsys):
     "The public run: 8,192 tokens a turn, 26,624 + 106,496 tokens an episode, seed 42, one episode per micro-batch."
-    assert main(['--config', str(HERE.parent / 'scripts' / 'recipes' / 'reference_qwen3.yaml'), '--dry-run', '--report_to', 'none']) == 0
+    recipe = HERE.parent / 'scripts' / 'recipes' / 'reference_qwen3.yaml'
+    assert main(['--config', str(recipe), '--dry-run', '--report_to', 'none']) == 0
     out = capsys.readouterr().out
     assert 'effective episode budgets: 30 turns, 8192 tokens a turn, 133120 tokens an episode, for every task' in out
-    assert 'seed: 42' in out and '6 micro-batch(es) of 1' in out and 'top_p: 0.95' in out and 'top_k: 20' in out and 'use_vllm: True' in out
+    assert 'seed: 42' in out and '6 micro-batch(es) of 1' in out
+    assert 'top_p: 0.95' in out and 'top_k: 20' in out and 'use_vllm: True' in out
 
 def test_the_logprob_gap_is_logged_and_a_fixed_policys_zero_logprobs_are_said(tmp_path, caplog):
-    t = trainer(tmp_path, max_steps=1)                       # the scripted expert records 0.0 for every token it "samples"
+    # the scripted expert records 0.0 for every token it "samples"
+    t = trainer(tmp_path, max_steps=1)
     with caplog.at_level('WARNING'): t.train()
     h = [h for h in t.state.log_history if 'loss' in h][0]
-    assert h['tbt/logprob_gap/mean'] > 1.0 and h['tbt/logprob_gap/max'] >= h['tbt/logprob_gap/mean'] and h['tbt/logprob_unknown_share'] == 0
-    assert 'is not the model being trained' in caplog.text  # said, not silent; the fixed policy still trains (mechanism tests)
+    assert h['tbt/logprob_gap/mean'] > 1.0 and h['tbt/logprob_gap/max'] >= h['tbt/logprob_gap/mean']
+    assert h['tbt/logprob_unknown_share'] == 0
+    # said, not silent; the fixed policy still trains (mechanism tests)
+    assert 'is not the model being trained' in caplog.text
