@@ -130,11 +130,12 @@ def stale(path:Path, fresh:list[list] | None = None, max_lines:int=20) -> list[s
     return probs
 
 def _stale_or_error(path:Path) -> list[str]:
+    try: return stale(path)
+    except BaseException as e: return [f'{_rel(path)}: a cell failed:\n{e}']
+
+def _timed(path:Path) -> tuple[list[str], float]:
     t = time.time()
-    try: probs = stale(path)
-    except BaseException as e: probs = [f'{_rel(path)}: a cell failed:\n{e}']
-    print(f'{_rel(path)}: {time.time() - t:.1f}s', flush=True)
-    return probs
+    return _stale_or_error(path), time.time() - t
 
 def skip_re(paths:list[Path]) -> str:
     "A `--skip-file-re` for nbdev-test: its default (`^[_.]`) plus the file names of `paths` (which must be unique)."
@@ -160,8 +161,9 @@ def main(argv=None) -> int:
     if a.action == 'check' and not probs:
         # by module name, not `__main__`: an executed notebook replaces `__main__` in the worker that ran it
         sys.path.insert(0, str(Path(__file__).parent)); import nb_outputs
-        with ProcessPoolExecutor(a.n_workers) as ex:
-            probs = [q for qs in ex.map(nb_outputs._stale_or_error, paths) for q in qs]
+        with ProcessPoolExecutor(a.n_workers) as ex: done = list(ex.map(nb_outputs._timed, paths))
+        for p, (_, secs) in zip(paths, done): print(f'{_rel(p)}: {secs:.1f}s')  # printed here: a run captures stdout
+        probs = [q for qs, _ in done for q in qs]
     for q in probs: print(f'FAIL: {q}')
     if probs: print('Refresh with: .venv/bin/python scripts/nb_outputs.py write <notebook>')
     else: print(f'notebook outputs: {len(paths)} notebooks ok ({a.action})')
