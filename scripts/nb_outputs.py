@@ -165,7 +165,7 @@ def main(argv=None) -> int:
         for p, (_, secs) in zip(paths, done): print(f'{_rel(p)}: {secs:.1f}s')  # printed here: a run captures stdout
         probs = [q for qs, _ in done for q in qs]
     for q in probs: print(f'FAIL: {q}')
-    if probs: print('Refresh with: .venv/bin/python scripts/nb_outputs.py write <notebook>')
+    if probs: print('Refresh with: make outputs NB=<notebook> (scripts/nb_outputs.py write), then commit')
     else: print(f'notebook outputs: {len(paths)} notebooks ok ({a.action})')
     return 1 if probs else 0
 
