@@ -78,17 +78,19 @@ def report(run_dir:str|Path, extra:dict=None) -> dict:
     base, trained = load_campaign(d/'eval-base'), load_campaign(d/'eval-trained')
     old = json.loads((d/'summary.json').read_text()) if (d/'summary.json').exists() else {}
     cmp = metrics.compare(base, trained)
+    def plain(c): return {k: v for k, v in c.items()
+                          if isinstance(v, (int, float, str)) or k.endswith(('_ci', '_interval'))}
     groups = {}
     for name, mask in (('in_family', ~base.held_out), ('held_out_family', base.held_out)):
         if not mask.any(): continue
-        groups[name] = {'base': _brief(_subset(base, mask)), 'trained': _brief(_subset(trained, mask)),
-                        'tasks': int(mask.sum())}
+        b, t = _subset(base, mask), _subset(trained, mask)
+        groups[name] = {'base': _brief(b), 'trained': _brief(t), 'tasks': int(mask.sum()),
+                        'comparison': plain(metrics.compare(b, t))}  # the paired difference within the group
     summary = {**old, **(extra or {}), 'k': base.k, 'bench_tasks': len(base.uids),
                'base': {'policy': base.policy_id, **_brief(base)},
                'trained': {'policy': trained.policy_id, **_brief(trained)},
                'by_family_group': groups,
-               'comparison': {k: v for k, v in cmp.items()
-                              if isinstance(v, (int, float, str)) or k.endswith(('_ci', '_interval'))}}
+               'comparison': plain(cmp)}
     (d/'tables').mkdir(exist_ok=True); (d/'figures').mkdir(exist_ok=True)
     rows = []
     for label, camp in (('base', base), ('trained', trained)):
