@@ -46,3 +46,12 @@ def tokenizer():
 def flaw_by_family(task) -> float:
     "Easy tasks never go wrong (all-pass groups), 'pay' tasks half the time."
     return {'easy': 0.0, 'hard': 1.0}.get(task.family, 0.5)
+
+def sampled_logprobs(t, out:dict) -> tuple:
+    "The recorded logprobs of a step's episodes, the trainer's recomputed ones, and the mask of the sampled tokens."
+    import torch
+    ids = torch.cat([out['prompt_ids'], out['completion_ids']], 1)
+    att = torch.cat([out['prompt_mask'], out['completion_mask']], 1)
+    with torch.no_grad():
+        lp, _, _ = t._get_per_token_logps_and_entropies(t.model, ids, att, out['completion_ids'].size(1))
+    return out['sampling_per_token_logps'], lp, (out['completion_mask'] * out['tool_mask']).bool()

@@ -13,7 +13,7 @@ from thinkingbox_training.grpo import (TBTConfig, TBTTrainer, batch_plan, check_
                                        task_prompt)
 from thinkingbox_training.policies import SamplingConfig, ScriptedPolicy, tiny_qwen3
 from thinkingbox_training.tasks import BenchmarkOverlap, write_tasks
-from grpo_fixtures import pay_task, crash_task, tokenizer, flaw_by_family
+from grpo_fixtures import pay_task, crash_task, tokenizer, flaw_by_family, sampled_logprobs
 
 HERE = Path(__file__).parent
 TOK = tokenizer()
@@ -225,12 +225,7 @@ def test_recorded_logprobs_match_what_trl_recomputes(tmp_path):
     # eval: rollout_func runs the episodes
     out = t._generate_and_score_completions([{'prompt': task_prompt(u.uid)} for u in tasks])
     assert out['prompt_mask'].sum(1).tolist()[0] != out['prompt_mask'].sum(1).tolist()[1]
-    ids = torch.cat([out['prompt_ids'], out['completion_ids']], 1)
-    att = torch.cat([out['prompt_mask'], out['completion_mask']], 1)
-    with torch.no_grad():
-        trl_lp, _, _ = t._get_per_token_logps_and_entropies(t.model, ids, att, out['completion_ids'].size(1))
-    mask = (out['completion_mask'] * out['tool_mask']).bool()
-    rec = out['sampling_per_token_logps']
+    rec, trl_lp, mask = sampled_logprobs(t, out)
     assert mask.sum() > 8
     assert torch.allclose(rec[mask], trl_lp[mask], atol=1e-4), (rec[mask] - trl_lp[mask]).abs().max()
     assert (rec[~mask & out['completion_mask'].bool()] == 0).all()           # observations carry 0.0

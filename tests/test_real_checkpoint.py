@@ -17,7 +17,7 @@ from thinkingbox_training.policies import ScriptedPolicy
 from thinkingbox_training.episode import EpisodeRunner, SYSTEM_PROMPT
 from thinkingbox_training.tasks import write_tasks
 from thinkingbox_training.domains.demo import demo
-from grpo_fixtures import pay_task
+from grpo_fixtures import pay_task, sampled_logprobs
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -205,12 +205,7 @@ def test_sampler_logprobs_match_what_trl_recomputes(smollm2, tok, tmp_path):
     t.remove_callback(PrinterCallback)
     t.model.eval()
     out = t._generate_and_score_completions([{'prompt': task_prompt(u.uid)} for u in TASKS])
-    ids = torch.cat([out['prompt_ids'], out['completion_ids']], 1)
-    att = torch.cat([out['prompt_mask'], out['completion_mask']], 1)
-    with torch.no_grad():
-        trl_lp, _, _ = t._get_per_token_logps_and_entropies(t.model, ids, att, out['completion_ids'].size(1))
-    mask = (out['completion_mask'] * out['tool_mask']).bool()
-    rec = out['sampling_per_token_logps']
+    rec, trl_lp, mask = sampled_logprobs(t, out)
     assert mask.sum() >= 16
     gap = (rec[mask] - trl_lp[mask]).abs().max()
     assert gap < 1e-3, gap
