@@ -171,23 +171,29 @@ class _Slab:
         self.n[dst], self.start[dst], self.prefix[dst] = self.n[src], self.start[src], self.prefix[src]
         self._groups = None
 
+def _with_template(policy_id:str, template:str|None) -> str:
+    "A policy id that says which chat template the policy runs under, as its spec does (`MODEL:template=checkpoint`)."
+    return policy_id if template is None else f'{policy_id}:template={template}'
+
 class HFPolicy:
     "A local Hugging Face causal LM, batched over conversations, token in / token out."
     def __init__(self, model, # a model, or a name/path for AutoModelForCausalLM
                  tokenizer=None, # its tokenizer (loaded from `model` when it is a path)
-                 sampling:SamplingConfig=None, device:str=None, dtype=None, name:str=None):
+                 sampling:SamplingConfig=None, device:str=None, dtype=None, name:str=None,
+                 template:str=None, # the chat template: None, the project's; 'checkpoint', the model's own (ChatFormat)
+                ):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
         if isinstance(model, (str, os.PathLike)):
             # a directory's name, or a hub name's last part
-            name = name or os.path.basename(os.path.normpath(str(model)))
+            name = name or _with_template(os.path.basename(os.path.normpath(str(model))), template)
             tokenizer = tokenizer or AutoTokenizer.from_pretrained(model)
             model = AutoModelForCausalLM.from_pretrained(model, dtype=dtype or torch.float32)
         self.model, self.tokenizer = model, tokenizer
         if device: self.model.to(device)
-        self.fmt = ChatFormat(tokenizer)
+        self.fmt = ChatFormat(tokenizer, template)
         self.sampling = sampling or SamplingConfig()
-        self.policy_id = name or getattr(model, 'name_or_path', None) or type(model).__name__
+        self.policy_id = name or _with_template(getattr(model, 'name_or_path', None) or type(model).__name__, template)
         self.stats = {'prefill_s': 0.0, 'prefill_tokens': 0, 'decode_s': 0.0, 'decode_steps': 0}  # where the time goes
         self.reset_cache()
 
@@ -325,15 +331,17 @@ def tiny_qwen3(tokenizer, hidden_size:int=64, layers:int=2, heads:int=4, kv_head
 # %% ../nbs/06_policies.ipynb #c017
 class VLLMPolicy:
     "An in-process vLLM engine (GPU), token in / token out."
-    def __init__(self, model:str, sampling:SamplingConfig=None, name:str=None, **engine_kw):
+    def __init__(self, model:str, sampling:SamplingConfig=None, name:str=None,
+                 template:str=None, # None: the project's chat template; 'checkpoint': the model's own
+                 **engine_kw):
         try: from vllm import LLM
         except ImportError as e:
             raise ImportError('VLLMPolicy needs the gpu extra: pip install "thinkingbox-training[gpu]"') from e
         from transformers import AutoTokenizer
         self.llm = LLM(model=model, logprobs_mode='processed_logprobs', **engine_kw)
         self.tokenizer = AutoTokenizer.from_pretrained(model)
-        self.fmt, self.sampling = ChatFormat(self.tokenizer), sampling or SamplingConfig()
-        self.policy_id = name or model
+        self.fmt, self.sampling = ChatFormat(self.tokenizer, template), sampling or SamplingConfig()
+        self.policy_id = name or _with_template(model, template)
 
     async def generate(self, requests:list) -> list[Generation]:
         from vllm import SamplingParams
@@ -373,15 +381,18 @@ class EndpointPolicy:
         sampling: SamplingConfig = None,
         timeout_s: float = 600.0,
         concurrency: int = 64,  # requests in flight at once from this process
+        template: str = None,  # with a tokenizer: None, the project's chat template; 'checkpoint', the model's own
     ):
         self.model, self.sampling = model, sampling or SamplingConfig()
-        self.fmt = tokenizer if isinstance(tokenizer, ChatFormat) else ChatFormat(tokenizer)
+        if isinstance(tokenizer, ChatFormat) and template is not None:
+            raise ValueError('EndpointPolicy: template= applies to a tokenizer; a ChatFormat already has its template')
+        self.fmt = tokenizer if isinstance(tokenizer, ChatFormat) else ChatFormat(tokenizer, template)
         self._client_kw = dict(
             base_url=base_url or os.environ.get("TBT_POLICY_BASE_URL"),
             api_key=api_key or os.environ.get("TBT_POLICY_API_KEY", "none"),
             timeout=timeout_s,
         )
-        self.policy_id, self.concurrency, self._loop = f"endpoint:{model}", concurrency, None
+        self.policy_id, self.concurrency, self._loop = _with_template(f"endpoint:{model}", template), concurrency, None
 
     def _bind(self):
         "A client and a concurrency gate for the running event loop (each EpisodeRunner.run may run in a new one)."
@@ -628,6 +639,16 @@ class ScriptedPolicy:
 # %% ../nbs/06_policies.ipynb #c025
 def make_policy(spec:str, sampling:SamplingConfig=None, **kw):
     "The policy named by `spec` (see above)."
+    full, opt = spec, None
+    if ':template=' in spec:
+        spec, opt = spec.split(':template=', 1)
+        if opt != 'checkpoint':
+            raise ValueError(f"bad policy spec {full!r}: the template option is ':template=checkpoint' "
+                             "(the checkpoint's own chat template; without it, the project's)")
+        if spec.startswith(('scripted', 'chat:')):
+            raise ValueError(f"bad policy spec {full!r}: ':template=' applies to a token-level policy "
+                             "(a model, vllm:MODEL or endpoint:MODEL)")
+        kw['template'] = opt
     if spec.startswith('scripted'):
         m = re.fullmatch(r'scripted(?::flaw=([0-9.]+))?', spec)
         if not m: raise ValueError(f"bad scripted policy spec {spec!r}: use 'scripted' or 'scripted:flaw=0.3'")
