@@ -4,7 +4,7 @@
 
 # %% ../nbs/10_grpo.ipynb #c003
 from __future__ import annotations
-import asyncio, json, logging, math, os, random, re, time, urllib.request
+import json, logging, math, os, random, re, time, urllib.request
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 import torch
@@ -14,8 +14,8 @@ from trl.models import unwrap_model_for_generation
 from trl.models.utils import disable_gradient_checkpointing
 from .interpret import ChatFormat
 from .tasks import Task, load_tasks, exclude, assert_disjoint, read_uids
-from .grader import Grader, RuleJudge, OpenAIJudge, Usage
-from .policies import SamplingConfig, Generation, HFPolicy, ScriptedPolicy, EndpointPolicy
+from .grader import Grader, RuleJudge, OpenAIJudge
+from .policies import SamplingConfig, HFPolicy, EndpointPolicy
 from .episode import EpisodeRunner, Episode, run_blocking
 
 # %% auto #0
@@ -41,9 +41,11 @@ class BatchPlan:
     @property
     def episodes_per_process(self) -> int: return self.episodes_per_step // self.num_processes
     @property
-    def gradient_accumulation_steps(self) -> int: return self.episodes_per_process // self.per_device_train_batch_size
+    def gradient_accumulation_steps(self) -> int:
+        return self.episodes_per_process // self.per_device_train_batch_size
     def __str__(self):
-        return (f'{self.groups_per_step} groups x {self.group_size} episodes = {self.episodes_per_step} episodes per step = one optimizer update; '
+        return (f'{self.groups_per_step} groups x {self.group_size} episodes = {self.episodes_per_step} episodes '
+                'per step = one optimizer update; '
                 f'{self.num_processes} process(es) x {self.episodes_per_process} episodes = '
                 f'{self.gradient_accumulation_steps} micro-batch(es) of {self.per_device_train_batch_size} '
                 f'(gradient_accumulation_steps = steps_per_generation = {self.gradient_accumulation_steps})')
@@ -53,19 +55,20 @@ def _divisors(n:int) -> list: return [d for d in range(1, n + 1) if n % d == 0]
 def batch_plan(groups_per_step:int, # useful groups per step
                group_size:int, # episodes per group (TRL's num_generations)
                num_processes:int=1, # training processes, all nodes together
-               per_device_train_batch_size:int=None, # episodes per micro-batch; None: all of a process's episodes at once
+               per_device_train_batch_size:int=None, # episodes per micro-batch; None: all of a process's episodes
               ) -> BatchPlan:
     "Check and derive the batch arithmetic of one step; a ValueError says what does not divide."
-    if groups_per_step < 1 or group_size < 2: raise ValueError(f'need groups_per_step >= 1 and group_size >= 2, got {groups_per_step} and {group_size}')
+    if groups_per_step < 1 or group_size < 2:
+        raise ValueError(f'need groups_per_step >= 1 and group_size >= 2, got {groups_per_step} and {group_size}')
     n = groups_per_step * group_size
     if num_processes < 1 or n % num_processes:
-        raise ValueError(f'{n} episodes per step ({groups_per_step} x {group_size}) do not split over {num_processes} processes; '
-                         f'use a process count that divides {n}')
+        raise ValueError(f'{n} episodes per step ({groups_per_step} x {group_size}) do not split over {num_processes} '
+                         f'processes; use a process count that divides {n}')
     per = n // num_processes
     pd = per if per_device_train_batch_size is None else per_device_train_batch_size
     if pd < 1 or per % pd:
-        raise ValueError(f'per_device_train_batch_size={pd} does not divide the {per} episodes each of {num_processes} process(es) holds '
-                         f'({n} per step); choose one of {_divisors(per)}')
+        raise ValueError(f'per_device_train_batch_size={pd} does not divide the {per} episodes each of {num_processes} '
+                         f'process(es) holds ({n} per step); choose one of {_divisors(per)}')
     return BatchPlan(groups_per_step, group_size, num_processes, pd)
 
 # %% ../nbs/10_grpo.ipynb #c008
@@ -73,81 +76,103 @@ def batch_plan(groups_per_step:int, # useful groups per step
 class TBTConfig(GRPOConfig):
     "GRPOConfig for agent episodes: tasks and pool, groups per step, episode budgets, user, judge, refill bound."
     # --- tasks
-    task_files: list[str] = field(default_factory=list, metadata={'help': 'Task files (JSON Lines) the training pool is drawn from.'})
-    pool_file: str|None = field(default=None, metadata={'help': 'The training pool: one task uid a line (or JSON Lines with uid/task_uid), '
-                                                             'e.g. the pool.txt of pool selection. None: every train-split task of task_files.'})
-    bench_file: str|None = field(default=None, metadata={'help': 'Benchmark task uids (uid lines or JSON Lines) never trained on: dropped from a '
-                                                              'default pool; a pool file that names one is an error.'})
+    task_files: list[str] = field(default_factory=list, metadata={'help':
+        'Task files (JSON Lines) the training pool is drawn from.'})
+    pool_file: str|None = field(default=None, metadata={'help': 'The training pool: one task uid a line (or JSON Lines '
+        'with uid/task_uid), e.g. the pool.txt of pool selection. None: every train-split task of task_files.'})
+    bench_file: str|None = field(default=None, metadata={'help': 'Benchmark task uids (uid lines or JSON Lines) never '
+        'trained on: dropped from a default pool; a pool file that names one is an error.'})
     # --- one step
     groups_per_step: int = field(default=18, metadata={'help': 'Useful groups per step (18 in the reference run).'})
-    group_size: int = field(default=8, metadata={'help': 'Episodes per group, all of one task (= num_generations; 8 in the reference run).'})
-    max_refill_rounds: int = field(default=4, metadata={'help': 'Extra rollout rounds a step may spend replacing zero-variance and system-error '
-                                                               'groups; when they run out the step trains on the useful groups it has.'})
+    group_size: int = field(default=8, metadata={'help':
+        'Episodes per group, all of one task (= num_generations; 8 in the reference run).'})
+    max_refill_rounds: int = field(default=4, metadata={'help': 'Extra rollout rounds a step may spend replacing '
+        'zero-variance and system-error groups; when they run out the step trains on the useful groups it has.'})
     # --- episodes
     max_turns: int = field(default=12, metadata={'help': "Assistant turns per episode; replaces each task's own."})
     max_tokens_per_turn: int = field(default=256, metadata={'help': "Sampled tokens a turn; replaces each task's own; "
                                                                    'the max_tokens of the shared SamplingConfig.'})
-    max_episode_tokens: int = field(default=4096, metadata={'help': "Prompt and completion tokens an episode; replaces the task's "
-                                                                   'limit; also max_completion_length.'})
-    tool_timeout_s: float = field(default=10.0, metadata={'help': 'Per tool call; a timeout is a system error, never a wrong answer.'})
+    max_episode_tokens: int = field(default=4096, metadata={'help': "Prompt and completion tokens an episode; replaces "
+                                                                   "the task's limit; also max_completion_length."})
+    tool_timeout_s: float = field(default=10.0, metadata={'help':
+        'Per tool call; a timeout is a system error, never a wrong answer.'})
     concurrency: int = field(default=64, metadata={'help': 'Episodes live at once in each process.'})
     user: str = field(default='scripted', metadata={'help': "Simulated user: 'scripted' or 'openai:MODEL'."})
-    user_base_url: str|None = field(default=None, metadata={'help': "OpenAI-compatible endpoint of an 'openai:' user (default: TBT_USER_BASE_URL)."})
-    judge: str = field(default='rule', metadata={'help': "Rubric judge: 'rule' (offline phrases), 'openai:MODEL', or 'none' (tasks with a rubric fail)."})
-    judge_base_url: str|None = field(default=None, metadata={'help': "OpenAI-compatible endpoint of an 'openai:' judge (default: TBT_JUDGE_BASE_URL)."})
+    user_base_url: str|None = field(default=None, metadata={'help':
+        "OpenAI-compatible endpoint of an 'openai:' user (default: TBT_USER_BASE_URL)."})
+    judge: str = field(default='rule', metadata={'help':
+        "Rubric judge: 'rule' (offline phrases), 'openai:MODEL', or 'none' (tasks with a rubric fail)."})
+    judge_base_url: str|None = field(default=None, metadata={'help':
+        "OpenAI-compatible endpoint of an 'openai:' judge (default: TBT_JUDGE_BASE_URL)."})
     # --- model and launch
-    policy_model: str|None = field(default=None, metadata={'help': 'The policy to train: a Hugging Face model directory or hub name (with its tokenizer).'})
-    num_processes: int|None = field(default=None, metadata={'help': 'Training processes, all nodes together. None: the launcher\'s WORLD_SIZE. '
-                                                                    'A recipe sets it so that --dry-run checks a cluster\'s batch arithmetic anywhere.'})
-    dry_run: bool = field(default=False, metadata={'help': 'Print the resolved configuration and its batch arithmetic, load no model, train nothing.'})
+    policy_model: str|None = field(default=None, metadata={'help':
+        'The policy to train: a Hugging Face model directory or hub name (with its tokenizer).'})
+    num_processes: int|None = field(default=None, metadata={'help': "Training processes, all nodes together. None: the "
+        "launcher's WORLD_SIZE. A recipe sets it so that --dry-run checks a cluster's batch arithmetic anywhere."})
+    dry_run: bool = field(default=False, metadata={'help':
+        'Print the resolved configuration and its batch arithmetic, load no model, train nothing.'})
     # --- the sampler: transformers in process, or a vLLM server (use_vllm); its logprobs
     vllm_mode: str = field(default='server', metadata={'help': "With use_vllm: 'server', episodes sampled by a vLLM "
         "server on its own node (vllm_server_base_url or vllm_server_host/port). 'colocate' is refused."})
     vllm_importance_sampling_mode: str = field(default='token_truncate', metadata={'help': "TRL's correction of the "
         'sampler/trainer gap, per token (TRL defaults to sequence_mask): under top-p/top-k each kept token has ratio '
         '(kept mass) <= 1, and an episode of thousands of tokens would multiply them into a sequence ratio near 0.'})
-    max_logprob_gap: float|None = field(default=0.5, metadata={'help': "Stop training when the sampled tokens' recorded "
-        "logprobs differ from the trained model's recomputed ones by more than this on average (nats; with top-p/top-k, "
-        'by more than truncation explains): the sampler is not the model being trained (a policy recording 0.0, stale '
-        'or other weights, another template or temperature). None: log only.'})
+    max_logprob_gap: float|None = field(default=0.5, metadata={'help': "Stop training when the sampled tokens' "
+        "recorded logprobs differ from the trained model's recomputed ones by more than this on average (nats; with "
+        'top-p/top-k, by more than truncation explains): the sampler is not the model being trained (a policy '
+        'recording 0.0, stale or other weights, another template or temperature). None: log only.'})
     # --- derived from the fields above (a value that contradicts them is an error)
     num_generations: int|None = field(default=None, metadata={'help': 'Derived: group_size.'})
-    per_device_train_batch_size: int|None = field(default=None, metadata={'help': 'Episodes per micro-batch; None: all of a process\'s episodes of a step.'})
-    gradient_accumulation_steps: int|None = field(default=None, metadata={'help': 'Derived: episodes per process / per_device_train_batch_size.'})
+    per_device_train_batch_size: int|None = field(default=None, metadata={'help':
+        "Episodes per micro-batch; None: all of a process's episodes of a step."})
+    gradient_accumulation_steps: int|None = field(default=None, metadata={'help':
+        'Derived: episodes per process / per_device_train_batch_size.'})
     max_completion_length: int|None = field(default=None, metadata={'help': 'Derived: max_episode_tokens.'})
     # --- explicit where the reference left them implicit
     learning_rate: float = field(default=1e-6, metadata={'help': 'AdamW learning rate (reference: 1e-6).'})
-    lr_scheduler_type: str = field(default='constant', metadata={'help': 'Constant: the reference names one learning rate and no schedule.'})
+    lr_scheduler_type: str = field(default='constant', metadata={'help':
+        'Constant: the reference names one learning rate and no schedule.'})
     weight_decay: float = field(default=0.0, metadata={'help': 'AdamW weight decay (reference: 0).'})
     max_grad_norm: float = field(default=1.0, metadata={'help': 'Gradient clipping by global norm.'})
     epsilon: float = field(default=0.2, metadata={'help': 'PPO clip range (reference: 0.2, symmetric).'})
     beta: float = field(default=0.0, metadata={'help': 'KL coefficient (reference: no KL term, no reference model).'})
-    loss_type: str = field(default='dapo', metadata={'help': "'dapo': token mean over every sampled token of the step's batch, all processes (reference)."})
-    scale_rewards: str = field(default='group', metadata={'help': "'group': advantage = (reward - group mean) / group std, as the released run did."})
-    num_iterations: int = field(default=1, metadata={'help': 'Optimizer passes per batch; must be 1 (one step = one update on fresh episodes).'})
+    loss_type: str = field(default='dapo', metadata={'help':
+        "'dapo': token mean over every sampled token of the step's batch, all processes (reference)."})
+    scale_rewards: str = field(default='group', metadata={'help':
+        "'group': advantage = (reward - group mean) / group std, as the released run did."})
+    num_iterations: int = field(default=1, metadata={'help':
+        'Optimizer passes per batch; must be 1 (one step = one update on fresh episodes).'})
     logging_steps: float = field(default=1, metadata={'help': 'Log every step.'})
 
     def __post_init__(self):
         env_world = int(os.environ.get('WORLD_SIZE', '1'))
         nproc = self.num_processes or env_world
         if self.num_generations not in (None, self.group_size):
-            raise ValueError(f'num_generations={self.num_generations} contradicts group_size={self.group_size}; set group_size only')
+            raise ValueError(f'num_generations={self.num_generations} contradicts group_size={self.group_size}; '
+                             'set group_size only')
         plan = batch_plan(self.groups_per_step, self.group_size, nproc, self.per_device_train_batch_size)
         if self.gradient_accumulation_steps not in (None, plan.gradient_accumulation_steps):
-            raise ValueError(f'gradient_accumulation_steps={self.gradient_accumulation_steps} contradicts the batch plan ({plan}); leave it unset')
+            raise ValueError(f'gradient_accumulation_steps={self.gradient_accumulation_steps} contradicts the batch '
+                             f'plan ({plan}); leave it unset')
         if self.generation_batch_size not in (None, plan.episodes_per_step):
-            raise ValueError(f'generation_batch_size={self.generation_batch_size} must be the episodes of a step ({plan.episodes_per_step}); leave it unset')
+            raise ValueError(f'generation_batch_size={self.generation_batch_size} must be the episodes of a step '
+                             f'({plan.episodes_per_step}); leave it unset')
         if self.steps_per_generation not in (None, plan.gradient_accumulation_steps):
-            raise ValueError(f'steps_per_generation={self.steps_per_generation} must equal gradient_accumulation_steps ({plan.gradient_accumulation_steps}); leave it unset')
+            raise ValueError(f'steps_per_generation={self.steps_per_generation} must equal gradient_accumulation_steps '
+                             f'({plan.gradient_accumulation_steps}); leave it unset')
         if self.max_completion_length not in (None, self.max_episode_tokens):
-            raise ValueError(f'max_completion_length={self.max_completion_length} contradicts max_episode_tokens={self.max_episode_tokens}; set the latter')
-        if self.num_iterations != 1: raise ValueError('num_iterations must be 1: one step is one optimizer update on fresh episodes')
+            raise ValueError(f'max_completion_length={self.max_completion_length} contradicts '
+                             f'max_episode_tokens={self.max_episode_tokens}; set the latter')
+        if self.num_iterations != 1:
+            raise ValueError('num_iterations must be 1: one step is one optimizer update on fresh episodes')
         check_sampler(self)
         self.num_generations, self.per_device_train_batch_size = self.group_size, plan.per_device_train_batch_size
-        self.gradient_accumulation_steps, self.max_completion_length = plan.gradient_accumulation_steps, self.max_episode_tokens
+        self.gradient_accumulation_steps = plan.gradient_accumulation_steps
+        self.max_completion_length = self.max_episode_tokens
         # TRL derives steps_per_generation from the generation batch and the processes it runs on
         self.generation_batch_size, self.steps_per_generation = plan.episodes_per_step, None
-        # a dry run checks a GPU recipe on any machine: transformers refuses bf16/fp16/tf32 without a GPU, so hold them back
+        # a dry run checks a GPU recipe on any machine: transformers refuses bf16/fp16/tf32 without a GPU, so hold them
+        # back
         held = {k: getattr(self, k) for k in ('bf16', 'fp16', 'tf32')
                 if self.dry_run and getattr(self, k) and not torch.cuda.is_available() and not self.use_cpu}
         for k in held: setattr(self, k, False)
@@ -155,10 +180,13 @@ class TBTConfig(GRPOConfig):
         for k, v in held.items(): setattr(self, k, v)
         if self.world_size != nproc:
             if not self.dry_run:
-                raise ValueError(f'launched with {self.world_size} process(es) but num_processes={nproc}: fix the launch or the recipe')
-            self.steps_per_generation = plan.gradient_accumulation_steps  # a dry run checks the recipe's processes, not this machine's
+                raise ValueError(f'launched with {self.world_size} process(es) but num_processes={nproc}: '
+                                 'fix the launch or the recipe')
+            # a dry run checks the recipe's processes, not this machine's
+            self.steps_per_generation = plan.gradient_accumulation_steps
         elif self.steps_per_generation != plan.gradient_accumulation_steps:
-            raise ValueError(f'TRL derived steps_per_generation={self.steps_per_generation}, the plan needs {plan.gradient_accumulation_steps}')
+            raise ValueError(f'TRL derived steps_per_generation={self.steps_per_generation}, '
+                             f'the plan needs {plan.gradient_accumulation_steps}')
         self.num_processes = nproc
 
     @property
@@ -180,9 +208,9 @@ def check_sampler(args:TBTConfig):
                          '(vllm_importance_sampling_correction) to vLLM rollouts only. '
                          'Train with use_vllm: true (vllm_mode: server), or sample with top_p: 1.0 and top_k: 0')
     if truncated and args.vllm_importance_sampling_mode.startswith('sequence'):
-        raise ValueError(f'vllm_importance_sampling_mode={args.vllm_importance_sampling_mode!r} with top_p={args.top_p}, '
-                         f"top_k={args.top_k}: each kept token's ratio is the kept mass (<= 1), so an episode's sequence "
-                         'ratio, their product, vanishes; use token_truncate')
+        raise ValueError(f'vllm_importance_sampling_mode={args.vllm_importance_sampling_mode!r} with '
+                         f"top_p={args.top_p}, top_k={args.top_k}: each kept token's ratio is the kept mass (<= 1), "
+                         "so an episode's sequence ratio, their product, vanishes; use token_truncate")
 
 # %% ../nbs/10_grpo.ipynb #c014
 def sampling_config(args:TBTConfig) -> SamplingConfig:
@@ -195,11 +223,12 @@ def check_sampling(args:TBTConfig, # the training config
                   ):
     "Raise a ValueError unless `sampling` equals what `args` trains with."
     want = sampling_config(args)
-    bad = [f'{k}: policy {getattr(sampling, k)!r}, config {getattr(want, k)!r}' for k in ('temperature', 'top_p', 'top_k', 'max_tokens', 'seed')
-           if getattr(sampling, k) != getattr(want, k)]
+    bad = [f'{k}: policy {getattr(sampling, k)!r}, config {getattr(want, k)!r}'
+           for k in ('temperature', 'top_p', 'top_k', 'max_tokens', 'seed') if getattr(sampling, k) != getattr(want, k)]
     if args.min_p is not None: bad.append(f'min_p={args.min_p} (not applied by the episode policies)')
-    if args.repetition_penalty != 1.0: bad.append(f'repetition_penalty={args.repetition_penalty} (not applied by the episode policies)')
-    if args.generation_kwargs: bad.append(f'generation_kwargs={args.generation_kwargs} (not applied by the episode policies)')
+    unapplied = '(not applied by the episode policies)'
+    if args.repetition_penalty != 1.0: bad.append(f'repetition_penalty={args.repetition_penalty} {unapplied}')
+    if args.generation_kwargs: bad.append(f'generation_kwargs={args.generation_kwargs} {unapplied}')
     if bad: raise ValueError('sampling parameters differ between the policy and the trainer: ' + '; '.join(bad))
 
 # %% ../nbs/10_grpo.ipynb #c017
@@ -297,7 +326,8 @@ class Rollout:
         ids, mask = list(tr.completion_ids), list(tr.mask)
         lps = [0.0 if m == 0 else (math.nan if lp is None else float(lp)) for lp, m in zip(tr.logprobs, mask)]
         if not ids: ids, mask, lps = [fmt.eos_id], [0], [0.0]
-        return cls(uid=ep.task.uid, domain=ep.task.domain, repetition=ep.repetition, reward=ep.verdict.reward, status=tr.status,
+        return cls(uid=ep.task.uid, domain=ep.task.domain, repetition=ep.repetition, reward=ep.verdict.reward,
+                   status=tr.status,
                    turns=tr.turns, malformed_calls=tr.malformed_calls, prompt_ids=list(tr.prompt_ids) or [fmt.pad_id],
                    completion_ids=ids, env_mask=mask, logprobs=lps)
 
@@ -338,7 +368,7 @@ def dynamic_sample(first:list, # the step's groups (lists of rewards, or of obje
                    max_rounds:int, # refill rounds allowed
                    agree=None, # go -> go, the same on every process (an all-reduce); None: one process
                   ) -> Sampled:
-    "Drop zero-variance and system-error groups, refill from the pool within `max_rounds`, then fill any shortfall with masked groups."
+    "Drop zero-variance and system-error groups, refill within `max_rounds`, then fill a shortfall with masked groups."
     groups, rounds = list(first), [0] * len(first)
     if len(groups) < n_groups: raise ValueError(f'a step needs {n_groups} groups to start with, got {len(groups)}')
     k = 0
@@ -352,7 +382,8 @@ def dynamic_sample(first:list, # the step's groups (lists of rewards, or of obje
         groups += new; rounds += [k] * len(new)
     kinds = [group_kind(g) for g in groups]
     selected = [i for i, kd in enumerate(kinds) if kd == 'useful'][:n_groups]
-    spare = ([i for i, kd in enumerate(kinds) if kd == 'zero_variance'] + [i for i, kd in enumerate(kinds) if kd == 'system_error'])
+    spare = ([i for i, kd in enumerate(kinds) if kd == 'zero_variance']
+             + [i for i, kd in enumerate(kinds) if kd == 'system_error'])
     return Sampled(groups, kinds, rounds, selected, spare[:n_groups - len(selected)])
 
 # %% ../nbs/10_grpo.ipynb #c034
@@ -364,11 +395,14 @@ def step_metrics(s:Sampled) -> dict:
     m = {'tbt/reward_mean': sum(r.reward for r in scored) / len(scored) if scored else math.nan,
          'tbt/zero_variance_share': first.count('zero_variance') / len(first) if first else math.nan,
          'tbt/groups_generated': len(s.groups), 'tbt/groups_useful': len(s.selected),
-         'tbt/groups_dropped': sum(kd != 'useful' for kd in s.kinds), 'tbt/groups_refilled': sum(rd > 0 for rd in s.rounds),
+         'tbt/groups_dropped': sum(kd != 'useful' for kd in s.kinds),
+         'tbt/groups_refilled': sum(rd > 0 for rd in s.rounds),
          'tbt/groups_short': s.short, 'tbt/refill_rounds': s.refill_rounds,
          'tbt/system_error_groups': s.kinds.count('system_error'), 'tbt/system_errors': len(eps) - len(scored),
-         'tbt/episode_turns': sum(r.turns for r in eps) / len(eps), 'tbt/episode_tokens': sum(r.tokens for r in eps) / len(eps),
-         'tbt/sampled_tokens': sum(r.sampled_tokens for r in eps) / len(eps), 'tbt/malformed_calls': sum(r.malformed_calls for r in eps)}
+         'tbt/episode_turns': sum(r.turns for r in eps) / len(eps),
+         'tbt/episode_tokens': sum(r.tokens for r in eps) / len(eps),
+         'tbt/sampled_tokens': sum(r.sampled_tokens for r in eps) / len(eps),
+         'tbt/malformed_calls': sum(r.malformed_calls for r in eps)}
     for d in sorted({r.domain for r in scored}):
         rs = [r.reward for r in scored if r.domain == d]
         m[f'tbt/reward/{d}'] = sum(rs) / len(rs)
@@ -379,13 +413,15 @@ def check_rollout_contract(prompts:list, # the prompts of every process, in proc
                            num_generations:int, # TRL's num_generations
                            n_groups:int=None, # groups expected in all
                           ):
-    "Raise unless TRL handed out whole groups: each prompt `num_generations` times in a row (TRL 1.16's rollout_func contract)."
+    "Raise unless TRL handed out whole groups: each prompt `num_generations` times in a row (TRL 1.16's contract)."
     n = len(prompts)
-    ok = n % num_generations == 0 and all(len(set(prompts[i:i + num_generations])) == 1 for i in range(0, n, num_generations))
+    G = num_generations
+    ok = n % G == 0 and all(len(set(prompts[i:i + G])) == 1 for i in range(0, n, G))
     if n_groups is not None: ok = ok and n == n_groups * num_generations
     if not ok:
-        raise RuntimeError(f'rollout_func contract changed: expected {n_groups or "whole"} groups of {num_generations} repeated prompts '
-                           f'across processes, got {n} prompts starting {prompts[:num_generations + 1]}. TRL is pinned to 1.16 for this.')
+        raise RuntimeError(f'rollout_func contract changed: expected {n_groups or "whole"} groups of {G} repeated '
+                           f'prompts across processes, got {n} prompts starting {prompts[:G + 1]}. '
+                           'TRL is pinned to 1.16 for this.')
 
 # %% ../nbs/10_grpo.ipynb #v3001
 def server_url(args: TBTConfig) -> str:
@@ -807,12 +843,14 @@ class TBTTrainer(GRPOTrainer):
         return torch.zeros((), device=self.accelerator.device)
 
 # %% ../nbs/10_grpo.ipynb #c055
-_SHOWN = ('policy_model', 'task_files', 'pool_file', 'bench_file', 'groups_per_step', 'group_size', 'max_refill_rounds', 'max_turns',
-          'max_tokens_per_turn', 'max_episode_tokens', 'tool_timeout_s', 'user', 'user_base_url', 'judge', 'judge_base_url',
-          'temperature', 'top_p', 'top_k', 'learning_rate', 'lr_scheduler_type', 'weight_decay', 'max_grad_norm', 'epsilon',
-          'epsilon_high', 'beta', 'loss_type', 'scale_rewards', 'max_steps', 'num_processes', 'per_device_train_batch_size',
-          'gradient_accumulation_steps', 'generation_batch_size', 'steps_per_generation', 'bf16', 'gradient_checkpointing',
-          'use_vllm', 'save_steps', 'output_dir', 'report_to', 'seed')
+_SHOWN = ('policy_model', 'task_files', 'pool_file', 'bench_file',
+          'groups_per_step', 'group_size', 'max_refill_rounds',
+          'max_turns', 'max_tokens_per_turn', 'max_episode_tokens', 'tool_timeout_s',
+          'user', 'user_base_url', 'judge', 'judge_base_url', 'temperature', 'top_p', 'top_k',
+          'learning_rate', 'lr_scheduler_type', 'weight_decay', 'max_grad_norm', 'epsilon', 'epsilon_high', 'beta',
+          'loss_type', 'scale_rewards', 'max_steps', 'num_processes', 'per_device_train_batch_size',
+          'gradient_accumulation_steps', 'generation_batch_size', 'steps_per_generation',
+          'bf16', 'gradient_checkpointing', 'use_vllm', 'save_steps', 'output_dir', 'report_to', 'seed')
 
 def describe(args:TBTConfig) -> str:
     "The resolved configuration that matters to a run, and its batch arithmetic."
@@ -834,7 +872,7 @@ def report_callbacks(args:TBTConfig) -> list:
     return out
 
 def main(argv:list=None) -> int:
-    "Train a policy with GRPO on database-state rewards (`scripts/train.py`): --config recipe.yaml [overrides] [--dry-run]."
+    "Train with GRPO on database-state rewards (`scripts/train.py`): --config recipe.yaml [overrides] [--dry-run]."
     (args,) = TrlParser([TBTConfig]).parse_args_and_config(argv)
     say = print if int(os.environ.get('RANK', '0')) == 0 else (lambda *a: None)   # once, not once per process
     say(describe(args))
@@ -848,7 +886,8 @@ def main(argv:list=None) -> int:
             say(f'pool: not checked ({str(e).splitlines()[0]} ...)'); return 0
         say(f'pool: {len(pool)} tasks; their own limits, replaced by the budgets above: '
             f'{show_budgets(budgets_record(pool))}')
-        if len(pool) < args.groups_per_step: say(f'error: fewer pool tasks than groups_per_step={args.groups_per_step}'); return 1
+        if len(pool) < args.groups_per_step:
+            say(f'error: fewer pool tasks than groups_per_step={args.groups_per_step}'); return 1
         return 0
     pool = load_pool(args)
     say(f'pool: {len(pool)} tasks')
