@@ -86,7 +86,7 @@ QWEN3_CHAT_TEMPLATE = r"""{#- Qwen3 chat format, prefix-preserving: every assist
 {%- endfor %}
 {%- if add_generation_prompt %}
     {{- '<|im_start|>assistant\n' }}
-{%- endif %}"""
+{%- endif %}"""  # noqa: E501 (the tool prompt is Qwen3's text verbatim)
 
 # %% ../nbs/00_interpret.ipynb #c014
 SPECIAL_TOKENS = ['<|endoftext|>', '<|im_start|>', '<|im_end|>']
@@ -117,7 +117,9 @@ def make_tokenizer(texts, # training texts (rendered conversations, tool results
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
     n_base = vocab_size - len(ADDED_TOKENS)
-    if n_base < 256 + len(SPECIAL_TOKENS): raise ValueError(f'vocab_size={vocab_size} is below the 256 bytes + {len(SPECIAL_TOKENS) + len(ADDED_TOKENS)} markers it needs')
+    if n_base < 256 + len(SPECIAL_TOKENS):
+        raise ValueError(f'vocab_size={vocab_size} is below the 256 bytes + '
+                         f'{len(SPECIAL_TOKENS) + len(ADDED_TOKENS)} markers it needs')
     trainer = trainers.BpeTrainer(vocab_size=n_base, min_frequency=min_frequency, show_progress=False,
                                   special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(texts, trainer)
@@ -127,7 +129,8 @@ def make_tokenizer(texts, # training texts (rendered conversations, tool results
                                    clean_up_tokenization_spaces=False)
 
 # %% ../nbs/00_interpret.ipynb #c022
-PARSE_ERROR_KINDS = ('bad_json', 'bad_xml', 'unterminated_call', 'unknown_tool', 'missing_argument', 'bad_argument', 'unknown_argument')
+PARSE_ERROR_KINDS = ('bad_json', 'bad_xml', 'unterminated_call', 'unknown_tool',
+                     'missing_argument', 'bad_argument', 'unknown_argument')
 
 @dataclass
 class ParseError:
@@ -157,8 +160,9 @@ class ToolCall:
 _NUMBER_RE = re.compile(r'[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?')
 _INT_RE = re.compile(r'[+-]?\d+')
 _TYPE_ORDER = ('null', 'boolean', 'integer', 'number', 'array', 'object', 'string')
-_TYPE_NAMES = {'string': 'a string', 'integer': 'an integer', 'number': 'a number', 'boolean': 'a boolean (true or false)',
-               'null': 'null', 'array': 'an array (JSON list)', 'object': 'an object (JSON)'}
+_TYPE_NAMES = {'string': 'a string', 'integer': 'an integer', 'number': 'a number',
+               'boolean': 'a boolean (true or false)', 'null': 'null', 'array': 'an array (JSON list)',
+               'object': 'an object (JSON)'}
 
 def _schema_types(schema:dict):
     "The JSON types a schema allows, or None when it does not say."
@@ -259,7 +263,8 @@ def type_arguments(arguments:dict, # argument name -> value, as the model wrote 
     "Type `arguments` against a JSON schema; values that fail stay raw and yield errors."
     who = f"{tool}: " if tool else ''
     if not isinstance(arguments, dict):
-        return {}, [ParseError('bad_argument', f"{who}arguments must be a JSON object, got {_show(arguments)}", _show(arguments, 1000), tool)]
+        return {}, [ParseError('bad_argument', f"{who}arguments must be a JSON object, got {_show(arguments)}",
+                               _show(arguments, 1000), tool)]
     schema = parameters_schema if isinstance(parameters_schema, dict) else {}
     props, extra = schema.get('properties'), schema.get('additionalProperties')
     typed, errors = {}, []
@@ -268,7 +273,8 @@ def type_arguments(arguments:dict, # argument name -> value, as the model wrote 
         elif not isinstance(props, dict) or extra is True: typed[k] = v; continue
         elif isinstance(extra, dict): sub = extra
         else:
-            errors.append(ParseError('unknown_argument', f"{who}unknown argument '{k}'; expected: {', '.join(props) or 'no arguments'}",
+            expected = ', '.join(props) or 'no arguments'
+            errors.append(ParseError('unknown_argument', f"{who}unknown argument '{k}'; expected: {expected}",
                                      _show(v, 1000), tool, k))
             typed[k] = v; continue
         x, why = _coerce(v, sub)
@@ -276,7 +282,8 @@ def type_arguments(arguments:dict, # argument name -> value, as the model wrote 
         typed[k] = v if why else x
     for k in schema.get('required') or []:
         if k not in arguments:
-            types = _schema_types(props.get(k, {})) if isinstance(props, dict) and isinstance(props.get(k), dict) else None
+            known = isinstance(props, dict) and isinstance(props.get(k), dict)
+            types = _schema_types(props[k]) if known else None
             kind = f" ({' or '.join(types)})" if types else ''
             errors.append(ParseError('missing_argument', f"{who}missing required argument '{k}'{kind}", '', tool, k))
     return typed, errors
@@ -311,10 +318,12 @@ def _check_call(name:str, arguments, raw:str, schemas):
     "A ToolCall, or the errors that keep it from being one."
     if schemas is None:
         if not isinstance(arguments, dict):
-            return None, [ParseError('bad_json', f"{name}: arguments must be a JSON object, got {_show(arguments)}", raw, name)]
+            return None, [ParseError('bad_json', f"{name}: arguments must be a JSON object, got {_show(arguments)}",
+                                     raw, name)]
         return ToolCall(name, arguments, raw), []
     if name not in schemas:
-        return None, [ParseError('unknown_tool', f"unknown tool '{name}'; available tools: {', '.join(schemas) or 'none'}", raw, name)]
+        available = ', '.join(schemas) or 'none'
+        return None, [ParseError('unknown_tool', f"unknown tool '{name}'; available tools: {available}", raw, name)]
     typed, errors = type_arguments(arguments, schemas[name], name)
     return (None, errors) if errors else (ToolCall(name, typed, raw), [])
 
@@ -333,15 +342,18 @@ def _parse_json_call(body:str, raw:str, schemas):
     try: obj = _loads(body)
     except ValueError as e:
         m = _NAME_RE.search(body); name = m.group(1) if m else None
-        return None, [ParseError('bad_json', f"{name + ': ' if name else ''}tool call is not valid JSON ({_json_problem(e)}); "
+        why = f"tool call is not valid JSON ({_json_problem(e)})"
+        return None, [ParseError('bad_json', f"{name + ': ' if name else ''}{why}; "
                                  'write {"name": <tool>, "arguments": {...}}', raw, name)]
     if not isinstance(obj, dict) or not isinstance(obj.get('name'), str):
-        return None, [ParseError('bad_json', 'tool call must be a JSON object {"name": <tool>, "arguments": {...}}', raw)]
+        return None, [ParseError('bad_json', 'tool call must be a JSON object {"name": <tool>, "arguments": {...}}',
+                                 raw)]
     name, args = obj['name'], obj.get('arguments', obj.get('parameters', {}))
     if isinstance(args, str):
         try: args = _loads(args) if args.strip() else {}
         except ValueError as e:
-            return None, [ParseError('bad_json', f"{name}: arguments are not valid JSON ({_json_problem(e)})", raw, name)]
+            return None, [ParseError('bad_json', f"{name}: arguments are not valid JSON ({_json_problem(e)})",
+                                     raw, name)]
     if not isinstance(args, dict):
         return None, [ParseError('bad_json', f"{name}: arguments must be a JSON object, got {_show(args)}", raw, name)]
     return _check_call(name, args, raw, schemas)
@@ -350,7 +362,8 @@ def _parse_xml_call(body:str, raw:str, schemas):
     m = _FUNCTION_RE.fullmatch(body)
     if not m:
         name = body[len('<function='):].split('>', 1)[0].strip() or None
-        return None, [ParseError('bad_xml', f"{name + ': ' if name else ''}tool call must be <function=NAME><parameter=P>VALUE</parameter>...</function>", raw, name)]
+        return None, [ParseError('bad_xml', f"{name + ': ' if name else ''}tool call must be "
+                                 "<function=NAME><parameter=P>VALUE</parameter>...</function>", raw, name)]
     name, inner = m.group(1).strip(), m.group(2)
     args, pos = {}, 0
     for p in _PARAMETER_RE.finditer(inner):
@@ -385,7 +398,8 @@ class AssistantTurn:
         # Not in canonical form (a malformed call, compact JSON, the XML form, odd spacing): keep the text
         # after the reasoning verbatim as content, like vLLM's parsers do when a call fails to parse.
         if self.reasoning is not None:
-            m = {"role": "assistant", "content": text.split(_THINK_CLOSE, 1)[-1].lstrip('\n'), "reasoning_content": self.reasoning}
+            m = {"role": "assistant", "content": text.split(_THINK_CLOSE, 1)[-1].lstrip('\n'),
+                 "reasoning_content": self.reasoning}
             if assistant_text(m) == text: return m
         return {"role": "assistant", "content": text, "reasoning_content": None}
 
@@ -393,7 +407,8 @@ class AssistantTurn:
 _TAG_OR_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"|</tool_call>|<tool_call>')
 
 def _call_tags(text:str, start:int) -> tuple:
-    "Where the call opened before `start` closes, and where a later one opens (-1: nowhere); tags in JSON strings do not count."
+    "Where the call opened before `start` closes, and where a later one opens (-1: nowhere)."
+    # tags inside JSON strings do not count
     if not text[start:].lstrip().startswith('{'):  # the XML form: values are raw text
         return text.find(_CALL_CLOSE, start), text.find(_CALL_OPEN, start)
     k = -1
@@ -420,7 +435,8 @@ def parse_assistant(text:str, # what the model generated after `<|im_start|>assi
             raw = rest[i:stop]
             m = _NAME_RE.search(raw) or _FUNCTION_NAME_RE.search(raw)
             name = m.group(1).strip() if m else None
-            errors.append(ParseError('unterminated_call', f"{name + ': ' if name else ''}<tool_call> without </tool_call>", raw, name))
+            errors.append(ParseError('unterminated_call',
+                                     f"{name + ': ' if name else ''}<tool_call> without </tool_call>", raw, name))
             pos = stop
             continue
         raw, inner = rest[i:j + len(_CALL_CLOSE)], rest[i + len(_CALL_OPEN):j].strip()
@@ -446,7 +462,8 @@ def assistant_text(message:dict, # an assistant message
         if i or content: out.append('\n')
         f = tc.get('function') or tc
         a = f.get('arguments')
-        out.append(f'<tool_call>\n{{"name": "{f["name"]}", "arguments": {a if isinstance(a, str) else json.dumps(a, ensure_ascii=False)}}}\n</tool_call>')
+        args = a if isinstance(a, str) else json.dumps(a, ensure_ascii=False)
+        out.append(f'<tool_call>\n{{"name": "{f["name"]}", "arguments": {args}}}\n</tool_call>')
     return ''.join(out)
 
 # %% ../nbs/00_interpret.ipynb #c044
@@ -481,8 +498,8 @@ class ChatFormat:
             if own and template != own and name not in _ANNOUNCED:
                 _ANNOUNCED.add(name)
                 warnings.warn(f"ChatFormat: the chat template of {name} is REPLACED by QWEN3_CHAT_TEMPLATE, the "
-                              "prefix-preserving Qwen3 format (every turn keeps its reasoning), so that episodes can be "
-                              "built turn by turn; pass "
+                              "prefix-preserving Qwen3 format (every turn keeps its reasoning), so that episodes "
+                              "can be built turn by turn; pass "
                               "template='checkpoint' to keep the checkpoint's own", TemplateReplaced, stacklevel=2)
         self.tokenizer, self.template = tokenizer, template
         self._render = _compile_jinja_template(template).render
@@ -490,7 +507,9 @@ class ChatFormat:
         self._kwargs = {k: getattr(tokenizer, k, None) for k in ('bos_token', 'eos_token', 'pad_token', 'unk_token')}
         self.end_of_turn = '<|im_end|>' if '<|im_end|>' in template else tokenizer.eos_token
         ids = self.encode(self.end_of_turn or '')
-        if len(ids) != 1: raise ValueError(f"the tokenizer has no single token for the end of a turn {self.end_of_turn!r} (got {ids})")
+        if len(ids) != 1:
+            raise ValueError(f"the tokenizer has no single token for the end of a turn {self.end_of_turn!r} "
+                             f"(got {ids})")
         self.eos_id = ids[0]
         pad = tokenizer.pad_token_id
         if pad is None:
@@ -501,14 +520,16 @@ class ChatFormat:
         self._anchor_cut = self._anchor_text.rindex(self.end_of_turn) + len(self.end_of_turn)
         if keep:   # episodes are built turn by turn: a template that re-renders earlier turns cannot serve them
             try:
-                for m in ({'role': 'user', 'content': '?'}, {'role': 'tool', 'name': 't', 'content': '1'}): self.observation_text([m])
+                for m in ({'role': 'user', 'content': '?'}, {'role': 'tool', 'name': 't', 'content': '1'}):
+                    self.observation_text([m])
             except ValueError as e:
                 raise ValueError(f"template='checkpoint': the chat template of {name} cannot build episodes turn "
                                  f"by turn: {e}\n"
                                  "Use the default (template=None), the prefix-preserving QWEN3_CHAT_TEMPLATE") from None
 
     def __repr__(self):
-        which = 'QWEN3_CHAT_TEMPLATE' if self.template == QWEN3_CHAT_TEMPLATE else f'template of {len(self.template)} chars'
+        ours = self.template == QWEN3_CHAT_TEMPLATE
+        which = 'QWEN3_CHAT_TEMPLATE' if ours else f'template of {len(self.template)} chars'
         return f'ChatFormat({type(self.tokenizer).__name__}, {which}, eos_id={self.eos_id}, pad_id={self.pad_id})'
 
     def render(self, messages:list, # the conversation
@@ -538,7 +559,8 @@ class ChatFormat:
         full = self.render(_ANCHOR + list(messages), add_generation_prompt=True)
         if not full.startswith(self._anchor_text):
             i = _diff_at(full, self._anchor_text)
-            raise ValueError(f"the chat template is not prefix-preserving: appending {[m.get('role') for m in messages]} "
+            roles = [m.get('role') for m in messages]
+            raise ValueError(f"the chat template is not prefix-preserving: appending {roles} "
                              f"changes how the earlier turns render, at character {i}:\n"
                              f"  alone:    {_around(self._anchor_text, i)}\n  extended: {_around(full, i)}")
         return full[self._anchor_cut:]
@@ -562,7 +584,7 @@ class TokenTrajectory:
     completion_ids: list = field(default_factory=list) # everything after the prompt
     mask: list = field(default_factory=list) # 1 for sampled tokens, 0 for observation tokens
     logprobs: list = field(default_factory=list) # sampling logprob per completion token; None when unknown
-    segments: list = field(default_factory=list) # (kind, start, end) over completion_ids; kind 'sampled' or 'observation'
+    segments: list = field(default_factory=list) # (kind, start, end) over completion_ids; kind 'sampled'/'observation'
 
     @classmethod
     def start(cls, fmt:ChatFormat, # the chat format
@@ -600,7 +622,8 @@ class TokenTrajectory:
 
     def __repr__(self):
         parts = ', '.join(f'{k}[{e - s}]' for k, s, e in self.segments)
-        return f'TokenTrajectory(prompt[{len(self.prompt_ids)}], {parts or "no completion"}; {sum(self.mask)} sampled tokens)'
+        return (f'TokenTrajectory(prompt[{len(self.prompt_ids)}], {parts or "no completion"}; '
+                f'{sum(self.mask)} sampled tokens)')
 
     def _where(self, pos:int, unit:str) -> str:
         "Which part of the trajectory a token index (`unit`='token') or character index (`unit`='char') is in."
@@ -612,16 +635,18 @@ class TokenTrajectory:
             return next((name for name, end in ends if pos < end), 'past the end of the trajectory')
         if pos < len(self.prompt_ids): return 'the prompt'
         p = pos - len(self.prompt_ids)
-        return next((f'{k} segment {i}, completion tokens {s}-{e}' for i, (k, s, e) in enumerate(self.segments) if s <= p < e),
+        return next((f'{k} segment {i}, completion tokens {s}-{e}'
+                     for i, (k, s, e) in enumerate(self.segments) if s <= p < e),
                     'past the end of the trajectory')
 
     def check(self, messages:list, # the whole conversation, as the episode recorded it
               tools:list=None, # the tools; by default those the trajectory started with
              ):
-        "Raise a ValueError unless the trajectory decodes to the rendered conversation and its formatter-written tokens are canonical."
+        "Raise a ValueError unless the trajectory decodes to the conversation and its written tokens are canonical."
         fmt, tools = self.fmt, self.tools if tools is None else tools
         if not len(self.completion_ids) == len(self.mask) == len(self.logprobs):
-            raise ValueError(f"{len(self.completion_ids)} completion ids, {len(self.mask)} mask entries, {len(self.logprobs)} logprobs")
+            raise ValueError(f"{len(self.completion_ids)} completion ids, {len(self.mask)} mask entries, "
+                             f"{len(self.logprobs)} logprobs")
         last_assistant = bool(messages) and messages[-1].get('role') == 'assistant'
         want = fmt.render(messages, tools, add_generation_prompt=not last_assistant)
         if last_assistant:
@@ -631,20 +656,25 @@ class TokenTrajectory:
         got = fmt.decode(self.ids)
         if got != want:
             i = _diff_at(got, want)
-            raise ValueError(f"token trajectory and rendered conversation differ at character {i} (in {self._where(i, 'char')}):\n"
+            raise ValueError(f"token trajectory and rendered conversation differ at character {i} "
+                             f"(in {self._where(i, 'char')}):\n"
                              f"  trajectory: {_around(got, i)}\n  rendered:   {_around(want, i)}")
         ends = [0] + [e for *_, e in self.segments]
         if [(s, e) for _, s, e in self.segments] != list(zip(ends, ends[1:])) or ends[-1] != len(self.completion_ids):
             raise ValueError(f"segments {self.segments} do not tile the {len(self.completion_ids)} completion ids")
-        for i, (k, s, e) in enumerate(self.segments):
+        for k, s, e in self.segments:
             if set(self.mask[s:e]) - {int(k == 'sampled')}:
-                raise ValueError(f"{self._where(len(self.prompt_ids) + s, 'token')} has mask {sorted(set(self.mask[s:e]))}")
-        written = [(0, self.prompt_ids)] + [(len(self.prompt_ids) + s, self.completion_ids[s:e]) for k, s, e in self.segments if k == 'observation']
+                where = self._where(len(self.prompt_ids) + s, 'token')
+                raise ValueError(f"{where} has mask {sorted(set(self.mask[s:e]))}")
+        written = [(0, self.prompt_ids)] + [(len(self.prompt_ids) + s, self.completion_ids[s:e])
+                                            for k, s, e in self.segments if k == 'observation']
         for at, ids in written:
             canon = fmt.encode(fmt.decode(ids))
             if canon != ids:
                 i = at + _diff_at(ids, canon)
-                raise ValueError(f"token trajectory and the encoded conversation differ at token {i} (in {self._where(i, 'token')}): "
+                raise ValueError(f"token trajectory and the encoded conversation differ at token {i} "
+                                 f"(in {self._where(i, 'token')}): "
                                  f"trajectory {self.ids[i:i + 5]} = {fmt.decode(self.ids[i:i + 5])!r}, "
-                                 f"encoded {canon[i - at:i - at + 5]} = {fmt.decode(canon[i - at:i - at + 5])!r}; after {fmt.decode(self.ids[max(0, i - 20):i])!r}")
+                                 f"encoded {canon[i - at:i - at + 5]} = {fmt.decode(canon[i - at:i - at + 5])!r}; "
+                                 f"after {fmt.decode(self.ids[max(0, i - 20):i])!r}")
         return self
