@@ -73,9 +73,10 @@ class CampaignIncomplete(ValueError):
                  first:int=5, # keys shown per kind of problem
                 ):
         self.problems = problems
-        parts = [f'{len(v)} {kind} (' + ', '.join(_show(x) for x in v[:first]) + (', ...' if len(v) > first else '') + ')'
-                 for kind, v in problems.items()]
-        super().__init__(f'campaign incomplete, no metrics computed ({expected} attempts expected): ' + '; '.join(parts))
+        parts = [f'{len(v)} {kind} (' + ', '.join(_show(x) for x in v[:first]) + (', ...' if len(v) > first else '')
+                 + ')' for kind, v in problems.items()]
+        super().__init__(f'campaign incomplete, no metrics computed ({expected} attempts expected): '
+                         + '; '.join(parts))
 
 def campaign_problems(records:list, # attempt records
                       uids:list, # the task uids the campaign must cover
@@ -83,13 +84,15 @@ def campaign_problems(records:list, # attempt records
                      ) -> dict:
     "What keeps `records` from being exactly `uids` x `k` clean attempts: kind of problem -> keys; empty when complete."
     uids = list(uids)
-    if k < 1 or not uids: raise ValueError(f'a campaign needs at least one task and k >= 1 (got {len(uids)} tasks, k={k})')
+    if k < 1 or not uids:
+        raise ValueError(f'a campaign needs at least one task and k >= 1 (got {len(uids)} tasks, k={k})')
     if len(set(uids)) != len(uids): raise ValueError('the expected task uids contain duplicates')
     expected = {(u, j) for u in uids for j in range(k)}
     keys = [_key(r) for r in records]
     seen = Counter(keys)
     labels = defaultdict(set)
-    for (u, _), r in zip(keys, records): labels[u].add((r.get('domain'), r.get('family'), bool(r.get('held_out_family'))))
+    for (u, _), r in zip(keys, records):
+        labels[u].add((r.get('domain'), r.get('family'), bool(r.get('held_out_family'))))
     def invalid(r):
         s = r.get('status')
         return s not in STATUSES or (s != 'system_error' and r.get('reward') not in (0, 1))
@@ -97,7 +100,8 @@ def campaign_problems(records:list, # attempt records
     problems = {'missing': sorted(expected - seen.keys(), key=_order),
                 'duplicated': sorted((key for key, n in seen.items() if n > 1), key=_order),
                 'unexpected': sorted(seen.keys() - expected, key=_order),
-                'system errors': sorted((key for key, r in zip(keys, records) if r.get('status') == 'system_error'), key=_order),
+                'system errors': sorted((key for key, r in zip(keys, records) if r.get('status') == 'system_error'),
+                                        key=_order),
                 'invalid status or reward': sorted((key for key, r in zip(keys, records) if invalid(r)), key=_order),
                 'tasks with inconsistent labels': sorted((u for u, l in labels.items() if len(l) > 1), key=str),
                 'policy ids, one expected': policies if len(policies) > 1 else []}
@@ -121,7 +125,7 @@ class Campaign:
                      uids:list, # the task uids the campaign must cover
                      k:int, # repetitions per task
                     ) -> Campaign:
-        "Validate `records` as exactly `uids` x `k` clean attempts and build the campaign; `CampaignIncomplete` otherwise."
+        "Validate `records` as exactly `uids` x `k` clean attempts and build the campaign, else `CampaignIncomplete`."
         records, uids = list(records), list(uids)
         if problems := campaign_problems(records, uids, k): raise CampaignIncomplete(problems, len(uids) * k)
         row = {u: i for i, u in enumerate(uids)}
@@ -246,7 +250,8 @@ def summarize(rewards, # (tasks, k) array of 0/1
     return out
 
 def _is_rate(key):
-    return key.endswith('_rate') or (key.startswith(('pass@', 'pass^')) and not key.endswith(('_lo', '_hi', '_interval')))
+    return key.endswith('_rate') or (key.startswith(('pass@', 'pass^'))
+                                     and not key.endswith(('_lo', '_hi', '_interval')))
 
 def _labels(camp, by):
     if by == 'domain': return camp.domains
@@ -284,8 +289,10 @@ def load_prices(path:str|Path=None, # a YAML price table; default: the project's
     path = Path(path) if path else _default_prices()
     table = yaml.safe_load(path.read_text()) or {}
     for model, p in table.items():
-        if not isinstance(p, dict) or set(p) != set(TOKENS) or not all(isinstance(p[t], (int, float)) and p[t] >= 0 for t in TOKENS):
-            raise ValueError(f'{path}: model {model!r} needs exactly {", ".join(TOKENS)} as non-negative numbers, got {p!r}')
+        if (not isinstance(p, dict) or set(p) != set(TOKENS)
+                or not all(isinstance(p[t], (int, float)) and p[t] >= 0 for t in TOKENS)):
+            raise ValueError(f'{path}: model {model!r} needs exactly {", ".join(TOKENS)} as non-negative numbers, '
+                             f'got {p!r}')
     return table
 
 def usage_totals(records:list, # attempt records
@@ -314,9 +321,11 @@ def price_of(totals:dict, # model -> token totals, from `usage_totals`
     cost = 0.0
     for model, n in totals.items():
         if model not in prices:
-            raise ValueError(f"no price for model {model!r} ({part} usage): add it to the price table (data/prices.yaml)")
+            raise ValueError(f"no price for model {model!r} ({part} usage): "
+                             "add it to the price table (data/prices.yaml)")
         p = prices[model]
-        cost += ((n['input'] - n['cached_input']) * p['input'] + n['cached_input'] * p['cached_input'] + n['output'] * p['output']) / 1e6
+        cost += ((n['input'] - n['cached_input']) * p['input'] + n['cached_input'] * p['cached_input']
+                 + n['output'] * p['output']) / 1e6
     return cost
 
 def cost_index(camp:Campaign, # a validated campaign
@@ -417,7 +426,8 @@ def compare(base:Campaign, # the campaign of the base policy
            ) -> dict:
     "Per-task transitions, paired bootstrap intervals of the pass@1 and k/k differences, and McNemar's exact test."
     if set(base.uids) != set(trained.uids) or base.k != trained.k:
-        raise ValueError(f'campaigns differ: {len(set(base.uids) ^ set(trained.uids))} tasks not in both, k {base.k} vs {trained.k}')
+        raise ValueError(f'campaigns differ: {len(set(base.uids) ^ set(trained.uids))} tasks not in both, '
+                         f'k {base.k} vs {trained.k}')
     warn_budgets(base.budgets, trained.budgets, ('base', 'trained'))
     k, row = base.k, {u: i for i, u in enumerate(trained.uids)}
     cb, ct = base.successes, trained.successes[[row[u] for u in base.uids]]
@@ -429,10 +439,12 @@ def compare(base:Campaign, # the campaign of the base policy
     per_task = [dict(task_uid=u, domain=base.domains[i], family=base.families[i], base=int(cb[i]), trained=int(ct[i]),
                      all_k=str(t_all[i]), once=str(t_once[i])) for i, u in enumerate(base.uids)]
     return {'tasks': T, 'k': k,
-            'pass@1_base': cb.sum() / (T * k), 'pass@1_trained': ct.sum() / (T * k), 'pass@1_diff': (ct - cb).sum() / (T * k),
+            'pass@1_base': cb.sum() / (T * k), 'pass@1_trained': ct.sum() / (T * k),
+            'pass@1_diff': (ct - cb).sum() / (T * k),
             'pass@1_diff_lo': float(lo1), 'pass@1_diff_hi': float(hi1),
             'diff_interval': interval_label('tasks', conf) + ', paired',
-            'all_k_base': int(all_b.sum()), 'all_k_trained': int(all_t.sum()), 'all_k_diff_rate': (all_t.sum() - all_b.sum()) / T,
+            'all_k_base': int(all_b.sum()), 'all_k_trained': int(all_t.sum()),
+            'all_k_diff_rate': (all_t.sum() - all_b.sum()) / T,
             'all_k_diff_lo': float(lo_all), 'all_k_diff_hi': float(hi_all),
             'all_k_gained': gained, 'all_k_lost': lost,
             'once_gained': int((t_once == 'gained').sum()), 'once_lost': int((t_once == 'lost').sum()),
@@ -452,7 +464,8 @@ def pretty(rows:list, # rows of `metrics_table` or `summarize`
     "Rows for reading: rates as percentages, costs in dollars, `n/a` for missing values."
     def fmt(key, v):
         if v is None: return 'n/a'
-        if isinstance(v, (float, np.floating)) and (key.startswith(('pass@', 'pass^')) or key.endswith('_rate')): return f'{v:.2%}'
+        rate = key.startswith(('pass@', 'pass^')) or key.endswith('_rate')
+        if isinstance(v, (float, np.floating)) and rate: return f'{v:.2%}'
         if 'cost' in key: return _usd(v, 3 if key == 'cost_per_success' else 2)
         return _cell(v)
     return [{k: fmt(k, v) for k, v in r.items()} for r in rows]
@@ -487,8 +500,8 @@ def to_latex(rows:list, # rows (dicts)
     cols = _cols(rows, cols)
     esc = lambda v: ''.join(_TEX.get(ch, ch) for ch in _cell(v))
     body = [' & '.join(esc(r.get(c)) for c in cols) + r' \\' for r in rows]
-    return '\n'.join([r'\begin{tabular}{l' + 'r' * (len(cols) - 1) + '}', r'\toprule', ' & '.join(map(esc, cols)) + r' \\',
-                      r'\midrule', *body, r'\bottomrule', r'\end{tabular}']) + '\n'
+    return '\n'.join([r'\begin{tabular}{l' + 'r' * (len(cols) - 1) + '}', r'\toprule',
+                      ' & '.join(map(esc, cols)) + r' \\', r'\midrule', *body, r'\bottomrule', r'\end{tabular}']) + '\n'
 
 def write_tables(rows:list, # rows (dicts)
                  stem:str|Path, # path without suffix: writes stem.md, stem.csv and stem.tex
@@ -511,7 +524,8 @@ def headline(base:Campaign, # the campaign of the base policy
              parts:tuple=('agent',), # the usage parts that make the campaign cost
             ) -> list:
     "The method's results table (observed k/k, pass@1, pass@k, cost index), base vs trained, with the change."
-    if base.k != trained.k or set(base.uids) != set(trained.uids): raise ValueError('headline compares two campaigns of the same tasks and k')
+    if base.k != trained.k or set(base.uids) != set(trained.uids):
+        raise ValueError('headline compares two campaigns of the same tasks and k')
     sb, st = summarize(base.rewards), summarize(trained.rewards)
     cb, ct = cost_index(base, prices, parts), cost_index(trained, prices, parts)
     k, (a, b) = base.k, names
@@ -521,9 +535,11 @@ def headline(base:Campaign, # the campaign of the base policy
         {'metric': 'pass@1', a: f"{sb['pass@1']:.2%}", b: f"{st['pass@1']:.2%}",
          'change': f"{(st['pass@1'] - sb['pass@1']) * 100:+.2f} pts"},
         {'metric': f'pass@{k}', a: f"{sb['solved_once']} ({sb['solved_once_rate']:.2%})",
-         b: f"{st['solved_once']} ({st['solved_once_rate']:.2%})", 'change': f"{st['solved_once'] - sb['solved_once']:+d}"},
+         b: f"{st['solved_once']} ({st['solved_once_rate']:.2%})",
+         'change': f"{st['solved_once'] - sb['solved_once']:+d}"},
         {'metric': 'campaign cost', a: _usd(cb['cost']), b: _usd(ct['cost']), 'change': _rel(cb['cost'], ct['cost'])},
-        {'metric': 'cost per successful attempt', a: _usd(cb['cost_per_success'], 3), b: _usd(ct['cost_per_success'], 3),
+        {'metric': 'cost per successful attempt',
+         a: _usd(cb['cost_per_success'], 3), b: _usd(ct['cost_per_success'], 3),
          'change': _rel(cb['cost_per_success'], ct['cost_per_success'])},
         {'metric': 'cost per dependable task', a: _usd(cb['cost_per_dependable']), b: _usd(ct['cost_per_dependable']),
          'change': _rel(cb['cost_per_dependable'], ct['cost_per_dependable'])}]
@@ -552,7 +568,7 @@ def cost_lines(base:Campaign, # the campaign of the base policy
                spent:dict=None, # what the trained policy cost to make: stage name -> `campaign_spend`-like dict
                conf:float=0.95, # confidence level of the interval
               ) -> list:
-    "Costs beside the headline: the index (the agent's inference) and its interval, then user, judge, probing, training."
+    "Costs beside the headline: the index (the agent's inference) with its interval; user, judge, probing, training."
     cb, ct = cost_index(base, prices, conf=conf), cost_index(trained, prices, conf=conf)
     a, b = names
     def ci(c):
