@@ -33,7 +33,7 @@ class SelectionConfig:
     ci: float = 0.90  # mass of the equal-tailed credible interval reported per task
     ref_min_clean: int = 1  # solvability gate: clean runs of the reference policy on the task
     ref_min_successes: int = 1  # solvability gate: successes of the reference policy on the task
-    ref_threshold: float = None  # solvability gate, if set: P(p > ref_threshold) >= ref_prob under the reference posterior
+    ref_threshold: float = None  # solvability gate if set: the reference posterior's P(p > ref_threshold) >= ref_prob
     ref_prob: float = 0.5  # the posterior probability that ref_threshold requires
     band_rule: str = 'mass'  # 'mass': the band of most posterior mass (the method's); 'mean': the posterior mean's band
     dev_fraction: float = 0.0  # share of each kept band held out as a dev split, never trained on (0: none; see below)
@@ -43,7 +43,8 @@ class SelectionConfig:
     def __post_init__(self):
         for name in ('edges', 'bands', 'keep', 'prior'): object.__setattr__(self, name, tuple(getattr(self, name)))
         e = np.asarray(self.edges, float)
-        if e[0] != 0 or e[-1] != 1 or np.any(np.diff(e) <= 0): raise ValueError(f'edges must rise strictly from 0 to 1: {self.edges}')
+        if e[0] != 0 or e[-1] != 1 or np.any(np.diff(e) <= 0):
+            raise ValueError(f'edges must rise strictly from 0 to 1: {self.edges}')
         if len(self.bands) != len(e) - 1: raise ValueError(f'{len(self.bands)} band names for {len(e) - 1} intervals')
         if unknown := set(self.keep) - set(self.bands): raise ValueError(f'keep names unknown bands: {sorted(unknown)}')
         if self.band_rule not in ('mass', 'mean'):
@@ -59,10 +60,13 @@ def tally(records:list, # attempt records of one probing campaign
     for r in records:
         u, s, rep = r.get('task_uid'), r.get('status'), r.get('repetition')
         t = out.get(u)
-        if t is None: t = out[u] = dict(n=0, k=0, system_errors=0, domain=r.get('domain'), family=r.get('family'), split=r.get('split'))
+        if t is None:
+            t = out[u] = dict(n=0, k=0, system_errors=0, domain=r.get('domain'), family=r.get('family'),
+                              split=r.get('split'))
         if s == 'system_error': t['system_errors'] += 1; continue
         if s not in STATUSES: raise ValueError(f'{u}#{rep}: status {s!r} is not one of {STATUSES}')
-        if (w := r.get('reward')) not in (0, 1): raise ValueError(f'{u}#{rep}: reward {w!r} of a clean run is not 0 or 1')
+        if (w := r.get('reward')) not in (0, 1):
+            raise ValueError(f'{u}#{rep}: reward {w!r} of a clean run is not 0 or 1')
         if (u, rep) in seen: raise ValueError(f'{u}#{rep}: clean run recorded twice')
         seen.add((u, rep))
         t['n'] += 1; t['k'] += int(w)
@@ -102,7 +106,9 @@ def credible_interval(a, # Beta posterior alpha per task
     return stats.beta.ppf(q[None, :], np.atleast_1d(a)[:, None], np.atleast_1d(b)[:, None])
 
 # %% ../nbs/09_difficulty.ipynb #c018
-from .tasks import BenchmarkOverlap, assert_disjoint, read_uids, refuse_evaluation_only  # shared with training
+# shared with training; BenchmarkOverlap (what assert_disjoint raises) is re-exported for this module's callers
+from .tasks import assert_disjoint, read_uids, refuse_evaluation_only
+from .tasks import BenchmarkOverlap  # noqa: F401
 
 # %% ../nbs/09_difficulty.ipynb #c021
 def _rank(uid, seed): return hashlib.sha256(f'{seed}:{uid}'.encode()).hexdigest()
@@ -175,7 +181,8 @@ def select_pool(probes:list, # attempt records of the base policy's probing camp
     bench = set(bench_uids) | {u for u in uids if t[u]['split'] == 'bench'}
     if reference is not None:
         rt = tally(reference)
-        rn = np.array([rt.get(u, {}).get('n', 0) for u in uids], float); rk = np.array([rt.get(u, {}).get('k', 0) for u in uids], float)
+        rn = np.array([rt.get(u, {}).get('n', 0) for u in uids], float)
+        rk = np.array([rt.get(u, {}).get('k', 0) for u in uids], float)
         r_above = stats.beta.sf(cfg.ref_threshold or 0.0, rk + cfg.prior[0], rn - rk + cfg.prior[1])
     rows, names = [], [f'mass_{name}' for name in cfg.bands]
     a_, b_, m_, ci_ = a.tolist(), b.tolist(), masses.tolist(), ci.tolist()  # python floats for the rows
@@ -193,7 +200,8 @@ def select_pool(probes:list, # attempt records of the base policy's probing camp
                    ci_lo=ci_[i][0], ci_hi=ci_[i][1], **dict(zip(names, m_[i])),
                    band=band[i] if judged[i] else None, other_rule_band=other[i] if judged[i] else None,
                    kept=not why, reasons=why, pool_split=None)
-        if reference is not None: row.update(ref_clean_runs=int(rn[i]), ref_successes=int(rk[i]), ref_p_above=float(r_above[i]))
+        if reference is not None:
+            row.update(ref_clean_runs=int(rn[i]), ref_successes=int(rk[i]), ref_p_above=float(r_above[i]))
         rows.append(row)
     pool = [r['task_uid'] for r in rows if r['kept']]
     assert_disjoint(pool, bench)
@@ -227,7 +235,7 @@ def write_selection(sel:Selection, # the result of `select_pool`
                     figures:bool=False, # also draw the three figures into the directory
                     probe_budgets:dict=None, # the budgets the probing ran under (its campaign.json's `budgets`)
                    ) -> dict:
-    "Write pool.txt (the train part: what training reads), split.json, tasks.jsonl, tasks.csv, figures, then manifest.json."
+    "Write pool.txt (the train part: what training reads), split.json, tasks.jsonl, tasks.csv, figures, manifest.json."
     out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
     flat = [{**r, 'reasons': ';'.join(r['reasons'])} for r in sel.rows]
     written = [atomic_write(out/'pool.txt', ''.join(u + '\n' for u in sel.train)),
@@ -244,8 +252,8 @@ def write_selection(sel:Selection, # the result of `select_pool`
     rule = ('band of largest mass, ties to the harder band' if sel.config.band_rule == 'mass'
             else 'band of the posterior mean')
     manifest = {'method': f'Jeffreys posterior Beta(k+1/2, n-k+1/2), {rule}', 'probe_budgets': probe_budgets,
-                'package_version': version('thinkingbox-training'), 'config': asdict(sel.config), 'counts': sel.counts(),
-                'inputs': inputs, 'outputs': {p.name: _sha_file(p) for p in written}}
+                'package_version': version('thinkingbox-training'), 'config': asdict(sel.config),
+                'counts': sel.counts(), 'inputs': inputs, 'outputs': {p.name: _sha_file(p) for p in written}}
     text = json.dumps(manifest, indent=1) + '\n'
     atomic_write(out/'manifest.json', text)
     return json.loads(text)
@@ -285,7 +293,9 @@ def plot_posteriors(sel:Selection, # a selection
                    ) -> Path:
     "Posterior densities of example tasks over the shaded bands."
     cfg, rows = sel.config, {r['task_uid']: r for r in sel.rows}
-    if uids is None: uids = [next(u for u, r in rows.items() if r['band'] == b) for b in cfg.bands if any(r['band'] == b for r in rows.values())]
+    if uids is None:
+        uids = [next(u for u, r in rows.items() if r['band'] == b) for b in cfg.bands
+                if any(r['band'] == b for r in rows.values())]
     fig = Figure(figsize=(6, 3), dpi=80); ax = fig.subplots()
     _shade(ax, cfg)
     x, top = np.linspace(0.0005, 0.9995, 800), 0
@@ -308,7 +318,8 @@ def plot_band_counts(sel:Selection, # a selection
     fig = Figure(figsize=(5.5, 2.8), dpi=80); ax = fig.subplots()
     bars = ax.bar(names, vals, color=cols, edgecolor='k', lw=.5)
     bars[-1].set_hatch('//')
-    for bar, v in zip(bars, vals): ax.text(bar.get_x() + bar.get_width() / 2, v, str(v), ha='center', va='bottom', fontsize=8)
+    for bar, v in zip(bars, vals):
+        ax.text(bar.get_x() + bar.get_width() / 2, v, str(v), ha='center', va='bottom', fontsize=8)
     ax.set_ylabel('tasks'); ax.set_title(f"pool: {c['pool']} of {c['tasks']} tasks (kept bands in colour)", fontsize=9)
     ax.tick_params(axis='x', labelsize=8)
     return _save(fig, path)
@@ -329,7 +340,8 @@ def plot_useful_groups(sel:Selection, # a selection
                                                       [r['beta'] for r in judged if r['band'] == b], G)))
              if any(r['band'] == b for r in judged) else 0.0 for b in cfg.bands]
     bars = ax2.bar(cfg.bands, means, color=[_colour(b) for b in cfg.bands])
-    for bar, v in zip(bars, means): ax2.text(bar.get_x() + bar.get_width() / 2, v, f'{v:.0%}', ha='center', va='bottom', fontsize=8)
+    for bar, v in zip(bars, means):
+        ax2.text(bar.get_x() + bar.get_width() / 2, v, f'{v:.0%}', ha='center', va='bottom', fontsize=8)
     ax2.set_ylim(0, 1.05); ax2.set_ylabel('expected useful share'); ax2.tick_params(axis='x', labelsize=8)
     ax2.set_title(f'per band, under each task\'s posterior (G = {G})', fontsize=9)
     return _save(fig, path)
@@ -354,8 +366,9 @@ def synthetic_probe(n_tasks:int=400, # tasks
         true[f'{dom}/{fam}/{i:04d}'] = float(pi)
         for j in range(n_probes):
             err = rng.random() < (flaky_error_rate if flaky[i] else error_rate)
-            recs.append(dict(task_uid=f'{dom}/{fam}/{i:04d}', domain=dom, family=fam, split='train', held_out_family=False,
-                             repetition=j, policy_id=policy_id, status='system_error' if err else 'ok',
+            recs.append(dict(task_uid=f'{dom}/{fam}/{i:04d}', domain=dom, family=fam, split='train',
+                             held_out_family=False, repetition=j, policy_id=policy_id,
+                             status='system_error' if err else 'ok',
                              reward=None if err else int(rng.random() < pi), usage={}, duration_s=0.0))
     return recs, true
 
