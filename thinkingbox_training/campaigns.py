@@ -4,7 +4,7 @@
 
 # %% ../nbs/08_campaigns.ipynb #c002
 from __future__ import annotations
-import collections, hashlib, inspect, json, os, sqlite3, sys, time
+import collections, functools, hashlib, inspect, json, os, sqlite3, sys, time
 from pathlib import Path
 from .cli import command
 from .tasks import load_tasks, refuse_evaluation_only
@@ -24,11 +24,13 @@ class CampaignError(RuntimeError):
 
 class AttemptStore:
     "A crash-proof store of attempt records: SQLite, WAL, synchronous=FULL, keyed by (campaign, task uid, repetition)."
-    def __init__(self, path:str|Path):
+    def __init__(self, path:str|Path,
+                 check:bool=True): # run SQLite's quick_check first (a campaign's shards skip it: their parent ran it)
         self.path = Path(path); self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
+        # shards write to one store: a writer waits (up to a minute) for another's transaction to commit
+        self.db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=60)
         try:  # check before anything is written: a damaged store is left as it is
-            problems = [r[0] for r in self.db.execute('PRAGMA quick_check')]
+            problems = [r[0] for r in self.db.execute('PRAGMA quick_check')] if check else ['ok']
             if problems != ['ok']: raise sqlite3.DatabaseError('; '.join(problems[:3]))
             self._setup()
         except sqlite3.DatabaseError as e:
@@ -55,13 +57,13 @@ class AttemptStore:
 
     def put(self, rec:AttemptRecord, invocation:int):
         "Store one attempt and count it for `invocation`, in one transaction. A clean attempt is never overwritten."
-        row = self.db.execute('SELECT status FROM attempts WHERE campaign=? AND task_uid=? AND repetition=?',
-                              (rec.campaign, rec.task_uid, rec.repetition)).fetchone()
-        if row and row[0] != 'system_error':
-            raise ValueError(f'attempt {rec.task_uid}#{rec.repetition} of campaign {rec.campaign!r} '
-                             f'is already stored ({row[0]})')
-        self.db.execute('BEGIN IMMEDIATE')
+        self.db.execute('BEGIN IMMEDIATE')  # the check and the write in one transaction: no other writer between them
         try:
+            row = self.db.execute('SELECT status FROM attempts WHERE campaign=? AND task_uid=? AND repetition=?',
+                                  (rec.campaign, rec.task_uid, rec.repetition)).fetchone()
+            if row and row[0] != 'system_error':
+                raise ValueError(f'attempt {rec.task_uid}#{rec.repetition} of campaign {rec.campaign!r} '
+                                 f'is already stored ({row[0]})')
             self.db.execute('INSERT OR REPLACE INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?)',
                             (rec.campaign, rec.task_uid, rec.repetition, rec.status, rec.reward, invocation,
                              rec.model_dump_json()))
@@ -174,35 +176,64 @@ def refuse_defective(tasks:list):
 
 def run_campaign(out:str|Path,             # the campaign directory (created, or resumed)
                  tasks:list,               # the tasks
-                 policy,                   # a policy object, or a spec for `make_policy`
+                 policy,                   # a spec for `make_policy`, a recipe (a callable that makes one), or a policy
                  k:int,                    # attempts per task
                  name:str=None,            # the campaign's name (default: the directory's name)
                  user:str='scripted',      # simulated user spec
                  sampling:SamplingConfig=None,
-                 grader:Grader=None,
-                 concurrency:int=64,
+                 grader:Grader=None,       # a Grader, or a recipe (a callable that makes one)
+                 concurrency:int=64,       # episodes live at once in each process
                  error_retries:int=2,      # extra rounds for attempts that hit a system error
                  task_files:list=(),       # the files the tasks came from (hashed into campaign.json)
                  progress:bool=True,
                  runner_kw:dict=None,
-                 budgets:dict=None) -> dict: # a run's budgets in place of each task's own (probing); None: theirs
+                 budgets:dict=None,        # a run's budgets in place of each task's own (probing); None: theirs
+                 shards:int=1) -> dict:    # worker processes, each running its share of the attempts (see below)
     "Run (or resume) tasks x k attempts into `out`; returns counts of what this invocation did and what is left."
+    if shards < 1: raise ValueError(f'shards must be at least 1, got {shards}')
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
-    with CampaignLock(out):
+    with CampaignLock(out) as lock:
         return _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency, error_retries, task_files,
-                           progress, runner_kw, budgets)
+                           progress, runner_kw, budgets, shards, lock)
+
+def _is_recipe(x, method:str) -> bool:
+    "Whether `x` makes the thing (a class or a function called with no argument) rather than being it (has `method`)."
+    return callable(x) and (isinstance(x, type) or not hasattr(x, method))
+
+def _policy_from(policy, sampling:SamplingConfig):
+    "The policy a spec names (`make_policy`), a recipe makes, or the policy itself."
+    if isinstance(policy, str): return make_policy(policy, sampling)
+    return policy() if _is_recipe(policy, 'generate') else policy
+
+def _grader_from(grader) -> Grader:
+    if grader is None: return Grader(judge=RuleJudge())
+    return grader() if _is_recipe(grader, 'grade') else grader
+
+def _run_rounds(store:AttemptStore, name:str, inv:int, runner:EpisodeRunner, jobs:list, error_retries:int,
+                progress:bool):
+    "Run `jobs` [(task, repetition)] not yet cleanly stored, storing each; then rounds of retries of system errors."
+    def store_it(ep): store.put(AttemptRecord.from_episode(ep, campaign=name), inv)
+    rounds = 0
+    while True:
+        done = store.keys(name)
+        todo = [(t, r) for t, r in jobs if (t.uid, r) not in done]
+        if not todo or rounds > error_retries: break
+        if rounds and progress:
+            print(f'retrying {len(todo)} attempt(s) that hit system errors (round {rounds})', file=sys.stderr)
+        runner.run_sync(todo, on_done=store_it)
+        rounds += 1
 
 def _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency, error_retries, task_files, progress,
-                runner_kw,
-                budgets=None):
+                runner_kw, budgets=None, shards=1, lock=None):
     name = name or out.name
     sampling = sampling or SamplingConfig()
     if budgets is not None: tasks = [metrics.apply_budgets(t, budgets) for t in tasks]
-    grader = grader or Grader(judge=RuleJudge())
     runner_kw = dict(runner_kw or {})
-    pol = make_policy(policy, sampling) if isinstance(policy, str) else policy
+    pool, bar, threads = None, None, None
+    setup = _shard_setup(policy, grader, sampling, user, concurrency, error_retries, runner_kw) if shards > 1 else None
+    grader, pol = _grader_from(grader), _policy_from(policy, sampling)
     meta = {'campaign': name, 'policy': pol.policy_id, 'k': k, 'user': user, 'sampling': vars(sampling),
-            'judge': getattr(grader.judge, 'name', None) if grader.judge is not None else None,
+            'judge': _judge_name(grader),
             'tool_timeout_s': runner_kw.get('tool_timeout_s',
                                             inspect.signature(EpisodeRunner).parameters['tool_timeout_s'].default),
             'tasks': [t.uid for t in tasks], 'tasks_sha256': _tasks_sha(tasks),
@@ -217,29 +248,37 @@ def _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency
     except BaseException: store.close(); raise
     if not mpath.exists(): _write_json(mpath, meta)
     inv = store.begin(name)
-    by_uid = {t.uid: t for t in tasks}
-    runner = EpisodeRunner(pol, grader=grader, user=user, sampling=sampling, concurrency=concurrency, progress=progress,
-                           **(runner_kw or {}))
-    def store_it(ep): store.put(AttemptRecord.from_episode(ep, campaign=name), inv)
-    rounds = 0
+    jobs = [(t, r) for t in tasks for r in range(k)]
     try:
-        while True:
-            done = store.keys(name)
-            todo = [(by_uid[u], r) for u in by_uid for r in range(k) if (u, r) not in done]
-            if not todo or rounds > error_retries: break
-            if rounds and progress:
-                print(f'retrying {len(todo)} attempt(s) that hit system errors (round {rounds})', file=sys.stderr)
-            runner.run_sync(todo, on_done=store_it)
-            rounds += 1
+        done = store.keys(name)
+        pending = [(t, r) for t, r in jobs if (t.uid, r) not in done]
+        if setup and len(pending) > 1:  # shards 1..n-1 in worker processes; this one is shard 0
+            n = min(shards, len(pending))
+            shares = [pending[i::n] for i in range(n)]  # deterministic: by the order of tasks and repetitions
+            pool = _Shards(setup, lock, out, name, inv, shares[1:], (meta['policy'], meta['judge']))
+            jobs = shares[0]
+            if progress: bar = _StoreProgress(store.path, name, inv, len(pending), f'episodes ({n} shards)')
+            import torch
+            threads = torch.get_num_threads(); torch.set_num_threads(1)  # one core a shard, this one too
+        runner = EpisodeRunner(pol, grader=grader, user=user, sampling=sampling, concurrency=concurrency,
+                               progress=progress and not pool, **runner_kw)
+        _run_rounds(store, name, inv, runner, jobs, error_retries, progress)
+        stats = _merge_stats([runner.stats] + pool.collect(out)) if pool else runner.stats
         store.finish(inv)
     finally:
+        if threads: torch.set_num_threads(threads)
+        if pool: pool.stop()
+        if bar: bar.close()
         export_jsonl(store, name, out/'attempts.jsonl')
         executed = next(i['executed'] for i in store.invocations(name) if i['id'] == inv)
         left = [r for r in store.records(name) if r['status'] == 'system_error']
         store.close()
     kinds = collections.Counter(_error_kind(r['verdict'].get('system_error') or '') for r in left)
     return {'campaign': name, 'executed': executed, 'expected': len(tasks) * k, 'system_errors_left': len(left),
-            'system_errors': dict(kinds.most_common()), 'stats': runner.stats}
+            'system_errors': dict(kinds.most_common()), 'stats': stats}
+
+def _judge_name(grader:Grader) -> str|None:
+    return getattr(grader.judge, 'name', None) if grader.judge is not None else None
 
 def _error_kind(msg:str) -> str:
     "A system error's message without the figures that vary between attempts (ids, seconds, addresses)."
@@ -271,6 +310,129 @@ def load_campaign(out:str|Path) -> metrics.Campaign:
     camp = metrics.Campaign.from_records(records, meta['tasks'], meta['k'])
     camp.budgets = meta.get('budgets')   # compared by `metrics.compare`
     return camp
+
+# %% ../nbs/08_campaigns.ipynb #c010d
+class _InheritedFd:
+    "A file descriptor a spawned worker inherits: the campaign lock's, so the lock is held while any shard lives."
+    def __init__(self, fd:int): self.fd = fd
+    def __reduce__(self):
+        from multiprocessing import reduction
+        return (_detach_fd, (reduction.DupFd(self.fd),))
+
+def _detach_fd(dup): return dup.detach()
+
+def _merge_stats(stats:list) -> dict:
+    "The runners' stats of all shards as one: sums, and the batch sizes of all."
+    out = {}
+    for s in stats:
+        for key, v in s.items(): out[key] = out.get(key, [] if isinstance(v, list) else 0) + v
+    return out
+
+def _shard_setup(policy, grader, sampling, user, concurrency, error_retries, runner_kw) -> dict:
+    "What every shard is given to make its own runner; `CampaignError` if the policy or grader cannot be sent."
+    import pickle
+    if not (isinstance(policy, str) or _is_recipe(policy, 'generate')):  # an object made in this process
+        raise CampaignError(
+            'shards make their policy themselves: pass a spec (a model directory, scripted:flaw=P, ...) or a recipe, '
+            'a picklable callable that makes the policy (e.g. functools.partial(HFPolicy, path, sampling=s)), not '
+            f'a policy object ({type(policy).__name__})')
+    setup = dict(policy=policy, grader=grader, sampling=sampling, user=user, concurrency=concurrency,
+                 error_retries=error_retries, runner_kw=runner_kw)
+    try: pickle.dumps(setup)
+    except Exception as e:
+        raise CampaignError(f'shards cannot be given this campaign ({type(e).__name__}: {e}): the policy and the '
+                            'grader must be picklable (a spec, or a recipe such as functools.partial(...))') from None
+    return setup
+
+class _Shards:
+    "Shards 1..n-1 of a campaign: spawned workers, each making its own policy and running the share it is sent."
+    def __init__(self, setup:dict, lock:CampaignLock, out:Path, name:str, inv:int,
+                 shares:list, # the attempts [(task, repetition)] of shards 1..n-1
+                 ids:tuple):  # the (policy id, judge) each must make
+        import multiprocessing as mp
+        from thinkingbox_training import campaigns as lib  # what a spawned process imports (also from a notebook)
+        ctx = mp.get_context('spawn')  # not fork: torch's threads and the parent's event loop do not survive a fork
+        self.procs, self.conns = [], []
+        try:
+            for i, share in enumerate(shares, 1):
+                mine, theirs = ctx.Pipe()
+                p = ctx.Process(target=lib._shard_main, args=(i, theirs, lib._InheritedFd(lock.f.fileno()), setup),
+                                name=f'tbt-shard-{i}', daemon=True)
+                p.start(); theirs.close()
+                self.procs.append(p); self.conns.append(mine)
+                mine.send((str(out), name, inv, share, ids))
+        except BaseException: self.stop(); raise
+
+    def collect(self, out:Path) -> list:
+        """The stats of every shard once all have ended; `CampaignError` naming each that failed or died (what the
+        others stored is kept, and a rerun completes the campaign)."""
+        stats, errors = [], []
+        for i, (c, p) in enumerate(zip(self.conns, self.procs), 1):
+            try: msg = c.recv()
+            except (EOFError, OSError): msg = ('died',)
+            p.join()
+            if msg[0] == 'done': stats.append(msg[1])
+            else: errors.append(f'shard {i} ' + (f'failed: {msg[1]}' if msg[0] == 'error' else
+                                                 f'died (exit code {p.exitcode})'))
+        if errors: raise CampaignError(f'{out}: {"; ".join(errors)}. The attempts stored are kept; '
+                                       'run the campaign again to complete it')
+        return stats
+
+    def stop(self):
+        "End every shard still running (after a refusal, an interrupt or an error in this process)."
+        for p in self.procs:
+            if p.is_alive(): p.terminate()
+        for p in self.procs: p.join()
+        for c in self.conns: c.close()
+
+def _shard_main(i:int, conn, lock_fd:int, setup:dict):
+    "One shard: make the policy and grader, check they are the campaign's, run the share of attempts it is sent."
+    import threading, traceback
+    parent = os.getppid()
+    def orphaned():  # a shard whose parent died (SIGKILL) ends at once: a rerun must find the directory free
+        while os.getppid() == parent: time.sleep(0.5)
+        os._exit(70)
+    threading.Thread(target=orphaned, daemon=True).start()
+    try:
+        import torch
+        torch.set_num_threads(1)  # one core a shard: the shards are the parallelism
+        sampling = setup['sampling']
+        pol, grader = _policy_from(setup['policy'], sampling), _grader_from(setup['grader'])
+        out, name, inv, jobs, ids = conn.recv()
+        if (pol.policy_id, _judge_name(grader)) != ids:
+            raise CampaignError(f'shard {i} made policy {pol.policy_id!r} and judge {_judge_name(grader)!r}, '
+                                f'not the campaign\'s {ids}')
+        store = AttemptStore(Path(out)/'attempts.sqlite', check=False)
+        try:
+            runner = EpisodeRunner(pol, grader=grader, user=setup['user'], sampling=sampling,
+                                   concurrency=setup['concurrency'], **setup['runner_kw'])
+            _run_rounds(store, name, inv, runner, jobs, setup['error_retries'], progress=False)
+        finally: store.close()
+        conn.send(('done', runner.stats))
+        os._exit(0)  # everything is committed; skip the interpreter's slow teardown
+    except BaseException as e:
+        traceback.print_exc()
+        try: conn.send(('error', ''.join(traceback.format_exception_only(type(e), e)).strip()))
+        except OSError: pass
+        os._exit(1)
+
+class _StoreProgress:
+    "A progress bar over the attempts an invocation has stored, whichever process stored them (polled)."
+    def __init__(self, path:Path, name:str, inv:int, total:int, desc:str):
+        import threading
+        from tqdm.auto import tqdm
+        self.bar, self.stop = tqdm(total=total, desc=desc, unit='ep'), threading.Event()
+        self.thread = threading.Thread(target=self._poll, args=(path, name, inv), daemon=True)
+        self.base = self._executed(path, name, inv); self.thread.start()
+    @staticmethod
+    def _executed(path, name, inv):
+        s = AttemptStore(path, check=False)
+        try: return next(x['executed'] for x in s.invocations(name) if x['id'] == inv)
+        finally: s.close()
+    def _poll(self, path, name, inv):
+        while not self.stop.wait(1.0):
+            self.bar.n = self._executed(path, name, inv) - self.base; self.bar.refresh()
+    def close(self): self.stop.set(); self.thread.join(); self.bar.close()
 
 # %% ../nbs/08_campaigns.ipynb #c012
 def _tasks_from(paths:str, split:str=None, held_out:bool=True) -> tuple:
@@ -313,7 +475,8 @@ def evaluate(tasks:str=None,            # task files (JSON Lines), comma-separat
              error_retries:int=2,       # rounds of retries for system errors
              quiet:bool=False,
              tool_transport:str='mcp', # the tools' transport: mcp (a real MCP session per episode) or inprocess
-             recipe:str=None):          # a training recipe (YAML): run under its budgets and sampling, not the tasks'
+             recipe:str=None,           # a training recipe (YAML): run under its budgets and sampling, not the tasks'
+             shards:int=1):             # worker processes sharing the attempts (one a core); results are the same
     "Run (or resume) an evaluation campaign: every task x k attempts into a crash-proof store (each task's own limits)."
     ts, files = _tasks_from(tasks, split or None)
     out = out or f"data/runs/eval-{Path(policy).name.replace(':', '_')}"
@@ -324,9 +487,10 @@ def evaluate(tasks:str=None,            # task files (JSON Lines), comma-separat
         max_tokens = budgets['max_tokens_per_turn']
     s = SamplingConfig(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
                        max_tokens=max_tokens or max(t.limits.max_tokens_per_turn for t in ts))
-    try: r = run_campaign(out, ts, policy, k, user=user, sampling=s, grader=_judge(judge), concurrency=concurrency,
+    grader = functools.partial(_judge, judge) if shards > 1 else _judge(judge)  # shards make their own
+    try: r = run_campaign(out, ts, policy, k, user=user, sampling=s, grader=grader, concurrency=concurrency,
                           error_retries=error_retries, task_files=files, progress=not quiet, budgets=budgets,
-                          runner_kw={'tool_transport': tool_transport})
+                          runner_kw={'tool_transport': tool_transport}, shards=shards)
     except CampaignError as e: print(f'tbt evaluate: {e}', file=sys.stderr); return 2
     print(f"{r['campaign']}: executed {r['executed']} attempt(s) this run; {r['expected']} expected; "
           f"{r['system_errors_left']} system error(s) left -> {out}")
@@ -340,12 +504,14 @@ def probe(tasks:str=None,               # task files (JSON Lines), comma-separat
           out:str='data/runs/probe',    # campaign directory; then `tbt select OUT/attempts.jsonl`
           user:str='scripted', temperature:float=1.0, max_tokens:int=0, seed:int=0, concurrency:int=64,
           quiet:bool=False,
-          recipe:str=None):             # the training recipe: probe under its budgets and sampling (recommended)
+          recipe:str=None,              # the training recipe: probe under its budgets and sampling (recommended)
+          shards:int=1):                # worker processes sharing the attempts (one a core); results are the same
     "Probe the training tasks with the base policy (k attempts each): the input of `tbt select`."
     return evaluate(tasks=tasks, policy=policy, k=k, out=out, split='train', user=user, judge='rule',
                     temperature=temperature,
                     max_tokens=max_tokens, seed=seed, concurrency=concurrency, quiet=quiet, recipe=recipe,
-                    tool_transport='inprocess')  # the texts of MCP without its transport (tests/test_tools.py)
+                    tool_transport='inprocess',  # the texts of MCP without its transport (tests/test_tools.py)
+                    shards=shards)
 
 def _prices_or_none(camp):
     try:
