@@ -382,3 +382,107 @@ def test_the_logprob_gap_is_logged_and_a_fixed_policys_zero_logprobs_are_said(tm
     assert h['tbt/logprob_unknown_share'] == 0
     # said, not silent; the fixed policy still trains (mechanism tests)
     assert 'is not the model being trained' in caplog.text
+
+
+# ---------------------------------------------------------------- issue 32: checkpoints, resuming, a new pool mid-run
+
+def _losses(t) -> list:
+    "Each step's loss and gradient norm as TRL logged them."
+    return [(h['loss'], h['grad_norm']) for h in t.state.log_history if 'loss' in h]
+
+def _decisions(t) -> list:
+    "What each step sampled (task, repetition, reward of every episode) and decided, comparable across runs."
+    keys = ('step', 'groups', 'kinds', 'rounds', 'selected', 'fillers', 'skipped')
+    return [json.dumps({k: rec[k] for k in keys}) for rec in t.step_log]
+
+def _first_round(rec) -> list:
+    return [g[0][0] for g, r in zip(rec['groups'], rec['rounds']) if r == 0]
+
+def _weights(model) -> dict:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+class _At(TrainerCallback):
+    "Call `fn(state)` at the end of step `step`."
+    def __init__(self, step, fn): self.step, self.fn = step, fn
+    def on_step_end(self, args, state, control, **kw):
+        if state.global_step == self.step: self.fn(kw)
+
+def test_a_resumed_run_repeats_the_uninterrupted_one(tmp_path):
+    """Checkpoint at step 2, resume in a new trainer: step 3 draws the same tasks, plays the same episodes, gets the
+    same rewards and the same loss as the run that went on. 4 tasks and 2 groups a step: step 3 opens the second epoch
+    of the task order, the case TRL's own sampler gets wrong (it would restart the order of the first)."""
+    import shutil
+    from thinkingbox_training.policies import HFPolicy
+    pool, saved = TASKS[:4], {}
+    run = dict(pool=pool, max_steps=3, save_strategy='steps', save_steps=2)
+    full = trainer(tmp_path / 'full', callbacks=[_At(2, lambda kw: saved.update(_weights(kw['model'])))], **run)
+    full.train()
+    assert _first_round(full.step_log[2]) != _first_round(full.step_log[0])   # else this test could not fail
+    assert not any(rec['skipped'] for rec in full.step_log)
+    ckpt = tmp_path / 'full' / 'out' / 'checkpoint-2'
+    for f in ('model.safetensors', 'tokenizer.json', 'trainer_state.json', 'optimizer.pt', 'rng_state.pth',
+              'tbt_state.json'):
+        assert (ckpt / f).exists(), f
+    pol = HFPolicy(str(ckpt))                                                    # what the learning curve evaluates
+    assert all(torch.equal(saved[k], v) for k, v in pol.model.state_dict().items())
+    assert pol.tokenizer.get_vocab() == TOK.get_vocab()
+
+    # a new trainer (as in a new process) whose output_dir holds what the interrupted run left: checkpoint-2
+    (tmp_path / 'resumed' / 'out').mkdir(parents=True)
+    shutil.copytree(ckpt, tmp_path / 'resumed' / 'out' / 'checkpoint-2')
+    again = trainer(tmp_path / 'resumed', **run)
+    again.train(resume_from_checkpoint='true')                                   # the last checkpoint in output_dir
+    assert _decisions(again) == _decisions(full)          # steps 1-2 restored, step 3 drawn and played the same
+    assert [r.completion_ids for r in again.last_batch] == [r.completion_ids for r in full.last_batch]
+    # The same float32 operations on the same machine: equal in practice (measured difference 0.0); 1e-6 only
+    # leaves room for a BLAS that splits its sums differently from one process to the next.
+    (loss, gn), (loss0, gn0) = _losses(again)[-1], _losses(full)[-1]
+    assert len(_losses(again)) == 3 and abs(loss - loss0) <= 1e-6 and abs(gn - gn0) <= 1e-6 * max(1.0, gn0)
+    after, after0 = _weights(again.model), _weights(full.model)
+    assert all(torch.allclose(after[k], after0[k], rtol=0, atol=1e-6) for k in after0)
+    assert not all(torch.equal(after[k], saved[k]) for k in saved)                # and step 3 did move the weights
+
+    other = trainer(tmp_path / 'other', pool=TASKS[:5], max_steps=3)
+    with pytest.raises(ValueError, match='trained on another pool'): other.train(resume_from_checkpoint=str(ckpt))
+
+def test_set_pool_draws_the_next_steps_from_the_new_pool_and_a_resume_keeps_it(tmp_path):
+    old, new = TASKS[:4], [pay_task(i) for i in range(20, 26)]
+    swap = _At(1, lambda kw: t.set_pool(new, probe_episodes=24))        # as a re-probe between steps 1 and 2 would
+    run = dict(pool=old, max_steps=3, save_strategy='steps', save_steps=2)
+    t = trainer(tmp_path / 'a', callbacks=[swap], **run)
+    t.train()
+    olds, news = {x.uid for x in old}, {x.uid for x in new}
+    assert set(_first_round(t.step_log[0])) <= olds
+    for rec in t.step_log[1:]:
+        assert {g[0][0] for g in rec['groups']} <= news                 # every round, refills too
+    firsts = _first_round(t.step_log[1]) + _first_round(t.step_log[2])
+    assert len(set(firsts)) == 4                                         # an epoch of the new pool: no task twice
+    assert t.pool_log == [{'step': 1, 'pool': [x.uid for x in new], 'probe_episodes': 24}]
+    generated = sum(h['tbt/groups_generated'] for h in t.state.log_history if 'loss' in h) * 4
+    assert t.training_episodes == generated and t.episodes_used == generated + 24
+
+    # resumed from step 2 by a trainer built on the old pool, as the study's driver builds it: the new pool is back
+    again = trainer(tmp_path / 'b', **run)
+    again.train(resume_from_checkpoint=str(tmp_path / 'a' / 'out' / 'checkpoint-2'))
+    assert list(again.pool) == [x.uid for x in new] and again.pool_log == t.pool_log
+    assert _decisions(again) == _decisions(t) and again.episodes_used == t.episodes_used
+
+    with pytest.raises(ValueError, match='never trained on'):
+        t.set_pool(new[:3] + [pay_task(30).model_copy(update={'split': 'bench'})])
+    with pytest.raises(ValueError, match="cannot fill a step's 2 groups"): t.set_pool(new[:1])
+
+def test_main_saves_checkpoints_and_resumes_from_the_last(tmp_path):
+    from thinkingbox_training.policies import HFPolicy
+    base = tmp_path / 'base'
+    m = tiny_qwen3(TOK); m.save_pretrained(base); TOK.save_pretrained(base)
+    argv = ['--config', _recipe(tmp_path), '--policy_model', str(base), '--max_turns', '1', '--max_tokens_per_turn',
+            '6', '--max_refill_rounds', '0', '--disable_tqdm', 'true', '--save_strategy', 'steps', '--save_steps', '1']
+    assert main(argv + ['--max_steps', '2']) == 0
+    run = tmp_path / 'run'
+    assert (run / 'checkpoint-1' / 'tbt_state.json').exists() and (run / 'checkpoint-2').exists()
+    back = HFPolicy(str(run / 'checkpoint-1')).model.state_dict()          # the random model's steps are skipped
+    assert all(torch.equal(v, back[k]) for k, v in m.state_dict().items())
+    assert main(argv + ['--max_steps', '3', '--resume_from_checkpoint', 'true']) == 0
+    log = json.loads((run / 'training_log.json').read_text())
+    assert [s['step'] for s in log['steps']] == [0, 1, 2]             # two restored from checkpoint-2, one new
+    assert len([h for h in log['log_history'] if 'loss' in h]) == 3 and log['episodes_used'] == 3 * 4

@@ -12,6 +12,8 @@ from accelerate.utils import gather_object
 from trl import GRPOConfig, GRPOTrainer, TrlParser
 from trl.models import unwrap_model_for_generation
 from trl.models.utils import disable_gradient_checkpointing
+from trl.trainer.utils import RepeatSampler
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 from .interpret import ChatFormat
 from .tasks import Task, load_tasks, exclude, assert_disjoint, read_uids
 from .grader import Grader, RuleJudge, OpenAIJudge
@@ -19,11 +21,11 @@ from .policies import SamplingConfig, HFPolicy, EndpointPolicy
 from .episode import EpisodeRunner, Episode, run_blocking
 
 # %% auto #0
-__all__ = ['logger', 'TASK_PROMPT', 'BatchPlan', 'batch_plan', 'TBTConfig', 'check_sampler', 'sampling_config', 'check_sampling',
-           'task_prompt', 'prompt_task_uid', 'task_dataset', 'run_budgets', 'with_budgets', 'check_pool_budgets',
-           'load_pool', 'make_judge', 'Rollout', 'rollout_fields', 'verdict', 'group_kind', 'Sampled', 'dynamic_sample',
-           'step_metrics', 'check_rollout_contract', 'server_url', 'check_vllm_server', 'TBTTrainer', 'describe',
-           'report_callbacks', 'main']
+__all__ = ['logger', 'TASK_PROMPT', 'TBT_STATE', 'BatchPlan', 'batch_plan', 'TBTConfig', 'check_sampler', 'sampling_config',
+           'check_sampling', 'task_prompt', 'prompt_task_uid', 'task_dataset', 'run_budgets', 'with_budgets',
+           'check_pool_budgets', 'load_pool', 'make_judge', 'Rollout', 'rollout_fields', 'verdict', 'group_kind',
+           'Sampled', 'dynamic_sample', 'step_metrics', 'check_rollout_contract', 'server_url', 'check_vllm_server',
+           'EpochSampler', 'TBTTrainer', 'describe', 'report_callbacks', 'main']
 
 # %% ../nbs/10_grpo.ipynb #c004
 logger = logging.getLogger(__name__)
@@ -465,6 +467,19 @@ def check_vllm_server(
         )
     return mc
 
+# %% ../nbs/10_grpo.ipynb #ep001
+TBT_STATE = 'tbt_state.json'   # what TBTTrainer keeps beyond TRL's state, in each checkpoint
+
+class EpochSampler(RepeatSampler):
+    "TRL's RepeatSampler whose order in epoch `e` does not depend on whether epochs 0..e-1 ran in this process."
+    epoch = None
+    def set_epoch(self, epoch:int): self.epoch = epoch
+    def __iter__(self):
+        if self.shuffle and self.seed is not None and self.epoch is not None:
+            self.generator.manual_seed(self.seed)
+            for _ in range(self.epoch): torch.randperm(self.num_samples, generator=self.generator)  # epochs before
+        return super().__iter__()
+
 # %% ../nbs/10_grpo.ipynb #c037
 class TBTTrainer(GRPOTrainer):
     "GRPO on whole episodes: episode-engine rollouts, Verdict rewards, dynamic sampling, skipped zero-signal steps."
@@ -502,6 +517,8 @@ class TBTTrainer(GRPOTrainer):
         self.step_log: list = []  # per step: its groups, the decision, skipped or not (the same on every process)
         self.last_batch: list = []  # the rollouts this process trained on in the last step
         self._handover, self._skip = None, False
+        self.pool_log: list = []  # per `set_pool`: the step it applies from, its tasks, the episodes choosing it cost
+        self._pool_since = None  # the first step drawn from a pool set by `set_pool`; None: the dataloader's order
         server = bool(args.use_vllm)
         args.use_vllm = (
             False  # TRL would build its own vLLM client now; the server path is set up below, after TRL's own setup
@@ -722,7 +739,10 @@ class TBTTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs):
         if not self.model.training:
             return super()._generate_and_score_completions(inputs)
-        rows = self._sample_step([x["prompt"] for x in inputs])
+        prompts = [x["prompt"] for x in inputs]
+        if self._pool_since is not None:  # a pool from set_pool: the step's tasks come from it, not the dataloader
+            prompts = self._pool_prompts(len(prompts))
+        rows = self._sample_step(prompts)
         self._handover = self.last_batch = rows
         out = super()._generate_and_score_completions([{"prompt": r.prompt} for r in rows])
         out["advantages"][torch.tensor([r.filler for r in rows], device=out["advantages"].device)] = 0.0
@@ -842,6 +862,100 @@ class TBTTrainer(GRPOTrainer):
         model.zero_grad(set_to_none=True)  # no gradient at all: AdamW skips every parameter
         return torch.zeros((), device=self.accelerator.device)
 
+    # --- the task sampler, checkpoints and resuming
+    def _get_train_sampler(self, dataset=None):
+        s = super()._get_train_sampler(dataset)  # TRL's RepeatSampler, with its epoch kept (see EpochSampler)
+        return EpochSampler(s.data_source, s.mini_repeat_count, s.batch_size, s.repeat_count, s.shuffle, s.seed)
+
+    def tbt_state(self) -> dict:
+        "What this trainer keeps beyond TRL's state: its records, and the pool when `set_pool` replaced it."
+        swapped = self._pool_since is not None
+        return {
+            "global_step": self.state.global_step,
+            "step_log": self.step_log,
+            "sync_log": self.sync_log,
+            "pool_log": self.pool_log,
+            "pool_since": self._pool_since,
+            "pool_uids": list(self.pool),
+            "pool": [json.loads(t.model_dump_json()) for t in self.pool.values()] if swapped else None,
+        }
+
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)  # weights, tokenizer, optimizer, scheduler, RNG states, trainer state
+        if self.args.should_save:
+            d = Path(self._get_output_dir(trial=trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+            (d / TBT_STATE).write_text(json.dumps(self.tbt_state(), default=str) + "\n")
+
+    def load_tbt_state(self, checkpoint: str):
+        "Restore what `tbt_state` saved in `checkpoint` (records, pool, TRL's micro-step count)."
+        path = Path(checkpoint) / TBT_STATE
+        if not path.exists():
+            logger.warning(f"{checkpoint} has no {TBT_STATE}: resuming without the records of its steps")
+            return
+        s = json.loads(path.read_text())
+        if s["pool_since"] is not None:
+            self._set_pool([Task.model_validate(t) for t in s["pool"]], s["pool_since"])
+        elif s["pool_uids"] != list(self.pool):
+            raise ValueError(
+                f"{checkpoint} was trained on another pool ({len(s['pool_uids'])} tasks, this trainer has "
+                f"{len(self.pool)}): resume with the pool it was trained on"
+            )
+        self.step_log, self.sync_log, self.pool_log = s["step_log"], s["sync_log"], s["pool_log"]
+        self._step = s["global_step"] * self.args.gradient_accumulation_steps  # TRL's micro-step counter
+
+    def train(self, resume_from_checkpoint=None, **kwargs):
+        "TRL's `train`; resuming (a checkpoint, or True / 'true': the last in `output_dir`) restores our state too."
+        if resume_from_checkpoint is True or str(resume_from_checkpoint).lower() == "true":
+            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
+            if resume_from_checkpoint is None:
+                raise ValueError(f"no checkpoint to resume from in {self.args.output_dir}")
+        if resume_from_checkpoint:
+            self.load_tbt_state(resume_from_checkpoint)
+        return super().train(resume_from_checkpoint=resume_from_checkpoint or None, **kwargs)
+
+    # --- the pool
+    def set_pool(
+        self,
+        tasks: list,  # the new pool (train-split tasks, at least groups_per_step of them)
+        probe_episodes: int = 0,  # episodes spent choosing it (a re-probe), counted in `episodes_used`
+    ):
+        "Draw the groups of every step from `tasks`, from the next step on (also before `train`)."
+        self._set_pool(tasks, self.state.global_step)
+        self.pool_log.append(
+            {"step": self.state.global_step, "pool": list(self.pool), "probe_episodes": int(probe_episodes)}
+        )
+
+    def _set_pool(self, tasks: list, since: int):
+        pool = {t.uid: with_budgets(t, self.args) for t in tasks}
+        bench = [u for u, t in pool.items() if t.split == "bench"]
+        if bench:
+            raise ValueError(f"{len(bench)} bench task(s) in the new pool, e.g. {bench[:3]}: never trained on")
+        if len(pool) < self.args.groups_per_step:
+            raise ValueError(f"a pool of {len(pool)} tasks cannot fill a step's {self.args.groups_per_step} groups")
+        self.pool, self._pool_since = pool, since
+
+    def _pool_prompts(self, n_local: int) -> list:
+        "This process's prompts of a step drawn from a `set_pool` pool: seeded permutations of it, epoch by epoch."
+        a, G, uids = self.args, self.num_generations, list(self.pool)
+        per_epoch = len(uids) // a.groups_per_step * a.groups_per_step  # a step's groups never straddle two epochs
+        first = (self.state.global_step - self._pool_since) * a.groups_per_step  # groups drawn from this pool so far
+        epoch = first // per_epoch
+        order = random.Random(f"{a.seed}/pool@{self._pool_since}/{epoch}").sample(uids, len(uids))
+        chosen = order[first % per_epoch : first % per_epoch + a.groups_per_step]
+        every = [task_prompt(u) for u in chosen for _ in range(G)]
+        rank = self.accelerator.process_index
+        return every[rank * n_local : (rank + 1) * n_local]
+
+    @property
+    def training_episodes(self) -> int:
+        "Episodes the training steps generated so far: every round and group, dropped ones too."
+        return sum(len(g) for rec in self.step_log for g in rec["groups"])
+
+    @property
+    def episodes_used(self) -> int:
+        "The run's episode budget so far: training episodes plus those spent choosing pools (`set_pool`)."
+        return self.training_episodes + sum(p["probe_episodes"] for p in self.pool_log)
+
 # %% ../nbs/10_grpo.ipynb #c055
 _SHOWN = ('policy_model', 'task_files', 'pool_file', 'bench_file',
           'groups_per_step', 'group_size', 'max_refill_rounds',
@@ -850,7 +964,8 @@ _SHOWN = ('policy_model', 'task_files', 'pool_file', 'bench_file',
           'learning_rate', 'lr_scheduler_type', 'weight_decay', 'max_grad_norm', 'epsilon', 'epsilon_high', 'beta',
           'loss_type', 'scale_rewards', 'max_steps', 'num_processes', 'per_device_train_batch_size',
           'gradient_accumulation_steps', 'generation_batch_size', 'steps_per_generation',
-          'bf16', 'gradient_checkpointing', 'use_vllm', 'save_steps', 'output_dir', 'report_to', 'seed')
+          'bf16', 'gradient_checkpointing', 'use_vllm', 'save_strategy', 'save_steps', 'resume_from_checkpoint',
+          'output_dir', 'report_to', 'seed')
 
 def describe(args:TBTConfig) -> str:
     "The resolved configuration that matters to a run, and its batch arithmetic."
@@ -899,7 +1014,8 @@ def main(argv:list=None) -> int:
     trainer.save_model(args.output_dir)
     if trainer.accelerator.is_main_process:  # what each step sampled, dropped, refilled and skipped, beside the model
         (Path(args.output_dir)/'training_log.json').write_text(json.dumps(
-            {'steps': trainer.step_log, 'log_history': trainer.state.log_history, 'budgets': run_budgets(args)},
+            {'steps': trainer.step_log, 'log_history': trainer.state.log_history, 'budgets': run_budgets(args),
+             'pools': trainer.pool_log, 'episodes_used': trainer.episodes_used},
             indent=1, default=str) + '\n')
     say(f'saved {args.output_dir}')
     return 0
