@@ -1,0 +1,198 @@
+"""The study of issue 32 (`study`): its plan and resume logic and its analysis, on small real campaigns of the
+scripted expert (generated tasks, run with `run_campaign` into tmp dirs)."""
+import copy, json, sqlite3
+import numpy as np
+import pytest
+from scipy import stats
+from thinkingbox_training.cli import project_dir
+from thinkingbox_training.policies import ScriptedPolicy
+from thinkingbox_training.tasks import generate_tasks, write_tasks
+from thinkingbox_training import study as S
+
+ROOT = project_dir()
+DESIGN = json.loads((ROOT / S.STUDY / 'design.json').read_text())
+
+
+def small_design(pool_uids):
+    "The committed design, shrunk: 14 retail bench tasks (4 held-out) and 4 pool tasks; base in part 1, two seeds."
+    d = copy.deepcopy(DESIGN)
+    d['seeds'] = [0, 1]
+    d['design'].update(k_final=4, k_pool=2, held_out_tasks=4, in_family_tasks=10, pool_tasks=4)
+    d['task_sets'] = {'bench_committed': {'files': ['tasks/bench.jsonl']}, 'bench_held_out_added': {'files': []}}
+    d['pool'] = {'path': 'study/pool.txt', 'tasks': len(pool_uids)}
+    ev = lambda name: {'kind': 'eval', 'name': name, 'held_out': 4, 'in_family': 10, 'k': 4, 'pool': 4, 'k_pool': 2}
+    d['parts'] = [{'name': 'part 1', 'items': [ev('base k=4')]},
+                  {'name': 'part 2', 'items': [ev('seed 0 k=4'), ev('seed 1 k=4')]}]
+    return d
+
+
+def scripted(st):
+    "The base flaws half its attempts; each seed fewer, with its own attempt draws (seed 0 shares the base's)."
+    if st.policy == 'base': return ScriptedPolicy(flaw=0.5, seed=0, name='base')
+    s = int(st.out.split('/')[0].removeprefix('seed'))
+    return ScriptedPolicy(flaw=0.3, seed=s, name=st.policy_name)
+
+
+@pytest.fixture(scope='module')
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp('study')
+    write_tasks(generate_tasks('retail', 'bench', seed=1, n=1), root / 'tasks' / 'bench.jsonl')
+    train = generate_tasks('retail', 'train', seed=0, n=1)
+    write_tasks(train, root / 'tasks' / 'train.jsonl')
+    (root / 'study').mkdir()
+    pool = [t.uid for t in train[:4]]
+    (root / 'study' / 'pool.txt').write_text(''.join(u + '\n' for u in pool))
+    return S.Study(root=root, dir='study', recipe=str(ROOT / S.RECIPE), design=small_design(pool),
+                   pool_files=('tasks/train.jsonl',), policy=scripted, runner_kw={'tool_transport': 'inprocess'},
+                   concurrency=8)
+
+
+def test_the_committed_design_becomes_stages_whose_estimates_are_the_parts():
+    stages = S.study_stages(DESIGN)
+    for i, p in enumerate(DESIGN['parts'], 1):
+        assert abs(sum(s.estimated_min for s in stages if s.part == i) - p['estimated_min']) < 0.5
+    outs = [s.out for s in stages]
+    assert len(outs) == len(set(outs))
+    # the learning curve evaluates seed 0's checkpoints, which seed 0's run saves every 6 steps
+    lc = [s for s in stages if '-step' in s.out]
+    assert {s.policy for s in lc} == {f'seed0/model/checkpoint-{n}' for n in (6, 12, 18)}
+    assert all(s.part > 1 or s.after == 'seed0/model' for s in lc)
+    assert {s.out: s.save_steps for s in stages if s.kind == 'train'} == {
+        'seed0/model': 6, 'seed1/model': 0, 'seed2/model': 0, 'reprobed/model': 0}
+    assert next(s for s in stages if s.out == 'reprobed/model').reprobe_steps == (9, 17)
+    bad = copy.deepcopy(DESIGN)
+    bad['parts'][0]['items'][0]['name'] = 'base policy, all tasks'
+    with pytest.raises(ValueError, match='base policy, all tasks'): S.study_stages(bad)
+
+
+def test_a_part_runs_its_stages_once_and_resumes_a_campaign_from_its_store(tiny):
+    rows = S.plan_rows(tiny, [1])
+    assert [(r['stage'], r['state']) for r in rows] == [('base/bench-k4', 'todo'), ('base/pool-k2', 'todo')]
+    c = tiny.design['costs']
+    assert rows[0]['left (min)'] == round((4 * 4 * c['s_per_episode_held_out'] + 10 * 4 * c['s_per_episode_in_family'])
+                                          / 60, 1)
+    S.reproduce(tiny, [1])
+    assert {s.out: S.stage_status(tiny, s).state for s in tiny.part(1)} == {'base/bench-k4': 'done',
+                                                                           'base/pool-k2': 'done'}
+    # a crash midway: 5 attempts never stored; the status says so and the next run stores just those
+    db = tiny.path / 'base/bench-k4/attempts.sqlite'
+    con = sqlite3.connect(db)
+    gone = con.execute('SELECT task_uid, repetition FROM attempts ORDER BY task_uid, repetition LIMIT 5').fetchall()
+    con.executemany('DELETE FROM attempts WHERE task_uid=? AND repetition=?', gone); con.commit(); con.close()
+    st = tiny.stage('base/bench-k4')
+    s = S.stage_status(tiny, st)
+    assert (s.state, s.left, s.episodes) == ('partial', 5, 56)
+    S.reproduce(tiny, [1])
+    log = S.read_parts(tiny)['parts']['1']
+    first, second = log['invocations']
+    assert set(first['stages']) == {'base/bench-k4', 'base/pool-k2'} and 'finished' in first
+    assert second['stages']['base/bench-k4']['executed'] == 5 and set(second['stages']) == {'base/bench-k4'}
+    assert second['stages']['base/bench-k4']['state_before'] == 'partial'
+    assert log['wall_s'] == pytest.approx(first['wall_s'] + second['wall_s'], abs=0.2)
+    # done: a third run runs nothing
+    S.reproduce(tiny, [1])
+    assert S.read_parts(tiny)['parts']['1']['invocations'][-1]['stages'] == {}
+    assert S.campaign_keys(tiny.path / 'base/bench-k4') == {(t.uid, j) for t in tiny.tasks('bench') for j in range(4)}
+
+
+def test_a_trained_policys_campaign_waits_for_its_model_and_training_resumes_from_its_last_checkpoint(tiny, tmp_path):
+    real = S.Study(root=tiny.root, dir='study', recipe=tiny.recipe, design=tiny.design, pool_files=tiny.pool_files)
+    st = real.stage('seed0/bench-k4')
+    assert S.stage_status(real, st).state == 'waiting'
+    with pytest.raises(SystemExit, match='not trained yet'): S.run_stage(real, st)
+    # training stages (the committed design's seed 0, on a scratch study directory)
+    design = copy.deepcopy(DESIGN)
+    design['pool']['path'] = str(ROOT / design['pool']['path'])
+    ts = design['task_sets']
+    full = S.Study(root=tmp_path, dir='s', recipe=str(ROOT / S.RECIPE), design=design,
+                   bench_files=[str(ROOT / f) for f in (*ts['bench_committed']['files'],
+                                                        *ts['bench_held_out_added']['files'])])
+    seed0 = full.stage('seed0/model')
+    assert (S.stage_status(full, seed0).state, S.stage_status(full, seed0).left_min) == ('todo', 8.8)
+    assert '--resume_from_checkpoint' not in S.train_argv(full, seed0)
+    for n in (6, 12):
+        (full.path / 'seed0/model' / f'checkpoint-{n}').mkdir(parents=True)
+    s = S.stage_status(full, seed0)
+    assert (s.state, s.steps_done) == ('partial', 12) and s.left_min == pytest.approx(8.8 / 2)
+    argv = S.train_argv(full, seed0)
+    assert argv[argv.index('--resume_from_checkpoint') + 1].endswith('seed0/model/checkpoint-12')
+    assert argv[argv.index('--seed') + 1] == '0' and argv[argv.index('--save_steps') + 1] == '6'
+    # the step-6 campaign is ready once its checkpoint holds a model; the final model's once the run is saved
+    assert S.stage_status(full, full.stage('seed0-step6/bench-k4')).state == 'waiting'
+    (full.path / 'seed0/model/checkpoint-6/config.json').write_text('{}')
+    assert S.stage_status(full, full.stage('seed0-step6/bench-k4')).state == 'todo'
+    for f in ('config.json', 'training_log.json'): (full.path / 'seed0/model' / f).write_text('{}')
+    assert S.stage_status(full, seed0).state == 'done' and '--resume_from_checkpoint' not in S.train_argv(full, seed0)
+    assert S.stage_status(full, full.stage('seed0/bench-k20')).state == 'todo'
+
+
+def test_common_attempt_seeds_make_the_first_k_attempts_a_k_attempt_campaign(tiny, tmp_path):
+    from thinkingbox_training.campaigns import run_campaign, load_campaign
+    S.reproduce(tiny, [1])
+    tasks = tiny.tasks('bench')
+    run_campaign(tmp_path / 'k2', tasks, scripted(tiny.stage('base/bench-k4')), 2, progress=False,
+                 runner_kw={'tool_transport': 'inprocess'}, **tiny.settings())
+    four, two = load_campaign(tiny.path / 'base/bench-k4'), load_campaign(tmp_path / 'k2')
+    assert np.array_equal(S.first_k(four, 2).rewards, two.rewards[[two.uids.index(u) for u in four.uids]])
+    with pytest.raises(ValueError): S.first_k(two, 4)
+
+
+def test_the_report_and_its_primary_statistic_computed_by_hand(tiny):
+    S.reproduce(tiny, [1, 2])
+    s = S.study_report(tiny)
+    assert s['seeds'] == [0, 1] and s['seeds_evaluated'] == [0, 1]
+    assert json.loads((tiny.path / 'summary.json').read_text())['seeds'] == [0, 1]
+    # by hand, from the exported attempt records: per held-out task, the seeds' mean pass@1 minus the base's
+    def rates(d):
+        recs = [json.loads(x) for x in (tiny.path / d / 'attempts.jsonl').read_text().splitlines()]
+        out = {}
+        for r in recs: out.setdefault(r['task_uid'], []).append(r['reward'])
+        return {u: np.mean(v) for u, v in out.items()}, {r['task_uid'] for r in recs if r['held_out_family']}
+    (b, held), (s0, _), (s1, _) = rates('base/bench-k4'), rates('seed0/bench-k4'), rates('seed1/bench-k4')
+    d = np.array([(s0[u] + s1[u]) / 2 - b[u] for u in sorted(held)])
+    p = s['primary']
+    assert p['tasks'] == len(held) == 4 and p['seeds'] == 2 and p['complete']
+    assert p['diff'] == pytest.approx(d.mean())
+    t = d.mean() / (d.std(ddof=1) / np.sqrt(len(d)))
+    assert p['t'] == pytest.approx(t) and p['p'] == pytest.approx(2 * stats.t.sf(abs(t), len(d) - 1))
+    assert p['diff_lo'] <= p['diff'] <= p['diff_hi']
+    seed_means = [np.mean([s0[u] - b[u] for u in held]), np.mean([s1[u] - b[u] for u in held])]
+    assert p['per_seed_diff'] == pytest.approx(seed_means) and p['seed_sd'] == pytest.approx(np.std(seed_means, ddof=1))
+    # the pooled rows are the same statistic per task group; the pool has its own
+    assert s['pooled']['held_out_family']['diff'] == pytest.approx(p['diff']) and s['pooled']['pool']['tasks'] == 4
+    # per seed: seed 0 shares the base's attempt draws at a lower flaw rate, so it never loses a task at k/k
+    c0 = next(c for c in s['comparisons'] if c['policy'] == 'seed 0' and c['group'] == 'all bench')
+    assert c0['all_k_lost'] == 0 and c0['pass@1_diff'] > 0 and c0['tasks'] == 14
+    groups = {c['group'] for c in s['comparisons']}
+    assert {'all bench', 'held_out_family', 'in_family', 'retail', 'pool'} <= groups
+    assert {'policies.png', 'sharpening.png'} <= {f.split('/')[-1] for f in s['figures']}
+    assert all((tiny.path / f).exists() for f in s['figures'])
+    assert (tiny.path / 'tables' / 'comparisons.md').exists()
+
+
+def test_the_family_clustered_interval_resamples_whole_families():
+    v = np.array([0.0, 0.0, 1.0, 1.0])
+    # two families, each constant: every resample's mean is 0, 0.5 or 1, and a task bootstrap would give others
+    lo, hi = S.cluster_bootstrap(v, ['a', 'a', 'b', 'b'], n_boot=2000)
+    assert (lo, hi) == (0.0, 1.0)
+    lo, hi = S.cluster_bootstrap(v, ['a', 'b', 'c', 'd'], n_boot=2000)
+    assert 0.0 <= lo < 0.5 < hi <= 1.0
+
+
+def test_training_rows_read_zero_variance_groups_and_the_logprob_gap(tmp_path):
+    g = lambda *rs: [['t', i, r] for i, r in enumerate(rs)]
+    steps = [{'step': 0, 'groups': [g(1, 0), g(1, 1), g(0, 1)], 'kinds': ['useful', 'zero_variance', 'useful'],
+              'rounds': [0, 1, 1], 'selected': [0, 2], 'fillers': [], 'skipped': False,
+              'logprob_gap': {'mean': 1e-6}},
+             {'step': 1, 'groups': [g(0, 0), g(1, 0)], 'kinds': ['zero_variance', 'useful'], 'rounds': [0, 0],
+              'selected': [1], 'fillers': [0], 'skipped': False}]
+    (tmp_path / 'training_log.json').write_text(json.dumps({'steps': steps, 'log_history': [],
+                                                            'pools': [{'step': 1, 'pool': [], 'probe_episodes': 8}],
+                                                            'reprobes': [{'step': 2, 'episodes': 4, 'used': False}]}))
+    a, b = S.training_rows(tmp_path)
+    assert (a['zero_variance_share'], a['episodes'], a['logprob_gap']) == (1 / 3, 6, 1e-6)
+    assert (b['zero_variance_share'], b['logprob_gap']) == (0.5, None)
+    z = S.zero_variance(tmp_path)
+    assert (z['groups'], z['zero_variance_groups'], z['rollouts'], z['rollouts_in_zero_variance']) == (5, 2, 10, 4)
+    assert z['share_lo'] < 0.4 < z['share_hi'] and z['reprobe_episodes'] == 8 + 4  # kept pools' and the unused one
+    assert S.zero_variance(tmp_path / 'none') is None
