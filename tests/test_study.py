@@ -196,3 +196,46 @@ def test_training_rows_read_zero_variance_groups_and_the_logprob_gap(tmp_path):
     assert (z['groups'], z['zero_variance_groups'], z['rollouts'], z['rollouts_in_zero_variance']) == (5, 2, 10, 4)
     assert z['share_lo'] < 0.4 < z['share_hi'] and z['reprobe_episodes'] == 8 + 4  # kept pools' and the unused one
     assert S.zero_variance(tmp_path / 'none') is None
+
+
+def _arm(tiny, tmp_path, budget, probe_tasks):
+    "A tiny GRPO run (random tiny Qwen3, the scripted expert as its sampler) with the second arm's callback."
+    import os, warnings
+    os.environ.setdefault('TRL_EXPERIMENTAL_SILENCE', '1')
+    warnings.filterwarnings('ignore', message='.*use_cache=True.*')
+    from transformers import PrinterCallback
+    from grpo_fixtures import flaw_by_family, pay_task, tokenizer
+    from thinkingbox_training.grpo import TBTConfig, TBTTrainer
+    from thinkingbox_training.policies import tiny_qwen3
+    tok = tokenizer()
+    write_tasks(probe_tasks, tmp_path / 'probe.jsonl')
+    args = TBTConfig(output_dir=str(tmp_path / 'model'), groups_per_step=2, group_size=4, max_steps=10,
+                     max_refill_rounds=0, learning_rate=1e-3, seed=0, use_cpu=True, bf16=False,
+                     gradient_checkpointing=False, report_to='none', save_strategy='no', disable_tqdm=True)
+    cb = S.Reprobe(tiny, tmp_path, (3,), budget, 8, probe=([str(tmp_path / 'probe.jsonl')], probe_tasks, []))
+    t = TBTTrainer(tiny_qwen3(tok), args, [pay_task(i) for i in range(4)], processing_class=tok,
+                   policy=ScriptedPolicy(flaw=flaw_by_family, tokenizer=tok), callbacks=[cb])
+    t.remove_callback(PrinterCallback)
+    cb.trainer = t
+    t.train()
+    return t, cb
+
+
+def test_the_second_arm_reprobes_before_its_step_trains_on_the_new_pool_and_stops_at_its_budget(tiny, tmp_path):
+    from grpo_fixtures import pay_task
+    from thinkingbox_training.campaigns import campaign_records
+    from thinkingbox_training.difficulty import SelectionConfig, select_pool
+    probe = [pay_task(i) for i in range(10, 16)]                   # flawed half the time: mixed, most kept
+    # 2 steps x 8 episodes, a re-probe of 6 x 4 = 24 before step 3, then 2 more steps: 56 episodes, and no more
+    t, cb = _arm(tiny, tmp_path / 'a', 56, probe)
+    recs = campaign_records(tmp_path / 'a' / 'reprobe-step3')
+    assert len(recs) == 24 and {r['task_uid'] for r in recs} == {x.uid for x in probe}
+    want = select_pool(recs, SelectionConfig()).train
+    assert len(want) >= 2 and (tmp_path / 'a' / 'pool-step3' / 'pool.txt').read_text().split() == want
+    assert t.pool_log == [{'step': 2, 'pool': want, 'probe_episodes': 24}]
+    assert {g[0][0] for rec in t.step_log[2:] for g in rec['groups']} <= set(want)   # steps 3 and 4: the new pool
+    assert {g[0][0] for rec in t.step_log[:2] for g in rec['groups']} <= {f'demo/pay/{i:04d}' for i in range(4)}
+    assert t.state.global_step == 4 and t.episodes_used == cb.spent() == 56
+    # a budget that leaves no room for the re-probe and a step after it stops before re-probing
+    t, cb = _arm(tiny, tmp_path / 'b', 16 + 24 + 7, probe)
+    assert t.state.global_step == 2 and t.pool_log == [] and not (tmp_path / 'b' / 'reprobe-step3').exists()

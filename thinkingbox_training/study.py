@@ -303,10 +303,16 @@ def episode_budget(study:Study) -> int:
 
 class Reprobe(TrainerCallback):
     "Re-probe the probed training tasks before the given steps, reselect the pool, and stop at the episode budget."
-    def __init__(self, study:Study, out:Path, steps:tuple, budget:int, per_step:int):
+    def __init__(self, study:Study, # the study (its bench uids are never in a pool)
+                 out:Path, # the arm's directory: re-probe campaigns and selections go here
+                 steps:tuple, # re-probe before these steps (counted from 1)
+                 budget:int, # episodes the arm may spend: training rollouts and re-probing episodes
+                 per_step:int, # the fewest episodes a step generates (groups_per_step x group_size)
+                 probe:tuple=None): # (task files, tasks, bench uids) to re-probe; default `probe_tasks()`
         self.study, self.out, self.steps, self.budget, self.per_step = study, Path(out), tuple(steps), budget, per_step
         self.trainer, self.log = None, []   # the trainer is set once built (it takes its callbacks at construction)
-        self.reprobe_episodes = REPROBE_K * len(probe_tasks()[1])
+        self.probe = probe or probe_tasks()
+        self.reprobe_episodes = REPROBE_K * len(self.probe[1])
 
     def spent(self) -> int:
         "Episodes spent so far: training rollouts (refills included) and re-probing episodes, kept pools or not."
@@ -329,14 +335,15 @@ class Reprobe(TrainerCallback):
         from thinkingbox_training.pipeline import campaign_settings
         from thinkingbox_training.policies import HFPolicy
         t = self.trainer
-        files, tasks, bench_uids = probe_tasks()
+        files, tasks, bench_uids = self.probe
         how = campaign_settings(t.args, tasks)['probe']
-        pol = HFPolicy(t.model, t.processing_class, sampling=sampling_config(t.args),
-                       name=f'tiny-qwen3-grpo-reprobed-after-step{step - 1}')
+        # the policy as it is now: the model being trained (or the fixed policy a trainer samples with instead)
+        pol = t.policy or HFPolicy(t.model, t.processing_class, sampling=sampling_config(t.args),
+                                   name=f'tiny-qwen3-grpo-reprobed-after-step{step - 1}')
         was = t.model.training; t.model.eval()
         try:
             run_campaign(self.out/f'reprobe-step{step}', tasks, pol, REPROBE_K, concurrency=self.study.concurrency,
-                         task_files=files, **how)
+                         task_files=files, runner_kw=self.study.runner_kw, **how)
         finally: t.model.train(was)
         recs = campaign_records(self.out/f'reprobe-step{step}')
         bench = set(bench_uids) | {x.uid for x in self.study.tasks('bench')}
