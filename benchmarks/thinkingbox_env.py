@@ -9,6 +9,13 @@ cached per task as in a campaign). Medians over tasks of wall time per stage and
 episode (robust on a shared machine); the expected state's first computation (a golden replay) is reported apart.
 For scale, their harness's session proxy (one stdio server process per session), measured while planning issue 28:
 session create 2.4 s median, destroy 0.95 s, a tool call 25-90 ms, grading 0.10 s.
+
+    python benchmarks/thinkingbox_env.py --their-texts PYTHON
+
+prints, as JSON, what their development servers answer to a few refused calls when run as their harness runs them:
+each a stdio process of PYTHON (an environment with their servers' own dependencies, e.g. `pip install
+fastmcp==3.4.11 typesense`, which brings mcp 1.x), called with mcp's client there. tests/test_thinkingbox_servers.py
+compares our texts with these.
 """
 import argparse, asyncio, os, random, statistics, time
 os.environ.setdefault('OMP_NUM_THREADS', '1')
@@ -36,12 +43,58 @@ async def one(task, grader):
             'per_call': (t3 - t2) / max(1, len(task.golden)), 'cpu': c1 - c0, 'calls': len(task.golden),
             'golden_replay': first_expected}
 
+# run by PYTHON (their servers' environment): one stdio server process per module, the calls, their texts as JSON
+_THEIR_TEXTS = r"""
+import asyncio, json, os, sys
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+D = os.environ['THINKINGBOX_DATA']
+env = dict(os.environ, PYTHONPATH=f'{D}/servers/thinkingbox_tools:{D}/servers/tb_business_ops_servers_202606')
+CASES = json.loads(sys.argv[1])
+async def one(module, init, calls):
+    p = StdioServerParameters(command=sys.executable, args=['-m', module], env=env)
+    async with stdio_client(p) as (r, w), ClientSession(r, w) as s:
+        await s.initialize()
+        await s.call_tool('__reserved__init', {'config': init})
+        out = []
+        for name, args in calls:
+            x = await s.call_tool(name, args)
+            out.append({'tool': name, 'arguments': args, 'is_error': x.isError,
+                        'text': '\n'.join(c.text for c in x.content)})
+        return out
+async def main(): return {m: await one(m, *c) for m, c in CASES.items()}
+print(json.dumps(asyncio.run(main()), indent=1))
+"""
+
+THEIR_CASES = {  # module -> (init config, calls): refusals by the tool and by the framework, and one success
+    'thinkingbox_tools.mcp_online_banking': (
+        {'accounts': [{'account_type': 'checking', 'account_number': '1', 'balance': 10.0}], 'payees': []},
+        [('get_balance', {'account_number': 'nope'}), ('get_balance', {}),
+         ('transfer', {'from_account': '1', 'to_account': '2', 'amount': 'lots'}), ('get_accounts', {})]),
+    'thinkingbox_tools.mcp_email_system': (
+        {'users': {'a@x.com': {'profile': {'email': 'a@x.com'}}}},
+        [('get_contact', {'contact_id': 'nope'}), ('list_emails', {'folder': 7}), ('send_email', {'to': 'b@x.com'}),
+         ('list_contacts', {})]),
+}
+
+def their_texts(python:str):
+    "What their development servers answer, run as their harness runs them by `python` (see the docstring)."
+    import json, subprocess
+    from thinkingbox_training.thinkingbox import data_dir
+    env = dict(os.environ, THINKINGBOX_DATA=str(data_dir()))
+    r = subprocess.run([python, '-c', _THEIR_TEXTS, json.dumps(THEIR_CASES)], env=env, capture_output=True,
+                       text=True, timeout=300)
+    if r.returncode: raise SystemExit(r.stderr[-2000:])
+    print(r.stdout)
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--tasks', type=int, default=40)
     ap.add_argument('--release', default='thinkingbox_bench_v1')
     ap.add_argument('--seed', type=int, default=0)
+    ap.add_argument('--their-texts', metavar='PYTHON', help="print their servers' answers to refused calls")
     a = ap.parse_args()
+    if a.their_texts: return their_texts(a.their_texts)
     t = time.perf_counter(); tasks = load_thinkingbox(a.release); load_s = time.perf_counter() - t
     sample = random.Random(a.seed).sample(tasks, min(a.tasks, len(tasks)))
     grader = Grader(judge=RuleJudge())

@@ -5,7 +5,7 @@ their in-memory backends as a backend kind, grading by their own state hash, and
 
 # %% ../nbs/13_thinkingbox.ipynb #c003
 from __future__ import annotations
-import ast, asyncio, importlib, importlib.util, logging, os, re, sys, textwrap, threading, types
+import ast, asyncio, importlib, importlib.util, json, logging, os, re, sys, textwrap, threading, types
 from copy import deepcopy
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
@@ -18,11 +18,11 @@ from .tasks import (Task, ToolCallSpec, RubricItem, Limits, UserSpec, TaskProble
 from .backend import ToolError
 
 # %% auto #0
-__all__ = ['ENV', 'RELEASES', 'CLAUSE', 'HASH_TABLE', 'FLAWS', 'ThinkingBoxDataError', 'data_dir', 'import_servers', 'TaskDef',
-           'read_task_module', 'read_test_list', 'release_uids', 'tb_limits', 'to_task', 'load_thinkingbox', 'Server',
-           'load_server', 'fresh_module', 'ModuleBackend', 'ScenarioDomain', 'scenario_domain', 'KnowledgeBase',
-           'ScenarioEpisode', 'their_checks', 'flawed_calls', 'GoldenWithFlaws', 'their_verdict', 'make_tb_policy',
-           'thinkingbox_bench']
+__all__ = ['ENV', 'RELEASES', 'CLAUSE', 'CONFIG_VALUE', 'HASH_TABLE', 'FLAWS', 'ThinkingBoxDataError', 'data_dir',
+           'import_servers', 'TaskDef', 'read_task_module', 'read_test_list', 'release_uids', 'tb_limits', 'to_task',
+           'load_thinkingbox', 'Server', 'load_server', 'fresh_module', 'refused_arguments_text', 'result_text',
+           'ModuleBackend', 'ScenarioDomain', 'scenario_domain', 'KnowledgeBase', 'ScenarioEpisode', 'their_checks',
+           'flawed_calls', 'GoldenWithFlaws', 'their_verdict', 'make_tb_policy', 'thinkingbox_bench']
 
 # %% ../nbs/13_thinkingbox.ipynb #c005
 ENV = 'THINKINGBOX_DATA'   # the variable their harness uses too
@@ -47,6 +47,7 @@ def data_dir(path=None) -> Path:
 # %% ../nbs/13_thinkingbox.ipynb #c008
 class _Recorder:
     "Stands in for a fastmcp object: accepts any construction; a `FastMCP` records the tools its module declares."
+    framework = 'fastmcp'  # whose FastMCP this stands in for: their texts for refused arguments differ (see below)
     def __init__(self, *a, **kw): self.args, self.kwargs, self.tools = a, kw, {}
     def tool(self, *a, **kw):
         def record(fn):
@@ -54,8 +55,15 @@ class _Recorder:
             return fn
         if a and callable(a[0]): return record(a[0])
         return record
-    def add_tool(self, *a, **kw): pass
+    def add_tool(self, t):
+        "A tool built with `FunctionTool(fn=..., name=..., description=...)`: recorded like a decorated one."
+        kw = getattr(t, 'kwargs', {})
+        if callable(kw.get('fn')): self.tools[kw.get('name') or kw['fn'].__name__] = (kw['fn'], kw.get('description'))
     def run(self, *a, **kw): raise RuntimeError('their server packages run in-process here; fastmcp is not installed')
+
+class _McpV1Recorder(_Recorder):
+    "Stands in for `mcp.server.fastmcp.FastMCP` (mcp 1.x), which three of their development servers build."
+    framework = 'mcp1'
 
 def _fastmcp_shim():
     "Register a minimal `fastmcp` in sys.modules (only where the real one is not installed)."
@@ -80,7 +88,30 @@ def _harness_shim():
     common.Judge, common.TestContext = type('Judge', (), {}), type('TestContext', (), {})
     sys.modules.update({'thinkingbox': pkg, 'thinkingbox.common': common})
 
-_IMPORT_LOCK = threading.Lock()
+_IMPORT_LOCK = threading.RLock()
+
+def _has_mcp_v1_fastmcp() -> bool:
+    try: importlib.import_module('mcp.server.fastmcp')
+    except ImportError: return False
+    return True
+
+class _mcp_v1_names:
+    "While a server module is imported: `mcp.server.fastmcp` answers with the stand-in where mcp 2.x lacks it."
+    def __enter__(self):
+        _IMPORT_LOCK.acquire()
+        self.saved = sys.modules.get('mcp.server.fastmcp', None)
+        if not _has_mcp_v1_fastmcp():
+            m = types.ModuleType('mcp.server.fastmcp')
+            m.FastMCP, m.__thinkingbox_training_shim__ = _McpV1Recorder, True
+            sys.modules['mcp.server.fastmcp'] = m
+            self.shim = True
+        else: self.shim = False
+        return self
+    def __exit__(self, *a):
+        if self.shim:
+            if self.saved is None: sys.modules.pop('mcp.server.fastmcp', None)
+            else: sys.modules['mcp.server.fastmcp'] = self.saved
+        _IMPORT_LOCK.release()
 
 def import_servers(data=None) -> dict:
     "Make their server packages importable (installed, else from the checkout); servers.yaml's name -> module."
@@ -219,6 +250,10 @@ def to_task(td:TaskDef, d:Path, releases:dict) -> Task:
     try: scen = _scenario_file(d, cfg['scenario'])
     except FileNotFoundError as e: raise bad('scenario', f'no scenario file {e}') from None
     dom = scenario_domain(cfg['scenario'], d)
+    direct = [t['name'] for t in scen.get('tools') or [] if isinstance(t, dict) and t.get('direct_response')]
+    if direct:  # their agent loop shows these tools' text to the user itself; ours passes every result to the agent
+        raise bad('scenario', f'scenario {cfg["scenario"]}: tools {direct} answer the user directly '
+                              '(direct_response), which our episode engine does not do')
     init = _merge(scen.get('world_state') or {}, cfg.get('init') or {})
     unknown = sorted(set(init) - set(dom.servers))
     if unknown: raise bad('init', f'servers {unknown} are not in scenario {cfg["scenario"]} ({sorted(dom.servers)})')
@@ -226,8 +261,8 @@ def to_task(td:TaskDef, d:Path, releases:dict) -> Task:
     for server, conf in (cfg.get('init') or {}).items():
         if not isinstance(conf, dict): raise bad(f'init.{server}', 'expected a mapping')
     for server, conf in init.items():
-        if not dom.servers[server].sandbox:  # a module server: its init config is {name: [items]}
-            for t, rs in conf.items(): rows[t] = rows.get(t, []) + (rs if isinstance(rs, list) else [rs])
+        if not dom.servers[server].sandbox:  # a module server: its init config, key by key (see `_config_rows`)
+            for t, v in conf.items(): rows[t] = _config_rows(v)
             continue
         for t, rs in (conf.get('data_patch') or {}).items():
             if not isinstance(rs, list): raise bad(f'init.{server}.data_patch.{t}', 'expected a list of rows')
@@ -325,17 +360,21 @@ class Server:
     sandbox: bool               # a SandboxToolsSystem backend (graded by its stable-state hash)
     toolsets: list = field(default_factory=list)
 
+def _recorder(m) -> _Recorder|None:
+    "The stand-in FastMCP a module server built (their modules call it `mcp` or `app`)."
+    return next((v for v in vars(m).values() if isinstance(v, _Recorder) and '__reserved__init' in v.tools), None)
+
 @lru_cache(maxsize=None)
 def _server_module(module:str):
-    return importlib.import_module(module)
+    with _mcp_v1_names(): return importlib.import_module(module)
 
 def load_server(name:str, module:str) -> Server:
-    "Import a server module (its tools register against the fastmcp stand-in) and read its toolsets."
+    "Import a server module (its tools register against the stand-in) and read its toolsets."
     m = _server_module(module)
     system = getattr(m, 'sandbox_system', None)
     if system is None:
-        if not isinstance(getattr(m, 'mcp', None), _Recorder):
-            raise NotImplementedError(f'server {name} ({module}) is neither a SandboxToolsSystem nor a fastmcp module')
+        if _recorder(m) is None:
+            raise NotImplementedError(f'server {name} ({module}) is neither a SandboxToolsSystem nor a FastMCP module')
         return Server(name, module, False)
     return Server(name, module, True, list(system.toolsets))
 
@@ -343,35 +382,55 @@ def fresh_module(module:str):
     "A new instance of a module server (its own globals: its database, its tool functions): no process, a few ms."
     spec = importlib.util.find_spec(module)
     m = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(m)
+    with _mcp_v1_names(): spec.loader.exec_module(m)
     return m
+
+# %% ../nbs/13_thinkingbox.ipynb #c021c
+def refused_arguments_text(framework:str, name:str, error:Exception) -> str:
+    "What a module server answers for arguments its framework refuses (`framework`: 'fastmcp' or 'mcp1')."
+    return str(error) if framework == 'fastmcp' else f'Error executing tool {name}: {error}'
+
+def result_text(framework:str, result) -> str:
+    "A module server's result as the text its framework sends: text as is, anything else as JSON."
+    import pydantic_core
+    if isinstance(result, str): return result
+    if framework == 'fastmcp': return pydantic_core.to_json(result, fallback=str).decode()
+    return pydantic_core.to_json(result, fallback=str, indent=2).decode()
 
 _ARG_CHECKS: dict = {}
 
 class ModuleBackend:
-    "One episode's instance of a fastmcp-module server: its tools are the module's functions, its state the effects."
+    "One episode's instance of a FastMCP-module server: its tools are the module's functions, its state the effects."
     def __init__(self, module:str):
         self.module = fresh_module(module)
-        self.tools = {n: fd for n, fd in self.module.mcp.tools.items() if not n.startswith('__reserved__')}
-        self._tool_map = self.tools
-    def init(self, config:dict): return _run(self.module.mcp.tools['__reserved__init'][0](config))
-    def call(self, name:str, arguments:dict):
-        "Validate the arguments as fastmcp would (the function's own signature), then call it."
-        from pydantic_core import to_jsonable_python
-        from pydantic import ValidationError
+        self.server = _recorder(self.module)
+        self.framework = self.server.framework
+        self.tools = {n: fd for n, fd in self.server.tools.items() if not n.startswith('__reserved__')}
+        self._tool_map, self._adapters = self.tools, {}
+    def init(self, config:dict): return _run(self.server.tools['__reserved__init'][0](deepcopy(config)))
+
+    def call(self, name:str, arguments:dict) -> str:
+        "The text their server answers: arguments validated as its framework does, then the function's own answer."
+        from pydantic import TypeAdapter, ValidationError
         fn = self.tools[name][0]
-        key = (self.module.__name__, name)
-        if key not in _ARG_CHECKS:
-            from mcp.server.mcpserver.tools.base import Tool as MCPTool
-            _ARG_CHECKS[key] = MCPTool.from_function(fn, name=name).fn_metadata
-        try: args = _ARG_CHECKS[key].validate_arguments(arguments)
-        except ValidationError as e:
-            err = e.errors()[0]
-            raise ToolError(f'invalid arguments for {name}: {err["loc"]}: {err["msg"]}') from None
-        return to_jsonable_python(_run(fn(**args)))
+        try:
+            if self.framework == 'fastmcp':  # a TypeAdapter over the function validates and calls it
+                if name not in self._adapters: self._adapters[name] = TypeAdapter(fn)
+                coro = self._adapters[name].validate_python(arguments)
+            else:  # mcp 1.x: a model of the function's arguments (mcp 2.x keeps that machinery), then the call
+                key = (self.module.__name__, name)
+                if key not in _ARG_CHECKS:
+                    from mcp.server.mcpserver.tools.base import Tool as MCPTool
+                    _ARG_CHECKS[key] = MCPTool.from_function(fn, name=name).fn_metadata
+                coro = fn(**_ARG_CHECKS[key].validate_arguments(arguments))
+        except ValidationError as e: return refused_arguments_text(self.framework, name, e)
+        return result_text(self.framework, _run(coro))
+
     def effects(self) -> dict:
+        "What their `__reserved__geteffects` reports (a JSON text from some servers, an object from others)."
         from pydantic_core import to_jsonable_python
-        return to_jsonable_python(_run(self.module.mcp.tools['__reserved__geteffects'][0]()))
+        out = _run(self.server.tools['__reserved__geteffects'][0]())
+        return to_jsonable_python(json.loads(out) if isinstance(out, str) else out)
 
 # %% ../nbs/13_thinkingbox.ipynb #c022
 class ScenarioDomain:
@@ -381,7 +440,7 @@ class ScenarioDomain:
         self.name, self.data, self.servers = name, data, servers
         self.policy = scenario.get('bot_instructions') or ''
         self.visible = [t['name'] for t in scenario.get('tools') or []]  # the tools the agent is shown, in order
-        ws = scenario.get('world_state') or {}
+        self.world_state = ws = scenario.get('world_state') or {}
         self.sources = [s for conf in ws.values() if isinstance(conf, dict) for s in conf.get('sources') or []]
         self.families, self.expert, self.unstable = {}, None, {}  # no generator or expert: the golden path decides
         self._templates, self._lock = {}, threading.Lock()
@@ -485,6 +544,29 @@ class KnowledgeBase:
     def universal_search_with_full_text(self, query:str, keywords:list=None) -> list[dict]: return self.search(query)
 
 # %% ../nbs/13_thinkingbox.ipynb #c028
+CONFIG_VALUE = '(value)'  # a module server's init value that is not a list of rows, kept as one row
+
+def _config_rows(v) -> list[dict]:
+    "A module server's init value as `Task.init` rows: a list of mappings as is, anything else wrapped."
+    return v if isinstance(v, list) and all(isinstance(r, dict) for r in v) else [{CONFIG_VALUE: v}]
+
+def _config_value(rows:list, data:Path):
+    "The init value back from its rows; `$THINKINGBOX_DATA` in a file path (airline's data) is the checkout."
+    v = rows[0][CONFIG_VALUE] if len(rows) == 1 and set(rows[0]) == {CONFIG_VALUE} else rows
+    if isinstance(v, str): v = v.replace('${' + ENV + '}', str(data)).replace('$' + ENV, str(data))
+    return v
+
+def _initial_rows(self:ScenarioDomain) -> dict:
+    "The scenario's own initial state as `Task.init` rows (an episode without a task starts there)."
+    rows = {}
+    for s, conf in self.world_state.items():
+        if not isinstance(conf, dict): continue
+        if self.servers[s].sandbox:
+            for t, rs in (conf.get('data_patch') or {}).items(): rows[t] = rows.get(t, []) + list(rs)
+        else: rows.update({t: _config_rows(v) for t, v in conf.items()})
+    return rows
+ScenarioDomain.initial_rows = _initial_rows
+
 class ScenarioEpisode:
     "One episode's backend: fresh SandboxToolsSystems patched with the task's rows; the `EpisodeDB` interface."
     def __init__(self, dom:ScenarioDomain, task:Task|None):
@@ -495,22 +577,33 @@ class ScenarioEpisode:
             for t in sys_._tool_map.values():
                 if hasattr(t, '_get_typesense_client'): t._get_typesense_client = lambda kb=kb: kb
         configs = {}
-        for t, rows in (task.init if task else {}).items():
+        for t, rows in (task.init if task else dom.initial_rows()).items():
             s = dom._tables[t]
-            if isinstance(self.systems[s], ModuleBackend): configs.setdefault(s, {})[t] = rows
+            if isinstance(self.systems[s], ModuleBackend): configs.setdefault(s, {})[t] = _config_value(rows, dom.data)
             elif rows: self.systems[s].apply_data_patch({t: rows})
         for s, sys_ in self.systems.items():
             if isinstance(sys_, ModuleBackend): sys_.init(configs.get(s, {}))
 
-    def run_tool(self, name:str, arguments:dict):
-        "Call their tool; a refusal or failure of the tool is a `ToolError` the agent reads."
-        from tb_business_ops_servers_202606 import SandboxToolsSystemError
+    def _server(self, name:str):
         server = self.dom._tool_server.get(name)
         if server is None or name not in self.dom.specs: raise ToolError(f'unknown tool {name!r}')
-        sys_ = self.systems[server]
-        if isinstance(sys_, ModuleBackend): return sys_.call(name, arguments)
+        return self.systems[server]
+
+    def call(self, name:str, arguments:dict):
+        "Call their tool strictly (the golden replay): its result, or a `ToolError` with their message."
+        from tb_business_ops_servers_202606 import SandboxToolsSystemError
+        sys_ = self._server(name)
+        if isinstance(sys_, ModuleBackend): return sys_.call(name, arguments)  # refusals are its own text
         try: return _run(sys_.call_tool(name, arguments))
         except SandboxToolsSystemError as e: raise ToolError(str(e)) from None
+
+    def run_tool(self, name:str, arguments:dict) -> str:
+        "The agent's call: the text their server answers, a refusal included (their sandbox servers' JSON shape)."
+        try: out = self.call(name, arguments)
+        except ToolError as e:
+            if name not in self.dom.specs: raise
+            return json.dumps({'error': str(e), 'tool': name})
+        return out if isinstance(out, str) else json.dumps(out)
 
     def snapshot(self) -> dict:
         "Per server: their stable state and its SHA-256 (computed by their package), or a module server's effects."
@@ -577,12 +670,26 @@ def their_checks(dom:ScenarioDomain, uid:str|None, effects:dict) -> dict:
         import traceback
         line = traceback.extract_tb(e.__traceback__)[-1]
         where = {'at': f'{path.name}:{line.lineno}', 'assert': (line.line or '')[:300]}
+        if str(e): where['message'] = str(e)[:300]  # the assert's own message, when it has one
         return {uid: {'passed': False}, 'failed assert': where}
     return {uid: {'passed': True}}
 
-def _expected_state(self:ScenarioDomain, task:Task):
-    "For a task graded by its own asserts: every assert holds. Otherwise None (the golden replay decides)."
-    return {'(their checks)': {task.uid: {'passed': True}}} if task.uid in self.checks else None
+_EXPECTED: dict = {}
+
+def _expected_state(self:ScenarioDomain, task:Task) -> dict:
+    "Every assert holds, for a task graded by its own asserts; else the state of its golden calls, replayed strictly."
+    from thinkingbox_training.backend import canonical_state
+    from thinkingbox_training.grader import DefectiveTask, _content_key
+    if task.uid in self.checks: return {'(their checks)': {task.uid: {'passed': True}}}
+    key = _content_key(task)
+    if key not in _EXPECTED:
+        with self.provision(task) as db:
+            for i, c in enumerate(task.golden):
+                try: db.call(c.name, c.arguments)
+                except ToolError as e:
+                    raise DefectiveTask(f'task {task.uid}: golden[{i}] {c.name}({c.arguments}) fails: {e}') from None
+            _EXPECTED[key] = canonical_state(self, db.snapshot(), self.template(task).initial)
+    return _EXPECTED[key]
 ScenarioDomain.expected_state = _expected_state
 
 # %% ../nbs/13_thinkingbox.ipynb #c032
@@ -659,7 +766,7 @@ def their_verdict(task:Task, calls:list) -> bool:
             _THEIR_GOLDEN[task.uid] = {s: calculate_database_hash(sys_.db) for s, sys_ in gold.systems.items()}
     with dom.provision(task) as ours:
         for c in calls:
-            try: ours.run_tool(c['name'], c['arguments'])
+            try: ours.call(c['name'], c['arguments'])
             except ToolError: pass
         return all(calculate_database_hash(sys_.db) == _THEIR_GOLDEN[task.uid][s] for s, sys_ in ours.systems.items())
 
