@@ -417,22 +417,19 @@ def _shard_main(i:int, conn, lock_fd:int, setup:dict):
         os._exit(1)
 
 class _StoreProgress:
-    "A progress bar over the attempts an invocation has stored, whichever process stored them (polled)."
+    "A progress bar over the attempts an invocation has stored, whichever process stored them (polled once a second)."
     def __init__(self, path:Path, name:str, inv:int, total:int, desc:str):
         import threading
         from tqdm.auto import tqdm
-        self.bar, self.stop = tqdm(total=total, desc=desc, unit='ep'), threading.Event()
-        self.thread = threading.Thread(target=self._poll, args=(path, name, inv), daemon=True)
-        self.base = self._executed(path, name, inv); self.thread.start()
-    @staticmethod
-    def _executed(path, name, inv):
-        s = AttemptStore(path, check=False)
-        try: return next(x['executed'] for x in s.invocations(name) if x['id'] == inv)
-        finally: s.close()
+        self.bar, self.done = tqdm(total=total, desc=desc, unit='ep'), threading.Event()
+        self.thread = threading.Thread(target=self._poll, args=(path, name, inv), daemon=True); self.thread.start()
     def _poll(self, path, name, inv):
-        while not self.stop.wait(1.0):
-            self.bar.n = self._executed(path, name, inv) - self.base; self.bar.refresh()
-    def close(self): self.stop.set(); self.thread.join(); self.bar.close()
+        s = AttemptStore(path, check=False)
+        executed = lambda: next(x['executed'] for x in s.invocations(name) if x['id'] == inv)
+        try:
+            while not self.done.wait(1.0): self.bar.n = executed(); self.bar.refresh()
+        finally: s.close()
+    def close(self): self.done.set(); self.thread.join(); self.bar.close()
 
 # %% ../nbs/08_campaigns.ipynb #c012
 def _tasks_from(paths:str, split:str=None, held_out:bool=True) -> tuple:
