@@ -486,3 +486,31 @@ def test_main_saves_checkpoints_and_resumes_from_the_last(tmp_path):
     log = json.loads((run / 'training_log.json').read_text())
     assert [s['step'] for s in log['steps']] == [0, 1, 2]             # two restored from checkpoint-2, one new
     assert len([h for h in log['log_history'] if 'loss' in h]) == 3 and log['episodes_used'] == 3 * 4
+
+
+# ---------------------------------------------------------------- issue 29: micro-batches by length
+
+def test_micro_batches_by_length_keep_the_gradient(tmp_path):
+    """8 episodes a step in 4 micro-batches of 2, cut by length and each padded to its own longest row: the same loss
+    and gradient as one micro-batch of 8, with less padding."""
+    from thinkingbox_training.grpo import padding_share
+    class Grads(TrainerCallback):
+        def on_pre_optimizer_step(self, args, state, control, model=None, **kw):
+            self.g = {k: p.grad.detach().clone() for k, p in model.named_parameters() if p.grad is not None}
+    runs = {}
+    for bs in (8, 2):
+        cb = Grads()
+        t = trainer(tmp_path / str(bs), callbacks=[cb], per_device_train_batch_size=bs, max_refill_rounds=0)
+        t.train()
+        runs[bs] = (t, cb.g, _losses(t)[0][0])
+    (one, g1, loss1), (four, g4, loss4) = runs[8], runs[2]
+    assert four.args.gradient_accumulation_steps == 4 and len(four._buffered_inputs) == 4
+    assert _decisions(one) == _decisions(four) and g1 and g1.keys() == g4.keys()        # the same episodes
+    # float32 sums in another order: 1e-5 relative is far below the gradient's own size and far above rounding
+    assert abs(loss1 - loss4) <= 1e-5 * max(1.0, abs(loss1))
+    for k in g1: assert torch.allclose(g1[k], g4[k], rtol=1e-4, atol=1e-7), k
+    mbs = four._buffered_inputs
+    lengths = [(m['prompt_mask'].sum(1) + m['completion_mask'].sum(1)).tolist() for m in mbs]
+    assert all(min(a) >= max(b) for a, b in zip(lengths, lengths[1:]))               # longest first, never mixed
+    assert all(m['completion_ids'].size(1) == max(m['completion_mask'].sum(1)) for m in mbs)   # own width
+    assert padding_share(mbs) < padding_share(one._buffered_inputs)

@@ -24,8 +24,8 @@ from .episode import EpisodeRunner, Episode, run_blocking
 __all__ = ['logger', 'TASK_PROMPT', 'TBT_STATE', 'BatchPlan', 'batch_plan', 'TBTConfig', 'check_sampler', 'sampling_config',
            'check_sampling', 'task_prompt', 'prompt_task_uid', 'task_dataset', 'run_budgets', 'with_budgets',
            'check_pool_budgets', 'load_pool', 'make_judge', 'Rollout', 'rollout_fields', 'verdict', 'group_kind',
-           'Sampled', 'dynamic_sample', 'step_metrics', 'check_rollout_contract', 'server_url', 'check_vllm_server',
-           'EpochSampler', 'TBTTrainer', 'describe', 'report_callbacks', 'main']
+           'Sampled', 'dynamic_sample', 'step_metrics', 'check_rollout_contract', 'micro_batches', 'padding_share',
+           'server_url', 'check_vllm_server', 'EpochSampler', 'TBTTrainer', 'describe', 'report_callbacks', 'main']
 
 # %% ../nbs/10_grpo.ipynb #c004
 logger = logging.getLogger(__name__)
@@ -424,6 +424,39 @@ def check_rollout_contract(prompts:list, # the prompts of every process, in proc
         raise RuntimeError(f'rollout_func contract changed: expected {n_groups or "whole"} groups of {G} repeated '
                            f'prompts across processes, got {n} prompts starting {prompts[:G + 1]}. '
                            'TRL is pinned to 1.16 for this.')
+
+# %% ../nbs/10_grpo.ipynb #mb001
+_PROMPT_KEYS = ('prompt_ids', 'prompt_mask')   # left-padded; every other 2-D tensor of the width of the completions
+                                               # is aligned with them (masks, logprobs, importance ratios)
+
+def micro_batches(batch:dict, # one process's share of a step, as TRL's `_generate_and_score_completions` returns it
+                  n:int, # micro-batches (steps_per_generation)
+                 ) -> list:
+    "Cut `batch` into `n` micro-batches of similar lengths, each padded only to its own longest prompt and completion."
+    rows, width = batch['completion_ids'].shape
+    if rows % n: raise ValueError(f'{rows} rows do not cut into {n} micro-batches')
+    lengths = batch['prompt_mask'].sum(1) + batch['completion_mask'].sum(1)
+    out = []
+    for idx in torch.argsort(lengths, descending=True, stable=True).split(rows // n):
+        p_used, c_used = batch['prompt_mask'][idx].any(0), batch['completion_mask'][idx].any(0)
+        p0 = int(p_used.nonzero()[0]) if p_used.any() else p_used.numel() - 1
+        c1 = int(c_used.nonzero()[-1]) + 1 if c_used.any() else 1
+        mb = {}
+        for k, v in batch.items():
+            if isinstance(v, torch.Tensor) and v.ndim > 0:
+                v = v[idx.to(v.device)]
+                if k in _PROMPT_KEYS: v = v[:, p0:]
+                elif v.ndim == 2 and v.size(1) == width: v = v[:, :c1]
+            elif isinstance(v, list): v = [v[i] for i in idx.tolist()]
+            mb[k] = v
+        out.append(mb)
+    return out
+
+def padding_share(mbs:list) -> float:
+    "The share of the token positions of `mbs` (micro-batches) that are padding: forward and backward work wasted."
+    real = sum(int(m['prompt_mask'].sum() + m['completion_mask'].sum()) for m in mbs)
+    held = sum(m['prompt_ids'].numel() + m['completion_ids'].numel() for m in mbs)
+    return 1 - real / held
 
 # %% ../nbs/10_grpo.ipynb #v3001
 def server_url(args: TBTConfig) -> str:
@@ -851,7 +884,12 @@ class TBTTrainer(GRPOTrainer):
     def _prepare_inputs(self, batch):
         if isinstance(batch, dict) and "advantages" in batch:
             return batch  # already prepared (see training_step)
-        return super()._prepare_inputs(batch)
+        n = self.args.steps_per_generation
+        if not self.model.training or n == 1:
+            return super()._prepare_inputs(batch)  # evaluation, or one micro-batch a step: TRL's own
+        if self._step % n == 0 or self._buffered_inputs is None:  # a step's first micro-step: its episodes, by length
+            self._buffered_inputs = micro_batches(self._generate_and_score_completions(batch), n)
+        return self._buffered_inputs[self._step % n]
 
     def training_step(self, model, inputs, num_items_in_batch=None):
         model.train()  # before generation, which tells training from evaluation by it (from_pretrained gives eval mode)
