@@ -156,6 +156,8 @@ def test_the_report_and_its_primary_statistic_computed_by_hand(tiny):
     t = d.mean() / (d.std(ddof=1) / np.sqrt(len(d)))
     assert p['t'] == pytest.approx(t) and p['p'] == pytest.approx(2 * stats.t.sf(abs(t), len(d) - 1))
     assert p['diff_lo'] <= p['diff'] <= p['diff_hi']
+    sd = d.std(ddof=1)
+    assert p['detectable_change'] == pytest.approx((stats.t.ppf(.975, 3) + stats.t.ppf(.8, 3)) * sd / 2)
     seed_means = [np.mean([s0[u] - b[u] for u in held]), np.mean([s1[u] - b[u] for u in held])]
     assert p['per_seed_diff'] == pytest.approx(seed_means) and p['seed_sd'] == pytest.approx(np.std(seed_means, ddof=1))
     # the pooled rows are the same statistic per task group; the pool has its own

@@ -19,7 +19,7 @@ __all__ = ['STUDY', 'RECIPE', 'BASE_MODEL', 'POOL_TASK_FILES', 'REPROBE_STEPS', 
            'read_parts', 'measured_rate', 'reproduce', 'reproduce_cli', 'subset', 'first_k', 'aligned', 'task_groups',
            'brief', 'paired', 'cluster_bootstrap', 'primary_test', 'training_rows', 'zero_variance', 'load_campaigns',
            'policy_rows', 'comparison_rows', 'learning_curve', 'second_arm', 'study_summary', 'plot_policies',
-           'plot_sharpening', 'plot_learning_curve', 'plot_training', 'study_report']
+           'plot_sharpening', 'plot_learning_curve', 'plot_training', 'study_report', 'study_report_cli']
 
 # %% ../nbs/15_study.ipynb #s004
 STUDY = 'data/runs/study'                       # the study's directory, relative to the checkout
@@ -130,9 +130,9 @@ def checkpoints(model_dir:str|Path) -> dict:
     return {int(p.name.split('-')[1]): p for p in d.glob('checkpoint-*') if p.name.split('-')[1].isdigit()}
 
 def trained(model_dir:str|Path) -> bool:
-    "Whether a training run finished: its model and its training log are saved."
-    d = Path(model_dir)
-    return (d/'config.json').exists() and (d/'training_log.json').exists()
+    """Whether a training run finished: its training log is written once the model is saved (the log is committed,
+    the model's weights need not be)."""
+    return (Path(model_dir)/'training_log.json').exists()
 
 # %% ../nbs/15_study.ipynb #s010
 def _rel(p:Path) -> str:
@@ -210,9 +210,10 @@ class StageStatus:
     resume_from: str = None # train: the checkpoint it resumes from
 
 def _policy_ready(study:Study, st:Stage) -> bool:
+    "Whether the model a campaign evaluates is there: the base, a finished run's model, or a saved checkpoint."
     if st.policy == 'base' or study.policy is not None: return True
     d = study.path/st.policy
-    return trained(d) if '/checkpoint-' not in st.policy else (d/'config.json').exists()
+    return (d/'config.json').exists() and ('/checkpoint-' in st.policy or trained(d))
 
 def stage_status(study:Study, st:Stage) -> StageStatus:
     "Where `st` stands on `study`'s checkout (reads its artifacts only)."
@@ -462,7 +463,9 @@ def reproduce_cli(part:str='all',       # the design's part: 1, 2, 3, 4 or all
                   dry_run:bool=False,   # print the plan and the estimate, run nothing
                   concurrency:int=16):  # episodes live at once (the design's 16)
     "The pre-registered study of issue 32, part by part (resumable): campaigns, training runs, wall times."
-    reproduce(Study(concurrency=concurrency), _parts(part), dry_run)
+    study = Study(concurrency=concurrency)
+    reproduce(study, _parts(part), dry_run)
+    if not dry_run: print(f"[report] {', '.join(study_report(study)['figures'])} in {_rel(study.path)}/figures")
     return 0
 
 # %% ../nbs/15_study.ipynb #s025
@@ -550,6 +553,9 @@ def primary_test(base:metrics.Campaign, # the base policy's campaign
            'trained': float(per_seed[:, m].mean()), 'diff': float(d.mean()), 'diff_lo': float(lo), 'diff_hi': float(hi),
            't': float(t.statistic), 'df': int(m.sum() - 1), 'p': float(t.pvalue), 'sd_per_task': float(d.std(ddof=1)),
            'family_diff_lo': flo, 'family_diff_hi': fhi, 'families': len(set(base.families[m].tolist())),
+           # the change this test detects with 80% power at its observed per-task spread (the design's formula)
+           'detectable_change': float((stats.t.ppf(0.975, m.sum() - 1) + stats.t.ppf(0.8, m.sum() - 1))
+                                      * d.std(ddof=1) / np.sqrt(m.sum())),
            'per_seed_diff': [float(x) for x in seed_means]}
     if len(trained) > 1:
         sd = float(seed_means.std(ddof=1)); tt = seed_means.mean() / (sd / np.sqrt(len(trained))) if sd else np.inf
@@ -808,3 +814,12 @@ def study_report(study:Study) -> dict:
                         [camps[f"seed{x}/bench-k{study.design['design']['k_final']}"] for x in s['seeds_evaluated']],
                         f/'sharpening.png') if s['seeds_evaluated'] and 'primary' in s else None) if p]
     return s
+
+# %% ../nbs/15_study.ipynb #s037
+@command('study-report')
+def study_report_cli():
+    "The study's summary.json, tables and figures, regenerated from its artifacts (no training, no episodes)."
+    s = study_report(Study())
+    print(f"seeds {s['seeds']} (evaluated: {s['seeds_evaluated']}); stages done: "
+          f"{sum(v == 'done' for v in s['stages'].values())}/{len(s['stages'])}; figures: {', '.join(s['figures'])}")
+    return 0
