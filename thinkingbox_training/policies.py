@@ -95,17 +95,19 @@ def _slab_attention(module, query, key, value, attention_mask, scaling:float=Non
     G = key.shape[1]
     R = H // G  # a kv head's query heads become more query rows of that head: no copy of keys or values
     q = query.reshape(B, G, R * Q, D) * scaling
-    mask = attention_mask.repeat(1, 1, R, 1) if R > 1 else attention_mask
-    s = (q @ key.transpose(-1, -2)).masked_fill(~mask, float('-inf'))  # [B, G, R*Q, width]
+    s = q @ key.transpose(-1, -2)  # [B, G, R*Q, width]
+    # in place, the mask broadcast over a kv head's query heads: the same numbers as masked_fill of a repeated
+    # mask and (s - m).exp(), without three more tensors of this size (what the prefill's attention cost most)
+    s.view(B, G, R, Q, -1).masked_fill_(~attention_mask[:, :, None], float('-inf'))
     m = s.amax(-1, keepdim=True)  # finite: every query sees at least its own column
-    e = (s - m).exp()
+    e = s.sub_(m).exp_()
     l, o = e.sum(-1, keepdim=True), e @ value
     for (pk, pv), rows in slab.groups(module.layer_idx, B):
         b = len(rows)
         qg = q[rows].transpose(0, 1).reshape(G, -1, D).to(pk.dtype)  # all the prefix's rows: one product per kv head
         sp = qg @ pk[0].transpose(-1, -2)
         mp = sp.amax(-1, keepdim=True)
-        ep = (sp - mp).exp()
+        ep = sp.sub_(mp).exp_()
         lp, op = ep.sum(-1, keepdim=True), ep @ pv[0]
         # back to [rows, kv heads, query rows, ...], as m, l and o are laid out
         mp, lp, op = (t.view(G, b, R * Q, -1).transpose(0, 1).to(q.dtype) for t in (mp, lp, op))
