@@ -19,8 +19,8 @@ from .tasks import Task, register_domain
 
 # %% auto #0
 __all__ = ['ToolError', 'AgentInputError', 'is_infrastructure_error', 'shown', 'Ctx', 'tool_argument_model', 'Domain',
-           'lone_surrogate', 'build_template', 'EpisodeDB', 'read_state', 'data_key', 'canonical_state', 'StateDiff',
-           'diff_states']
+           'lone_surrogate', 'build_template', 'EpisodeDB', 'read_state', 'data_key', 'canonical_state',
+           'episode_state', 'StateDiff', 'diff_states']
 
 # %% ../nbs/02_backend.ipynb #c004
 class ToolError(Exception):
@@ -53,6 +53,27 @@ class Ctx:
     session: Session
     now: datetime
     customer: str|None = None  # whom the episode serves (its task's `customer`); None: no customer scope (staff, tests)
+    conn: sqlite3.Connection|None = None  # the session's own SQLite connection, for `sql` and `write`
+
+    def sql(self, query:str, *params) -> list[dict]:
+        """The rows of a read-only query as dicts, run as driver SQL on the session's own connection (same
+        transaction; changes the session holds are flushed first, as an ORM query would). A row costs a few
+        microseconds here against ~0.3 ms through an ORM query."""
+        self.session.flush()  # returns at once when there is nothing to flush
+        cur = (self.conn or self.session.connection().connection.dbapi_connection).execute(query, params)
+        cols = [d[0] for d in cur.description]
+        return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+    def write(self, query:str, *params) -> int:
+        """Run one INSERT, UPDATE or DELETE as driver SQL in the call's transaction (committed with the call, or rolled
+        back when it raises); the new row's id (`lastrowid`)."""
+        self.session.flush()
+        return (self.conn or self.session.connection().connection.dbapi_connection).execute(query, params).lastrowid
+
+    @property
+    def now_sql(self) -> str:
+        "The scenario clock as SQLAlchemy stores a `DateTime` in SQLite: its wall time as text, without the zone."
+        return self.now.strftime('%Y-%m-%d %H:%M:%S.%f')
 
     def get(self, model, key, what:str=None):
         "The row of `model` with primary key `key`, or a `ToolError` naming what was not found."
@@ -323,7 +344,7 @@ class EpisodeDB:
         if shared is None: shared = dom._shared_engine = _SharedEngine()
         self.connection = shared.connect(conn)
         self.session = Session(bind=self.connection, expire_on_commit=False)
-        self.ctx = Ctx(self.session, dom.clock, customer)
+        self.ctx = Ctx(self.session, dom.clock, customer, conn)
 
     def run_tool(self, name:str, arguments:dict):
         """Call tool `name` with validated `arguments` in one transaction; `ToolError` for refused requests, and
@@ -340,16 +361,22 @@ class EpisodeDB:
             raise ToolError(f'invalid arguments for {name}: {err["loc"]}: {err["msg"]}') from None
         try:
             out = self.dom.tools[name](self.ctx, **{k: getattr(args, k) for k in args.__class__.model_fields})
-            self.session.commit()
+            # a call that only read through `ctx.sql` opened no transaction: nothing to commit (~0.07 ms a call)
+            if self.session.in_transaction(): self.session.commit()
+            if self.conn.in_transaction: self.conn.commit()  # what `ctx.write` wrote
             return out
         except ToolError:
-            self.session.rollback(); raise
+            self._rollback(); raise
         except Exception as e:
-            self.session.rollback()
+            self._rollback()
             if is_infrastructure_error(e): raise
             raise AgentInputError(name, e) from e
         except BaseException:
-            self.session.rollback(); raise
+            self._rollback(); raise
+
+    def _rollback(self):
+        self.session.rollback()
+        if self.conn.in_transaction: self.conn.rollback()
 
     def snapshot(self) -> dict:
         "Raw state: {table: [row dicts]} of every column, as stored."
@@ -371,7 +398,9 @@ def read_state(conn, dom:Domain) -> dict:
 
 # %% ../nbs/02_backend.ipynb #c014
 class _Template:
-    def __init__(self, conn, initial): self.conn, self.initial, self.lock = conn, initial, threading.Lock()
+    def __init__(self, conn, initial):
+        self.conn, self.initial, self.lock = conn, initial, threading.Lock()
+        self.base = None  # (its rows as fetched, its canonical state), made by `episode_state` when first needed
 
 def data_key(task:Task|None) -> str|None:
     "What a task's database is made of (its `init`), hashed: the template cache's key."
@@ -386,7 +415,10 @@ def _template(self:Domain, task:Task|None=None) -> _Template:
             t = self._templates.get(key)
             if t is None:
                 conn = build_template(self, task)
-                t = self._templates[key] = _Template(conn, read_state(conn, self))
+                t = _Template(conn, read_state(conn, self))
+                # what grading compares with, worked out with the template (once a task, as the expected state is)
+                if not hasattr(self, 'canonical'): _base(self, t)
+                self._templates[key] = t
     return t
 Domain.template = _template
 
@@ -406,12 +438,16 @@ def _fk_map(tab) -> dict:
 
 def _sortable(v): return (v is None, type(v).__name__, v if v is not None else 0)  # a column holds one type
 
-def canonical_state(dom:Domain, raw:dict, initial:dict) -> dict:
+def canonical_state(dom:Domain, raw:dict, initial:dict,
+                    same:dict=None) -> dict: # {table: canonical rows} of tables known to hold their initial rows
     "Canonical snapshot {table: {key: {column: value}}} of a raw state, relative to the initial raw state."
     # a backend kind with its own canonical form (thinkingbox)
     if hasattr(dom, 'canonical'): return dom.canonical(raw, initial)
     out, labels = {}, {}  # labels: (table, old key) -> canonical key
     for name, tab in dom.tables.items():
+        # a table as it was created no row of its own and references no created row (its initial rows satisfied
+        # their foreign keys): its canonical rows are its initial ones
+        if same and name in same: out[name] = same[name]; continue
         pkc = [c.name for c in tab.primary_key.columns]
         keep = [c.name for c in tab.columns if c.name not in dom.unstable.get(name, ())]
         fks = _fk_map(tab)
@@ -432,6 +468,29 @@ def canonical_state(dom:Domain, raw:dict, initial:dict) -> dict:
         out[name] = dict(sorted(rows.items(), key=lambda kv: _sortable(kv[0])))
     return out
 
+def _base(dom:Domain, tpl:_Template):
+    "A template's rows as fetched and its canonical state, for `episode_state`."
+    with tpl.lock: rows = {n: tpl.conn.execute(f'SELECT * FROM "{n}"').fetchall() for n in dom.tables}
+    tpl.base = (rows, canonical_state(dom, tpl.initial, tpl.initial))
+
+def episode_state(db:EpisodeDB, task:Task|None=None) -> dict:
+    """`canonical_state` of an episode's database, relative to its task's template: a table whose rows are still
+    exactly the template's (most of them, in most episodes) is compared as fetched and its canonical rows come from
+    the template, worked out once; only the tables the episode changed are worked out again. The result shares those
+    rows with the template's: read only."""
+    dom = db.dom
+    tpl = dom.template(task)
+    if hasattr(dom, 'canonical'): return canonical_state(dom, db.snapshot(), tpl.initial)
+    if tpl.base is None: _base(dom, tpl)
+    rows0, canon0 = tpl.base
+    raw, same = {}, {}
+    for name in dom.tables:
+        cur = db.conn.execute(f'SELECT * FROM "{name}"')
+        rows = cur.fetchall()
+        if rows == rows0[name]: raw[name], same[name] = tpl.initial[name], canon0[name]
+        else: raw[name] = [dict(zip([d[0] for d in cur.description], r)) for r in rows]
+    return canonical_state(dom, raw, tpl.initial, same)
+
 # %% ../nbs/02_backend.ipynb #c017
 class StateDiff(BaseModel):
     "Differences between an expected and an actual canonical state."
@@ -448,6 +507,7 @@ def diff_states(expected:dict, actual:dict) -> StateDiff:
     # a fixed order: not a set's, which varies by process
     for t in list(expected) + [t for t in actual if t not in expected]:
         e, a = expected.get(t, {}), actual.get(t, {})
+        if e == a: tables[t] = True; continue  # the usual case, at C speed (a table of a state holds no NaN)
         rs = []
         for k in [k for k in e if k in a]:
             for c in e[k]:

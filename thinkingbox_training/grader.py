@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio, hashlib, os, re, threading
 from pydantic import BaseModel, Field
 from .tasks import Task, RubricItem, get_domain
-from .backend import EpisodeDB, ToolError, canonical_state, diff_states
+from .backend import EpisodeDB, ToolError, canonical_state, diff_states, episode_state
 
 # %% auto #0
 __all__ = ['DefectiveTask', 'expected_state', 'check_defects', 'Usage', 'CheckResult', 'Verdict', 'JudgeAnswer', 'RuleJudge',
@@ -160,7 +160,9 @@ class Grader:
     async def grade(self, task:Task, db:EpisodeDB, final_message:str='', transcript:list|None=None) -> Verdict:
         "The verdict on `db`'s state at the end of an episode of `task`."
         dom = get_domain(task.domain)
-        actual = canonical_state(dom, db.snapshot(), dom.template(task).initial)
+        # an episode on SQLite: only the tables it changed are worked out again (`episode_state`)
+        actual = (episode_state(db, task) if isinstance(db, EpisodeDB)
+                  else canonical_state(dom, db.snapshot(), dom.template(task).initial))
         return await self.grade_state(task, actual, final_message, transcript)
 
     async def grade_state(self, task:Task, actual:dict, final_message:str='', transcript:list|None=None) -> Verdict:

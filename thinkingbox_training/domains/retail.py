@@ -8,11 +8,12 @@ import random
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 from functools import cache
+from types import SimpleNamespace
 from typing import Annotated, Literal, Optional
 from pydantic import Field as PField
 from sqlalchemy import DateTime
 from sqlalchemy.orm import registry
-from sqlmodel import Field, SQLModel, select
+from sqlmodel import Field, SQLModel
 from ..backend import Domain, ToolError, shown
 from ..tasks import Family, Limits, RubricItem, UserSpec
 
@@ -307,11 +308,11 @@ retail = Domain('retail', RetailBase, seed=retail_seed, policy=POLICY, clock=CLO
 
 # %% ../../nbs/domains/02_retail.ipynb #c015
 def _sql(ctx, query:str, *params) -> list[dict]:
-    "The rows of a read-only query, as dicts."
-    return [dict(r._mapping) for r in ctx.session.connection().exec_driver_sql(query, params)]
+    "The rows of a read-only query, as dicts (driver SQL on the episode's own connection: `Ctx.sql`)."
+    return ctx.sql(query, *params)
 
 def _next_id(ctx, model, prefix:str) -> str:
-    ctx.session.flush()  # rows added earlier in this call count too
+    "The next free id of `model`'s table (rows written earlier in this call count too)."
     ids = [r['id'] for r in _sql(ctx, f'SELECT id FROM "{model.__tablename__}"')]
     return f'{prefix}{max((int(i[len(prefix):]) for i in ids if i[len(prefix):].isdigit()), default=1000) + 1}'
 
@@ -321,22 +322,38 @@ def _own(ctx, customer_id:str, what:str):
     "Refuse `what` unless it is the episode's customer's (any customer's without one: staff tooling, tests)."
     if ctx.customer is not None and customer_id != ctx.customer: raise ToolError(f'{what} {OTHERS}')
 
-def _verified_order(ctx, order_id:str, email:str) -> Order:
+def _verified_order(ctx, order_id:str, email:str) -> SimpleNamespace:
     "The order, if it is the episode's customer's and `email` is the email on it; a ToolError otherwise."
-    o = ctx.get(Order, order_id, 'order')
+    found = _sql(ctx, 'SELECT o.id, o.customer_id, o.status, o.total_cents, c.email FROM "order" o '
+                      'JOIN customer c ON c.id = o.customer_id WHERE o.id = ?', order_id)
+    if not found: raise ToolError(f'order {shown(order_id)} not found')
+    o = SimpleNamespace(**found[0])
     _own(ctx, o.customer_id, f'order {o.id}')
-    c = ctx.session.get(Customer, o.customer_id)
-    if c.email.lower() != email.strip().lower():
+    if o.email.lower() != email.strip().lower():
         raise ToolError(f'email {shown(email)} is not the email on order {order_id}: identity not verified, nothing '
                         'changed')
     return o
 
-def _rows(ctx, table, **where) -> list:
-    q = select(table)
-    for k, v in where.items(): q = q.where(getattr(table, k) == v)
-    return list(ctx.session.exec(q.order_by(table.id)).all())
+def _rows(ctx, model, **where) -> list[SimpleNamespace]:
+    "The rows of `model`'s table with these column values, by id (dates and times as stored: ISO text)."
+    cond = ' AND '.join(f'{k} = ?' for k in where)
+    return [SimpleNamespace(**r) for r in _sql(ctx, f'SELECT * FROM "{model.__tablename__}"'
+                                                    + (f' WHERE {cond}' if cond else '') + ' ORDER BY id',
+                                               *where.values())]
 
-def _item_of(ctx, o:Order, product_id:str) -> OrderItem:
+def _product(ctx, product_id:str) -> SimpleNamespace:
+    found = _rows(ctx, Product, id=product_id)
+    if not found: raise ToolError(f'product {shown(product_id)} not found')
+    return found[0]
+
+def _add(ctx, model, **row):
+    """Insert one row of `model` as driver SQL: every column, the model's own default where `row` leaves one out
+    (times and dates given as stored text: a table model does not validate)."""
+    obj, cols = model(**row), [c.name for c in model.__table__.columns]
+    ctx.write(f'INSERT INTO "{model.__tablename__}" ({", ".join(cols)}) VALUES ({", ".join("?" * len(cols))})',
+              *[getattr(obj, c) for c in cols])
+
+def _item_of(ctx, o, product_id:str) -> SimpleNamespace:
     """The item of order `o` whose product is `product_id`. Of two such items (an exchange and its way back), the one
     with units left."""
     items = _rows(ctx, OrderItem, order_id=o.id)
@@ -346,17 +363,18 @@ def _item_of(ctx, o:Order, product_id:str) -> OrderItem:
                         + ', '.join(it.product_id for it in items))
     return next((it for it in hits if it.returned_qty < it.quantity), hits[0])
 
-def _delivered_shipment(ctx, it:OrderItem, doing:str) -> Shipment:
-    s = ctx.session.get(Shipment, it.shipment_id)
+def _delivered_shipment(ctx, it, doing:str) -> SimpleNamespace:
+    s = _rows(ctx, Shipment, id=it.shipment_id)[0]
     if s.status != 'delivered':
         raise ToolError(f'item {it.id} has not been delivered (shipment {s.id} is {s.status}): nothing to {doing} yet')
     return s
 
-def _new_shipment(ctx, like:Shipment) -> Shipment:
-    s = Shipment(id=_next_id(ctx, Shipment, 'SH-'), order_id=like.order_id, status='pending', carrier=like.carrier,
-                 address=like.address, promised_date=ctx.now.date() + timedelta(days=3))
-    ctx.session.add(s)
+def _new_shipment(ctx, like) -> SimpleNamespace:
+    s = SimpleNamespace(id=_next_id(ctx, Shipment, 'SH-'), order_id=like.order_id, status='pending',
+                        carrier=like.carrier, address=like.address, promised_date=ctx.now.date() + timedelta(days=3))
+    _add(ctx, Shipment, **vars(s) | {'promised_date': s.promised_date.isoformat()})
     return s
+
 
 # %% ../../nbs/domains/02_retail.ipynb #c017
 OrderId = Annotated[str, PField(description='order id, e.g. OR-52031')]
@@ -434,18 +452,20 @@ def cancel_order(ctx, order_id: OrderId, email: Email) -> dict:
     ships = _rows(ctx, Shipment, order_id=o.id)
     if o.status == 'delivered' or any(s.status == 'delivered' for s in ships):
         raise ToolError(f'order {order_id} has been delivered: it cannot be cancelled (a return is possible instead)')
-    o.status = 'cancelled'
-    for s in ships: s.status = 'cancelled'
-    for it in _rows(ctx, OrderItem, order_id=o.id): ctx.session.get(Product, it.product_id).stock += it.quantity
+    ctx.write('UPDATE "order" SET status = \'cancelled\' WHERE id = ?', o.id)
+    for s in ships: ctx.write("UPDATE shipment SET status = 'cancelled' WHERE id = ?", s.id)
+    for it in _rows(ctx, OrderItem, order_id=o.id):
+        ctx.write('UPDATE product SET stock = stock + ? WHERE id = ?', it.quantity, it.product_id)
     refunds = []
     for p in _rows(ctx, Payment, order_id=o.id):
         amount = p.amount_cents - p.refunded_cents
         if amount <= 0: continue
-        r = Refund(id=_next_id(ctx, Refund, 'RF-'), order_id=o.id, payment_id=p.id, amount_cents=amount,
-                   method=p.method, reason='cancellation', created_at=ctx.now)
-        ctx.session.add(r); p.refunded_cents += amount
-        refunds.append({'refund_id': r.id, 'amount_cents': amount, 'to': p.detail})
-    return {'order_id': o.id, 'status': o.status, 'refunds': refunds}
+        rid = _next_id(ctx, Refund, 'RF-')
+        _add(ctx, Refund, id=rid, order_id=o.id, payment_id=p.id, amount_cents=amount, method=p.method,
+             reason='cancellation', created_at=ctx.now_sql)
+        ctx.write('UPDATE payment SET refunded_cents = refunded_cents + ? WHERE id = ?', amount, p.id)
+        refunds.append({'refund_id': rid, 'amount_cents': amount, 'to': p.detail})
+    return {'order_id': o.id, 'status': 'cancelled', 'refunds': refunds}
 
 @retail.tool
 def change_shipping_address(ctx,
@@ -456,12 +476,15 @@ def change_shipping_address(ctx,
                                 min_length=5, description='the full new address, as the customer gave it')],
                            ) -> dict:
     "Send a shipment that has not shipped yet (status 'pending') to a new address."
-    s = ctx.get(Shipment, shipment_id, 'shipment')
+    found = _rows(ctx, Shipment, id=shipment_id)
+    if not found: raise ToolError(f'shipment {shown(shipment_id)} not found')
+    s = found[0]
     _verified_order(ctx, s.order_id, email)
     if s.status != 'pending':
         raise ToolError(f"shipment {shipment_id} is {s.status}: only a pending shipment's address can be changed")
-    s.address = ' '.join(new_address.split()).rstrip('.')
-    return {'shipment_id': s.id, 'address': s.address, 'promised_date': s.promised_date.isoformat()}
+    address = ' '.join(new_address.split()).rstrip('.')
+    ctx.write('UPDATE shipment SET address = ? WHERE id = ?', address, s.id)
+    return {'shipment_id': s.id, 'address': address, 'promised_date': s.promised_date}  # stored as ISO text
 
 @retail.tool
 def create_return(ctx, order_id: OrderId, email: Email, product_id: ItemProduct,
@@ -479,26 +502,26 @@ def create_return(ctx, order_id: OrderId, email: Email, product_id: ItemProduct,
     left = it.quantity - it.returned_qty
     if quantity > left:
         raise ToolError(f'item {it.id} ({product_id}): only {left} unit(s) left to return, not {quantity}')
-    it.returned_qty += quantity
-    if reason != 'damaged': ctx.session.get(Product, it.product_id).stock += quantity
-    rt = ReturnRequest(id=_next_id(ctx, ReturnRequest, 'RT-'), order_id=o.id, item_id=it.id, quantity=quantity,
-                       reason=reason, resolution='refund', created_at=ctx.now)
-    ctx.session.add(rt)
+    ctx.write('UPDATE order_item SET returned_qty = returned_qty + ? WHERE id = ?', quantity, it.id)
+    if reason != 'damaged': ctx.write('UPDATE product SET stock = stock + ? WHERE id = ?', quantity, it.product_id)
+    rt = _next_id(ctx, ReturnRequest, 'RT-')
+    _add(ctx, ReturnRequest, id=rt, order_id=o.id, item_id=it.id, quantity=quantity, reason=reason,
+         resolution='refund', created_at=ctx.now_sql)
     amount = it.unit_price_cents * quantity
     if refund_method == 'store_credit':
-        ctx.session.get(Customer, o.customer_id).store_credit_cents += amount
+        ctx.write('UPDATE customer SET store_credit_cents = store_credit_cents + ? WHERE id = ?', amount, o.customer_id)
         pay, method = None, 'store_credit'
     else:
         pay = _rows(ctx, Payment, order_id=o.id)[0]
         if amount > pay.amount_cents - pay.refunded_cents:
             raise ToolError(f'refund of {amount} cents exceeds the {pay.amount_cents - pay.refunded_cents} cents left '
                             f'on payment {pay.id}')
-        pay.refunded_cents += amount
+        ctx.write('UPDATE payment SET refunded_cents = refunded_cents + ? WHERE id = ?', amount, pay.id)
         method = pay.method
-    rf = Refund(id=_next_id(ctx, Refund, 'RF-'), order_id=o.id, payment_id=pay.id if pay else None, return_id=rt.id,
-                amount_cents=amount, method=method, reason='return', created_at=ctx.now)
-    ctx.session.add(rf)
-    return {'return_id': rt.id, 'refund_id': rf.id, 'refund_cents': amount,
+    rf = _next_id(ctx, Refund, 'RF-')
+    _add(ctx, Refund, id=rf, order_id=o.id, payment_id=pay.id if pay else None, return_id=rt, amount_cents=amount,
+         method=method, reason='return', created_at=ctx.now_sql)
+    return {'return_id': rt, 'refund_id': rf, 'refund_cents': amount,
             'refunded_to': pay.detail if pay else 'store credit'}
 
 @retail.tool
@@ -513,14 +536,15 @@ def send_replacement(ctx, order_id: OrderId, email: Email, product_id: ItemProdu
     if it.replaced_qty + quantity > it.quantity:
         raise ToolError(f'item {it.id} ({product_id}): {it.replaced_qty} of {it.quantity} unit(s) already replaced, '
                         f'cannot replace {quantity} more')
-    p = ctx.session.get(Product, it.product_id)
+    p = _product(ctx, it.product_id)
     if p.stock < quantity: raise ToolError(f'product {p.id} ({p.name}) is out of stock: no replacement possible')
-    p.stock -= quantity; it.replaced_qty += quantity
+    ctx.write('UPDATE product SET stock = stock - ? WHERE id = ?', quantity, p.id)
+    ctx.write('UPDATE order_item SET replaced_qty = replaced_qty + ? WHERE id = ?', quantity, it.id)
     new = _new_shipment(ctx, s)
-    rt = ReturnRequest(id=_next_id(ctx, ReturnRequest, 'RT-'), order_id=o.id, item_id=it.id, quantity=quantity,
-                       reason=reason, resolution='replacement', new_shipment_id=new.id, created_at=ctx.now)
-    ctx.session.add(rt)
-    return {'return_id': rt.id, 'shipment_id': new.id, 'promised_date': new.promised_date.isoformat()}
+    rt = _next_id(ctx, ReturnRequest, 'RT-')
+    _add(ctx, ReturnRequest, id=rt, order_id=o.id, item_id=it.id, quantity=quantity, reason=reason,
+         resolution='replacement', new_shipment_id=new.id, created_at=ctx.now_sql)
+    return {'return_id': rt, 'shipment_id': new.id, 'promised_date': new.promised_date.isoformat()}
 
 @retail.tool
 def exchange_item(ctx, order_id: OrderId, email: Email, product_id: ItemProduct,
@@ -532,21 +556,23 @@ def exchange_item(ctx, order_id: OrderId, email: Email, product_id: ItemProduct,
     s = _delivered_shipment(ctx, it, 'exchange')
     if it.returned_qty >= it.quantity:
         raise ToolError(f'item {it.id} ({product_id}): no unit left to exchange (all returned)')
-    old, new = ctx.session.get(Product, it.product_id), ctx.get(Product, new_product_id, 'product')
+    old, new = _product(ctx, it.product_id), _product(ctx, new_product_id)
     if new.model != old.model or new.id == old.id:
         raise ToolError(f'product {new.id} ({new.name}) is not another variant of {old.name}')
     if new.price_cents != it.unit_price_cents:
         raise ToolError(f'product {new.id} costs {new.price_cents} cents, not {it.unit_price_cents}: '
                         'exchanges are only at the same price')
     if new.stock < 1: raise ToolError(f'product {new.id} ({new.name}) is out of stock')
-    it.returned_qty += 1; old.stock += 1; new.stock -= 1
+    ctx.write('UPDATE order_item SET returned_qty = returned_qty + 1 WHERE id = ?', it.id)
+    ctx.write('UPDATE product SET stock = stock + 1 WHERE id = ?', old.id)
+    ctx.write('UPDATE product SET stock = stock - 1 WHERE id = ?', new.id)
     ship = _new_shipment(ctx, s)
-    ni = OrderItem(id=_next_id(ctx, OrderItem, 'OI-'), order_id=o.id, product_id=new.id, shipment_id=ship.id,
-                   quantity=1, unit_price_cents=it.unit_price_cents)
-    rt = ReturnRequest(id=_next_id(ctx, ReturnRequest, 'RT-'), order_id=o.id, item_id=it.id, quantity=1,
-                       reason='unwanted', resolution='exchange', new_shipment_id=ship.id, created_at=ctx.now)
-    ctx.session.add(ni); ctx.session.add(rt)
-    return {'return_id': rt.id, 'new_item_id': ni.id, 'shipment_id': ship.id,
+    ni, rt = _next_id(ctx, OrderItem, 'OI-'), _next_id(ctx, ReturnRequest, 'RT-')
+    _add(ctx, OrderItem, id=ni, order_id=o.id, product_id=new.id, shipment_id=ship.id, quantity=1,
+         unit_price_cents=it.unit_price_cents)
+    _add(ctx, ReturnRequest, id=rt, order_id=o.id, item_id=it.id, quantity=1, reason='unwanted', resolution='exchange',
+         new_shipment_id=ship.id, created_at=ctx.now_sql)
+    return {'return_id': rt, 'new_item_id': ni, 'shipment_id': ship.id,
             'promised_date': ship.promised_date.isoformat()}
 
 @retail.tool
@@ -560,12 +586,12 @@ def issue_goodwill_credit(ctx, order_id: OrderId, email: Email,
     prev = _rows(ctx, Compensation, order_id=o.id)
     if prev: raise ToolError(f'order {order_id} already received goodwill credit ({prev[0].id})')
     amount = (o.total_cents * percent + 50) // 100
-    cp = Compensation(id=_next_id(ctx, Compensation, 'CP-'), order_id=o.id, customer_id=o.customer_id, percent=percent,
-                      amount_cents=amount, created_at=ctx.now)
-    ctx.session.add(cp)
-    c = ctx.session.get(Customer, o.customer_id)
-    c.store_credit_cents += amount
-    return {'credit_id': cp.id, 'amount_cents': amount, 'store_credit_cents': c.store_credit_cents}
+    cp = _next_id(ctx, Compensation, 'CP-')
+    _add(ctx, Compensation, id=cp, order_id=o.id, customer_id=o.customer_id, percent=percent, amount_cents=amount,
+         created_at=ctx.now_sql)
+    ctx.write('UPDATE customer SET store_credit_cents = store_credit_cents + ? WHERE id = ?', amount, o.customer_id)
+    credit = _sql(ctx, 'SELECT store_credit_cents FROM customer WHERE id = ?', o.customer_id)[0]['store_credit_cents']
+    return {'credit_id': cp, 'amount_cents': amount, 'store_credit_cents': credit}
 
 @retail.tool
 def open_ticket(ctx, order_id: OrderId, email: Email,
@@ -578,10 +604,10 @@ def open_ticket(ctx, order_id: OrderId, email: Email,
     o = _verified_order(ctx, order_id, email)
     dup = [t for t in _rows(ctx, Ticket, order_id=o.id) if t.category == category and t.status == 'open']
     if dup: raise ToolError(f'order {order_id} already has an open {category} ticket ({dup[0].id})')
-    t = Ticket(id=_next_id(ctx, Ticket, 'TK-'), customer_id=o.customer_id, order_id=o.id, category=category,
-               summary=summary, created_at=ctx.now)
-    ctx.session.add(t)
-    return {'ticket_id': t.id, 'category': category, 'status': t.status}
+    tk = _next_id(ctx, Ticket, 'TK-')
+    _add(ctx, Ticket, id=tk, customer_id=o.customer_id, order_id=o.id, category=category, summary=summary,
+         created_at=ctx.now_sql)
+    return {'ticket_id': tk, 'category': category, 'status': 'open'}
 
 # %% ../../nbs/domains/02_retail.ipynb #c021b
 def _cross_customer(task) -> list:

@@ -6,11 +6,12 @@
 from __future__ import annotations
 import random
 from datetime import date, datetime, timedelta, timezone
+from types import SimpleNamespace
 from typing import Annotated, Literal, Optional
 from pydantic import Field as PField
-from sqlalchemy import DateTime, func
+from sqlalchemy import DateTime
 from sqlalchemy.orm import registry
-from sqlmodel import Field, SQLModel, select
+from sqlmodel import Field, SQLModel
 from ..backend import Domain, ToolError, shown
 from ..tasks import Family, Limits, RubricItem, UserSpec
 
@@ -290,25 +291,42 @@ travel = Domain('travel', TravelBase, seed=travel_seed, policy=TRAVEL_POLICY, cl
 # %% ../../nbs/domains/01_travel.ipynb #c019
 OTHERS = 'belongs to another traveller: you may only see and change the bookings of the traveller you serve'
 
-def _serves(ctx, traveller_id:str) -> bool:
+def _may_see(ctx, traveller_id:str, company_id:str) -> bool:
     "Whether the episode's customer may see and change this traveller's records: the traveller, or their company."
-    if ctx.customer is None or ctx.customer == traveller_id: return True
-    t = ctx.session.get(Traveller, traveller_id)
-    return t is not None and t.company_id == ctx.customer
+    return ctx.customer is None or ctx.customer in (traveller_id, company_id)
 
-def _booking(ctx, booking_id) -> Booking:
-    b = ctx.get(Booking, booking_id, 'booking')
-    if not _serves(ctx, b.traveller_id): raise ToolError(f'booking {b.id} {OTHERS}')
+_STAY = ('SELECT b.id, b.traveller_id, b.room_id, b.check_in, b.check_out, b.total_cents, b.status, '
+         'b.cancel_fee_cents, b.points_used, r.kind AS room_kind, r.nightly_rate_cents, r.hotel_id, '
+         'h.name AS hotel_name, h.city, '
+         'h.free_cancel_days, t.company_id, t.name AS traveller_name, t.email, t.manager_email, t.loyalty_points, '
+         'c.name AS company_name, c.nightly_cap_cents FROM booking b JOIN room r ON r.id = b.room_id '
+         'JOIN hotel h ON h.id = r.hotel_id JOIN traveller t ON t.id = b.traveller_id '
+         'JOIN company c ON c.id = t.company_id WHERE b.id = ?')
+
+def _stay_of(ctx, booking_id) -> SimpleNamespace:
+    """A booking with its room, hotel, traveller and company, read in one query; refused when it is not found or
+    not the episode's customer's."""
+    rows = ctx.sql(_STAY, booking_id)
+    if not rows: raise ToolError(f'booking {shown(booking_id)} not found')
+    b = SimpleNamespace(**rows[0])
+    if not _may_see(ctx, b.traveller_id, b.company_id): raise ToolError(f'booking {b.id} {OTHERS}')
+    b.check_in, b.check_out = date.fromisoformat(b.check_in), date.fromisoformat(b.check_out)
     return b
 
-def _periods(ctx, hotel_id) -> list[tuple]:
-    return [(p.start_date, p.end_date, p.surcharge_pct)
-            for p in ctx.session.exec(select(RatePeriod).where(RatePeriod.hotel_id == hotel_id)).all()]
+def _room(ctx, room_id:str) -> SimpleNamespace:
+    r = ctx.sql('SELECT id, hotel_id, kind, nightly_rate_cents FROM room WHERE id = ?', room_id)
+    if not r: raise ToolError(f'room {shown(room_id)} not found')
+    return SimpleNamespace(**r[0])
 
-def _nightly(ctx, room:Room, check_in:date, check_out:date) -> list[int]:
+def _periods(ctx, hotel_id) -> list[tuple]:
+    return [(date.fromisoformat(p['start_date']), date.fromisoformat(p['end_date']), p['surcharge_pct'])
+            for p in ctx.sql('SELECT start_date, end_date, surcharge_pct FROM rate_period WHERE hotel_id = ?',
+                             hotel_id)]
+
+def _nightly(ctx, room, check_in:date, check_out:date) -> list[int]:
     return price_nights(room.nightly_rate_cents, _periods(ctx, room.hotel_id), check_in, check_out)
 
-def _changeable(b:Booking):
+def _changeable(b):
     if b.status != 'confirmed':
         raise ToolError(f'booking {b.id} is {b.status}: it can no longer be changed or cancelled')
 
@@ -318,134 +336,134 @@ def _stay(ctx, check_in:date, check_out:date):
     if (check_out - check_in).days > 30:
         raise ToolError(f'a stay of {(check_out - check_in).days} nights is over the 30-night limit')
 
-def _room_at(ctx, b:Booking, room_id:str) -> Room:
-    room, cur = ctx.get(Room, room_id, 'room'), ctx.get(Room, b.room_id, 'room')
-    if room.hotel_id != cur.hotel_id:
-        raise ToolError(f'room {room_id} is at hotel {room.hotel_id}, not at booking {b.id}\'s hotel {cur.hotel_id}')
+def _room_at(ctx, b, room_id:str):
+    "Room `room_id`, refused unless it is at the hotel of booking `b`."
+    room = _room(ctx, room_id)
+    if room.hotel_id != b.hotel_id:
+        raise ToolError(f'room {room_id} is at hotel {room.hotel_id}, not at booking {b.id}\'s hotel {b.hotel_id}')
     return room
 
-def _charges(ctx, b:Booking) -> list[Payment]:
-    return sorted(ctx.session.exec(select(Payment).where(Payment.booking_id == b.id)).all(),
-                  key=lambda p: (p.created_at.replace(tzinfo=None), p.id))
+def _charges(ctx, booking_id:str) -> list[SimpleNamespace]:
+    "The booking's payments, oldest first (`created_at` as stored: ISO text, which sorts as the times do)."
+    rows = ctx.sql('SELECT id, card, amount_cents, created_at FROM payment WHERE booking_id = ?', booking_id)
+    return [SimpleNamespace(**p) for p in sorted(rows, key=lambda p: (p['created_at'], p['id']))]
 
-def _refunded(ctx, b:Booking) -> dict:
+def _refunded(ctx, booking_id:str) -> dict:
     "payment id -> cents refunded so far, for the booking's payments (one query)."
     out = {}
-    for r in ctx.session.exec(select(Refund).where(Refund.booking_id == b.id)).all():
-        out[r.payment_id] = out.get(r.payment_id, 0) + r.amount_cents
+    for r in ctx.sql('SELECT payment_id, amount_cents FROM refund WHERE booking_id = ?', booking_id):
+        out[r['payment_id']] = out.get(r['payment_id'], 0) + r['amount_cents']
     return out
 
-def _refund(ctx, b:Booking, amount:int, kind:str) -> list[dict]:
+def _add_refund(ctx, booking_id:str, payment_id:str, amount:int, kind:str, note:str='') -> int:
+    return ctx.write('INSERT INTO refund (booking_id, payment_id, amount_cents, kind, note, created_at) '
+                     'VALUES (?, ?, ?, ?, ?, ?)', booking_id, payment_id, amount, kind, note, ctx.now_sql)
+
+def _refund(ctx, b, amount:int, kind:str) -> list[dict]:
     "Refund `amount` to the booking's charges, latest first, each up to what is left of it."
-    out, left, done = [], amount, _refunded(ctx, b)
-    for p in reversed(_charges(ctx, b)):
+    out, left, done = [], amount, _refunded(ctx, b.id)
+    for p in reversed(_charges(ctx, b.id)):
         take = min(left, p.amount_cents - done.get(p.id, 0))
         if take > 0:
-            ctx.session.add(Refund(booking_id=b.id, payment_id=p.id, amount_cents=take, kind=kind, created_at=ctx.now))
+            _add_refund(ctx, b.id, p.id, take, kind)
             out.append({'payment_id': p.id, 'card': p.card, 'amount_cents': take}); left -= take
     if left: raise ToolError(f'booking {b.id}: cannot refund {left} more cents, its payments are fully refunded')
-    ctx.session.flush()
     return out
 
-def _charge(ctx, b:Booking, amount:int) -> dict:
+def _charge(ctx, b, amount:int) -> dict:
     "Charge `amount` to the card of the booking's original payment."
-    first = _charges(ctx, b)[0]
-    ids = ctx.session.exec(select(Payment.id)).all()
+    first = _charges(ctx, b.id)[0]
+    ids = [r['id'] for r in ctx.sql('SELECT id FROM payment')]
     pid = f'PM-{max(int(i.split("-")[1]) for i in ids) + 1}'
-    ctx.session.add(Payment(id=pid, booking_id=b.id, card=first.card, amount_cents=amount, created_at=ctx.now))
-    ctx.session.flush()
+    ctx.write('INSERT INTO payment (id, booking_id, card, amount_cents, created_at) VALUES (?, ?, ?, ?, ?)',
+              pid, b.id, first.card, amount, ctx.now_sql)
     return {'payment_id': pid, 'card': first.card, 'amount_cents': amount}
 
-def _settle(ctx, b:Booking, new_total:int) -> dict:
-    "Charge or refund the difference between the booking's total and `new_total`, and record the new total."
+def _settle(ctx, b, new_total:int) -> dict:
+    "Charge or refund the difference between the booking's total and `new_total` (the caller records the total)."
     diff, out = new_total - b.total_cents, {}
     if diff > 0: out['charged'] = _charge(ctx, b, diff)
     if diff < 0: out['refunded'] = _refund(ctx, b, -diff, 'price_difference')
-    b.total_cents = new_total
     return out
 
-def _mark_applied(ctx, b:Booking):
-    "An approved request that this change carries out is now applied."
-    approved = select(ApprovalRequest).where(ApprovalRequest.booking_id == b.id, ApprovalRequest.status == 'approved')
-    for a in ctx.session.exec(approved).all():
-        if (a.room_id, a.check_in, a.check_out) == (b.room_id, b.check_in, b.check_out): a.status = 'applied'
+def _mark_applied(ctx, booking_id:str, room_id:str, check_in:date, check_out:date):
+    "An approved request that this change carries out (this room, these dates) is now applied."
+    ctx.write("UPDATE approval_request SET status = 'applied' WHERE booking_id = ? AND status = 'approved' AND "
+              'room_id = ? AND check_in = ? AND check_out = ?', booking_id, room_id, _iso(check_in), _iso(check_out))
+
 
 # %% ../../nbs/domains/01_travel.ipynb #c020
 BookingId = Annotated[str, PField(description='booking id, e.g. BK-10017')]
 RoomId = Annotated[str, PField(description='room id from list_rooms, e.g. RM-3031')]
 
-def _booking_view(ctx, b:Booking) -> dict:
-    room = ctx.get(Room, b.room_id); hotel = ctx.get(Hotel, room.hotel_id)
-    trav = ctx.get(Traveller, b.traveller_id); co = ctx.get(Company, trav.company_id)
-    nightly = _nightly(ctx, room, b.check_in, b.check_out)
-    charges, refunded = _charges(ctx, b), _refunded(ctx, b)
+def _booking_view(ctx, b:SimpleNamespace) -> dict:
+    "What get_booking shows of a booking read by `_stay_of`."
+    nightly = price_nights(b.nightly_rate_cents, _periods(ctx, b.hotel_id), b.check_in, b.check_out)
+    charges, refunded = _charges(ctx, b.id), _refunded(ctx, b.id)
     paid = sum(p.amount_cents - refunded.get(p.id, 0) for p in charges)
     v = {'booking_id': b.id, 'status': b.status,
-         'traveller': {'id': trav.id, 'name': trav.name, 'email': trav.email, 'loyalty_points': trav.loyalty_points},
-         'company': {'id': co.id, 'name': co.name, 'nightly_cap_cents': co.nightly_cap_cents},
-         'hotel': {'id': hotel.id, 'name': hotel.name, 'city': hotel.city, 'free_cancel_days': hotel.free_cancel_days},
-         'room': {'id': room.id, 'kind': room.kind}, 'check_in': _iso(b.check_in), 'check_out': _iso(b.check_out),
+         'traveller': {'id': b.traveller_id, 'name': b.traveller_name, 'email': b.email,
+                       'loyalty_points': b.loyalty_points},
+         'company': {'id': b.company_id, 'name': b.company_name, 'nightly_cap_cents': b.nightly_cap_cents},
+         'hotel': {'id': b.hotel_id, 'name': b.hotel_name, 'city': b.city, 'free_cancel_days': b.free_cancel_days},
+         'room': {'id': b.room_id, 'kind': b.room_kind}, 'check_in': _iso(b.check_in), 'check_out': _iso(b.check_out),
          'nightly_rates_cents': nightly, 'total_cents': b.total_cents, 'paid_cents': paid}
     if b.status == 'confirmed':
-        v['free_cancellation_until'] = _iso(free_until(b.check_in, hotel.free_cancel_days))
-        v['late_fee_if_cancelled_now_cents'] = cancellation_fee(nightly, b.check_in, hotel.free_cancel_days,
-                                                                ctx.now.date())
+        v['free_cancellation_until'] = _iso(free_until(b.check_in, b.free_cancel_days))
+        v['late_fee_if_cancelled_now_cents'] = cancellation_fee(nightly, b.check_in, b.free_cancel_days, ctx.now.date())
     if b.status == 'cancelled': v['cancel_fee_cents'] = b.cancel_fee_cents
     if b.points_used: v['points_used'] = b.points_used
+    # times and dates as stored: ISO text ('2026-09-02 10:34:00.000000', '2026-12-21')
     v['payments'] = [{'payment_id': p.id, 'card': p.card, 'amount_cents': p.amount_cents,
-                      'refunded_cents': refunded.get(p.id, 0), 'charged_at': p.created_at.strftime('%Y-%m-%d %H:%M')}
-                     for p in charges]
-    requests = ctx.session.exec(select(ApprovalRequest).where(ApprovalRequest.booking_id == b.id)).all()
-    v['approval_requests'] = [{'approval_request_id': a.id, 'kind': a.kind, 'room_id': a.room_id,
-                               'check_in': _iso(a.check_in), 'check_out': _iso(a.check_out), 'status': a.status}
-                              for a in requests]
-    v['tickets'] = [{'ticket_id': t.id, 'category': t.category, 'status': t.status}
-                    for t in ctx.session.exec(select(Ticket).where(Ticket.booking_id == b.id)).all()]
+                      'refunded_cents': refunded.get(p.id, 0), 'charged_at': p.created_at[:16]} for p in charges]
+    v['approval_requests'] = ctx.sql('SELECT id AS approval_request_id, kind, room_id, check_in, check_out, status '
+                                     'FROM approval_request WHERE booking_id = ?', b.id)
+    v['tickets'] = ctx.sql('SELECT id AS ticket_id, category, status FROM ticket WHERE booking_id = ?', b.id)
     return v
 
 @travel.tool
 def find_traveller(ctx, email: Annotated[str, PField(description="the traveller's email address")]) -> dict:
     "Find a traveller by email: their id, company and nightly rate cap, loyalty points, and all their bookings."
-    trav = ctx.session.exec(select(Traveller).where(func.lower(Traveller.email) == email.strip().lower())).first()
-    if trav is None: raise ToolError(f'no traveller with email {shown(email)}')
-    if not _serves(ctx, trav.id): raise ToolError(f'email {shown(email)} {OTHERS}')
-    co = ctx.get(Company, trav.company_id)
-    bookings = []
-    own = ctx.session.exec(select(Booking).where(Booking.traveller_id == trav.id)).all()
-    for b in sorted(own, key=lambda b: (b.check_in, b.id)):
-        room = ctx.get(Room, b.room_id); hotel = ctx.get(Hotel, room.hotel_id)
-        bookings.append({'booking_id': b.id, 'hotel': hotel.name, 'city': hotel.city, 'room_kind': room.kind,
-                         'check_in': _iso(b.check_in), 'check_out': _iso(b.check_out), 'status': b.status,
-                         'total_cents': b.total_cents})
-    return {'traveller_id': trav.id, 'name': trav.name, 'company': co.name, 'nightly_cap_cents': co.nightly_cap_cents,
-            'loyalty_points': trav.loyalty_points, 'bookings': bookings}
+    found = ctx.sql('SELECT id, company_id, name, loyalty_points FROM traveller WHERE lower(email) = ?',
+                    email.strip().lower())
+    if not found: raise ToolError(f'no traveller with email {shown(email)}')
+    trav = found[0]
+    if not _may_see(ctx, trav['id'], trav['company_id']): raise ToolError(f'email {shown(email)} {OTHERS}')
+    co = ctx.sql('SELECT name, nightly_cap_cents FROM company WHERE id = ?', trav['company_id'])[0]
+    own = ctx.sql('SELECT b.id AS booking_id, h.name AS hotel, h.city, r.kind AS room_kind, b.check_in, b.check_out, '
+                  'b.status, b.total_cents FROM booking b JOIN room r ON r.id = b.room_id JOIN hotel h ON h.id = '
+                  'r.hotel_id WHERE b.traveller_id = ?', trav['id'])
+    return {'traveller_id': trav['id'], 'name': trav['name'], 'company': co['name'],
+            'nightly_cap_cents': co['nightly_cap_cents'], 'loyalty_points': trav['loyalty_points'],
+            'bookings': sorted(own, key=lambda b: (b['check_in'], b['booking_id']))}  # ISO dates sort as dates
 
 @travel.tool
 def get_booking(ctx, booking_id: BookingId) -> dict:
     """Everything about one booking: traveller, company cap, hotel, room, dates, nightly rates, total and net paid,
     the free-cancellation date and the late fee if cancelled now, payments (with ids), approval requests and tickets."""
-    return _booking_view(ctx, _booking(ctx, booking_id))
+    return _booking_view(ctx, _stay_of(ctx, booking_id))
 
 @travel.tool
 def list_rooms(ctx, hotel_id: Annotated[str, PField(description='hotel id, e.g. HT-303')]) -> dict:
     ("The room types of a hotel with their ids and base nightly rates, and the hotel's upcoming rate periods "
      "(surcharges).")
-    hotel = ctx.get(Hotel, hotel_id, 'hotel')
-    rooms = ctx.session.exec(select(Room).where(Room.hotel_id == hotel_id)).all()
-    periods = ctx.session.exec(select(RatePeriod).where(RatePeriod.hotel_id == hotel_id,
-                                                        RatePeriod.end_date > ctx.now.date())).all()
-    return {'hotel_id': hotel.id, 'hotel': hotel.name, 'city': hotel.city,
-            'rooms': [{'room_id': r.id, 'kind': r.kind, 'nightly_rate_cents': r.nightly_rate_cents}
-                      for r in sorted(rooms, key=lambda r: r.nightly_rate_cents)],
-            'rate_periods': [{'name': p.name, 'first_night': _iso(p.start_date),
-                              'last_night': _iso(p.end_date - timedelta(days=1)), 'surcharge_pct': p.surcharge_pct}
-                             for p in sorted(periods, key=lambda p: p.start_date)]}
+    hotel = ctx.sql('SELECT id, name, city FROM hotel WHERE id = ?', hotel_id)
+    if not hotel: raise ToolError(f'hotel {shown(hotel_id)} not found')
+    rooms = ctx.sql('SELECT id AS room_id, kind, nightly_rate_cents FROM room WHERE hotel_id = ?', hotel_id)
+    periods = ctx.sql('SELECT name, start_date, end_date, surcharge_pct FROM rate_period WHERE hotel_id = ? AND '
+                      'end_date > ?', hotel_id, _iso(ctx.now.date()))
+    last = lambda p: _iso(date.fromisoformat(p['end_date']) - timedelta(days=1))
+    return {'hotel_id': hotel[0]['id'], 'hotel': hotel[0]['name'], 'city': hotel[0]['city'],
+            'rooms': sorted(rooms, key=lambda r: r['nightly_rate_cents']),
+            'rate_periods': [{'name': p['name'], 'first_night': p['start_date'], 'last_night': last(p),
+                              'surcharge_pct': p['surcharge_pct']}
+                             for p in sorted(periods, key=lambda p: p['start_date'])]}  # ISO dates sort as dates
 
 def _proposal(ctx, booking_id, room_id, check_in, check_out) -> tuple:
     "A proposed change of a booking: (booking, its room, the proposed room, check-in, check-out), each checked."
-    b = _booking(ctx, booking_id)
+    b = _stay_of(ctx, booking_id)
     _changeable(b)
-    cur = ctx.get(Room, b.room_id)
+    cur = SimpleNamespace(id=b.room_id, hotel_id=b.hotel_id, kind=b.room_kind, nightly_rate_cents=b.nightly_rate_cents)
     room = _room_at(ctx, b, room_id) if room_id else cur
     ci, co_ = check_in or b.check_in, check_out or b.check_out
     _stay(ctx, ci, co_)
@@ -464,17 +482,16 @@ def quote_change(ctx, booking_id: BookingId,
     upgrade, and the loyalty points an upgrade would cost."""
     b, cur, room, ci, co_ = _proposal(ctx, booking_id, room_id, check_in, check_out)
     nightly = _nightly(ctx, room, ci, co_)
-    company = ctx.get(Company, ctx.get(Traveller, b.traveller_id).company_id)
     change = ('same room' if room.id == cur.id
               else 'downgrade' if room.nightly_rate_cents < cur.nightly_rate_cents else 'upgrade')
     out = {'booking_id': b.id, 'room_id': room.id, 'room_kind': room.kind, 'check_in': _iso(ci), 'check_out': _iso(co_),
            'nightly_rates_cents': nightly, 'new_total_cents': sum(nightly), 'current_total_cents': b.total_cents,
-           'difference_cents': sum(nightly) - b.total_cents, 'company_nightly_cap_cents': company.nightly_cap_cents,
-           'highest_night_cents': max(nightly), 'exceeds_company_cap': max(nightly) > company.nightly_cap_cents,
+           'difference_cents': sum(nightly) - b.total_cents, 'company_nightly_cap_cents': b.nightly_cap_cents,
+           'highest_night_cents': max(nightly), 'exceeds_company_cap': max(nightly) > b.nightly_cap_cents,
            'room_change': change}
     if change == 'upgrade' and sum(nightly) > b.total_cents:
         out['upgrade_points_needed'] = upgrade_points(sum(nightly) - b.total_cents)
-        out['traveller_loyalty_points'] = ctx.get(Traveller, b.traveller_id).loyalty_points
+        out['traveller_loyalty_points'] = b.loyalty_points
     return out
 
 # %% ../../nbs/domains/01_travel.ipynb #c021
@@ -482,17 +499,15 @@ def quote_change(ctx, booking_id: BookingId,
 def cancel_booking(ctx, booking_id: BookingId) -> dict:
     """Cancel a confirmed booking. Computes the late fee (nothing until the free-cancellation date, then the first
     night) and refunds the rest to the original payment."""
-    b = _booking(ctx, booking_id)
+    b = _stay_of(ctx, booking_id)
     _changeable(b)
-    room = ctx.get(Room, b.room_id); hotel = ctx.get(Hotel, room.hotel_id)
-    fee = cancellation_fee(_nightly(ctx, room, b.check_in, b.check_out), b.check_in, hotel.free_cancel_days,
-                           ctx.now.date())
-    refunded = _refunded(ctx, b)
-    paid = sum(p.amount_cents - refunded.get(p.id, 0) for p in _charges(ctx, b))
+    fee = cancellation_fee(_nightly(ctx, b, b.check_in, b.check_out), b.check_in, b.free_cancel_days, ctx.now.date())
+    refunded = _refunded(ctx, b.id)
+    paid = sum(p.amount_cents - refunded.get(p.id, 0) for p in _charges(ctx, b.id))
     fee = min(fee, paid)
     refunds = _refund(ctx, b, paid - fee, 'cancellation') if paid > fee else []
-    b.status, b.cancel_fee_cents = 'cancelled', fee
-    return {'booking_id': b.id, 'status': b.status, 'late_fee_cents': fee, 'refunds': refunds}
+    ctx.write("UPDATE booking SET status = 'cancelled', cancel_fee_cents = ? WHERE id = ?", fee, b.id)
+    return {'booking_id': b.id, 'status': 'cancelled', 'late_fee_cents': fee, 'refunds': refunds}
 
 @travel.tool
 def change_dates(ctx, booking_id: BookingId,
@@ -500,48 +515,49 @@ def change_dates(ctx, booking_id: BookingId,
                  check_out: Annotated[date, PField(description='new check-out date YYYY-MM-DD')]) -> dict:
     ("Move a confirmed booking to new dates, repricing it: the difference is charged to, or refunded to, the original "
      "payment.")
-    b = _booking(ctx, booking_id)
+    b = _stay_of(ctx, booking_id)
     _changeable(b)
     _stay(ctx, check_in, check_out)
     if (check_in, check_out) == (b.check_in, b.check_out):
         raise ToolError(f'booking {b.id} already runs {check_in} to {check_out}')
-    b.check_in, b.check_out = check_in, check_out
-    out = _settle(ctx, b, sum(_nightly(ctx, ctx.get(Room, b.room_id), check_in, check_out)))
-    _mark_applied(ctx, b)
-    return {'booking_id': b.id, 'check_in': _iso(check_in), 'check_out': _iso(check_out), 'total_cents': b.total_cents,
-            **out}
+    total = sum(_nightly(ctx, b, check_in, check_out))
+    out = _settle(ctx, b, total)
+    ctx.write('UPDATE booking SET check_in = ?, check_out = ?, total_cents = ? WHERE id = ?', _iso(check_in),
+              _iso(check_out), total, b.id)
+    _mark_applied(ctx, b.id, b.room_id, check_in, check_out)
+    return {'booking_id': b.id, 'check_in': _iso(check_in), 'check_out': _iso(check_out), 'total_cents': total, **out}
 
 @travel.tool
 def change_room(ctx, booking_id: BookingId, room_id: RoomId) -> dict:
     ("Move a confirmed booking to another room type of the same hotel, repricing it: the difference is charged or "
      "refunded on the original payment.")
-    b = _booking(ctx, booking_id)
+    b = _stay_of(ctx, booking_id)
     _changeable(b)
     room = _room_at(ctx, b, room_id)
     if room.id == b.room_id: raise ToolError(f'booking {b.id} is already in room {room_id}')
-    b.room_id = room.id
-    out = _settle(ctx, b, sum(_nightly(ctx, room, b.check_in, b.check_out)))
-    _mark_applied(ctx, b)
-    return {'booking_id': b.id, 'room_id': room.id, 'room_kind': room.kind, 'total_cents': b.total_cents, **out}
+    total = sum(_nightly(ctx, room, b.check_in, b.check_out))
+    out = _settle(ctx, b, total)
+    ctx.write('UPDATE booking SET room_id = ?, total_cents = ? WHERE id = ?', room.id, total, b.id)
+    _mark_applied(ctx, b.id, room.id, b.check_in, b.check_out)
+    return {'booking_id': b.id, 'room_id': room.id, 'room_kind': room.kind, 'total_cents': total, **out}
 
 @travel.tool
 def upgrade_with_points(ctx, booking_id: BookingId, room_id: RoomId) -> dict:
     ("Upgrade a confirmed booking to a pricier room type of the same hotel, paid with the traveller's loyalty points; "
      "the price stays the same.")
-    b = _booking(ctx, booking_id)
+    b = _stay_of(ctx, booking_id)
     _changeable(b)
     room = _room_at(ctx, b, room_id)
     diff = sum(_nightly(ctx, room, b.check_in, b.check_out)) - b.total_cents
     if diff <= 0: raise ToolError(f'room {room_id} ({room.kind}) is not an upgrade for booking {b.id}')
-    trav, pts = ctx.get(Traveller, b.traveller_id), upgrade_points(diff)
-    had = trav.loyalty_points
-    b.room_id, b.points_used, trav.loyalty_points = room.id, b.points_used + pts, had - pts
-    ctx.session.flush()
-    if trav.loyalty_points < 0:  # the room change above is rolled back with the points
-        raise ToolError(f'traveller {trav.id} has {had} loyalty points; upgrading booking {b.id} to room {room_id} '
-                        f'needs {pts}')
+    pts, had = upgrade_points(diff), b.loyalty_points
+    ctx.write('UPDATE booking SET room_id = ?, points_used = ? WHERE id = ?', room.id, b.points_used + pts, b.id)
+    ctx.write('UPDATE traveller SET loyalty_points = ? WHERE id = ?', had - pts, b.traveller_id)
+    if had - pts < 0:  # the room change above is rolled back with the points
+        raise ToolError(f'traveller {b.traveller_id} has {had} loyalty points; upgrading booking {b.id} to room '
+                        f'{room_id} needs {pts}')
     return {'booking_id': b.id, 'room_id': room.id, 'room_kind': room.kind, 'points_used': pts,
-            'loyalty_points_left': trav.loyalty_points, 'total_cents': b.total_cents}
+            'loyalty_points_left': had - pts, 'total_cents': b.total_cents}
 
 @travel.tool
 def request_approval(ctx, booking_id: BookingId,
@@ -564,29 +580,28 @@ def request_approval(ctx, booking_id: BookingId,
         if room.nightly_rate_cents >= cur.nightly_rate_cents:
             raise ToolError(f'room {room.id} ({room.kind}) is not cheaper than the current room {cur.id} ({cur.kind}): '
                             'not a downgrade')
-    dup = ctx.session.exec(select(ApprovalRequest).where(
-        ApprovalRequest.booking_id == b.id, ApprovalRequest.status == 'pending', ApprovalRequest.kind == kind,
-        ApprovalRequest.room_id == room.id, ApprovalRequest.check_in == ci, ApprovalRequest.check_out == co_)).first()
-    if dup: raise ToolError(f'approval request {dup.id} for this change of booking {b.id} is already pending')
-    a = ApprovalRequest(booking_id=b.id, kind=kind, room_id=room.id, check_in=ci, check_out=co_, status='pending',
-                        created_at=ctx.now)
-    ctx.session.add(a); ctx.session.flush()
-    mgr = ctx.get(Traveller, b.traveller_id).manager_email
-    return {'approval_request_id': a.id, 'status': a.status, 'kind': kind, 'booking_id': b.id, 'room_id': room.id,
-            'check_in': _iso(ci), 'check_out': _iso(co_), 'sent_to': mgr}
+    dup = ctx.sql("SELECT id FROM approval_request WHERE booking_id = ? AND status = 'pending' AND kind = ? AND "
+                  'room_id = ? AND check_in = ? AND check_out = ?', b.id, kind, room.id, _iso(ci), _iso(co_))
+    if dup: raise ToolError(f"approval request {dup[0]['id']} for this change of booking {b.id} is already pending")
+    aid = ctx.write('INSERT INTO approval_request (booking_id, kind, room_id, check_in, check_out, status, created_at) '
+                    "VALUES (?, ?, ?, ?, ?, 'pending', ?)", b.id, kind, room.id, _iso(ci), _iso(co_), ctx.now_sql)
+    return {'approval_request_id': aid, 'status': 'pending', 'kind': kind, 'booking_id': b.id, 'room_id': room.id,
+            'check_in': _iso(ci), 'check_out': _iso(co_), 'sent_to': b.manager_email}
 
 @travel.tool
 def refund_payment(ctx, payment_id: Annotated[str, PField(description='payment id from get_booking, e.g. PM-50017')],
                    reason: Annotated[str, PField(min_length=3, description='why, in a few words')]) -> dict:
     "Refund what is left of one payment (a card charge) back to that payment's card."
-    p = ctx.get(Payment, payment_id, 'payment')
-    if not _serves(ctx, ctx.get(Booking, p.booking_id).traveller_id): raise ToolError(f'payment {p.id} {OTHERS}')
-    left = p.amount_cents - _refunded(ctx, ctx.get(Booking, p.booking_id)).get(p.id, 0)
+    found = ctx.sql('SELECT p.id, p.booking_id, p.card, p.amount_cents, b.traveller_id, t.company_id FROM payment p '
+                    'JOIN booking b ON b.id = p.booking_id JOIN traveller t ON t.id = b.traveller_id WHERE p.id = ?',
+                    payment_id)
+    if not found: raise ToolError(f'payment {shown(payment_id)} not found')
+    p = SimpleNamespace(**found[0])
+    if not _may_see(ctx, p.traveller_id, p.company_id): raise ToolError(f'payment {p.id} {OTHERS}')
+    left = p.amount_cents - _refunded(ctx, p.booking_id).get(p.id, 0)
     if left <= 0: raise ToolError(f'payment {payment_id} is already fully refunded')
-    r = Refund(booking_id=p.booking_id, payment_id=p.id, amount_cents=left, kind='manual', note=reason,
-               created_at=ctx.now)
-    ctx.session.add(r); ctx.session.flush()
-    return {'refund_id': r.id, 'payment_id': p.id, 'card': p.card, 'amount_cents': left}
+    rid = _add_refund(ctx, p.booking_id, p.id, left, 'manual', reason)
+    return {'refund_id': rid, 'payment_id': p.id, 'card': p.card, 'amount_cents': left}
 
 @travel.tool
 def open_ticket(ctx, booking_id: BookingId,
@@ -595,13 +610,12 @@ def open_ticket(ctx, booking_id: BookingId,
                 summary: Annotated[str, PField(min_length=10, description='what the traveller reports, in a sentence')],
                ) -> dict:
     "Open a support ticket on a booking for the hotel-relations team (any booking status)."
-    b = _booking(ctx, booking_id)
-    dup = ctx.session.exec(select(Ticket).where(Ticket.booking_id == b.id, Ticket.category == category,
-                                                Ticket.status == 'open')).first()
-    if dup: raise ToolError(f'ticket {dup.id} ({category}) is already open for booking {b.id}')
-    t = Ticket(booking_id=b.id, category=category, summary=summary, status='open', created_at=ctx.now)
-    ctx.session.add(t); ctx.session.flush()
-    return {'ticket_id': t.id, 'booking_id': b.id, 'category': category, 'status': t.status}
+    b = _stay_of(ctx, booking_id)
+    dup = ctx.sql("SELECT id FROM ticket WHERE booking_id = ? AND category = ? AND status = 'open'", b.id, category)
+    if dup: raise ToolError(f"ticket {dup[0]['id']} ({category}) is already open for booking {b.id}")
+    tid = ctx.write("INSERT INTO ticket (booking_id, category, summary, status, created_at) "
+                    "VALUES (?, ?, ?, 'open', ?)", b.id, category, summary, ctx.now_sql)
+    return {'ticket_id': tid, 'booking_id': b.id, 'category': category, 'status': 'open'}
 
 # %% ../../nbs/domains/01_travel.ipynb #c026
 SEED_EMAILS = {t['email'] for t in SEED['traveller']}
