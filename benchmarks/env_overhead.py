@@ -43,7 +43,9 @@ async def one(task, grader, n, transport='inprocess'):
         t2 = time.perf_counter()
         calls = padded_calls(task, n)
         db.conn.set_trace_callback(sql.append)  # costs a little time, inside the measured episode (so against us)
+        cc = time.process_time()
         for name, args in calls: await ts.call(name, args)
+        cc = time.process_time() - cc
         db.conn.set_trace_callback(None)
         t3 = time.perf_counter()
     t4 = time.perf_counter()
@@ -53,7 +55,8 @@ async def one(task, grader, n, transport='inprocess'):
     assert v.reward == 1, (task.uid, v.explain())
     final = tables(db.conn, dom)
     db.close()
-    return {'provision': t1 - t0, 'session': (t2 - t1) + (t4 - t3), 'tool_calls': t3 - t2, 'grade': t5 - t4,
+    return {'provision': t1 - t0, 'session': (t2 - t1) + (t4 - t3), 'tool_calls': t3 - t2, 'calls_cpu': cc,
+            'grade': t5 - t4,
             'total': t5 - t0, 'cpu': c1 - c0, 'calls': len(calls), 'sql': sql, 'final': final}
 
 def tables(conn, dom) -> dict:
@@ -98,7 +101,8 @@ async def main(domains, n_tasks, n_calls):
     for tr, rs in by.items():
         print(f' {tr}:')
         for k in ('provision', 'session', 'tool_calls', 'grade'):
-            per = f'   ({med(k, rs) / calls:.2f} ms per call)' if k == 'tool_calls' else ''
+            per = (f'   ({med(k, rs) / calls:.2f} ms per call; process CPU {med("calls_cpu", rs):.2f} ms, the rest '
+                   'is waiting: thread switches, other processes)' if k == 'tool_calls' else '')
             print(f'  {k:12} {med(k, rs):8.2f} ms' + per)
         print(f'  process CPU per episode {med("cpu", rs):.2f} ms (all threads; unlike wall time, not inflated by '
               f'other processes); CPU ratio to the floor {med("cpu", rs) / med("floor_cpu"):.1f}x')
