@@ -114,8 +114,8 @@ def _plain_slab_attention(module, query, key, value, attention_mask, scaling:flo
 
 def test_slab_attention_is_bit_identical_to_the_plain_one(pol, prompts, monkeypatch):
     """The sampler's attention (in place, the mask broadcast) gives the very tokens and the very logprobs (==, not
-    close) of the plain formulation: batched first turns over the shared system turn, prompts without a shared
-    prefix, and second turns from kept caches, so campaigns sampled before and after it use the same samples."""
+    close) of the plain formulation: batched first turns over two domains' system turns and one domain's, a prompt
+    without a shared prefix, and second turns from kept caches, so campaigns sampled before and after it agree."""
     import thinkingbox_training.policies as policies
     obs = pol.fmt.observation_ids([{'role': 'tool', 'name': 'get_order', 'content': '{"status": "placed"}'}])
     no_system = pol.fmt.prompt_ids([{'role': 'user', 'content': 'Where is my order?'}])
@@ -124,7 +124,8 @@ def test_slab_attention_is_bit_identical_to_the_plain_one(pol, prompts, monkeypa
         p = HFPolicy(pol.model, pol.tokenizer, SamplingConfig(temperature=1.0, max_tokens=40))
         first = p.sample(prompts + [no_system], [41, 42, 43, 44, 45], [40, 12, 40, 25, 30], keys=list('abcde'))
         second = p.sample([prompts[i] + first[i].token_ids + obs for i in (0, 2, 3)], [51, 52, 53], keys=list('acd'))
-        return [(g.token_ids, g.logprobs) for g in first + second]
+        third = p.sample(prompts[2:], [61, 62])  # one domain: every row shares the system turn
+        return [(g.token_ids, g.logprobs) for g in first + second + third]
 
     new = run()
     monkeypatch.setattr(policies, '_slab_attention', _plain_slab_attention)

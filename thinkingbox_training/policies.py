@@ -104,16 +104,19 @@ def _slab_attention(module, query, key, value, attention_mask, scaling:float=Non
     l, o = e.sum(-1, keepdim=True), e @ value
     for (pk, pv), rows in slab.groups(module.layer_idx, B):
         b = len(rows)
-        qg = q[rows].transpose(0, 1).reshape(G, -1, D).to(pk.dtype)  # all the prefix's rows: one product per kv head
+        whole = b == B  # every row shares this prefix (rows 0..B-1 in order): no gather or scatter of rows
+        qg = (q if whole else q[rows]).transpose(0, 1).reshape(G, -1, D).to(pk.dtype)  # one product per kv head
         sp = qg @ pk[0].transpose(-1, -2)
         mp = sp.amax(-1, keepdim=True)
         ep = sp.sub_(mp).exp_()
         lp, op = ep.sum(-1, keepdim=True), ep @ pv[0]
         # back to [rows, kv heads, query rows, ...], as m, l and o are laid out
         mp, lp, op = (t.view(G, b, R * Q, -1).transpose(0, 1).to(q.dtype) for t in (mp, lp, op))
-        mr = torch.maximum(m[rows], mp)
-        a, c = (m[rows] - mr).exp(), (mp - mr).exp()
-        l[rows], o[rows] = l[rows] * a + lp * c, o[rows] * a + op * c
+        mq, lq, oq = (m, l, o) if whole else (m[rows], l[rows], o[rows])
+        mr = torch.maximum(mq, mp)
+        a, c = (mq - mr).exp(), (mp - mr).exp()
+        if whole: l, o = lq * a + lp * c, oq * a + op * c
+        else: l[rows], o[rows] = lq * a + lp * c, oq * a + op * c
     return (o / l).view(B, H, Q, D).transpose(1, 2).contiguous(), None
 
 class _Slab:
