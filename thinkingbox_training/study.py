@@ -221,7 +221,7 @@ def stage_status(study:Study, st:Stage) -> StageStatus:
     if st.kind == 'train':
         if trained(d): return StageStatus('done', 0.0)
         ck = checkpoints(d); last = max(ck, default=0)
-        steps = study.args.max_steps
+        steps = study.design['design']['steps']   # the recipe's max_steps, as the design states it
         return StageStatus('partial' if ck else 'todo', st.estimated_min * (1 - last / steps), steps_done=last,
                            resume_from=_rel(ck[last]) if ck else None)
     tasks = study.tasks(st.tasks)
@@ -367,7 +367,7 @@ def train_reprobed(study:Study, st:Stage) -> dict:
     out, budget = study.path/st.out, episode_budget(study)
     # the budget ends it first; a checkpoint just before each re-probe, so a resumed run re-probes the same weights
     gap = int(np.gcd.reduce([x - 1 for x in st.reprobe_steps]))
-    argv = train_argv(study, st) + ['--max_steps', str(2 * study.args.max_steps), '--save_strategy', 'steps',
+    argv = train_argv(study, st) + ['--max_steps', str(2 * study.design['design']['steps']), '--save_strategy', 'steps',
                                     '--save_steps', str(gap)]
     (args,) = TrlParser([TBTConfig]).parse_args_and_config(argv)
     if not checkpoints(out):   # a fresh start: what an interrupted run re-probed, it probed with other weights
@@ -661,7 +661,7 @@ def learning_curve(study:Study, camps:dict) -> list:
     kp = study.design['design']['k_pool']
     at = {0: (f'base/bench-k{kf}', f'base/pool-k{kp}')}
     for n in lc['steps']:
-        at[n] = ((f'seed{s}/bench-k{kf}', f'seed{s}/pool-k{kp}') if n == study.args.max_steps
+        at[n] = ((f'seed{s}/bench-k{kf}', f'seed{s}/pool-k{kp}') if n == study.design['design']['steps']
                  else (f'seed{s}-step{n}/bench-k{lc["k"]}', f'seed{s}-step{n}/pool-k{kp}'))
     rows = []
     for n, (bo, po) in sorted(at.items()):
@@ -698,21 +698,22 @@ def _plain(x):
     if isinstance(x, np.generic): return x.item()
     return x
 
-def study_summary(study:Study, camps:dict=None) -> dict:
+def study_summary(study:Study, camps:dict=None, pr:list=None, cr:list=None) -> dict:
     "Every number the study reports, from the artifacts that exist; written to the study's summary.json."
     from thinkingbox_training.difficulty import atomic_write
     camps = load_campaigns(study) if camps is None else camps
+    pr = policy_rows(study, camps) if pr is None else pr
+    cr = comparison_rows(study, camps) if cr is None else cr
     d, kf, kp = study.design['design'], study.design['design']['k_final'], study.design['design']['k_pool']
     done = [s for s in study.design['seeds'] if f'seed{s}/bench-k{kf}' in camps]
     summary = {'seeds': study.design['seeds'], 'seeds_evaluated': done,
                'detectable_change_points': d['detectable_change_points'],
                'stages': {st.out: stage_status(study, st).state for st in study.stages},
-               'campaign_wall_s': {st.out: store_wall_s(study.path/st.out) for st in study.stages
-                                   if st.kind == 'campaign' and store_wall_s(study.path/st.out) is not None},
+               'campaign_wall_s': {st.out: w for st in study.stages
+                                   if st.kind == 'campaign' and (w := store_wall_s(study.path/st.out)) is not None},
                'parts': read_parts(study)['parts'],
-               'policies': [r['_b'] | {'policy': r['policy'], 'group': r['tasks']} for r in policy_rows(study, camps)],
-               'comparisons': [r['_c'] | {'policy': r['policy'], 'group': r['tasks']}
-                               for r in comparison_rows(study, camps)],
+               'policies': [r['_b'] | {'policy': r['policy'], 'group': r['tasks']} for r in pr],
+               'comparisons': [r['_c'] | {'policy': r['policy'], 'group': r['tasks']} for r in cr],
                'learning_curve': learning_curve(study, camps),
                'training': {f'seed{s}': training_rows(study.path/f'seed{s}/model') for s in study.design['seeds']}
                            | {'reprobed': training_rows(study.path/'reprobed/model')},
@@ -799,9 +800,9 @@ def plot_training(runs:dict, path) -> Path|None:
 def study_report(study:Study) -> dict:
     "Write summary.json, the tables and the figures of the study from its artifacts; returns the summary."
     camps = load_campaigns(study)
-    s = study_summary(study, camps)
-    t, f = study.path/'tables', study.path/'figures'
     pr, cr = policy_rows(study, camps), comparison_rows(study, camps)
+    s = study_summary(study, camps, pr, cr)
+    t, f = study.path/'tables', study.path/'figures'
     strip = lambda rows: [{k: v for k, v in r.items() if not k.startswith('_')} for r in rows]
     if pr: metrics.write_tables(strip(pr), t/'policies')
     if cr: metrics.write_tables(strip(cr), t/'comparisons')
