@@ -409,7 +409,6 @@ def _shard_main(i:int, conn, lock_fd:int, setup:dict):
             _run_rounds(store, name, inv, runner, jobs, setup['error_retries'], progress=False)
         finally: store.close()
         conn.send(('done', runner.stats))
-        os._exit(0)  # everything is committed; skip the interpreter's slow teardown
     except BaseException as e:
         traceback.print_exc()
         try: conn.send(('error', ''.join(traceback.format_exception_only(type(e), e)).strip()))
