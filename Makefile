@@ -38,9 +38,8 @@ test: install
 	 $(BIN)/nbdev-clean; \
 	 if [ "$$before" != "$$(sum)" ]; then echo "FAIL: nbdev-clean changed notebooks: run nbdev-clean and commit"; exit 1; fi
 	@$(BIN)/tbt readme --check
-# The style check (pyproject's [tool.ruff]; ruff reads the notebooks too). Issue 25: enable it once every notebook and
-# test passes `ruff check` (the files still failing are listed in the issue's closing note).
-#	$(BIN)/ruff check thinkingbox_training nbs tests scripts benchmarks
+# The style check (pyproject's [tool.ruff]: E, W, F, B at 120 characters; ruff reads the notebooks too).
+	$(BIN)/ruff check thinkingbox_training nbs tests scripts benchmarks
 # The notebooks with committed outputs (cells tagged `#| keep_output`) are run once, by scripts/nb_outputs.py instead of
 # nbdev-test: it fails on a cell that raises, as nbdev-test does, and on a kept output that differs from a fresh run.
 	$(BIN)/nbdev-test --n-workers 2 --timing --skip-file-re "$$($(BIN)/python scripts/nb_outputs.py skip-re)"
