@@ -182,7 +182,7 @@ def run_campaign(out:str|Path,             # the campaign directory (created, or
                  user:str='scripted',      # simulated user spec
                  sampling:SamplingConfig=None,
                  grader:Grader=None,       # a Grader, or a recipe (a callable that makes one)
-                 concurrency:int=64,       # episodes live at once in each process
+                 concurrency:int=16,       # episodes live at once in each process (16: measured, see below)
                  error_retries:int=2,      # extra rounds for attempts that hit a system error
                  task_files:list=(),       # the files the tasks came from (hashed into campaign.json)
                  progress:bool=True,
@@ -467,7 +467,7 @@ def evaluate(tasks:str=None,            # task files (JSON Lines), comma-separat
              temperature:float=1.0, top_p:float=1.0, top_k:int=0,
              max_tokens:int=0,          # a cap on sampled tokens a turn below each task's own limit (0: none)
              seed:int=0,                # base sampling seed
-             concurrency:int=64,        # episodes live at once
+             concurrency:int=0,         # episodes live at once in each process (0: 16 local, 64 for an endpoint)
              error_retries:int=2,       # rounds of retries for system errors
              quiet:bool=False,
              tool_transport:str='mcp', # the tools' transport: mcp (a real MCP session per episode) or inprocess
@@ -484,6 +484,8 @@ def evaluate(tasks:str=None,            # task files (JSON Lines), comma-separat
     s = SamplingConfig(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
                        max_tokens=max_tokens or max(t.limits.max_tokens_per_turn for t in ts))
     grader = functools.partial(_judge, judge) if shards > 1 else _judge(judge)  # shards make their own
+    # a local policy decodes (or acts) fastest at about 16 live episodes (the sweep below); a server batches more
+    concurrency = concurrency or (64 if policy.split(':')[0] in ('vllm', 'endpoint', 'chat') else 16)
     try: r = run_campaign(out, ts, policy, k, user=user, sampling=s, grader=grader, concurrency=concurrency,
                           error_retries=error_retries, task_files=files, progress=not quiet, budgets=budgets,
                           runner_kw={'tool_transport': tool_transport}, shards=shards)
@@ -498,7 +500,8 @@ def probe(tasks:str=None,               # task files (JSON Lines), comma-separat
           policy:str='scripted',        # the base policy
           k:int=8,                      # probes per task
           out:str='data/runs/probe',    # campaign directory; then `tbt select OUT/attempts.jsonl`
-          user:str='scripted', temperature:float=1.0, max_tokens:int=0, seed:int=0, concurrency:int=64,
+          user:str='scripted', temperature:float=1.0, max_tokens:int=0, seed:int=0,
+          concurrency:int=0,            # episodes live at once in each process (0: 16 local, 64 for an endpoint)
           quiet:bool=False,
           recipe:str=None,              # the training recipe: probe under its budgets and sampling (recommended)
           shards:int=1):                # worker processes sharing the attempts (one a core); results are the same
