@@ -12,7 +12,8 @@ task-major (16 attempts of one task live together, as k=20 campaigns run) and 4 
 k=4 campaigns run); same episodes, so only the batching differs.
 The last lines are `prefill_speedup=<plain/in-place prefill CPU>` and `sample_speedup=<same for all sampling>`.
 """
-import argparse, asyncio, os, random, time
+import argparse, asyncio, os, random, sys, time
+from pathlib import Path
 os.environ.setdefault('OMP_NUM_THREADS', '1')
 import torch
 torch.set_num_threads(int(os.environ['OMP_NUM_THREADS']))
@@ -20,30 +21,8 @@ import thinkingbox_training.policies as policies
 from thinkingbox_training.policies import HFPolicy, SamplingConfig, _Slab
 from thinkingbox_training.tasks import load_tasks
 from thinkingbox_training.episode import EpisodeRunner
-
-def plain_slab_attention(module, query, key, value, attention_mask, scaling:float=None, slab=None, **kw):
-    "The slab attention as first written (the reference: out of place, the mask repeated per query head)."
-    B, H, Q, D = query.shape
-    G = key.shape[1]
-    R = H // G
-    q = query.reshape(B, G, R * Q, D) * scaling
-    mask = attention_mask.repeat(1, 1, R, 1) if R > 1 else attention_mask
-    s = (q @ key.transpose(-1, -2)).masked_fill(~mask, float('-inf'))
-    m = s.amax(-1, keepdim=True)
-    e = (s - m).exp()
-    l, o = e.sum(-1, keepdim=True), e @ value
-    for (pk, pv), rows in slab.groups(module.layer_idx, B):
-        b = len(rows)
-        qg = q[rows].transpose(0, 1).reshape(G, -1, D).to(pk.dtype)
-        sp = qg @ pk[0].transpose(-1, -2)
-        mp = sp.amax(-1, keepdim=True)
-        ep = (sp - mp).exp()
-        lp, op = ep.sum(-1, keepdim=True), ep @ pv[0]
-        mp, lp, op = (t.view(G, b, R * Q, -1).transpose(0, 1).to(q.dtype) for t in (mp, lp, op))
-        mr = torch.maximum(m[rows], mp)
-        a, c = (m[rows] - mr).exp(), (mp - mr).exp()
-        l[rows], o[rows] = l[rows] * a + lp * c, o[rows] * a + op * c
-    return (o / l).view(B, H, Q, D).transpose(1, 2).contiguous(), None
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]/'tests'))
+from slab_reference import plain_slab_attention  # noqa: E402  (the reference the tests hold the sampler to)
 
 CPU = {'prefill': 0.0, 'sample': 0.0, 'width_cols': 0, 'used_cols': 0, 'padded': 0, 'fed': 0, 'prefix': set()}
 

@@ -4,6 +4,7 @@ import pytest, torch
 from thinkingbox_training.policies import HFPolicy, SamplingConfig, GenRequest, _process
 from thinkingbox_training.tasks import get_domain, generate_tasks
 from thinkingbox_training.episode import SYSTEM_PROMPT
+from slab_reference import plain_slab_attention
 
 MODEL = 'data/models/tiny-qwen3'
 
@@ -88,30 +89,6 @@ def test_counter_based_draws():
     freq = torch.bincount(got, minlength=4).double() / n
     assert freq[2] == 0 and (freq - lp[0].exp().double()).abs().max() < 0.01
 
-def _plain_slab_attention(module, query, key, value, attention_mask, scaling:float=None, slab=None, **kw):
-    "The slab attention as first written (out of place, the mask repeated per query head): the reference."
-    B, H, Q, D = query.shape
-    G = key.shape[1]
-    R = H // G
-    q = query.reshape(B, G, R * Q, D) * scaling
-    mask = attention_mask.repeat(1, 1, R, 1) if R > 1 else attention_mask
-    s = (q @ key.transpose(-1, -2)).masked_fill(~mask, float('-inf'))
-    m = s.amax(-1, keepdim=True)
-    e = (s - m).exp()
-    l, o = e.sum(-1, keepdim=True), e @ value
-    for (pk, pv), rows in slab.groups(module.layer_idx, B):
-        b = len(rows)
-        qg = q[rows].transpose(0, 1).reshape(G, -1, D).to(pk.dtype)
-        sp = qg @ pk[0].transpose(-1, -2)
-        mp = sp.amax(-1, keepdim=True)
-        ep = (sp - mp).exp()
-        lp, op = ep.sum(-1, keepdim=True), ep @ pv[0]
-        mp, lp, op = (t.view(G, b, R * Q, -1).transpose(0, 1).to(q.dtype) for t in (mp, lp, op))
-        mr = torch.maximum(m[rows], mp)
-        a, c = (m[rows] - mr).exp(), (mp - mr).exp()
-        l[rows], o[rows] = l[rows] * a + lp * c, o[rows] * a + op * c
-    return (o / l).view(B, H, Q, D).transpose(1, 2).contiguous(), None
-
 def test_slab_attention_is_bit_identical_to_the_plain_one(pol, prompts, monkeypatch):
     """The sampler's attention (in place, the mask broadcast) gives the very tokens and the very logprobs (==, not
     close) of the plain formulation: batched first turns over two domains' system turns and one domain's, a prompt
@@ -128,7 +105,7 @@ def test_slab_attention_is_bit_identical_to_the_plain_one(pol, prompts, monkeypa
         return [(g.token_ids, g.logprobs) for g in first + second + third]
 
     new = run()
-    monkeypatch.setattr(policies, '_slab_attention', _plain_slab_attention)
+    monkeypatch.setattr(policies, '_slab_attention', plain_slab_attention)
     plain = run()
     assert new == plain
     assert sum(len(ids) for ids, _ in new) > 100  # enough sampled tokens for the comparison to mean something
