@@ -458,7 +458,7 @@ def recipe_budgets(path:str) -> tuple:
 
 @command(pos=[])
 def evaluate(tasks:str=None,            # task files (JSON Lines), comma-separated (required)
-             policy:str='scripted',     # policy: scripted[:flaw=P], a model dir or name, vllm:M, endpoint:M, chat:M
+             policy:str='scripted',     # scripted[:flaw=P], MODEL, vllm:M, endpoint:M (+:template=checkpoint), chat:M
              k:int=4,                   # attempts per task
              out:str=None,              # campaign directory (default data/runs/eval-<policy>)
              split:str='bench',         # which split of the files to run ('' = all)
