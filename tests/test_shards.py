@@ -78,7 +78,8 @@ def reference(tmp_path_factory):
     assert r.returncode == 0, e
     return tasks, campaign_records(d/'ref')
 
-@pytest.mark.parametrize('victim', ['shard', 'parent'])
+# a killed shard in `make test`; a killed parent (the same guarantees, through the lock's inheritance) in test-slow
+@pytest.mark.parametrize('victim', ['shard', pytest.param('parent', marks=pytest.mark.slow)])
 def test_a_killed_shard_or_parent_leaves_the_store_consistent_and_a_rerun_completes_it(victim, reference, tmp_path):
     tasks, ref = reference
     out = tmp_path/'killed'
