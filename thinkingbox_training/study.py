@@ -148,6 +148,7 @@ class Study:
     recipe: str = RECIPE           # the training recipe
     base_model: str = BASE_MODEL   # the base policy
     concurrency: int = 16          # episodes live at once in every campaign
+    shards: int = 1                # processes each campaign runs in (`run_campaign(shards=...)`; records unchanged)
     design: dict = None            # default: the study's design.json
     bench_files: tuple = None      # default: the design's task sets (committed bench + added held-out tasks)
     pool_files: tuple = POOL_TASK_FILES  # the files the pool's tasks come from
@@ -277,12 +278,15 @@ def run_stage(study:Study, st:Stage) -> dict:
         raise SystemExit(f'{st.out}: its policy {study.path/st.policy} is not trained yet: run the part that trains it')
     if study.policy is not None: pol = study.policy(st)
     else:
+        from functools import partial
         from thinkingbox_training.policies import HFPolicy
         from thinkingbox_training.grpo import sampling_config
         model = study.root/study.base_model if st.policy == 'base' else study.path/st.policy
-        pol = HFPolicy(model, sampling=sampling_config(study.args), name=st.policy_name)
+        # a recipe, not a policy: each shard process makes its own
+        pol = partial(HFPolicy, model, sampling=sampling_config(study.args), name=st.policy_name)
     r = run_campaign(study.path/st.out, study.tasks(st.tasks), pol, st.k, concurrency=study.concurrency,
-                     task_files=study.files(st.tasks), runner_kw=study.runner_kw, **study.settings())
+                     task_files=study.files(st.tasks), runner_kw=study.runner_kw, shards=study.shards,
+                     **study.settings())
     return {k: r[k] for k in ('executed', 'expected', 'system_errors_left')}
 
 # %% ../nbs/15_study.ipynb #s019
@@ -461,9 +465,10 @@ def reproduce(study:Study, parts:list, dry_run:bool=False) -> list:
 @command('reproduce')
 def reproduce_cli(part:str='all',       # the design's part: 1, 2, 3, 4 or all
                   dry_run:bool=False,   # print the plan and the estimate, run nothing
-                  concurrency:int=16):  # episodes live at once (the design's 16)
+                  concurrency:int=16,   # episodes live at once (the design's 16)
+                  shards:int=1):        # processes per campaign (`tbt evaluate --shards`; the same records)
     "The pre-registered study of issue 32, part by part (resumable): campaigns, training runs, wall times."
-    study = Study(concurrency=concurrency)
+    study = Study(concurrency=concurrency, shards=shards)
     reproduce(study, _parts(part), dry_run)
     if not dry_run: print(f"[report] {', '.join(study_report(study)['figures'])} in {_rel(study.path)}/figures")
     return 0
