@@ -220,7 +220,10 @@ def stage_status(study:Study, st:Stage) -> StageStatus:
     "Where `st` stands on `study`'s checkout (reads its artifacts only)."
     d, c = study.path/st.out, study.design['costs']
     if st.kind == 'train':
-        if trained(d): return StageStatus('done', 0.0)
+        if trained(d):  # the steps its log records (the re-probed arm stops at its episode budget)
+            log = d/'training_log.json'
+            return StageStatus('done', 0.0, steps_done=len(json.loads(log.read_text()).get('steps', []))
+                               if log.exists() else 0)
         ck = checkpoints(d); last = max(ck, default=0)
         steps = study.design['design']['steps']   # the recipe's max_steps, as the design states it
         return StageStatus('partial' if ck else 'todo', st.estimated_min * (1 - last / steps), steps_done=last,
