@@ -241,3 +241,67 @@ def test_the_second_arm_reprobes_before_its_step_trains_on_the_new_pool_and_stop
     # a budget that leaves no room for the re-probe and a step after it stops before re-probing
     t, cb = _arm(tiny, tmp_path / 'b', 16 + 24 + 7, probe)
     assert t.state.global_step == 2 and t.pool_log == [] and not (tmp_path / 'b' / 'reprobe-step3').exists()
+
+
+def test_a_seed_evaluated_at_fewer_attempts_is_paired_with_the_bases_first_k(tmp_path):
+    "Revision 1's design: seed 1 at k=2 against a base at k=4; it is compared with the base's first 2 attempts."
+    root = tmp_path
+    write_tasks(generate_tasks('retail', 'bench', seed=1, n=1), root / 'tasks' / 'bench.jsonl')
+    train = generate_tasks('retail', 'train', seed=0, n=1)
+    write_tasks(train, root / 'tasks' / 'train.jsonl')
+    (root / 'study').mkdir()
+    pool = [t.uid for t in train[:4]]
+    (root / 'study' / 'pool.txt').write_text(''.join(u + '\n' for u in pool))
+    d = small_design(pool)
+    it = d['parts'][1]['items'][1]
+    it.update(name='seed 1 k=2', k=2)
+    st = S.Study(root=root, dir='study', recipe=str(ROOT / S.RECIPE), design=d, pool_files=('tasks/train.jsonl',),
+                 policy=scripted, runner_kw={'tool_transport': 'inprocess'}, concurrency=8)
+    assert (st.final_k(0), st.final_k(1)) == (4, 2) and 'seed1/bench-k2' in {s.out for s in st.stages}
+    S.reproduce(st, [1, 2])
+    s = S.study_report(st)
+    assert s['seeds_evaluated'] == [0, 1]
+
+    def rates(camp, k):
+        recs = [json.loads(x) for x in (root / 'study' / camp / 'attempts.jsonl').read_text().splitlines()]
+        out = {}
+        for r in recs:
+            if r['repetition'] < k: out.setdefault(r['task_uid'], []).append(r['reward'])
+        return {u: np.mean(v) for u, v in out.items()}, {r['task_uid'] for r in recs if r['held_out_family']}
+    (b4, held), (b2, _) = rates('base/bench-k4', 4), rates('base/bench-k4', 2)
+    (s0, _), (s1, _) = rates('seed0/bench-k4', 4), rates('seed1/bench-k2', 2)
+    d = np.array([((s0[u] - b4[u]) + (s1[u] - b2[u])) / 2 for u in sorted(held)])
+    p = s['primary']
+    assert p['k_per_seed'] == [4, 2] and p['diff'] == pytest.approx(d.mean())
+    assert p['per_seed_diff'] == pytest.approx([np.mean([s0[u] - b4[u] for u in held]),
+                                                np.mean([s1[u] - b2[u] for u in held])])
+    c1 = next(c for c in s['comparisons'] if c['policy'] == 'seed 1' and c['group'] == 'all bench')
+    assert c1['k'] == 2 and c1['pass@1_diff'] == pytest.approx(np.mean([s1[u] - b2[u] for u in s1]))
+    assert {r['k'] for r in s['policies'] if r['policy'] == 'seed 1' and r['group'] != 'pool'} == {2}
+    with pytest.raises(ValueError, match='more attempts than the base'):
+        S.primary_test(S.first_k(S.load_campaigns(st)['base/bench-k4'], 2), [S.load_campaigns(st)['seed0/bench-k4']])
+
+
+@pytest.mark.slow
+def test_a_parts_training_runs_run_side_by_side_and_are_recorded_as_each_ends(tmp_path):
+    "Two 1-step runs of the real recipe (the shipped tiny policy, one group of 2), each in its own process."
+    import yaml
+    recipe = yaml.safe_load((ROOT / S.RECIPE).read_text())
+    recipe.update(max_steps=1, groups_per_step=1, group_size=2, max_refill_rounds=0)
+    (tmp_path / 'recipe.yaml').write_text(yaml.safe_dump(recipe))
+    d = copy.deepcopy(DESIGN)
+    d['parts'] = [{'name': 'part 1', 'items': [{'kind': 'train', 'name': f'train seed {s}', 'minutes': 1.0}
+                                               for s in (1, 2)]}]
+    st = S.Study(root=ROOT, dir=str(tmp_path / 's'), recipe=str(tmp_path / 'recipe.yaml'), design=d, train_procs=2)
+    S.reproduce(st, [1])
+    inv = S.read_parts(st)['parts']['1']['invocations'][-1]
+    assert inv['side_by_side'] == ['seed1/model', 'seed2/model'] and 'finished' in inv
+    for o in ('seed1/model', 'seed2/model'):
+        r = inv['stages'][o]
+        assert (r['state_before'], r['state_after'], r['exit']) == ('todo', 'done', 0) and r['wall_s'] > 0
+        log = json.loads((st.path / o / 'training_log.json').read_text())
+        assert len(log['steps']) == 1 and (st.path / o / 'train.log').stat().st_size > 0
+    assert max(inv['stages'][o]['wall_s'] for o in inv['side_by_side']) <= inv['wall_s']
+    # done: nothing runs again
+    S.reproduce(st, [1])
+    assert S.read_parts(st)['parts']['1']['invocations'][-1]['stages'] == {}

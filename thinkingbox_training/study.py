@@ -15,11 +15,12 @@ from . import metrics
 # %% auto #0
 __all__ = ['STUDY', 'RECIPE', 'BASE_MODEL', 'POOL_TASK_FILES', 'REPROBE_STEPS', 'REPROBE_K', 'Stage', 'study_stages',
            'campaign_keys', 'store_wall_s', 'checkpoints', 'trained', 'Study', 'StageStatus', 'stage_status',
-           'plan_rows', 'train_argv', 'run_stage', 'probe_tasks', 'episode_budget', 'Reprobe', 'train_reprobed',
-           'read_parts', 'measured_rate', 'reproduce', 'reproduce_cli', 'subset', 'first_k', 'aligned', 'task_groups',
-           'brief', 'paired', 'cluster_bootstrap', 'primary_test', 'training_rows', 'zero_variance', 'load_campaigns',
-           'policy_rows', 'comparison_rows', 'learning_curve', 'second_arm', 'study_summary', 'plot_policies',
-           'plot_sharpening', 'plot_learning_curve', 'plot_training', 'study_report', 'study_report_cli']
+           'plan_rows', 'train_argv', 'train_side_by_side', 'run_stage', 'probe_tasks', 'episode_budget', 'Reprobe',
+           'train_reprobed', 'read_parts', 'measured_rate', 'reproduce', 'reproduce_cli', 'subset', 'first_k',
+           'aligned', 'task_groups', 'brief', 'paired', 'cluster_bootstrap', 'primary_test', 'training_rows',
+           'zero_variance', 'load_campaigns', 'policy_rows', 'comparison_rows', 'learning_curve', 'second_arm',
+           'study_summary', 'plot_policies', 'plot_sharpening', 'plot_learning_curve', 'plot_training', 'study_report',
+           'study_report_cli']
 
 # %% ../nbs/15_study.ipynb #s004
 STUDY = 'data/runs/study'                       # the study's directory, relative to the checkout
@@ -154,6 +155,7 @@ class Study:
     pool_files: tuple = POOL_TASK_FILES  # the files the pool's tasks come from
     policy: object = None          # stage -> policy, in place of the Hugging Face model of each stage
     runner_kw: dict = None         # passed to run_campaign
+    train_procs: int = 1           # a part's training runs side by side, each in its own process (the cores shared)
 
     def __post_init__(self):
         self.root = Path(self.root or project_dir())
@@ -168,6 +170,11 @@ class Study:
     def path(self) -> Path: return self.root/self.dir
     def stage(self, out:str) -> Stage: return next(s for s in self.stages if s.out == out)
     def part(self, n:int) -> list: return [s for s in self.stages if s.part == n]
+
+    def final_k(self, seed:int) -> int:
+        "The k of seed `seed`'s final bench evaluation: the design's item (a revision may set it below `k_final`)."
+        return next((s.k for s in self.stages if s.kind == 'campaign' and s.tasks == 'bench'
+                     and s.policy == f'seed{seed}/model'), self.design['design']['k_final'])
 
     def files(self, which:str) -> list:
         "The task files of 'bench' or 'pool' (hashed into each campaign's campaign.json)."
@@ -266,6 +273,32 @@ def train_argv(study:Study, st:Stage) -> list:
     ck = checkpoints(study.path/st.out)
     if ck and not trained(study.path/st.out): argv += ['--resume_from_checkpoint', _rel(ck[max(ck)])]
     return argv
+
+def train_side_by_side(study:Study, stages:list, on_done=None) -> dict:
+    """Run plain training stages at once, each `scripts/train.py` in its own process with its share of the cores
+    (`OMP_NUM_THREADS`), its output in `<model dir>/train.log`; out -> {started, wall_s, exit}. `on_done(out, rec)` is
+    called as each one ends."""
+    import os, subprocess, sys
+    threads = max(1, (os.cpu_count() or 1) // len(stages))
+    env = {**os.environ, 'OMP_NUM_THREADS': str(threads)}
+    run = 'import sys; from thinkingbox_training.grpo import main; sys.exit(main(sys.argv[1:]))'
+    procs, out = {}, {}
+    for st in stages:
+        argv = train_argv(study, st)
+        d = study.path/st.out; d.mkdir(parents=True, exist_ok=True)
+        print(f'[train, side by side, {threads} thread(s)] scripts/train.py ' + ' '.join(argv)
+              + f'  (output: {_rel(d/"train.log")})', flush=True)
+        with open(d/'train.log', 'ab') as f:
+            procs[st.out] = (subprocess.Popen([sys.executable, '-c', run, *argv], stdout=f, stderr=subprocess.STDOUT,
+                                              env=env), time.perf_counter())
+        out[st.out] = {'started': _now()}
+    while len(out) > sum('exit' in r for r in out.values()):
+        for o, (p, t0) in procs.items():
+            if 'exit' not in out[o] and p.poll() is not None:
+                out[o].update(wall_s=round(time.perf_counter() - t0, 1), exit=p.returncode)
+                if on_done: on_done(o, out[o])
+        time.sleep(0.5)
+    return out
 
 def run_stage(study:Study, st:Stage) -> dict:
     "Run (or resume) one stage; what it did."
@@ -424,6 +457,18 @@ def _parts(part:str) -> list:
     if str(part) not in ('1', '2', '3', '4'): raise SystemExit(f'--part must be 1, 2, 3, 4 or all, not {part!r}')
     return [int(part)]
 
+def _side_by_side(study:Study, p:int, side:list, log:dict, inv:dict, t_part:float):
+    "Part `p`'s training stages `side` at once (`train_side_by_side`), each recorded in the invocation as it ends."
+    inv['side_by_side'] = [s.out for s in side]
+    for s in side: inv['stages'][s.out] = {'state_before': stage_status(study, s).state}
+    def done(o, r):
+        inv['stages'][o].update(r, state_after=stage_status(study, study.stage(o)).state)
+        inv['wall_s'] = round(time.perf_counter() - t_part, 1); _write_parts(study, log)
+        print(f"[part {p}] {o}: {inv['stages'][o]['state_after']} in {r['wall_s'] / 60:.1f} min", flush=True)
+    res = train_side_by_side(study, side, done)
+    if bad := [o for o, r in res.items() if r['exit']]:
+        raise SystemExit(f"{', '.join(bad)}: training failed (see train.log in each)")
+
 def reproduce(study:Study, parts:list, dry_run:bool=False) -> list:
     "Run (or resume) the stages of `parts` in order, skipping what is done; the plan rows as they stood at the start."
     rows = plan_rows(study, parts)
@@ -444,6 +489,10 @@ def reproduce(study:Study, parts:list, dry_run:bool=False) -> list:
         log['parts'].setdefault(str(p), {'invocations': []})['invocations'].append(inv)
         _write_parts(study, log)
         t_part = time.perf_counter()
+        side = [s for s in todo if s.kind == 'train' and not s.reprobe_steps][:study.train_procs]
+        if len(side) > 1:   # training runs first: the part's campaigns of their policies come after them
+            _side_by_side(study, p, side, log, inv, t_part)
+            todo = [s for s in todo if s not in side]
         for i, st in enumerate(todo, 1):
             s = stage_status(study, st)
             print(f'[part {p}] stage {i}/{len(todo)}: {st.out} ({st.name}; {s.state}, ~{s.left_min:.0f} min)',
@@ -469,9 +518,10 @@ def reproduce(study:Study, parts:list, dry_run:bool=False) -> list:
 def reproduce_cli(part:str='all',       # the design's part: 1, 2, 3, 4 or all
                   dry_run:bool=False,   # print the plan and the estimate, run nothing
                   concurrency:int=16,   # episodes live at once (the design's 16)
-                  shards:int=1):        # processes per campaign (`tbt evaluate --shards`; the same records)
+                  shards:int=1,         # processes per campaign (`tbt evaluate --shards`; the same records)
+                  train_procs:int=1):   # a part's training runs side by side (2 on a 2-core machine: one core each)
     "The pre-registered study of issue 32, part by part (resumable): campaigns, training runs, wall times."
-    study = Study(concurrency=concurrency, shards=shards)
+    study = Study(concurrency=concurrency, shards=shards, train_procs=train_procs)
     reproduce(study, _parts(part), dry_run)
     if not dry_run: print(f"[report] {', '.join(study_report(study)['figures'])} in {_rel(study.path)}/figures")
     return 0
@@ -520,8 +570,10 @@ def brief(camp:metrics.Campaign, n_boot:int=4000) -> dict:
 
 def paired(base:metrics.Campaign, trained:metrics.Campaign, n_boot:int=4000) -> dict:
     """`metrics.compare` without its per-task rows (pass@1 and k/k differences with paired task-bootstrap intervals,
-    k/k gained and lost, McNemar), plus the pass@k difference with its interval."""
+    k/k gained and lost, McNemar), plus the pass@k difference with its interval. A base with more attempts than the
+    trained policy is compared on its first `trained.k`."""
     import warnings
+    if base.k > trained.k: base = first_k(base, trained.k)  # common attempt seeds: the base's k-attempt campaign
     with warnings.catch_warnings():
         warnings.simplefilter('ignore', metrics.BudgetsDiffer)  # same settings by construction; campaign.json says
         c = metrics.compare(base, trained, n_boot=n_boot)
@@ -547,17 +599,23 @@ def primary_test(base:metrics.Campaign, # the base policy's campaign
                  trained:list, # one campaign per seed, same tasks and k
                  mask=None, # the tasks tested (default: all)
                  n_boot:int=10000, seed:int=0) -> dict:
-    "Mean over tasks of (seed-averaged pass@1 - base pass@1): paired t over tasks, task and family bootstraps."
+    """Mean over tasks of the seeds' average paired pass@1 difference (each seed against the base's first k of its
+    attempts): paired t over tasks, task and family bootstraps."""
     uids = base.uids
     m = np.ones(len(uids), bool) if mask is None else np.asarray(mask, bool)
     b = base.successes / base.k
+    if any(c.k > base.k for c in trained):
+        raise ValueError(f'a trained campaign has more attempts than the base ({base.k})')
     per_seed = np.array([aligned(c, uids) for c in trained])
-    d = (per_seed.mean(0) - b)[m]
+    # each seed against the base's first k of its attempts (common attempt seeds: the base's k-attempt campaign)
+    b_seed = np.array([aligned(first_k(base, c.k), uids) for c in trained])
+    d = (per_seed - b_seed).mean(0)[m]
     t = stats.ttest_1samp(d, 0.0)
     lo, hi = metrics.bootstrap_mean(d, n_boot=n_boot, seed=seed)
     flo, fhi = cluster_bootstrap(d, base.families[m], n_boot, seed)
-    seed_means = (per_seed[:, m] - b[m]).mean(1)
-    out = {'tasks': int(m.sum()), 'seeds': len(trained), 'k': base.k, 'base': float(b[m].mean()),
+    seed_means = (per_seed - b_seed)[:, m].mean(1)
+    out = {'tasks': int(m.sum()), 'seeds': len(trained), 'k': base.k, 'k_per_seed': [c.k for c in trained],
+           'base': float(b[m].mean()),
            'trained': float(per_seed[:, m].mean()), 'diff': float(d.mean()), 'diff_lo': float(lo), 'diff_hi': float(hi),
            't': float(t.statistic), 'df': int(m.sum() - 1), 'p': float(t.pvalue), 'sd_per_task': float(d.std(ddof=1)),
            'family_diff_lo': flo, 'family_diff_hi': fhi, 'families': len(set(base.families[m].tolist())),
@@ -616,18 +674,19 @@ def _fmt(x, lo=None, hi=None, pts=False):
     f = (lambda v: f'{100 * v:+.1f}') if pts else (lambda v: f'{100 * v:.1f}%')
     return f(x) + (f' [{f(lo)}, {f(hi)}]' if lo is not None else '')
 
-def _policies(study:Study, camps:dict, k:int) -> dict:
-    "label -> (bench campaign, pool campaign) of the base and each seed's final policy, where they exist."
-    kp = study.design['design']['k_pool']
+def _policies(study:Study, camps:dict) -> dict:
+    "label -> (bench campaign, pool campaign) of the base and each seed's final policy (at its k), where they exist."
+    k, kp = study.design['design']['k_final'], study.design['design']['k_pool']
     out = {'base': ('base', camps.get(f'base/bench-k{k}'), camps.get(f'base/pool-k{kp}'))}
     for s in study.design['seeds']:
-        out[f'seed {s}'] = (f'seed{s}', camps.get(f'seed{s}/bench-k{k}'), camps.get(f'seed{s}/pool-k{kp}'))
+        out[f'seed {s}'] = (f'seed{s}', camps.get(f'seed{s}/bench-k{study.final_k(s)}'),
+                            camps.get(f'seed{s}/pool-k{kp}'))
     return out
 
 def policy_rows(study:Study, camps:dict) -> list:
     "Per policy (base, each seed) and task group: pass@1 [interval], pass@k, observed k/k [interval]."
-    k, rows = study.design['design']['k_final'], []
-    for label, (_, bench, pool) in _policies(study, camps, k).items():
+    rows = []
+    for label, (_, bench, pool) in _policies(study, camps).items():
         sets = ({'all bench': bench, **{g: subset(bench, m) for g, m in task_groups(bench).items()}} if bench else {})
         if pool: sets['pool'] = pool
         for g, c in sets.items():
@@ -640,8 +699,7 @@ def policy_rows(study:Study, camps:dict) -> list:
 
 def comparison_rows(study:Study, camps:dict) -> list:
     "Per seed and task group, trained against base: pass@1 and pass@k changes with paired intervals, k/k moves."
-    k, rows = study.design['design']['k_final'], []
-    pol = _policies(study, camps, k)
+    rows, pol = [], _policies(study, camps)
     _, base_b, base_p = pol.pop('base')
     for label, (_, bench, pool) in pol.items():
         pairs = {}
@@ -665,11 +723,10 @@ def comparison_rows(study:Study, camps:dict) -> list:
 def learning_curve(study:Study, camps:dict) -> list:
     "pass@1 per task group at each step of the learning-curve seed (k=4 on the bench: steps 0 and 24 from k=20)."
     lc = study.design['design']['checkpoints_for_learning_curve']
-    kf, s = study.design['design']['k_final'], lc['seed']
-    kp = study.design['design']['k_pool']
+    kf, s, kp = study.design['design']['k_final'], lc['seed'], study.design['design']['k_pool']
     at = {0: (f'base/bench-k{kf}', f'base/pool-k{kp}')}
     for n in lc['steps']:
-        at[n] = ((f'seed{s}/bench-k{kf}', f'seed{s}/pool-k{kp}') if n == study.design['design']['steps']
+        at[n] = ((f'seed{s}/bench-k{study.final_k(s)}', f'seed{s}/pool-k{kp}') if n == study.design['design']['steps']
                  else (f'seed{s}-step{n}/bench-k{lc["k"]}', f'seed{s}-step{n}/pool-k{kp}'))
     rows = []
     for n, (bo, po) in sorted(at.items()):
@@ -690,7 +747,7 @@ def second_arm(study:Study, camps:dict) -> dict:
     s0 = study.design['design']['checkpoints_for_learning_curve']['seed']
     out = {'fixed': zero_variance(study.path/f'seed{s0}/model'),
            're_probed': zero_variance(study.path/'reprobed/model')}
-    kf, k4 = study.design['design']['k_final'], study.design['design']['checkpoints_for_learning_curve']['k']
+    kf, k4 = study.final_k(s0), study.design['design']['checkpoints_for_learning_curve']['k']
     if 'reprobed/bench-k4' in camps and f'seed{s0}/bench-k{kf}' in camps:
         out['bench_k4'] = paired(first_k(camps[f'seed{s0}/bench-k{kf}'], k4), camps['reprobed/bench-k4'])
     kp = study.design['design']['k_pool']
@@ -713,9 +770,14 @@ def study_summary(study:Study, camps:dict=None, pr:list=None, cr:list=None) -> d
     pr = policy_rows(study, camps) if pr is None else pr
     cr = comparison_rows(study, camps) if cr is None else cr
     d, kf, kp = study.design['design'], study.design['design']['k_final'], study.design['design']['k_pool']
-    done = [s for s in study.design['seeds'] if f'seed{s}/bench-k{kf}' in camps]
+    done = [s for s in study.design['seeds'] if f'seed{s}/bench-k{study.final_k(s)}' in camps]
+    revs = study.design.get('revisions', [])
     summary = {'seeds': study.design['seeds'], 'seeds_evaluated': done,
-               'detectable_change_points': d['detectable_change_points'],
+               'final_k': {str(s): study.final_k(s) for s in study.design['seeds']},
+               # the design's detectable change: its latest revision's, if any (the registered one beside it)
+               'detectable_change_points': (revs[-1] if revs else d)['detectable_change_points'],
+               'detectable_change_points_registered': d['detectable_change_points'],
+               'revisions': [r.get('what') for r in revs],
                'stages': {st.out: stage_status(study, st).state for st in study.stages},
                'campaign_wall_s': {st.out: w for st in study.stages
                                    if st.kind == 'campaign' and (w := store_wall_s(study.path/st.out)) is not None},
@@ -728,7 +790,7 @@ def study_summary(study:Study, camps:dict=None, pr:list=None, cr:list=None) -> d
                'second_arm': second_arm(study, camps)}
     base = camps.get(f'base/bench-k{kf}')
     if base is not None and done:
-        trained = [camps[f'seed{s}/bench-k{kf}'] for s in done]
+        trained = [camps[f'seed{s}/bench-k{study.final_k(s)}'] for s in done]
         groups = task_groups(base)
         summary['primary'] = {'complete': done == study.design['seeds'],
                               **primary_test(base, trained, groups['held_out_family'])}
@@ -820,7 +882,7 @@ def study_report(study:Study) -> dict:
         plot_learning_curve(s['learning_curve'], f/'learning_curve.png'),
         plot_training(s['training'], f/'training.png'),
         plot_sharpening(camps[f"base/bench-k{study.design['design']['k_final']}"],
-                        [camps[f"seed{x}/bench-k{study.design['design']['k_final']}"] for x in s['seeds_evaluated']],
+                        [camps[f"seed{x}/bench-k{study.final_k(x)}"] for x in s['seeds_evaluated']],
                         f/'sharpening.png') if s['seeds_evaluated'] and 'primary' in s else None) if p]
     return s
 
