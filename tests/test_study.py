@@ -33,18 +33,23 @@ def scripted(st):
     return ScriptedPolicy(flaw=0.3, seed=s, name=st.policy_name)
 
 
-@pytest.fixture(scope='module')
-def tiny(tmp_path_factory):
-    root = tmp_path_factory.mktemp('study')
+def tiny_study(root, edit=None):
+    "A small study under `root` (its task files and pool written there); `edit(design)` changes its design first."
     write_tasks(generate_tasks('retail', 'bench', seed=1, n=1), root / 'tasks' / 'bench.jsonl')
     train = generate_tasks('retail', 'train', seed=0, n=1)
     write_tasks(train, root / 'tasks' / 'train.jsonl')
     (root / 'study').mkdir()
     pool = [t.uid for t in train[:4]]
     (root / 'study' / 'pool.txt').write_text(''.join(u + '\n' for u in pool))
-    return S.Study(root=root, dir='study', recipe=str(ROOT / S.RECIPE), design=small_design(pool),
-                   pool_files=('tasks/train.jsonl',), policy=scripted, runner_kw={'tool_transport': 'inprocess'},
-                   concurrency=8)
+    d = small_design(pool)
+    if edit: edit(d)
+    return S.Study(root=root, dir='study', recipe=str(ROOT / S.RECIPE), design=d, pool_files=('tasks/train.jsonl',),
+                   policy=scripted, runner_kw={'tool_transport': 'inprocess'}, concurrency=8)
+
+
+@pytest.fixture(scope='module')
+def tiny(tmp_path_factory):
+    return tiny_study(tmp_path_factory.mktemp('study'))
 
 
 def test_the_committed_design_becomes_stages_whose_estimates_are_the_parts():
@@ -246,17 +251,7 @@ def test_the_second_arm_reprobes_before_its_step_trains_on_the_new_pool_and_stop
 def test_a_seed_evaluated_at_fewer_attempts_is_paired_with_the_bases_first_k(tmp_path):
     "Revision 1's design: seed 1 at k=2 against a base at k=4; it is compared with the base's first 2 attempts."
     root = tmp_path
-    write_tasks(generate_tasks('retail', 'bench', seed=1, n=1), root / 'tasks' / 'bench.jsonl')
-    train = generate_tasks('retail', 'train', seed=0, n=1)
-    write_tasks(train, root / 'tasks' / 'train.jsonl')
-    (root / 'study').mkdir()
-    pool = [t.uid for t in train[:4]]
-    (root / 'study' / 'pool.txt').write_text(''.join(u + '\n' for u in pool))
-    d = small_design(pool)
-    it = d['parts'][1]['items'][1]
-    it.update(name='seed 1 k=2', k=2)
-    st = S.Study(root=root, dir='study', recipe=str(ROOT / S.RECIPE), design=d, pool_files=('tasks/train.jsonl',),
-                 policy=scripted, runner_kw={'tool_transport': 'inprocess'}, concurrency=8)
+    st = tiny_study(root, lambda d: d['parts'][1]['items'][1].update(name='seed 1 k=2', k=2))
     assert (st.final_k(0), st.final_k(1)) == (4, 2) and 'seed1/bench-k2' in {s.out for s in st.stages}
     S.reproduce(st, [1, 2])
     s = S.study_report(st)
