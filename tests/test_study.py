@@ -300,3 +300,14 @@ def test_a_parts_training_runs_run_side_by_side_and_are_recorded_as_each_ends(tm
     # done: nothing runs again
     S.reproduce(st, [1])
     assert S.read_parts(st)['parts']['1']['invocations'][-1]['stages'] == {}
+
+
+def test_a_campaigns_wall_time_counts_a_stopped_invocation_until_the_next_one_started(tmp_path):
+    con = sqlite3.connect(tmp_path / 'attempts.sqlite')
+    con.execute('CREATE TABLE invocations (id INTEGER PRIMARY KEY, campaign TEXT, started REAL, argv TEXT, '
+                'executed INTEGER, finished REAL)')
+    # stopped at an unknown time (the next starts at 400), then one that ran 100 s to its end
+    con.executemany('INSERT INTO invocations (started, finished) VALUES (?, ?)', [(100.0, None), (400.0, 500.0)])
+    con.commit(); con.close()
+    assert S.store_wall_s(tmp_path) == 300.0 + 100.0
+    assert S.store_wall_s(tmp_path / 'none') is None

@@ -114,7 +114,8 @@ def campaign_keys(out:str|Path) -> set|None:
     return set()
 
 def store_wall_s(out:str|Path) -> float|None:
-    "Seconds the campaign's invocations ran, from its store (finished ones; a running one counts up to now)."
+    """Seconds the campaign's invocations ran, from its store. One that never finished (it was stopped) counts until
+    the next one started, an upper bound; the last one, unfinished, counts up to now (it is running)."""
     db = Path(out)/'attempts.sqlite'
     if not db.exists(): return None
     try:
@@ -122,7 +123,10 @@ def store_wall_s(out:str|Path) -> float|None:
         try: rows = con.execute('SELECT started, finished FROM invocations').fetchall()
         finally: con.close()
     except sqlite3.Error: return None
-    return float(sum((f or time.time()) - s for s, f in rows))
+    rows = sorted(rows)
+    nxt = [s for s, _ in rows[1:]] + [time.time()]
+    ends = [f if f is not None else n for (_, f), n in zip(rows, nxt)]
+    return float(sum(e - s for (s, _), e in zip(rows, ends)))
 
 def checkpoints(model_dir:str|Path) -> dict:
     "step -> directory of every `checkpoint-<step>` a training run saved."
