@@ -273,6 +273,10 @@ def test_a_seed_evaluated_at_fewer_attempts_is_paired_with_the_bases_first_k(tmp
     c1 = next(c for c in s['comparisons'] if c['policy'] == 'seed 1' and c['group'] == 'all bench')
     assert c1['k'] == 2 and c1['pass@1_diff'] == pytest.approx(np.mean([s1[u] - b2[u] for u in s1]))
     assert {r['k'] for r in s['policies'] if r['policy'] == 'seed 1' and r['group'] != 'pool'} == {2}
+    # the stores are not committed: without one, the summary keeps the wall time it recorded
+    w = s['campaign_wall_s']['base/bench-k4']
+    (root / 'study' / 'base/bench-k4/attempts.sqlite').unlink()
+    assert w > 0 and S.study_summary(st)['campaign_wall_s']['base/bench-k4'] == w
     with pytest.raises(ValueError, match='more attempts than the base'):
         S.primary_test(S.first_k(S.load_campaigns(st)['base/bench-k4'], 2), [S.load_campaigns(st)['seed0/bench-k4']])
 

@@ -776,6 +776,9 @@ def study_summary(study:Study, camps:dict=None, pr:list=None, cr:list=None) -> d
     d, kf, kp = study.design['design'], study.design['design']['k_final'], study.design['design']['k_pool']
     done = [s for s in study.design['seeds'] if f'seed{s}/bench-k{study.final_k(s)}' in camps]
     revs = study.design.get('revisions', [])
+    # the stores are not committed: a fresh clone keeps the wall times the committed summary recorded
+    f = study.path/'summary.json'
+    recorded = json.loads(f.read_text()).get('campaign_wall_s', {}) if f.exists() else {}
     summary = {'seeds': study.design['seeds'], 'seeds_evaluated': done,
                'final_k': {str(s): study.final_k(s) for s in study.design['seeds']},
                # the design's detectable change: its latest revision's, if any (the registered one beside it)
@@ -783,8 +786,8 @@ def study_summary(study:Study, camps:dict=None, pr:list=None, cr:list=None) -> d
                'detectable_change_points_registered': d['detectable_change_points'],
                'revisions': [r.get('what') for r in revs],
                'stages': {st.out: stage_status(study, st).state for st in study.stages},
-               'campaign_wall_s': {st.out: w for st in study.stages
-                                   if st.kind == 'campaign' and (w := store_wall_s(study.path/st.out)) is not None},
+               'campaign_wall_s': {st.out: w for st in study.stages if st.kind == 'campaign' and
+                                   (w := store_wall_s(study.path/st.out) or recorded.get(st.out)) is not None},
                'parts': read_parts(study)['parts'],
                'policies': [r['_b'] | {'policy': r['policy'], 'group': r['tasks']} for r in pr],
                'comparisons': [r['_c'] | {'policy': r['policy'], 'group': r['tasks']} for r in cr],
