@@ -232,9 +232,8 @@ def stage_status(study:Study, st:Stage) -> StageStatus:
     d, c = study.path/st.out, study.design['costs']
     if st.kind == 'train':
         if trained(d):  # the steps its log records (the re-probed arm stops at its episode budget)
-            log = d/'training_log.json'
-            return StageStatus('done', 0.0, steps_done=len(json.loads(log.read_text()).get('steps', []))
-                               if log.exists() else 0)
+            log = json.loads((d/'training_log.json').read_text())
+            return StageStatus('done', 0.0, steps_done=len(log.get('steps', [])))
         ck = checkpoints(d); last = max(ck, default=0)
         steps = study.design['design']['steps']   # the recipe's max_steps, as the design states it
         return StageStatus('partial' if ck else 'todo', st.estimated_min * (1 - last / steps), steps_done=last,
@@ -279,13 +278,12 @@ def train_argv(study:Study, st:Stage) -> list:
     return argv
 
 def train_side_by_side(study:Study, stages:list, on_done=None) -> dict:
-    """Run plain training stages at once, each `scripts/train.py` in its own process with its share of the cores
-    (`OMP_NUM_THREADS`), its output in `<model dir>/train.log`; out -> {started, wall_s, exit}. `on_done(out, rec)` is
-    called as each one ends."""
+    """Run plain training stages at once, each the checkout's `scripts/train.py` in its own process with its share of
+    the cores (`OMP_NUM_THREADS`), its output in `<model dir>/train.log`; out -> {started, wall_s, exit}.
+    `on_done(out, rec)` is called as each one ends."""
     import os, subprocess, sys
     threads = max(1, (os.cpu_count() or 1) // len(stages))
     env = {**os.environ, 'OMP_NUM_THREADS': str(threads)}
-    run = 'import sys; from thinkingbox_training.grpo import main; sys.exit(main(sys.argv[1:]))'
     procs, out = {}, {}
     for st in stages:
         argv = train_argv(study, st)
@@ -293,8 +291,8 @@ def train_side_by_side(study:Study, stages:list, on_done=None) -> dict:
         print(f'[train, side by side, {threads} thread(s)] scripts/train.py ' + ' '.join(argv)
               + f'  (output: {_rel(d/"train.log")})', flush=True)
         with open(d/'train.log', 'ab') as f:
-            procs[st.out] = (subprocess.Popen([sys.executable, '-c', run, *argv], stdout=f, stderr=subprocess.STDOUT,
-                                              env=env), time.perf_counter())
+            procs[st.out] = (subprocess.Popen([sys.executable, str(study.root/'scripts'/'train.py'), *argv], stdout=f,
+                                              stderr=subprocess.STDOUT, env=env), time.perf_counter())
         out[st.out] = {'started': _now()}
     while len(out) > sum('exit' in r for r in out.values()):
         for o, (p, t0) in procs.items():
@@ -600,7 +598,7 @@ def cluster_bootstrap(values, # one value per task
     return float(lo), float(hi)
 
 def primary_test(base:metrics.Campaign, # the base policy's campaign
-                 trained:list, # one campaign per seed, same tasks and k
+                 trained:list, # one campaign per seed, same tasks, each k at most the base's
                  mask=None, # the tasks tested (default: all)
                  n_boot:int=10000, seed:int=0) -> dict:
     """Mean over tasks of the seeds' average paired pass@1 difference (each seed against the base's first k of its
