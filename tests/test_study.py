@@ -243,9 +243,51 @@ def test_the_second_arm_reprobes_before_its_step_trains_on_the_new_pool_and_stop
     assert {g[0][0] for rec in t.step_log[2:] for g in rec['groups']} <= set(want)   # steps 3 and 4: the new pool
     assert {g[0][0] for rec in t.step_log[:2] for g in rec['groups']} <= {f'demo/pay/{i:04d}' for i in range(4)}
     assert t.state.global_step == 4 and t.episodes_used == cb.spent() == 56
-    # a budget that leaves no room for the re-probe and a step after it stops before re-probing
+    # a budget that leaves no room for the re-probe and a step after it skips the re-probe and trains on the old
+    # pool until the next step no longer fits: 16 + 3 x 8 = 40 of 47 episodes, steps 3-5 on the first pool
     t, cb = _arm(tiny, tmp_path / 'b', 16 + 24 + 7, probe)
-    assert t.state.global_step == 2 and t.pool_log == [] and not (tmp_path / 'b' / 'reprobe-step3').exists()
+    assert t.pool_log == [] and not (tmp_path / 'b' / 'reprobe-step3').exists()
+    assert cb.log == [{'step': 3, 'episodes': 0, 'pool': None, 'used': False, 'skipped': True}]
+    assert t.state.global_step == 5 and t.episodes_used == cb.spent() == 40
+    assert {g[0][0] for rec in t.step_log for g in rec['groups']} <= {f'demo/pay/{i:04d}' for i in range(4)}
+
+
+class _Trainer:
+    "What `Reprobe` reads of a trainer: the episodes it has spent and the pools it was given."
+    def __init__(self): self.episodes_used, self.pool_log = 0, []
+
+
+def _drive(cb, episodes):
+    "Run `cb` as a trainer would, step by step, each step spending `episodes[i]`; the steps run and the log."
+    from transformers import TrainerControl, TrainerState
+    cb.trainer, state, control = _Trainer(), TrainerState(), TrainerControl()
+
+    def reprobe(step):   # what the real re-probe leaves: a new pool before `step`, its episodes counted
+        cb.trainer.pool_log.append({'step': step - 1}); cb.trainer.episodes_used += cb.reprobe_episodes
+        cb.log.append({'step': step, 'episodes': cb.reprobe_episodes, 'used': True})
+    cb.reprobe = reprobe
+    for n, ep in enumerate(episodes):
+        state.global_step = n
+        cb.on_step_begin(None, state, control)
+        cb.trainer.episodes_used += ep
+        state.global_step = n + 1
+        cb.on_step_end(None, state, control)
+        if control.should_training_stop: break
+    return state.global_step
+
+
+def test_a_reprobe_that_no_longer_fits_is_skipped_and_the_arm_trains_until_its_budget_is_spent():
+    "The study's second arm: 1,120 episodes, 32 a step, re-probes of 76 x 4 = 304 episodes before steps 9 and 17."
+    cb = S.Reprobe(None, '.', (9, 17), 1120, 32, probe=([], [None] * 76, []))
+    # 8 steps of 40 (refills), the re-probe (304), 8 of 44: 976 spent before step 17, where the committed arm stopped
+    steps = _drive(cb, [40] * 8 + [44] * 8 + [32] * 40)
+    assert [(r['step'], r['used'], r.get('skipped', False)) for r in cb.log] == [(9, True, False), (17, False, True)]
+    assert steps == 20 and cb.spent() == 976 + 4 * 32 and cb.spent() + 32 > 1120
+    # a re-probe that fits is run, and a budget never passed at a step's fewest episodes
+    cb = S.Reprobe(None, '.', (9, 17), 2000, 32, probe=([], [None] * 76, []))
+    steps = _drive(cb, [32] * 100)
+    assert [r['step'] for r in cb.log if r['used']] == [9, 17] and cb.spent() <= 2000 < cb.spent() + 32
+    assert steps == (2000 - 2 * 304) // 32
 
 
 def test_a_seed_evaluated_at_fewer_attempts_is_paired_with_the_bases_first_k(tmp_path):

@@ -345,7 +345,7 @@ def episode_budget(study:Study) -> int:
     return spend['episodes']
 
 class Reprobe(TrainerCallback):
-    "Re-probe the probed training tasks before the given steps, reselect the pool, and stop at the episode budget."
+    "Re-probe the probed training tasks before the given steps, reselect the pool; train until the budget is spent."
     def __init__(self, study:Study, # the study (its bench uids are never in a pool)
                  out:Path, # the arm's directory: re-probe campaigns and selections go here
                  steps:tuple, # re-probe before these steps (counted from 1)
@@ -364,12 +364,19 @@ class Reprobe(TrainerCallback):
     def on_step_begin(self, args, state, control, **kw):
         step = state.global_step + 1          # the step about to run, counted from 1
         done = {p['step'] + 1 for p in self.trainer.pool_log} | {r['step'] for r in self.log}  # restored on resume
-        if step in self.steps and step not in done: self.reprobe(step)
+        if step not in self.steps or step in done: return
+        if self.spent() + self.reprobe_episodes + self.per_step > self.budget: self.skip(step)
+        else: self.reprobe(step)
 
     def on_step_end(self, args, state, control, **kw):
-        nxt = state.global_step + 1
-        need = self.per_step + (self.reprobe_episodes if nxt in self.steps else 0)
-        if self.spent() + need > self.budget: control.should_training_stop = True
+        # a re-probe that no longer fits is skipped before its step (`on_step_begin`): only the next step must fit
+        if self.spent() + self.per_step > self.budget: control.should_training_stop = True
+
+    def skip(self, step:int):
+        "Skip the re-probe before `step`: it and a step after it would pass the budget; training goes on."
+        self.log.append({'step': step, 'episodes': 0, 'pool': None, 'used': False, 'skipped': True})
+        print(f'[reprobe] before step {step}: skipped ({self.spent()} of {self.budget} episodes spent; a re-probe of '
+              f'{self.reprobe_episodes} and a step no longer fit); training goes on with the pool it has', flush=True)
 
     def reprobe(self, step:int):
         from thinkingbox_training.campaigns import run_campaign, campaign_records
