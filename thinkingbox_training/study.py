@@ -4,7 +4,7 @@
 
 # %% ../nbs/15_study.ipynb #s002
 from __future__ import annotations
-import json, re, sqlite3, time
+import itertools, json, re, sqlite3, time
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
@@ -13,14 +13,15 @@ from .cli import command, project_dir
 from . import metrics
 
 # %% auto #0
-__all__ = ['STUDY', 'RECIPE', 'BASE_MODEL', 'POOL_TASK_FILES', 'REPROBE_STEPS', 'REPROBE_K', 'Stage', 'study_stages',
+__all__ = ['STUDY', 'RECIPE', 'BASE_MODEL', 'POOL_TASK_FILES', 'REPROBE_STEPS', 'REPROBE_K', 'FLOOR', 'Stage', 'study_stages',
            'campaign_keys', 'store_wall_s', 'checkpoints', 'trained', 'Study', 'StageStatus', 'stage_status',
            'plan_rows', 'train_argv', 'train_side_by_side', 'run_stage', 'probe_tasks', 'episode_budget', 'Reprobe',
            'train_reprobed', 'read_parts', 'measured_rate', 'reproduce', 'reproduce_cli', 'subset', 'first_k',
-           'aligned', 'task_groups', 'brief', 'paired', 'cluster_bootstrap', 'primary_test', 'training_rows',
+           'aligned', 'task_groups', 'brief', 'paired', 'cluster_bootstrap', 'paired_rates', 'primary_test',
+           'sign_patterns', 'intraclass', 'family_test', 'seed_task_interval', 'family_level', 'training_rows',
            'zero_variance', 'load_campaigns', 'policy_rows', 'comparison_rows', 'learning_curve', 'second_arm',
-           'study_summary', 'plot_policies', 'plot_sharpening', 'plot_learning_curve', 'plot_training', 'study_report',
-           'study_report_cli']
+           'study_summary', 'plot_policies', 'plot_sharpening', 'plot_learning_curve', 'plot_training', 'plot_families',
+           'study_report', 'study_report_cli']
 
 # %% ../nbs/15_study.ipynb #s004
 STUDY = 'data/runs/study'                       # the study's directory, relative to the checkout
@@ -604,6 +605,15 @@ def cluster_bootstrap(values, # one value per task
     lo, hi = np.quantile(means, [(1 - conf) / 2, (1 + conf) / 2])
     return float(lo), float(hi)
 
+def paired_rates(base:metrics.Campaign, # the base policy's campaign
+                 trained:list) -> tuple: # one campaign per seed, same tasks, each k at most the base's
+    "seeds x tasks pass@1 of each seed, and of the base over its first k attempts for that seed's k (base's order)."
+    if any(c.k > base.k for c in trained):
+        raise ValueError(f'a trained campaign has more attempts than the base ({base.k})')
+    # each seed against the base's first k of its attempts (common attempt seeds: the base's k-attempt campaign)
+    return (np.array([aligned(c, base.uids) for c in trained]),
+            np.array([aligned(first_k(base, c.k), base.uids) for c in trained]))
+
 def primary_test(base:metrics.Campaign, # the base policy's campaign
                  trained:list, # one campaign per seed, same tasks, each k at most the base's
                  mask=None, # the tasks tested (default: all)
@@ -613,11 +623,7 @@ def primary_test(base:metrics.Campaign, # the base policy's campaign
     uids = base.uids
     m = np.ones(len(uids), bool) if mask is None else np.asarray(mask, bool)
     b = base.successes / base.k
-    if any(c.k > base.k for c in trained):
-        raise ValueError(f'a trained campaign has more attempts than the base ({base.k})')
-    per_seed = np.array([aligned(c, uids) for c in trained])
-    # each seed against the base's first k of its attempts (common attempt seeds: the base's k-attempt campaign)
-    b_seed = np.array([aligned(first_k(base, c.k), uids) for c in trained])
+    per_seed, b_seed = paired_rates(base, trained)
     d = (per_seed - b_seed).mean(0)[m]
     t = stats.ttest_1samp(d, 0.0)
     lo, hi = metrics.bootstrap_mean(d, n_boot=n_boot, seed=seed)
@@ -625,6 +631,8 @@ def primary_test(base:metrics.Campaign, # the base policy's campaign
     seed_means = (per_seed - b_seed)[:, m].mean(1)
     out = {'tasks': int(m.sum()), 'seeds': len(trained), 'k': base.k, 'k_per_seed': [c.k for c in trained],
            'base': float(b[m].mean()),
+           # the base over the attempts each seed is paired with (its first k), and their mean: base + diff = trained
+           'base_per_seed': [float(x) for x in b_seed[:, m].mean(1)], 'base_paired': float(b_seed[:, m].mean()),
            'trained': float(per_seed[:, m].mean()), 'diff': float(d.mean()), 'diff_lo': float(lo), 'diff_hi': float(hi),
            't': float(t.statistic), 'df': int(m.sum() - 1), 'p': float(t.pvalue), 'sd_per_task': float(d.std(ddof=1)),
            'family_diff_lo': flo, 'family_diff_hi': fhi, 'families': len(set(base.families[m].tolist())),
@@ -637,6 +645,94 @@ def primary_test(base:metrics.Campaign, # the base policy's campaign
         out.update(seed_sd=sd, seeds_random_t=float(tt), seeds_random_df=len(trained) - 1,
                    seeds_random_p=float(2 * stats.t.sf(abs(tt), len(trained) - 1)))
     return out
+
+# %% ../nbs/15_study.ipynb #s029b
+def sign_patterns(n:int, # clusters
+                  max_exact:int=12, # enumerate all 2^n patterns up to this many clusters
+                  n_draws:int=20000, seed:int=0) -> np.ndarray:
+    "Rademacher sign patterns, one row each: all 2^n of them for a few clusters, else `n_draws` random ones."
+    if n <= max_exact: return np.array(list(itertools.product([1.0, -1.0], repeat=n)))
+    return np.random.default_rng(seed).choice([1.0, -1.0], (n_draws, n))
+
+def _t_over(x:np.ndarray) -> np.ndarray:
+    "One-sample t of each row of `x` against 0 (its mean over its SE)."
+    sd = x.std(axis=-1, ddof=1)
+    with np.errstate(divide='ignore', invalid='ignore'):
+        return np.where(sd > 0, x.mean(-1) / (sd / np.sqrt(x.shape[-1])), np.sign(x.mean(-1)) * np.inf)
+
+def intraclass(values, clusters) -> tuple:
+    "One-way ANOVA intraclass correlation of `values` within `clusters`, and the design effect 1 + (n0 - 1) x ICC."
+    v, cl = np.asarray(values, float), np.asarray(clusters)
+    names = sorted(set(cl.tolist()), key=str)
+    g = [v[cl == c] for c in names]; ns = np.array([len(x) for x in g]); N, F = ns.sum(), len(g)
+    n0 = (N - (ns ** 2).sum() / N) / (F - 1)
+    msb = sum(len(x) * (x.mean() - v.mean()) ** 2 for x in g) / (F - 1)
+    msw = sum(((x - x.mean()) ** 2).sum() for x in g) / (N - F)
+    icc = (msb - msw) / (msb + (n0 - 1) * msw) if msb + (n0 - 1) * msw > 0 else 0.0
+    return float(icc), float(1 + (n0 - 1) * icc)
+
+def family_test(values, # one value per task: a paired change (pass@1, pass@k, ...)
+                families, # each task's family: the unit of inference
+                conf:float=0.95, max_exact:int=12, seed:int=0) -> dict:
+    """Inference with the family as the unit: the mean of the family means, a t over families (F-1 df), and a wild
+    cluster bootstrap (null imposed, one Rademacher sign per family, the same t) over every sign pattern."""
+    v, cl = np.asarray(values, float), np.asarray(families)
+    names = sorted(set(cl.tolist()), key=str)
+    if len(names) < 2: raise ValueError(f'family-level inference needs at least 2 families, got {len(names)}')
+    fm = np.array([v[cl == f].mean() for f in names]); F = len(fm)
+    m, se = fm.mean(), fm.std(ddof=1) / np.sqrt(F)
+    t, q = float(_t_over(fm)), stats.t.ppf((1 + conf) / 2, F - 1)
+    pats = sign_patterns(F, max_exact, seed=seed)
+    wild = _t_over(pats * fm)
+    icc, deff = intraclass(v, cl)
+    return {'families': F, 'tasks': len(v), 'diff': float(m), 'diff_lo': float(m - q * se),
+            'diff_hi': float(m + q * se), 't': t, 'df': F - 1, 'p': float(2 * stats.t.sf(abs(t), F - 1)),
+            'wild_p': float(np.mean(np.abs(wild) >= abs(t) * (1 - 1e-12))), 'wild_patterns': len(pats),
+            'wild_exact': F <= max_exact, 'icc': icc, 'design_effect': deff,
+            # what this test detects with 80% power at the observed spread of family means (post hoc)
+            'detectable_change': float((q + stats.t.ppf(0.8, F - 1)) * se),
+            'per_family': {f: {'tasks': int((cl == f).sum()), 'diff': float(x)} for f, x in zip(names, fm)}}
+
+def seed_task_interval(per_seed, # seeds x tasks: each seed's paired change per task
+                       conf:float=0.95) -> dict:
+    """The seed-averaged mean change with task and seed uncertainty: SE = sqrt(task SE^2 + seed variance / seeds)
+    (the design notebook's formula), Satterthwaite degrees of freedom, t interval and p."""
+    D = np.asarray(per_seed, float); S, n = D.shape
+    d, sm = D.mean(0), D.mean(1)
+    a2, b2 = d.var(ddof=1) / n, (sm.var(ddof=1) / S if S > 1 else 0.0)
+    se = np.sqrt(a2 + b2)
+    df = se ** 4 / (a2 ** 2 / (n - 1) + (b2 ** 2 / (S - 1) if S > 1 else 0.0))
+    t, q = d.mean() / se, stats.t.ppf((1 + conf) / 2, df)
+    return {'diff': float(d.mean()), 'se': float(se), 'task_se': float(np.sqrt(a2)), 'seed_sd': float(np.sqrt(b2 * S)),
+            'df': float(df), 'diff_lo': float(d.mean() - q * se), 'diff_hi': float(d.mean() + q * se),
+            'p': float(2 * stats.t.sf(abs(t), df))}
+
+def family_level(base:metrics.Campaign, # the base policy's campaign
+                 trained:list, # one campaign per seed (each paired with the base's first k, as `primary_test`)
+                 mask=None, # the tasks (default: all)
+                 labels:list=None, # each seed's name (default: seed 0, 1, ...)
+                 n_boot:int=4000) -> dict:
+    """The seed-averaged change at the family level (`family_test`), with task and seed uncertainty
+    (`seed_task_interval`), and per family: the base, each seed's paired change [task bootstrap], their mean."""
+    m = np.ones(len(base.uids), bool) if mask is None else np.asarray(mask, bool)
+    rates, b_seed = paired_rates(base, trained)
+    D, fams = (rates - b_seed)[:, m], base.families[m]
+    labels = labels or [f'seed {i}' for i in range(len(trained))]
+    rows = []
+    for f in sorted(set(fams.tolist())):
+        i = fams == f
+        dom = base.domains[m][i]
+        row = {'family': f, 'domain': str(dom[0]), 'held_out': bool(base.held_out[m][i][0]), 'tasks': int(i.sum()),
+               'base': float((base.successes / base.k)[m][i].mean()), 'base_k': base.k, 'seeds': []}
+        for lab, c, d, bs in zip(labels, trained, D, b_seed[:, m]):
+            lo, hi = metrics.bootstrap_mean(d[i], n_boot=n_boot)
+            row['seeds'].append({'seed': lab, 'k': c.k, 'base_paired': float(bs[i].mean()), 'diff': float(d[i].mean()),
+                                 'diff_lo': float(lo), 'diff_hi': float(hi)})
+        sm = D[:, i].mean(1)
+        row.update(diff=float(sm.mean()), seed_sd=float(sm.std(ddof=1)) if len(sm) > 1 else np.nan,
+                   seed_range=float(sm.max() - sm.min()))
+        rows.append(row)
+    return {'family': family_test(D.mean(0), fams), 'seeds_and_tasks': seed_task_interval(D), 'per_family': rows}
 
 # %% ../nbs/15_study.ipynb #s031
 def training_rows(model_dir:str|Path) -> list:
@@ -664,9 +760,10 @@ def zero_variance(model_dir:str|Path) -> dict|None:
     return {'steps': len(rows), 'groups': g, 'zero_variance_groups': z, 'share': z / g if g else np.nan,
             'share_lo': lo, 'share_hi': hi, 'rollouts': ep, 'rollouts_in_zero_variance': ez,
             'rollout_share': ez / ep if ep else np.nan,
-            'reprobe_episodes': sum(p['probe_episodes'] for p in f.get('pools', []))
-                                + sum(r['episodes'] for r in f.get('reprobes', []) if not r.get('used', True)),
-            'episode_budget': f.get('episode_budget')}
+            'reprobe_episodes': (rp := sum(p['probe_episodes'] for p in f.get('pools', []))
+                                 + sum(r['episodes'] for r in f.get('reprobes', []) if not r.get('used', True))),
+            'episodes_spent': ep + rp, 'episode_budget': f.get('episode_budget'),
+            'reprobes_skipped': [r['step'] for r in f.get('reprobes', []) if r.get('skipped')]}
 
 # %% ../nbs/15_study.ipynb #s033
 def load_campaigns(study:Study) -> dict:
@@ -706,6 +803,8 @@ def policy_rows(study:Study, camps:dict) -> list:
                          '_b': b})
     return rows
 
+def _attempts(k:int, of:int) -> str: return f'all {k} attempts' if k == of else f'first {k} of {of} attempts'
+
 def comparison_rows(study:Study, camps:dict) -> list:
     "Per seed and task group, trained against base: pass@1 and pass@k changes with paired intervals, k/k moves."
     rows, pol = [], _policies(study, camps)
@@ -720,6 +819,8 @@ def comparison_rows(study:Study, camps:dict) -> list:
         for g, (b, t) in pairs.items():
             c = paired(b, t)
             rows.append({'policy': label, 'tasks': g, 'n': c['tasks'], 'k': c['k'],
+                         # the base this change is measured against: its first k attempts (common attempt seeds)
+                         'against base pass@1': f"{c['pass@1_base']:.1%} ({_attempts(c['k'], b.k)})",
                          'pass@1 change (points) [95% paired]': _fmt(c['pass@1_diff'], c['pass@1_diff_lo'],
                                                                       c['pass@1_diff_hi'], pts=True),
                          'pass@k change (points)': _fmt(c['pass@k_diff'], c['pass@k_diff_lo'], c['pass@k_diff_hi'],
@@ -737,7 +838,7 @@ def learning_curve(study:Study, camps:dict) -> list:
     for n in lc['steps']:
         at[n] = ((f'seed{s}/bench-k{study.final_k(s)}', f'seed{s}/pool-k{kp}') if n == study.design['design']['steps']
                  else (f'seed{s}-step{n}/bench-k{lc["k"]}', f'seed{s}-step{n}/pool-k{kp}'))
-    rows = []
+    rows, start = [], {}
     for n, (bo, po) in sorted(at.items()):
         sets = {}
         if bo in camps:
@@ -746,9 +847,14 @@ def learning_curve(study:Study, camps:dict) -> list:
         if po in camps: sets['pool'] = camps[po]
         for g, c in sets.items():
             b = brief(c)
+            if n == 0: start[g] = c
+            # the paired change against step 0 (the base's same attempts): what the curve's shape can be read from
+            ch = paired(start[g], c) if n and g in start else None
             rows.append({'step': n, 'tasks': g, 'n': b['tasks'], 'k': b['k'], 'pass@1': b['pass@1'],
                          'pass@1_lo': b['pass@1_lo'], 'pass@1_hi': b['pass@1_hi'],
-                         'observed_kk_rate': b['observed_kk_rate']})
+                         'observed_kk_rate': b['observed_kk_rate'],
+                         'change': ch['pass@1_diff'] if ch else None, 'change_lo': ch['pass@1_diff_lo'] if ch else None,
+                         'change_hi': ch['pass@1_diff_hi'] if ch else None})
     return rows
 
 def second_arm(study:Study, camps:dict) -> dict:
@@ -756,6 +862,8 @@ def second_arm(study:Study, camps:dict) -> dict:
     s0 = study.design['design']['checkpoints_for_learning_curve']['seed']
     out = {'fixed': zero_variance(study.path/f'seed{s0}/model'),
            're_probed': zero_variance(study.path/'reprobed/model')}
+    if out['fixed'] and out['re_probed']:   # the design's equal budget: did the re-probed arm spend the fixed arm's?
+        out['equal_budget'] = out['re_probed']['episodes_spent'] == out['fixed']['episodes_spent']
     kf, k4 = study.final_k(s0), study.design['design']['checkpoints_for_learning_curve']['k']
     if 'reprobed/bench-k4' in camps and f'seed{s0}/bench-k{kf}' in camps:
         out['bench_k4'] = paired(first_k(camps[f'seed{s0}/bench-k{kf}'], k4), camps['reprobed/bench-k4'])
@@ -772,6 +880,8 @@ def _plain(x):
     if isinstance(x, np.generic): return x.item()
     return x
 
+FLOOR = 0.08   # a family whose base pass@1 is below this (the too-hard band) is at the floor: nothing to sharpen
+
 def study_summary(study:Study, camps:dict=None, pr:list=None, cr:list=None) -> dict:
     "Every number the study reports, from the artifacts that exist; written to the study's summary.json."
     from thinkingbox_training.difficulty import atomic_write
@@ -786,8 +896,9 @@ def study_summary(study:Study, camps:dict=None, pr:list=None, cr:list=None) -> d
     recorded = json.loads(f.read_text()).get('campaign_wall_s', {}) if f.exists() else {}
     summary = {'seeds': study.design['seeds'], 'seeds_evaluated': done,
                'final_k': {str(s): study.final_k(s) for s in study.design['seeds']},
-               # the design's detectable change: its latest revision's, if any (the registered one beside it)
-               'detectable_change_points': (revs[-1] if revs else d)['detectable_change_points'],
+               # the design's detectable change: its latest revision's that sets one (the registered one beside it)
+               'detectable_change_points': next((r['detectable_change_points'] for r in reversed(revs)
+                                                 if 'detectable_change_points' in r), d['detectable_change_points']),
                'detectable_change_points_registered': d['detectable_change_points'],
                'revisions': [r.get('what') for r in revs],
                'stages': {st.out: stage_status(study, st).state for st in study.stages},
@@ -807,6 +918,17 @@ def study_summary(study:Study, camps:dict=None, pr:list=None, cr:list=None) -> d
         summary['primary'] = {'complete': done == study.design['seeds'],
                               **primary_test(base, trained, groups['held_out_family'])}
         summary['pooled'] = {g: primary_test(base, trained, m) for g, m in groups.items()}
+        # the same change with the family as the unit, and with task and seed uncertainty (beside the primary test)
+        labels = [f'seed {s}' for s in done]
+        fl = {g: family_level(base, trained, groups[g], labels) for g in ('held_out_family', 'in_family')
+              if g in groups}
+        # post hoc: the held-out families the base solves at all (family pass@1 above the too-hard band's 0.08)
+        b1 = base.successes / base.k
+        floor = sorted({f for f in set(base.families[base.held_out].tolist()) if b1[base.families == f].mean() < FLOOR})
+        off = base.held_out & ~np.isin(base.families, floor)
+        if len(set(base.families[off].tolist())) > 1:
+            fl['held_out_family_off_floor'] = family_level(base, trained, off, labels)
+        summary['family_level'] = {**fl, 'floor': FLOOR, 'families_at_floor': floor}
         pools = [f'base/pool-k{kp}'] + [f'seed{s}/pool-k{kp}' for s in done]
         if all(p in camps for p in pools):
             summary['pooled']['pool'] = primary_test(camps[pools[0]], [camps[p] for p in pools[1:]])
@@ -879,6 +1001,32 @@ def plot_training(runs:dict, path) -> Path|None:
     ax.legend(fontsize=7)
     return _save(fig, path)
 
+def plot_families(levels:dict, path) -> Path|None:
+    "Each family's paired pass@1 change per seed (95% task bootstrap) and their mean, by task group (`family_level`)."
+    panels = [(g, levels[g]) for g in ('held_out_family', 'in_family') if g in levels]
+    if not panels: return None
+    n = [len(v['per_family']) for _, v in panels]
+    fig = Figure(figsize=(7, 1.0 + 0.27 * sum(n) + 0.6 * len(n)), dpi=80)
+    for ax, (g, v) in zip(fig.subplots(len(n), 1, height_ratios=n, squeeze=False)[:, 0], panels):
+        rows = v['per_family']; y = np.arange(len(rows))[::-1]
+        for i in range(len(rows[0]['seeds'])):
+            s = [r['seeds'][i] for r in rows]
+            x = 100 * np.array([q['diff'] for q in s])
+            err = 100 * np.array([[q['diff'] - q['diff_lo'] for q in s], [q['diff_hi'] - q['diff'] for q in s]])
+            ax.errorbar(x, y + (i - 1) * 0.22, xerr=err, fmt='o', ms=3, lw=.8, color=f'C{i}',
+                        label=f"{s[0]['seed']} (k={s[0]['k']})")
+        ax.plot([100 * r['diff'] for r in rows], y, 'kD', ms=5, label='mean of the seeds')
+        ax.axvline(0, color='k', lw=.6)
+        ax.set_yticks(y, [f"{r['family']} (base {r['base']:.0%})" for r in rows], fontsize=7)
+        f = v['family']
+        ax.set_title(f"{g.replace('_', ' ')}: {f['families']} families, mean {100 * f['diff']:+.1f} points "
+                     f"[{100 * f['diff_lo']:+.1f}, {100 * f['diff_hi']:+.1f}] (t over families, {f['df']} df)",
+                     fontsize=8)
+        ax.grid(axis='x', alpha=.3)
+    ax.set_xlabel('paired pass@1 change (points), 95% task bootstrap within the family')
+    fig.axes[0].legend(fontsize=6, loc='lower right')
+    return _save(fig, path)
+
 def study_report(study:Study) -> dict:
     "Write summary.json, the tables and the figures of the study from its artifacts; returns the summary."
     camps = load_campaigns(study)
@@ -888,11 +1036,16 @@ def study_report(study:Study) -> dict:
     strip = lambda rows: [{k: v for k, v in r.items() if not k.startswith('_')} for r in rows]
     if pr: metrics.write_tables(strip(pr), t/'policies')
     if cr: metrics.write_tables(strip(cr), t/'comparisons')
-    if s['learning_curve']: metrics.write_tables(metrics.pretty(s['learning_curve']), t/'learning_curve')
+    if s['learning_curve']:
+        lc = [{**{k: v for k, v in p.items() if not k.startswith('change')},
+               'change vs step 0 (points) [95% paired]': _fmt(r['change'], r['change_lo'], r['change_hi'], pts=True)}
+              for p, r in zip(metrics.pretty(s['learning_curve']), s['learning_curve'])]
+        metrics.write_tables(lc, t/'learning_curve')
     s['figures'] = [str(p.relative_to(study.path)) for p in (
         plot_policies(pr, f/'policies.png'),
         plot_learning_curve(s['learning_curve'], f/'learning_curve.png'),
         plot_training(s['training'], f/'training.png'),
+        plot_families(s.get('family_level', {}), f/'families.png'),
         plot_sharpening(camps[f"base/bench-k{study.design['design']['k_final']}"],
                         [camps[f"seed{x}/bench-k{study.final_k(x)}"] for x in s['seeds_evaluated']],
                         f/'sharpening.png') if s['seeds_evaluated'] and 'primary' in s else None) if p]
