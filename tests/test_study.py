@@ -175,6 +175,21 @@ def test_the_report_and_its_primary_statistic_computed_by_hand(tiny):
     assert {'policies.png', 'sharpening.png'} <= {f.split('/')[-1] for f in s['figures']}
     assert all((tiny.path / f).exists() for f in s['figures'])
     assert (tiny.path / 'tables' / 'comparisons.md').exists()
+    # the base each seed is paired with, named: it plus the change is the trained figure
+    assert p['base_paired'] + p['diff'] == pytest.approx(p['trained'])
+    assert p['base_paired'] == pytest.approx(np.mean([b[u] for u in held]))
+    # the family as the unit: the mean of the family means of the same per-task changes, a t over families
+    fams = {}
+    for x in (tiny.path / 'base/bench-k4' / 'attempts.jsonl').read_text().splitlines():
+        r = json.loads(x); fams[r['task_uid']] = r['family']
+    by = {}
+    for u, x in zip(sorted(held), d): by.setdefault(fams[u], []).append(x)
+    fm = np.array([np.mean(by[f]) for f in sorted(by)])
+    f = s['family_level']['held_out_family']['family']
+    assert f['families'] == len(fm) and f['df'] == len(fm) - 1 and f['diff'] == pytest.approx(fm.mean())
+    assert f['p'] == pytest.approx(stats.ttest_1samp(fm, 0).pvalue, nan_ok=True)
+    assert {'families.png'} <= {x.split('/')[-1] for x in s['figures']}
+    assert (tiny.path / 'tables' / 'families.md').exists()
 
 
 def test_the_family_clustered_interval_resamples_whole_families():
@@ -184,6 +199,70 @@ def test_the_family_clustered_interval_resamples_whole_families():
     assert (lo, hi) == (0.0, 1.0)
     lo, hi = S.cluster_bootstrap(v, ['a', 'b', 'c', 'd'], n_boot=2000)
     assert 0.0 <= lo < 0.5 < hi <= 1.0
+
+
+def test_family_level_inference_takes_the_family_as_its_unit():
+    "t over family means with F-1 df, the wild cluster bootstrap by brute force, the ICC of constant families."
+    import itertools
+    rng = np.random.default_rng(0)
+    fam = np.repeat(list('abcde'), [3, 4, 5, 3, 4])
+    v = rng.normal(0.02, 0.05, len(fam)) + np.repeat(rng.normal(0, 0.05, 5), [3, 4, 5, 3, 4])
+    f = S.family_test(v, fam)
+    fm = np.array([v[fam == x].mean() for x in 'abcde'])
+    t = stats.ttest_1samp(fm, 0)
+    assert (f['families'], f['tasks'], f['df'], f['wild_patterns']) == (5, 19, 4, 32) and f['wild_exact']
+    assert f['diff'] == pytest.approx(fm.mean()) and f['t'] == pytest.approx(t.statistic)
+    assert f['p'] == pytest.approx(t.pvalue)
+    lo, hi = t.confidence_interval()
+    assert (f['diff_lo'], f['diff_hi']) == (pytest.approx(lo), pytest.approx(hi))
+    brute = [abs(stats.ttest_1samp(np.array(s) * fm, 0).statistic) for s in itertools.product([1, -1], repeat=5)]
+    assert f['wild_p'] == pytest.approx(np.mean(np.array(brute) >= abs(t.statistic) - 1e-12))
+    assert [round(f['per_family'][x]['diff'], 12) for x in 'abcde'] == [round(x, 12) for x in fm]
+    # constant within families: all variation between them; one task a family: nothing to say within
+    assert S.intraclass([1, 1, 2, 2, 5, 5], list('aabbcc'))[0] == pytest.approx(1.0)
+    assert all(np.isnan(S.intraclass([1, 2, 3], list('abc'))))
+    # more families than enumerable: random sign patterns, still a p-value
+    g = S.family_test(rng.normal(0, 1, 40), np.repeat(np.arange(20), 2), max_exact=12)
+    assert not g['wild_exact'] and g['wild_patterns'] == 20000 and 0 <= g['wild_p'] <= 1
+    with pytest.raises(ValueError, match='at least 2 families'): S.family_test([1.0, 2.0], ['a', 'a'])
+
+
+def test_the_seed_and_task_interval_adds_the_seeds_variance_to_the_tasks():
+    D = np.array([[0.1, 0.3, 0.2, 0.0, 0.1], [0.2, 0.2, 0.3, 0.1, 0.3], [0.0, 0.1, 0.1, 0.0, 0.0]])
+    r = S.seed_task_interval(D)
+    a2, b2 = D.mean(0).var(ddof=1) / 5, D.mean(1).var(ddof=1) / 3
+    assert r['se'] == pytest.approx(np.sqrt(a2 + b2)) and r['diff'] == pytest.approx(D.mean())
+    assert r['df'] == pytest.approx((a2 + b2) ** 2 / (a2 ** 2 / 4 + b2 ** 2 / 2))
+    q = stats.t.ppf(0.975, r['df'])
+    assert r['diff_lo'] == pytest.approx(D.mean() - q * r['se'])
+    assert r['diff_hi'] == pytest.approx(D.mean() + q * r['se'])
+    # wider than the task-level interval alone when the seeds differ
+    assert r['se'] > np.sqrt(a2)
+
+
+def test_the_committed_study_at_the_family_level_recomputed_from_its_attempt_records():
+    "The held-out change over the 7 family means, and the base each seed is paired with, from attempts.jsonl."
+    from thinkingbox_training.campaigns import load_campaign
+    st = S.Study()
+    runs = {'base': 'base/bench-k20', 0: 'seed0/bench-k20', 1: 'seed1/bench-k8', 2: 'seed2/bench-k8'}
+    rec = {}
+    for who, d in runs.items():
+        for x in (st.path / d / 'attempts.jsonl').read_text().splitlines():
+            r = json.loads(x)
+            if r['held_out_family']: rec.setdefault(who, {}).setdefault(r['task_uid'], {})[r['repetition']] = r
+    uids = sorted(rec['base'])
+    rate = lambda who, u, k: np.mean([rec[who][u][j]['reward'] for j in range(k)])
+    D = np.array([[rate(s, u, k) - rate('base', u, k) for u in uids] for s, k in ((0, 20), (1, 8), (2, 8))])
+    fam = np.array([rec['base'][u][0]['family'] for u in uids])
+    fm = np.array([D.mean(0)[fam == f].mean() for f in sorted(set(fam))])
+    base = load_campaign(st.path / runs['base'])
+    trained = [load_campaign(st.path / runs[s]) for s in (0, 1, 2)]
+    fl = S.family_level(base, trained, base.held_out)
+    assert len(uids) == 280 and len(fm) == 7 and fl['family']['diff'] == pytest.approx(fm.mean())
+    assert fl['family']['p'] == pytest.approx(stats.ttest_1samp(fm, 0).pvalue)
+    assert fl['family']['wild_patterns'] == 128
+    p = S.primary_test(base, trained, base.held_out)
+    assert p['base_per_seed'] == pytest.approx([np.mean([rate('base', u, k) for u in uids]) for k in (20, 8, 8)])
 
 
 def test_training_rows_read_zero_variance_groups_and_the_logprob_gap(tmp_path):
@@ -202,6 +281,7 @@ def test_training_rows_read_zero_variance_groups_and_the_logprob_gap(tmp_path):
     z = S.zero_variance(tmp_path)
     assert (z['groups'], z['zero_variance_groups'], z['rollouts'], z['rollouts_in_zero_variance']) == (5, 2, 10, 4)
     assert z['share_lo'] < 0.4 < z['share_hi'] and z['reprobe_episodes'] == 8 + 4  # kept pools' and the unused one
+    assert z['episodes_spent'] == 10 + 8 + 4
     assert S.zero_variance(tmp_path / 'none') is None
 
 

@@ -21,7 +21,7 @@ __all__ = ['STUDY', 'RECIPE', 'BASE_MODEL', 'POOL_TASK_FILES', 'REPROBE_STEPS', 
            'sign_patterns', 'intraclass', 'family_test', 'seed_task_interval', 'family_level', 'training_rows',
            'zero_variance', 'load_campaigns', 'policy_rows', 'comparison_rows', 'learning_curve', 'second_arm',
            'study_summary', 'plot_policies', 'plot_sharpening', 'plot_learning_curve', 'plot_training', 'plot_families',
-           'study_report', 'study_report_cli']
+           'family_table', 'study_report', 'study_report_cli']
 
 # %% ../nbs/15_study.ipynb #s004
 STUDY = 'data/runs/study'                       # the study's directory, relative to the checkout
@@ -665,6 +665,7 @@ def intraclass(values, clusters) -> tuple:
     v, cl = np.asarray(values, float), np.asarray(clusters)
     names = sorted(set(cl.tolist()), key=str)
     g = [v[cl == c] for c in names]; ns = np.array([len(x) for x in g]); N, F = ns.sum(), len(g)
+    if F < 2 or N <= F: return np.nan, np.nan   # one family, or one task per family: nothing within families
     n0 = (N - (ns ** 2).sum() / N) / (F - 1)
     msb = sum(len(x) * (x.mean() - v.mean()) ** 2 for x in g) / (F - 1)
     msw = sum(((x - x.mean()) ** 2).sum() for x in g) / (N - F)
@@ -1027,6 +1028,21 @@ def plot_families(levels:dict, path) -> Path|None:
     fig.axes[0].legend(fontsize=6, loc='lower right')
     return _save(fig, path)
 
+def family_table(levels:dict) -> list:
+    "Seed x family rows of `family_level`'s groups: the base over all its attempts and over each seed's first k."
+    rows = []
+    for g in ('held_out_family', 'in_family'):
+        for r in levels.get(g, {}).get('per_family', []):
+            rows.append({'group': g, 'family': r['family'], 'domain': r['domain'], 'tasks': r['tasks'],
+                         f"base (all {r['base_k']})": f"{r['base']:.1%}",
+                         **{f"base (first {q['k']})": f"{q['base_paired']:.1%}" for q in r['seeds']
+                            if q['k'] < r['base_k']},
+                         **{f"{q['seed']} (k={q['k']})": _fmt(q['diff'], q['diff_lo'], q['diff_hi'], pts=True)
+                            for q in r['seeds']},
+                         'mean of the seeds': _fmt(r['diff'], pts=True),
+                         'seed range (points)': f"{100 * r['seed_range']:.1f}"})
+    return rows
+
 def study_report(study:Study) -> dict:
     "Write summary.json, the tables and the figures of the study from its artifacts; returns the summary."
     camps = load_campaigns(study)
@@ -1036,6 +1052,7 @@ def study_report(study:Study) -> dict:
     strip = lambda rows: [{k: v for k, v in r.items() if not k.startswith('_')} for r in rows]
     if pr: metrics.write_tables(strip(pr), t/'policies')
     if cr: metrics.write_tables(strip(cr), t/'comparisons')
+    if s.get('family_level'): metrics.write_tables(family_table(s['family_level']), t/'families')
     if s['learning_curve']:
         lc = [{**{k: v for k, v in p.items() if not k.startswith('change')},
                'change vs step 0 (points) [95% paired]': _fmt(r['change'], r['change_lo'], r['change_hi'], pts=True)}
