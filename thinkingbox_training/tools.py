@@ -67,7 +67,10 @@ def _strict(tool:Tool) -> Tool:
     fields = {k: (typing.Annotated[f.annotation, Strict(False), BeforeValidator(_iso_text)]
                   if _is_date(f.annotation) else f.annotation, f) for k, f in lax.model_fields.items()}
     model = create_model(lax.__name__, __base__=_StrictArgModel, **fields)  # the same name: the same error texts
-    return tool.model_copy(update={'fn_metadata': _StrictArguments(arg_model=model)})
+    meta = tool.fn_metadata
+    strict = _StrictArguments(arg_model=model, output_schema=meta.output_schema, output_model=meta.output_model,
+                              wrap_output=meta.wrap_output)
+    return tool.model_copy(update={'fn_metadata': strict})
 
 _TOOL_CACHE: dict = {}
 
