@@ -246,13 +246,16 @@ TABLE = [  # value, schema, expected (or 'ERR')
     (".5", {"type": "number"}, 0.5), (5, {"type": "number"}, 5), ("", {"type": "integer"}, 'ERR'),
     ("TRUE", {"type": "boolean"}, True), (" false\n", {"type": "boolean"}, False), (None, {"type": "boolean"}, 'ERR'),
     ("None", {"type": "null"}, None), ("nil", {"type": "null"}, 'ERR'), ("null", {"type": "string"}, "null"),
-    ("true", {"type": "string"}, "true"), (True, {"type": "string"}, 'ERR'), (2.5, {"type": "string"}, "2.5"),
+    ("true", {"type": "string"}, "true"), (True, {"type": "string"}, 'ERR'), (2.5, {"type": "string"}, 'ERR'),
+    (7, {"type": "string"}, 'ERR'), ("7", {"type": "string"}, "7"),  # a number the model wrote is not text
     ([1], {"type": "string"}, 'ERR'), ("", {"type": "string"}, ""), ("  x ", {"type": "string"}, "  x "),
     ('["a"]', {"type": "array", "items": {"type": "integer"}}, 'ERR'),
     (["1", 2], {"type": "array", "items": {"type": "integer"}}, [1, 2]),
-    ('{"zip": 1234, "floor": "3"}',
+    ('{"zip": "1234", "floor": "3"}',
      {"type": "object", "properties": {"zip": {"type": "string"}, "floor": {"type": "integer"}}},
      {"zip": "1234", "floor": 3}),
+    ('{"zip": 1234, "floor": "3"}',
+     {"type": "object", "properties": {"zip": {"type": "string"}, "floor": {"type": "integer"}}}, 'ERR'),
     ({"floor": "x"}, {"type": "object", "properties": {"floor": {"type": "integer"}}}, 'ERR'),
     ("3", {"type": ["null", "string"]}, "3"), ("null", {"type": ["null", "string"]}, "null"),
     (None, {"type": ["null", "string"]}, None),
@@ -390,8 +393,11 @@ def test_good_calls_survive_bad_neighbours_and_tools_none():
     turn = parse_assistant('<tool_call>\n{"name": "anything", "arguments": {"n": "1"}}\n</tool_call>', None)
     assert turn.tool_calls == [ToolCall("anything", {"n": "1"}, turn.tool_calls[0].raw)] and turn.errors == []
     assert [e.kind for e in parse_assistant(good, []).errors] == ['unknown_tool']
+    turn = parse_assistant('<tool_call>\n{"name": "get_order", "parameters": {"order_id": "12"}}\n</tool_call>', TOOLS)
+    assert turn.tool_calls[0].arguments == {"order_id": "12"}  # "parameters" alias
     turn = parse_assistant('<tool_call>\n{"name": "get_order", "parameters": {"order_id": 12}}\n</tool_call>', TOOLS)
-    assert turn.tool_calls[0].arguments == {"order_id": "12"}  # "parameters" alias; a number for a string id
+    assert turn.tool_calls == [] and [(e.kind, e.argument) for e in turn.errors] == [('bad_argument', 'order_id')]
+    assert "'order_id' must be a string, got 12" in turn.errors[0].message  # a number for a string id: not taken
     bare = [t["function"] for t in TOOLS]  # bare function specs work too
     assert parse_assistant(good, bare).tool_calls[0].name == 'get_order'
 

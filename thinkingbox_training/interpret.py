@@ -210,10 +210,7 @@ def _convert(t:str, v):
         try: x = json.loads(s)
         except ValueError: return False, None
         return (True, x) if _is(t, x) else (False, None)
-    if t == 'string':
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v): return True, json.dumps(v)
-        return False, None
-    return False, None
+    return False, None  # nothing becomes a string: a number the model wrote for a string is its mistake
 
 def _same(a, b) -> bool:
     "JSON equality: `True` is not `1`."

@@ -318,20 +318,23 @@ def _next_id(ctx, model, prefix:str) -> str:
 
 OTHERS = 'belongs to another customer: you may only see and change the orders of the customer you serve'
 
-def _own(ctx, customer_id:str, what:str):
-    "Refuse `what` unless it is the episode's customer's (any customer's without one: staff tooling, tests)."
-    if ctx.customer is not None and customer_id != ctx.customer: raise ToolError(f'{what} {OTHERS}')
+def _own(ctx, customer_id:str, given:str):
+    """Refuse unless a record is the episode's customer's (any customer's without one: staff tooling, tests).
+    `given` is how the agent named it, its own argument (`order OR-1`): a refusal names nothing the agent did not
+    type, so another customer's records are never revealed through one, not even by id."""
+    if ctx.customer is not None and customer_id != ctx.customer: raise ToolError(f'{given} {OTHERS}')
 
-def _verified_order(ctx, order_id:str, email:str) -> SimpleNamespace:
-    "The order, if it is the episode's customer's and `email` is the email on it; a ToolError otherwise."
+def _verified_order(ctx, order_id:str, email:str, given:str=None) -> SimpleNamespace:
+    """The order, if it is the episode's customer's and `email` is the email on it; a ToolError otherwise, naming the
+    order as the agent gave it (`given`, when the agent named another record, e.g. `shipment SH-1`)."""
     found = _sql(ctx, 'SELECT o.id, o.customer_id, o.status, o.total_cents, c.email FROM "order" o '
                       'JOIN customer c ON c.id = o.customer_id WHERE o.id = ?', order_id)
-    if not found: raise ToolError(f'order {shown(order_id)} not found')
+    if not found: raise ToolError(f'{given or "order " + shown(order_id)} not found')
+    given = given or f'order {order_id}'  # it matched an id: short, as the agent typed it
     o = SimpleNamespace(**found[0])
-    _own(ctx, o.customer_id, f'order {o.id}')
+    _own(ctx, o.customer_id, given)
     if o.email.lower() != email.strip().lower():
-        raise ToolError(f'email {shown(email)} is not the email on order {order_id}: identity not verified, nothing '
-                        'changed')
+        raise ToolError(f'email {shown(email)} is not the email on {given}: identity not verified, nothing changed')
     return o
 
 def _rows(ctx, model, **where) -> list[SimpleNamespace]:
@@ -404,7 +407,7 @@ def get_order(ctx, order_id: OrderId) -> dict:
     delivery date, days late, return deadline), payment, and any returns, refunds, goodwill credit and tickets."""
     o = _one(ctx, 'order', 'SELECT id, customer_id, status, substr(placed_at, 1, 10) AS placed_on, total_cents FROM '
                            '"order" WHERE id = ?', order_id)
-    _own(ctx, o['customer_id'], f"order {o['id']}")
+    _own(ctx, o['customer_id'], f'order {order_id}')
     by_order = lambda cols, table: _sql(ctx, f'SELECT {cols} FROM {table} WHERE order_id = ? ORDER BY id', order_id)
     out = {'order_id': o['id'], 'customer_id': o['customer_id'], 'status': o['status'], 'placed_on': o['placed_on'],
            'total_cents': o['total_cents'],
@@ -479,7 +482,7 @@ def change_shipping_address(ctx,
     found = _rows(ctx, Shipment, id=shipment_id)
     if not found: raise ToolError(f'shipment {shown(shipment_id)} not found')
     s = found[0]
-    _verified_order(ctx, s.order_id, email)
+    _verified_order(ctx, s.order_id, email, given=f'shipment {shipment_id}')  # its order: not the agent's word
     if s.status != 'pending':
         raise ToolError(f"shipment {shipment_id} is {s.status}: only a pending shipment's address can be changed")
     address = ' '.join(new_address.split()).rstrip('.')

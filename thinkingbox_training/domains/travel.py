@@ -309,7 +309,8 @@ def _stay_of(ctx, booking_id) -> SimpleNamespace:
     rows = ctx.sql(_STAY, booking_id)
     if not rows: raise ToolError(f'booking {shown(booking_id)} not found')
     b = SimpleNamespace(**rows[0])
-    if not _may_see(ctx, b.traveller_id, b.company_id): raise ToolError(f'booking {b.id} {OTHERS}')
+    # a refusal names what the agent typed, nothing it did not
+    if not _may_see(ctx, b.traveller_id, b.company_id): raise ToolError(f'booking {booking_id} {OTHERS}')
     b.check_in, b.check_out = date.fromisoformat(b.check_in), date.fromisoformat(b.check_out)
     return b
 
@@ -597,7 +598,7 @@ def refund_payment(ctx, payment_id: Annotated[str, PField(description='payment i
                     payment_id)
     if not found: raise ToolError(f'payment {shown(payment_id)} not found')
     p = SimpleNamespace(**found[0])
-    if not _may_see(ctx, p.traveller_id, p.company_id): raise ToolError(f'payment {p.id} {OTHERS}')
+    if not _may_see(ctx, p.traveller_id, p.company_id): raise ToolError(f'payment {payment_id} {OTHERS}')
     left = p.amount_cents - _refunded(ctx, p.booking_id).get(p.id, 0)
     if left <= 0: raise ToolError(f'payment {payment_id} is already fully refunded')
     rid = _add_refund(ctx, p.booking_id, p.id, left, 'manual', reason)

@@ -1,0 +1,55 @@
+"""How long `tbt` takes before a command does any work: the help, a command's help, a refused option.
+
+    python benchmarks/cli_startup.py [--reps 5]
+
+Each invocation is a fresh process (`python -m thinkingbox_training.cli`-style, the console script's own entry
+point), --reps times; the median wall time and the median CPU time (user + system, of the child) are printed, with
+the load average before and after (on a loaded machine wall time mostly measures waiting, CPU time does not).
+The goal is `tbt --help` under one second. The modules a run imported are counted too: none of torch,
+transformers or the commands' own modules may load for these three (the test suite asserts the same without
+timing: tests/reliability/test_cli_options.py). The last line: `cli_help_s=<median wall of tbt --help>`.
+"""
+import argparse, os, resource, statistics, subprocess, sys, time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = 'import sys; from thinkingbox_training.cli import main; sys.exit(main())'
+CASES = {'tbt --help': ['--help'], 'tbt evaluate --help': ['evaluate', '--help'],
+         'tbt evaluate --k -3': ['evaluate', '--tasks', str(ROOT / 'data/tasks/retail_bench.jsonl'), '--k', '-3']}
+HEAVY = ('torch', 'transformers', 'thinkingbox_training.campaigns', 'mcp')
+
+
+def run(argv) -> tuple:
+    "(wall s, CPU s) of one `tbt ARGV` in a fresh process."
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, '-c', CLI, *argv], cwd=ROOT, capture_output=True, env={**os.environ})
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def heavy_imports(argv) -> list:
+    code = (f'import sys\nfrom thinkingbox_training.cli import main\ntry: main({argv!r})\nexcept SystemExit: pass\n'
+            f'print([m for m in {HEAVY!r} if m in sys.modules])')
+    out = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True).stdout
+    return out.strip().splitlines()[-1]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--reps', type=int, default=5)
+    a = ap.parse_args()
+    print('load average before:', open('/proc/loadavg').read().split()[:3])
+    medians = {}
+    for name, argv in CASES.items():
+        runs = [run(argv) for _ in range(a.reps)]
+        medians[name] = statistics.median(w for w, _ in runs)
+        print(f'{name:22} wall {medians[name]:.3f} s  cpu {statistics.median(c for _, c in runs):.3f} s  '
+              f'heavy modules imported: {heavy_imports(argv)}')
+    print('load average after: ', open('/proc/loadavg').read().split()[:3])
+    print(f"cli_help_s={medians['tbt --help']:.3f}")
+
+
+if __name__ == '__main__':
+    main()
