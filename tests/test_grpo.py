@@ -514,3 +514,27 @@ def test_micro_batches_by_length_keep_the_gradient(tmp_path):
     assert all(min(a) >= max(b) for a, b in zip(lengths, lengths[1:]))               # longest first, never mixed
     assert all(m['completion_ids'].size(1) == max(m['completion_mask'].sum(1)) for m in mbs)   # own width
     assert padding_share(mbs) < padding_share(one._buffered_inputs)
+
+
+# ---------------------------------------------------------------- the step as it always ran
+
+def _close(a, b, path='') -> list:
+    "Where `a` and `b` (JSON values) differ beyond float noise (1e-6 relative)."
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys(): return [f'{path}: keys {sorted(a.keys() ^ b.keys())}']
+        return [d for k in a for d in _close(a[k], b[k], f'{path}/{k}')]
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b): return [f'{path}: {len(a)} != {len(b)} items']
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in _close(x, y, f'{path}[{i}]')]
+    if isinstance(a, float) and isinstance(b, (int, float)) and not isinstance(b, bool):
+        same = a == b or (a != a and b != b) or abs(a - b) <= 1e-6 * max(1.0, abs(a), abs(b))   # nan: a != a
+        return [] if same else [f'{path}: {a} != {b}']
+    return [] if a == b else [f'{path}: {a!r} != {b!r}']
+
+@pytest.mark.parametrize('policy', ['scripted', 'self'])
+def test_two_steps_log_and_train_what_they_always_did(tmp_path, policy):
+    """Two steps at seed 0 (a trained and a skipped path) give the losses, logged metrics, step records and weights
+    recorded in tests/grpo_two_steps.json: the trainer's structure may change, its steps may not."""
+    from grpo_fixtures import two_steps
+    want = json.loads((HERE / 'grpo_two_steps.json').read_text())[policy]
+    assert _close(two_steps(tmp_path, policy), want) == []
