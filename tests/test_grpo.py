@@ -538,3 +538,29 @@ def test_two_steps_log_and_train_what_they_always_did(tmp_path, policy):
     from grpo_fixtures import two_steps
     want = json.loads((HERE / 'grpo_two_steps.json').read_text())[policy]
     assert _close(two_steps(tmp_path, policy), want) == []
+
+
+# ---------------------------------------------------------------- TRL's private names, listed once
+
+from thinkingbox_training.grpo import TRL_PRIVATE, trl_private_problem
+
+@pytest.mark.parametrize('name', list(TRL_PRIVATE))
+def test_trl_private_name_is_as_recorded(name):
+    "Each private name of TRL the trainer relies on is still there, with the parameters it is overridden or called."
+    assert trl_private_problem(name) is None, trl_private_problem(name)
+
+def test_every_private_trl_name_the_trainer_uses_is_listed():
+    """A private name of TRL's trainer (or transformers' Trainer) used anywhere in grpo.py is in TRL_PRIVATE: the list
+    is the whole of what a TRL upgrade must be checked against."""
+    import re, inspect
+    import thinkingbox_training.grpo as g
+    src = inspect.getsource(g)
+    trl_src = inspect.getsource(GRPOTrainer)
+    listed = {k.split('.', 1)[-1] for k in TRL_PRIVATE}
+    used = set(re.findall(r'\.(_[a-z]\w*)\b', src))
+    theirs = {n for n in used if hasattr(GRPOTrainer, n) or re.search(rf'self\.{n}\s*=', trl_src)}
+    assert theirs - listed == set()
+    assert {'_step', '_buffered_inputs', '_metrics', '_generate_and_score_completions'} <= theirs   # the scan sees them
+    # the trainer overrides no private TRL method that is not listed
+    ours = {n for n, v in vars(TBTTrainer).items() if n.startswith('_') and not n.startswith('__') and callable(v)}
+    assert {n for n in ours if hasattr(GRPOTrainer, n)} - listed == set()
