@@ -4,7 +4,7 @@
 
 # %% ../nbs/10_grpo.ipynb #c003
 from __future__ import annotations
-import inspect, json, logging, math, os, random, re, time, urllib.request
+import argparse, dataclasses, inspect, json, logging, math, os, random, re, sys, time, urllib.request
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 import torch
@@ -14,7 +14,10 @@ from trl import GRPOConfig, GRPOTrainer, TrlParser
 from trl.models import unwrap_model_for_generation
 from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import RepeatSampler
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+from transformers import TrainerCallback
+from transformers.hf_argparser import string_to_bool
+from transformers.trainer import TRAINER_STATE_NAME
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, TrainOutput
 from .interpret import ChatFormat
 from .tasks import Task, load_tasks, exclude, assert_disjoint, read_uids
 from .grader import Grader, RuleJudge, OpenAIJudge
@@ -27,7 +30,8 @@ __all__ = ['logger', 'TASK_PROMPT', 'TRL_PRIVATE', 'TRL_BATCH_KEYS', 'TBT_STATE'
            'run_budgets', 'with_budgets', 'check_pool_budgets', 'load_pool', 'make_judge', 'Rollout', 'rollout_fields',
            'verdict', 'group_kind', 'Sampled', 'dynamic_sample', 'step_metrics', 'check_rollout_contract',
            'trl_private_problem', 'trl_private_problems', 'micro_batches', 'padding_share', 'server_url',
-           'check_vllm_server', 'EpochSampler', 'TBTTrainer', 'describe', 'report_callbacks', 'main']
+           'check_vllm_server', 'EpochSampler', 'TBTTrainer', 'ConfigError', 'checkpoint_problem', 'resume_checkpoint',
+           'StopWhenFinished', 'check_recipe', 'parse_config', 'describe', 'report_callbacks', 'main']
 
 # %% ../nbs/10_grpo.ipynb #c004
 logger = logging.getLogger(__name__)
@@ -980,7 +984,9 @@ def _save_checkpoint(self:TBTTrainer, model, trial):
     super(TBTTrainer, self)._save_checkpoint(model, trial)  # weights, tokenizer, optimizer, scheduler, RNG, state
     if self.args.should_save:
         d = Path(self._get_output_dir(trial=trial)) / f'{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}'
-        (d / TBT_STATE).write_text(json.dumps(self.tbt_state(), default=str) + '\n')
+        tmp = d / f'{TBT_STATE}.tmp'
+        tmp.write_text(json.dumps(self.tbt_state(), default=str) + '\n')
+        os.replace(tmp, d / TBT_STATE)   # whole or absent, never cut
 
 @patch
 def load_tbt_state(self:TBTTrainer, checkpoint:str):
@@ -998,14 +1004,66 @@ def load_tbt_state(self:TBTTrainer, checkpoint:str):
     self.step_log, self.sync_log, self.pool_log = s['step_log'], s['sync_log'], s['pool_log']
     self._step = s['global_step'] * self.args.gradient_accumulation_steps  # TRL's micro-step counter
 
+# %% ../nbs/10_grpo.ipynb #rs001
+class ConfigError(ValueError): "A recipe or an option a run cannot start with: one line that names the file and key."
+
+def checkpoint_problem(d) -> str|None:
+    "What a checkpoint folder lacks to be resumed from (a save cut short), or None when it is complete."
+    for name in (TRAINER_STATE_NAME, TBT_STATE):
+        f = Path(d) / name
+        if not f.is_file(): return f'no {name}'
+        try: s = json.loads(f.read_text())
+        except (ValueError, UnicodeDecodeError): return f'{name} cut short'
+        if not isinstance(s, dict) or 'global_step' not in s: return f'{name} cut short'
+    return None
+
+def _steps(folder:Path) -> dict:
+    "step -> checkpoint-<step> folder in `folder`."
+    return {int(m.group(1)): p for p in folder.glob(f'{PREFIX_CHECKPOINT_DIR}-*')
+            if p.is_dir() and (m := re.fullmatch(rf'{PREFIX_CHECKPOINT_DIR}-(\d+)', p.name))}
+
+def resume_checkpoint(resume, # resume_from_checkpoint: a checkpoint folder, or True / 'true': the last in output_dir
+                      output_dir:str,
+                     ) -> str|None:
+    "The complete checkpoint a run resumes from: `resume`, or the last before it when a save cut it short (said)."
+    if not resume or str(resume).lower() == 'false': return None
+    if resume is True or str(resume).lower() == 'true': folder, steps = Path(output_dir), _steps(Path(output_dir))
+    else:   # a named checkpoint-<n>, else the earlier ones beside it; a folder of another name: that one
+        r = Path(resume)
+        if not r.is_dir(): raise ConfigError(f'resume_from_checkpoint={resume}: no such folder')
+        m = re.fullmatch(rf'{PREFIX_CHECKPOINT_DIR}-(\d+)', r.name)
+        folder, steps = r.parent, {n: p for n, p in _steps(r.parent).items() if n <= int(m.group(1))} if m else {0: r}
+    skipped = []
+    for n in sorted(steps, reverse=True):
+        why = checkpoint_problem(steps[n])
+        if why is None:
+            for d, w in skipped:
+                logger.warning(f'{d} is incomplete ({w}: its save was cut short): skipped, resuming from {steps[n]}')
+            return str(steps[n])
+        skipped.append((steps[n], why))
+    what = '; '.join(f'{d.name}: {w}' for d, w in skipped)
+    raise ConfigError(f'resume_from_checkpoint={resume}: no complete checkpoint in {folder}'
+                      + (f' ({what})' if what else ''))
+
+class _Finished(Exception): "A resumed run whose checkpoint is already at max_steps."
+
+class StopWhenFinished(TrainerCallback):
+    "Ends `train` before its first step when the state it resumed is at `max_steps` (TRL's loop would train one more)."
+    def on_train_begin(self, args, state, control, **kw):
+        if 0 < state.max_steps <= state.global_step: raise _Finished()
+
 @patch
 def train(self:TBTTrainer, resume_from_checkpoint=None, **kwargs):
-    "TRL's `train`; resuming (a checkpoint, or True / 'true': the last in `output_dir`) restores our state too."
-    if resume_from_checkpoint is True or str(resume_from_checkpoint).lower() == 'true':
-        resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
-        if resume_from_checkpoint is None: raise ValueError(f'no checkpoint to resume from in {self.args.output_dir}')
-    if resume_from_checkpoint: self.load_tbt_state(resume_from_checkpoint)
-    return super(TBTTrainer, self).train(resume_from_checkpoint=resume_from_checkpoint or None, **kwargs)
+    "TRL's `train` from the last complete checkpoint (`resume_checkpoint`) with our state; a finished run trains none."
+    ckpt = resume_checkpoint(resume_from_checkpoint, self.args.output_dir)
+    if ckpt: self.load_tbt_state(ckpt)
+    if not any(isinstance(c, StopWhenFinished) for c in self.callback_handler.callbacks):
+        self.add_callback(StopWhenFinished)
+    try: return super(TBTTrainer, self).train(resume_from_checkpoint=ckpt, **kwargs)
+    except _Finished:
+        logger.warning(f'{ckpt} is step {self.state.global_step} of max_steps={self.state.max_steps}: the run is '
+                       'finished; no step trained')
+        return TrainOutput(self.state.global_step, math.nan, {})
 
 # %% ../nbs/10_grpo.ipynb #tr100
 @patch
@@ -1050,6 +1108,62 @@ def episodes_used(self:TBTTrainer) -> int:
     "The run's episode budget so far: training episodes plus those spent choosing pools (`set_pool`)."
     return self.training_episodes + sum(p['probe_episodes'] for p in self.pool_log)
 
+# %% ../nbs/10_grpo.ipynb #rc001
+class _Parser(TrlParser):
+    def error(self, message): raise ConfigError(f'command line: {message}')   # argparse would print its usage and exit
+
+def _nullable(f) -> bool: return f.default is None or 'None' in str(f.type) or 'Optional' in str(f.type)
+
+def _check_value(action, v) -> str|None:
+    "Why `v` (a YAML value) cannot be the value of `action`'s field; None if it can."
+    many = action.nargs in ('+', '*')
+    if many and not isinstance(v, list): return f'expects a list, got {v!r}'
+    for x in (v if many else [v]):
+        if isinstance(x, (dict, list)):
+            if action.type in (int, float, string_to_bool): return f'expects one value, got {x!r}'
+            continue
+        if action.type is None: continue
+        try: got = action.type(x if isinstance(x, str) else str(x).lower() if isinstance(x, bool) else str(x))
+        except (ValueError, TypeError, argparse.ArgumentTypeError):
+            kind = getattr(action.type, '__name__', 'value')
+            return f'{x!r} is not a{"n" if kind[0] in "aeiou" else ""} {kind}'.replace('string_to_bool', 'bool')
+        if action.choices and got not in action.choices:
+            return f'{x!r} is not one of {", ".join(map(str, action.choices))}'
+    return None
+
+def check_recipe(path:str) -> dict:
+    "The recipe at `path` (YAML), its keys and values checked against TBTConfig's fields; a ConfigError if not."
+    import difflib, yaml
+    try: config = yaml.safe_load(Path(path).read_text())
+    except OSError as e: raise ConfigError(f'{path}: cannot read the recipe ({e.strerror})') from None
+    except yaml.YAMLError as e: raise ConfigError(f'{path}: not YAML ({str(e).splitlines()[0]})') from None
+    if not isinstance(config, dict): raise ConfigError(f'{path}: a recipe is a YAML mapping of key: value')
+    actions = {a.dest: a for a in _Parser([TBTConfig])._actions}
+    fields = {f.name: f for f in dataclasses.fields(TBTConfig)}
+    for k, v in config.items():
+        if k == 'env': continue
+        if k not in fields:
+            near = difflib.get_close_matches(str(k), list(fields), n=1)
+            raise ConfigError(f'{path}: unknown key {k!r}' + (f' (did you mean {near[0]!r}?)' if near else ''))
+        why = ('null is not allowed' if not _nullable(fields[k]) else None) if v is None else (
+            _check_value(actions[k], v) if k in actions else None)
+        if why: raise ConfigError(f'{path}: {k}: {why}')
+    return config
+
+def parse_config(argv:list=None) -> TBTConfig:
+    "The run's TBTConfig from `--config recipe.yaml` and command-line overrides; a one-line ConfigError if bad."
+    argv = list(sys.argv[1:] if argv is None else argv)
+    src = 'command line'
+    if '--config' in argv:
+        i = argv.index('--config')
+        if i + 1 >= len(argv): raise ConfigError('command line: --config needs a recipe file')
+        check_recipe(argv[i + 1])
+        src = argv[i + 1] + (' with the command line' if len(argv) > 2 else '')
+    try: (args,) = _Parser([TBTConfig]).parse_args_and_config(argv)
+    except ConfigError: raise
+    except (ValueError, TypeError) as e: raise ConfigError(f'{src}: {str(e).splitlines()[0]}') from None
+    return args
+
 # %% ../nbs/10_grpo.ipynb #c055
 _SHOWN = ('policy_model', 'task_files', 'pool_file', 'bench_file',
           'groups_per_step', 'group_size', 'max_refill_rounds',
@@ -1082,7 +1196,7 @@ def report_callbacks(args:TBTConfig) -> list:
 
 def main(argv:list=None) -> int:
     "Train with GRPO on database-state rewards (`scripts/train.py`): --config recipe.yaml [overrides] [--dry-run]."
-    (args,) = TrlParser([TBTConfig]).parse_args_and_config(argv)
+    args = parse_config(argv)   # a ConfigError (one line) for a bad recipe or option
     say = print if int(os.environ.get('RANK', '0')) == 0 else (lambda *a: None)   # once, not once per process
     say(describe(args))
     try: report_callbacks(args)
