@@ -4,7 +4,7 @@
 
 # %% ../nbs/10_grpo.ipynb #c003
 from __future__ import annotations
-import argparse, dataclasses, inspect, json, logging, math, os, random, re, sys, time, urllib.request
+import argparse, dataclasses, functools, inspect, json, logging, math, os, random, re, sys, time, urllib.request
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 import torch
@@ -493,6 +493,9 @@ def _resolve(path:str):
     mod, _, name = path.rpartition('.')
     return getattr(importlib.import_module(mod), name)
 
+@functools.lru_cache
+def _source(obj) -> str: return inspect.getsource(obj)   # GRPOTrainer's is 3,000 lines: read once
+
 def _in_order(want, have) -> bool:
     it = iter(have)
     return all(w in it for w in want)
@@ -506,7 +509,7 @@ def trl_private_problem(name:str, # a key of `table`
     try: obj = _resolve(_TRL_OWNERS[owner])
     except (ImportError, AttributeError) as e: return f'{name}: {owner} not found ({e}); used for: {why}'
     if how == 'attribute':
-        found = hasattr(obj, attr) or re.search(rf'self\.{attr}\s*=', inspect.getsource(obj))
+        found = hasattr(obj, attr) or re.search(rf'self\.{attr}\s*=', _source(obj))
         return None if found else f'{name}: no longer set by TRL; used for: {why}'
     kind, params = how
     f = getattr(obj, attr, None) if attr else obj
