@@ -881,6 +881,7 @@ def _logprob_gap(self:TBTTrainer, out:dict) -> dict:
         "certain_share": t[5] / t[4] if t[4] else 0.0,
     }
 
+# %% ../nbs/10_grpo.ipynb #tr051b
 @patch
 def _check_logprobs(self:TBTTrainer, out:dict):
     "Log the logprob gap of the step; stop when the trained model's own sampler is not the model being trained."
