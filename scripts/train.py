@@ -8,7 +8,8 @@
 Everything is in `thinkingbox_training.grpo.main` (nbs/10_grpo.ipynb); every other job is a `tbt` subcommand.
 """
 import sys
-from thinkingbox_training.grpo import main
+from thinkingbox_training.grpo import ConfigError, main
 
 if __name__ == '__main__':
-    sys.exit(main())
+    try: sys.exit(main())
+    except ConfigError as e: sys.exit(f'error: {e}')   # a bad recipe or option: one line, no traceback

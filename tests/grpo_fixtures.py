@@ -55,3 +55,34 @@ def sampled_logprobs(t, out:dict) -> tuple:
     with torch.no_grad():
         lp, _, _ = t._get_per_token_logps_and_entropies(t.model, ids, att, out['completion_ids'].size(1))
     return out['sampling_per_token_logps'], lp, (out['completion_mask'] * out['tool_mask']).bool()
+
+TIMING = ('step_time', 'train_runtime', 'train_samples_per_second', 'train_steps_per_second')
+
+def two_steps(out_dir, policy='scripted') -> dict:
+    """Two steps of the tiny model at seed 0 (scripted expert erring half the time, 2 micro-batches a step; or the
+    model sampling its own episodes), and what they leave: every logged number but timings, every step's record, the
+    weights' sums. Stored in tests/grpo_two_steps.json:
+    `python -c "import json,sys; sys.path.insert(0,'tests'); from grpo_fixtures import two_steps;
+    json.dump({p: two_steps('/tmp/two', p) for p in ('scripted', 'self')}, open('tests/grpo_two_steps.json','w'))"`"""
+    import os, warnings
+    os.environ.setdefault('TRL_EXPERIMENTAL_SILENCE', '1')
+    warnings.filterwarnings('ignore')
+    from transformers import PrinterCallback
+    from thinkingbox_training.grpo import TBTConfig, TBTTrainer
+    from thinkingbox_training.policies import ScriptedPolicy, tiny_qwen3
+    tok = tokenizer()
+    kw = dict(output_dir=str(out_dir), groups_per_step=2, group_size=4, max_steps=2, max_refill_rounds=3,
+              learning_rate=1e-3, seed=0, use_cpu=True, bf16=False, gradient_checkpointing=False, report_to='none',
+              save_strategy='no', disable_tqdm=True)
+    if policy == 'scripted':
+        kw['per_device_train_batch_size'] = 2
+        pol = ScriptedPolicy(flaw=0.5, tokenizer=tok)
+    else: kw.update(max_tokens_per_turn=12, max_turns=2, max_refill_rounds=1); pol = None
+    t = TBTTrainer(tiny_qwen3(tok), TBTConfig(**kw), [pay_task(i) for i in range(8)], processing_class=tok, policy=pol)
+    t.remove_callback(PrinterCallback)
+    t.train()
+    return json.loads(json.dumps({
+        'log_history': [{k: v for k, v in h.items() if k not in TIMING} for h in t.state.log_history],
+        'step_log': t.step_log,
+        'weights': {'sum': sum(float(p.detach().double().sum()) for p in t.model.parameters()),
+                    'abs': sum(float(p.detach().double().abs().sum()) for p in t.model.parameters())}}))

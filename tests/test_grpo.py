@@ -514,3 +514,53 @@ def test_micro_batches_by_length_keep_the_gradient(tmp_path):
     assert all(min(a) >= max(b) for a, b in zip(lengths, lengths[1:]))               # longest first, never mixed
     assert all(m['completion_ids'].size(1) == max(m['completion_mask'].sum(1)) for m in mbs)   # own width
     assert padding_share(mbs) < padding_share(one._buffered_inputs)
+
+
+# ---------------------------------------------------------------- the step as it always ran
+
+def _close(a, b, path='') -> list:
+    "Where `a` and `b` (JSON values) differ beyond float noise (1e-6 relative)."
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys(): return [f'{path}: keys {sorted(a.keys() ^ b.keys())}']
+        return [d for k in a for d in _close(a[k], b[k], f'{path}/{k}')]
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b): return [f'{path}: {len(a)} != {len(b)} items']
+        return [d for i, (x, y) in enumerate(zip(a, b)) for d in _close(x, y, f'{path}[{i}]')]
+    if isinstance(a, float) and isinstance(b, (int, float)) and not isinstance(b, bool):
+        same = a == b or (a != a and b != b) or abs(a - b) <= 1e-6 * max(1.0, abs(a), abs(b))   # nan: a != a
+        return [] if same else [f'{path}: {a} != {b}']
+    return [] if a == b else [f'{path}: {a!r} != {b!r}']
+
+@pytest.mark.parametrize('policy', ['scripted', 'self'])
+def test_two_steps_log_and_train_what_they_always_did(tmp_path, policy):
+    """Two steps at seed 0 (a trained and a skipped path) give the losses, logged metrics, step records and weights
+    recorded in tests/grpo_two_steps.json: the trainer's structure may change, its steps may not."""
+    from grpo_fixtures import two_steps
+    want = json.loads((HERE / 'grpo_two_steps.json').read_text())[policy]
+    assert _close(two_steps(tmp_path, policy), want) == []
+
+
+# ---------------------------------------------------------------- TRL's private names, listed once
+
+from thinkingbox_training.grpo import TRL_PRIVATE, trl_private_problem
+
+@pytest.mark.parametrize('name', list(TRL_PRIVATE))
+def test_trl_private_name_is_as_recorded(name):
+    "Each private name of TRL the trainer relies on is still there, with the parameters it is overridden or called."
+    assert trl_private_problem(name) is None, trl_private_problem(name)
+
+def test_every_private_trl_name_the_trainer_uses_is_listed():
+    """A private name of TRL's trainer (or transformers' Trainer) used anywhere in grpo.py is in TRL_PRIVATE: the list
+    is the whole of what a TRL upgrade must be checked against."""
+    import re, inspect
+    import thinkingbox_training.grpo as g
+    src = inspect.getsource(g)
+    trl_src = inspect.getsource(GRPOTrainer)
+    listed = {k.split('.', 1)[-1] for k in TRL_PRIVATE}
+    used = set(re.findall(r'\.(_[a-z]\w*)\b', src))
+    theirs = {n for n in used if hasattr(GRPOTrainer, n) or re.search(rf'self\.{n}\s*=', trl_src)}
+    assert theirs - listed == set()
+    assert {'_step', '_buffered_inputs', '_metrics', '_generate_and_score_completions'} <= theirs   # the scan sees them
+    # the trainer overrides no private TRL method that is not listed
+    ours = {n for n, v in vars(TBTTrainer).items() if n.startswith('_') and not n.startswith('__') and callable(v)}
+    assert {n for n in ours if hasattr(GRPOTrainer, n)} - listed == set()

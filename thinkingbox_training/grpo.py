@@ -4,16 +4,20 @@
 
 # %% ../nbs/10_grpo.ipynb #c003
 from __future__ import annotations
-import json, logging, math, os, random, re, time, urllib.request
+import argparse, dataclasses, functools, inspect, json, logging, math, os, random, re, sys, time, urllib.request
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 import torch
+from fastcore.basics import patch
 from accelerate.utils import gather_object
 from trl import GRPOConfig, GRPOTrainer, TrlParser
 from trl.models import unwrap_model_for_generation
 from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import RepeatSampler
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
+from transformers import TrainerCallback
+from transformers.hf_argparser import string_to_bool
+from transformers.trainer import TRAINER_STATE_NAME
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, TrainOutput
 from .interpret import ChatFormat
 from .tasks import Task, load_tasks, exclude, assert_disjoint, read_uids
 from .grader import Grader, RuleJudge, OpenAIJudge
@@ -21,11 +25,13 @@ from .policies import SamplingConfig, HFPolicy, EndpointPolicy
 from .episode import EpisodeRunner, Episode, run_blocking
 
 # %% auto #0
-__all__ = ['logger', 'TASK_PROMPT', 'TBT_STATE', 'BatchPlan', 'batch_plan', 'TBTConfig', 'check_sampler', 'sampling_config',
-           'check_sampling', 'task_prompt', 'prompt_task_uid', 'task_dataset', 'run_budgets', 'with_budgets',
-           'check_pool_budgets', 'load_pool', 'make_judge', 'Rollout', 'rollout_fields', 'verdict', 'group_kind',
-           'Sampled', 'dynamic_sample', 'step_metrics', 'check_rollout_contract', 'micro_batches', 'padding_share',
-           'server_url', 'check_vllm_server', 'EpochSampler', 'TBTTrainer', 'describe', 'report_callbacks', 'main']
+__all__ = ['logger', 'TASK_PROMPT', 'TRL_PRIVATE', 'TRL_BATCH_KEYS', 'TBT_STATE', 'BatchPlan', 'batch_plan', 'TBTConfig',
+           'check_sampler', 'sampling_config', 'check_sampling', 'task_prompt', 'prompt_task_uid', 'task_dataset',
+           'run_budgets', 'with_budgets', 'check_pool_budgets', 'load_pool', 'make_judge', 'Rollout', 'rollout_fields',
+           'verdict', 'group_kind', 'Sampled', 'dynamic_sample', 'step_metrics', 'check_rollout_contract',
+           'trl_private_problem', 'trl_private_problems', 'micro_batches', 'padding_share', 'server_url',
+           'check_vllm_server', 'EpochSampler', 'TBTTrainer', 'ConfigError', 'checkpoint_problem', 'resume_checkpoint',
+           'StopWhenFinished', 'check_recipe', 'parse_config', 'describe', 'report_callbacks', 'main']
 
 # %% ../nbs/10_grpo.ipynb #c004
 logger = logging.getLogger(__name__)
@@ -425,6 +431,97 @@ def check_rollout_contract(prompts:list, # the prompts of every process, in proc
                            f'prompts across processes, got {n} prompts starting {prompts[:G + 1]}. '
                            'TRL is pinned to 1.16 for this.')
 
+# %% ../nbs/10_grpo.ipynb #tp001
+TRL_PRIVATE = {
+    # 'Owner.name': (how, why). how: ('override', parameters): our method replaces TRL's, with TRL's parameters;
+    # ('call', parameters): we call it with these (in TRL's order); 'attribute': TRL sets it on `self` (or the class
+    # has it)
+    'GRPOTrainer._generate_and_score_completions': (('override', ('self', 'inputs')),
+        "the step: sample and choose the groups, then TRL's own scores the finished batch"),
+    'GRPOTrainer._prepare_inputs': (('override', ('self', 'generation_batch')),
+        "micro-batches cut by length (TRL's shuffles and cuts in order); TRL's own for one micro-batch a step"),
+    'GRPOTrainer.training_step': (('override', ('self', 'model', 'inputs', 'num_items_in_batch')),
+        "a skipped step does no forward or backward and counts `_step` as TRL's does"),
+    'GRPOTrainer._get_train_sampler': (('override', ('self', 'dataset')),
+        "TRL's RepeatSampler rebuilt as EpochSampler, so that a resumed run walks the same task order"),
+    'GRPOTrainer._save_checkpoint': (('override', ('self', 'model', 'trial')),
+        'each checkpoint also gets tbt_state.json'),
+    'GRPOTrainer._get_output_dir': (('call', ('self', 'trial')), 'the folder _save_checkpoint wrote the checkpoint in'),
+    'GRPOTrainer._get_per_token_logps_and_entropies': (
+        ('call', ('self', 'model', 'input_ids', 'attention_mask', 'logits_to_keep', 'batch_size')),
+        "the trained model's logprobs of the sampled tokens (the logprob gap), as TRL computes them"),
+    'GRPOTrainer._buffered_inputs': ('attribute', "the step's micro-batches; TRL regenerates them when None"),
+    'GRPOTrainer._step': ('attribute', "TRL's micro-step counter, which picks the micro-batch: restored on resume, "
+                                       'advanced by a skipped step'),
+    'GRPOTrainer._metrics': ('attribute',
+        "TRL's per-step metric lists, averaged into each log: the tbt/* metrics join them"),
+    'GRPOTrainer._dist': ('attribute', "TRL's distributed backend: ZeRO-3 or FSDP around generation, as TRL generates"),
+    'DistributedBackend.is_zero3': ('attribute', 'ZeRO-3 generation needs ds3_gather_for_generation'),
+    'DistributedBackend.summon_full_params': (('call', ('self', 'module')),
+        'full parameters while the model being trained plays episodes'),
+    'GRPOTrainer._last_loaded_step': ('attribute', "TRL syncs vLLM weights in `_generate` unless it is the step's: "
+                                                   "set after our own sync, so that TRL's is a no-op"),
+    'GRPOTrainer.use_vllm': ('attribute', "TRL's switch for its vLLM client and importance-sampling correction: held "
+                                          'off while TRL builds (it would start its own client), on after'),
+    'GRPOTrainer.vllm_generation': ('attribute', 'what TRL would sync weights with: ours, or a weight_sync stand-in'),
+    'GRPOTrainer.num_generations_eval': ('attribute', 'the group size of an evaluation rollout'),
+    'GRPOTrainer.eos_token_ids': ('attribute', "the tokens TRL counts as an episode's end: must hold <|im_end|>"),
+    'VLLMGeneration.__init__': (('call', ('self', 'model', 'accelerator', 'processing_class', 'mode', 'server_base_url',
+                                          'server_host', 'server_port', 'server_timeout', 'group_port', 'temperature',
+                                          'top_p', 'top_k', 'max_completion_length')),
+        "TRL's weight transfer to a vLLM server (NCCL)"),
+    'VLLMGeneration.sync_weights': (('call', ('self',)), 'the weights to the server before a step samples'),
+    'RepeatSampler.__init__': (('call', ('self', 'data_source', 'mini_repeat_count', 'batch_size', 'repeat_count',
+                                         'shuffle', 'seed')),
+        'EpochSampler subclasses it and is rebuilt from its fields'),
+    'unwrap_model_for_generation': (('call', ('model', 'accelerator', 'gather_deepspeed3_params',
+                                              'gradient_checkpointing_kwargs')),
+        'the model as TRL unwraps it to generate'),
+    'disable_gradient_checkpointing': (('call', ('model', 'gradient_checkpointing_kwargs')),
+        "the no-grad forward of the logprob gap, as TRL's own"),
+}
+_TRL_OWNERS = {'GRPOTrainer': 'trl.GRPOTrainer', 'DistributedBackend': 'trl.distributed.DistributedBackend',
+               'VLLMGeneration': 'trl.generation.vllm_generation.VLLMGeneration',
+               'RepeatSampler': 'trl.trainer.utils.RepeatSampler',
+               'unwrap_model_for_generation': 'trl.models.unwrap_model_for_generation',
+               'disable_gradient_checkpointing': 'trl.models.utils.disable_gradient_checkpointing'}
+TRL_BATCH_KEYS = ('prompt_ids', 'prompt_mask', 'completion_ids', 'completion_mask', 'tool_mask', 'advantages',
+                  'sampling_per_token_logps', 'num_items_in_batch')   # what the trainer reads of TRL's scored batch
+
+def _resolve(path:str):
+    import importlib
+    mod, _, name = path.rpartition('.')
+    return getattr(importlib.import_module(mod), name)
+
+@functools.lru_cache
+def _source(obj) -> str: return inspect.getsource(obj)   # GRPOTrainer's is 3,000 lines: read once
+
+def _in_order(want, have) -> bool:
+    it = iter(have)
+    return all(w in it for w in want)
+
+def trl_private_problem(name:str, # a key of `table`
+                        table:dict=None, # default: TRL_PRIVATE
+                       ) -> str|None:
+    "What differs for `name` in the installed TRL, with why we use it; None: as recorded."
+    how, why = (table or TRL_PRIVATE)[name]
+    owner, _, attr = name.partition('.')
+    try: obj = _resolve(_TRL_OWNERS[owner])
+    except (ImportError, AttributeError) as e: return f'{name}: {owner} not found ({e}); used for: {why}'
+    if how == 'attribute':
+        found = hasattr(obj, attr) or re.search(rf'self\.{attr}\s*=', _source(obj))
+        return None if found else f'{name}: no longer set by TRL; used for: {why}'
+    kind, params = how
+    f = getattr(obj, attr, None) if attr else obj
+    if f is None: return f'{name}: gone from TRL; used for: {why}'
+    have = tuple(inspect.signature(f).parameters)
+    ok = have == params if kind == 'override' else _in_order(params, have)
+    return None if ok else f'{name}: TRL has parameters {have}, we {kind} it with {params}; used for: {why}'
+
+def trl_private_problems() -> list:
+    "Every difference between `TRL_PRIVATE` and the installed TRL (empty: the trainer's assumptions hold)."
+    return [p for p in map(trl_private_problem, TRL_PRIVATE) if p]
+
 # %% ../nbs/10_grpo.ipynb #mb001
 _PROMPT_KEYS = ('prompt_ids', 'prompt_mask')   # left-padded; every other 2-D tensor of the width of the completions
                                                # is aligned with them (masks, logprobs, importance ratios)
@@ -549,13 +646,11 @@ class TBTTrainer(GRPOTrainer):
         self.user_kw = {"base_url": args.user_base_url} if args.user_base_url else {}
         self.step_log: list = []  # per step: its groups, the decision, skipped or not (the same on every process)
         self.last_batch: list = []  # the rollouts this process trained on in the last step
-        self._handover, self._skip = None, False
+        self._finished_batch, self._skip = None, False  # the batch `_score` hands TRL; the step's skip decision
         self.pool_log: list = []  # per `set_pool`: the step it applies from, its tasks, the episodes choosing it cost
         self._pool_since = None  # the first step drawn from a pool set by `set_pool`; None: the dataloader's order
         server = bool(args.use_vllm)
-        args.use_vllm = (
-            False  # TRL would build its own vLLM client now; the server path is set up below, after TRL's own setup
-        )
+        args.use_vllm = False  # TRL would build its own vLLM client now; ours is set up below, after TRL's own setup
         try:
             super().__init__(
                 model,
@@ -591,408 +686,487 @@ class TBTTrainer(GRPOTrainer):
                 f"({self.eos_token_ids}), or TRL counts every episode as truncated"
             )
 
-    # --- rollouts
-    def _repetition(self, round: int, slot: int, member: int) -> int:
-        "A repetition number unique to (step, round, slot, member): it seeds the episode."
-        a = self.args
-        return (
-            (self.state.global_step * (a.max_refill_rounds + 1) + round) * a.groups_per_step + slot
-        ) * self.num_generations + member
+# %% ../nbs/10_grpo.ipynb #tr011
+@patch
+def _repetition(self:TBTTrainer, round:int, slot:int, member:int) -> int:
+    "A repetition number unique to (step, round, slot, member): it seeds the episode."
+    a = self.args
+    return ((self.state.global_step * (a.max_refill_rounds + 1) + round) * a.groups_per_step + slot
+            ) * self.num_generations + member
 
-    def _task(self, uid: str) -> Task:
-        if uid not in self.pool:
-            raise KeyError(f"prompt names task {uid!r}, which is not in the training pool")
-        return self.pool[uid]
+@patch
+def _task(self:TBTTrainer, uid:str) -> Task:
+    if uid not in self.pool: raise KeyError(f"prompt names task {uid!r}, which is not in the training pool")
+    return self.pool[uid]
 
-    def _jobs_for(self, prompts: list, num_generations: int) -> list:
-        "(task, repetition) per local prompt, from its global position (process slices are contiguous)."
-        start = self.accelerator.process_index * len(prompts)
-        return [
-            (
-                self._task(prompt_task_uid(p)),
-                self._repetition(0, (start + i) // num_generations, (start + i) % num_generations),
-            )
-            for i, p in enumerate(prompts)
-        ]
+@patch
+def _jobs_for(self:TBTTrainer, prompts:list, num_generations:int) -> list:
+    "(task, repetition) per local prompt, from its global position (process slices are contiguous)."
+    start = self.accelerator.process_index * len(prompts)
+    return [(self._task(prompt_task_uid(p)),
+             self._repetition(0, (start + i) // num_generations, (start + i) % num_generations))
+            for i, p in enumerate(prompts)]
 
-    def _vllm_generation(self):
-        "TRL's server-mode VLLMGeneration: its client, its NCCL communicator, a `sync_weights()` of every process."
-        a = self.args
-        try:
-            from trl.generation.vllm_generation import VLLMGeneration
+@patch
+def _runner(self:TBTTrainer, policy) -> EpisodeRunner:
+    a = self.args
+    return EpisodeRunner(policy, self.grader, user=a.user, sampling=self.sampling, concurrency=a.concurrency,
+                         tool_timeout_s=a.tool_timeout_s, user_kw=self.user_kw)
 
-            return VLLMGeneration(
-                model=self.model,
-                accelerator=self.accelerator,
-                processing_class=self.processing_class,
-                mode="server",
-                server_base_url=a.vllm_server_base_url,
-                server_host=a.vllm_server_host,
-                server_port=a.vllm_server_port,
-                group_port=a.vllm_group_port,
-                server_timeout=a.vllm_server_timeout,
-                temperature=a.temperature,
-                top_p=a.top_p,
-                top_k=a.top_k or 0,
-                max_completion_length=a.max_tokens_per_turn,
-            )
-        except ImportError as e:
-            raise ImportError(
-                "use_vllm: the weights reach the vLLM server through TRL's VLLMGeneration (NCCL), which needs vLLM "
-                'installed in the training environment: pip install "thinkingbox-training[gpu]"'
-            ) from e
+@patch
+def _run(self:TBTTrainer, jobs:list) -> list:
+    "Run episodes of `jobs` in this process; called by every process together (generation may gather parameters)."
+    fixed = self.policy if self.policy is not None else self.server_policy  # neither gathers parameters
+    if fixed is not None:
+        return [Rollout.from_episode(e, self.fmt) for e in run_blocking(self._runner(fixed).run(jobs))] if jobs else []
+    with (unwrap_model_for_generation(self.model_wrapped, self.accelerator,
+                                      gather_deepspeed3_params=self.args.ds3_gather_for_generation,
+                                      gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs) as model,
+          self._dist.summon_full_params(self.model_wrapped, recurse=False)):
+        if not jobs: return []
+        policy = HFPolicy(model, self.processing_class, self.sampling, name='policy')
+        check_sampling(self.args, policy.sampling)
+        return [Rollout.from_episode(e, self.fmt) for e in run_blocking(self._runner(policy).run(jobs))]
 
-    def _sync_weights(self):
-        "Send the current weights to the vLLM server, every process together; TRL's own sync of the step is a no-op."
-        self.vllm_generation.sync_weights()
-        self._last_loaded_step = self.state.global_step
-        self.sync_log.append({"step": self.state.global_step, "t": time.monotonic()})
+@patch
+def _rollout(self:TBTTrainer, prompts:list, trainer=None) -> dict:
+    "TRL's rollout_func: the finished batch `_score` hands over (training), or these prompts' episodes (evaluation)."
+    rows, self._finished_batch = self._finished_batch, None
+    if rows is None:
+        g = self.num_generations if self.model.training else self.num_generations_eval
+        rows = self._run(self._jobs_for(list(prompts), g))
+    elif [r.prompt for r in rows] != list(prompts):
+        raise RuntimeError('rollout_func got prompts other than the batch the sampler chose: the TRL contract changed')
+    return rollout_fields(rows)
 
-    def _run(self, jobs: list) -> list:
-        "Run episodes of `jobs` in this process; called by every process together (generation may gather parameters)."
-        fixed = self.policy if self.policy is not None else self.server_policy  # neither gathers parameters
-        if fixed is not None:
-            return (
-                [Rollout.from_episode(e, self.fmt) for e in run_blocking(self._runner(fixed).run(jobs))]
-                if jobs
-                else []
-            )
-        with (
-            unwrap_model_for_generation(
-                self.model_wrapped,
-                self.accelerator,
-                gather_deepspeed3_params=self.args.ds3_gather_for_generation,
-                gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
-            ) as model,
-            self._dist.summon_full_params(self.model_wrapped, recurse=False),
-        ):
-            if not jobs:
-                return []
-            policy = HFPolicy(model, self.processing_class, self.sampling, name="policy")
-            check_sampling(self.args, policy.sampling)
-            return [Rollout.from_episode(e, self.fmt) for e in run_blocking(self._runner(policy).run(jobs))]
+# %% ../nbs/10_grpo.ipynb #tr021
+@patch
+def _vllm_generation(self:TBTTrainer):
+    "TRL's server-mode VLLMGeneration: its client, its NCCL communicator, a `sync_weights()` of every process."
+    a = self.args
+    try:
+        from trl.generation.vllm_generation import VLLMGeneration
+        return VLLMGeneration(model=self.model, accelerator=self.accelerator, processing_class=self.processing_class,
+                              mode='server', server_base_url=a.vllm_server_base_url, server_host=a.vllm_server_host,
+                              server_port=a.vllm_server_port, group_port=a.vllm_group_port,
+                              server_timeout=a.vllm_server_timeout, temperature=a.temperature, top_p=a.top_p,
+                              top_k=a.top_k or 0, max_completion_length=a.max_tokens_per_turn)
+    except ImportError as e:
+        raise ImportError('use_vllm: the weights reach the vLLM server through TRL\'s VLLMGeneration (NCCL), which '
+                          'needs vLLM installed in the training environment: pip install "thinkingbox-training[gpu]"'
+                          ) from e
 
-    def _runner(self, policy) -> EpisodeRunner:
-        a = self.args
-        return EpisodeRunner(
-            policy,
-            self.grader,
-            user=a.user,
-            sampling=self.sampling,
-            concurrency=a.concurrency,
-            tool_timeout_s=a.tool_timeout_s,
-            user_kw=self.user_kw,
-        )
+@patch
+def _sync_weights(self:TBTTrainer):
+    "Send the current weights to the vLLM server, every process together; TRL's own sync of the step is a no-op."
+    self.vllm_generation.sync_weights()
+    self._last_loaded_step = self.state.global_step
+    self.sync_log.append({'step': self.state.global_step, 't': time.monotonic()})
 
-    def _rollout(self, prompts: list, trainer=None) -> dict:
-        "TRL's rollout_func: this process's prompts' rollouts, token-exact (handed over by the sampler, or run here)."
-        rows, self._handover = self._handover, None
-        if rows is None:
-            g = self.num_generations if self.model.training else self.num_generations_eval
-            rows = self._run(self._jobs_for(list(prompts), g))
-        elif [r.prompt for r in rows] != list(prompts):
-            raise RuntimeError(
-                "rollout_func got prompts other than the batch the sampler chose: the TRL contract changed"
-            )
-        return rollout_fields(rows)
+# %% ../nbs/10_grpo.ipynb #tr031
+@patch
+def _get_train_sampler(self:TBTTrainer, dataset=None):
+    s = super(TBTTrainer, self)._get_train_sampler(dataset)  # TRL's RepeatSampler, with its epoch kept (EpochSampler)
+    return EpochSampler(s.data_source, s.mini_repeat_count, s.batch_size, s.repeat_count, s.shuffle, s.seed)
 
-    # --- dynamic sampling
-    def _agree(self, go: bool) -> bool:
-        "The loop condition, all-reduced: every process must agree (they decide on the same gathered rewards)."
-        flags = self.accelerator.gather(torch.tensor([int(go)], device=self.accelerator.device))
-        if int(flags.min()) != int(flags.max()):
-            raise RuntimeError(f"processes disagree on dynamic sampling: {flags.tolist()}")
-        return bool(flags.max())
+@patch
+def _step_prompts(self:TBTTrainer, inputs:list) -> list:
+    "This process's prompts of the step: the dataloader's, or drawn from the pool `set_pool` installed."
+    prompts = [x['prompt'] for x in inputs]
+    return prompts if self._pool_since is None else self._pool_prompts(len(prompts))
 
-    def _draw(self, need: int, used: set, round: int) -> list:
-        "`need` fresh pool tasks for a refill round, the same on every process; tasks repeat only when the pool is dry."
-        rng = random.Random(f"{self.args.seed}/{self.state.global_step}/{round}")
-        fresh = sorted(set(self.pool) - used)
-        if len(fresh) >= need:
-            return rng.sample(fresh, need)
-        return fresh + [rng.choice(sorted(self.pool)) for _ in range(need - len(fresh))]
+@patch
+def _agree(self:TBTTrainer, go:bool) -> bool:
+    "The loop condition, all-reduced: every process must agree (they decide on the same gathered rewards)."
+    flags = self.accelerator.gather(torch.tensor([int(go)], device=self.accelerator.device))
+    if int(flags.min()) != int(flags.max()):
+        raise RuntimeError(f'processes disagree on dynamic sampling: {flags.tolist()}')
+    return bool(flags.max())
 
-    def _sample_step(self, prompts: list) -> list:
-        "Run, gather and choose the step's groups; returns this process's share of the chosen rollouts."
-        G, n, P, rank = (
-            self.num_generations,
-            self.args.groups_per_step,
-            self.accelerator.num_processes,
-            self.accelerator.process_index,
-        )
-        check_rollout_contract(gather_object(list(prompts)), G, n)
-        if self.use_vllm:
-            self._sync_weights()  # once, before the first round: no update happens between a step's rounds
-        every = gather_object(self._run(self._jobs_for(list(prompts), G)))
-        used = {r.uid for r in every}
+@patch
+def _draw(self:TBTTrainer, need:int, used:set, round:int) -> list:
+    "`need` fresh pool tasks for a refill round, the same on every process; tasks repeat only when the pool is dry."
+    rng = random.Random(f'{self.args.seed}/{self.state.global_step}/{round}')
+    fresh = sorted(set(self.pool) - used)
+    if len(fresh) >= need: return rng.sample(fresh, need)
+    return fresh + [rng.choice(sorted(self.pool)) for _ in range(need - len(fresh))]
 
-        def refill(k, need):
-            uids = self._draw(need, used, k)
-            used.update(uids)
-            jobs = [(self._task(u), self._repetition(k, j, m)) for j, u in enumerate(uids) for m in range(G)]
-            lo, hi = len(jobs) * rank // P, len(jobs) * (rank + 1) // P
-            got = gather_object(self._run(jobs[lo:hi]))
-            return [got[i : i + G] for i in range(0, len(got), G)]
+@patch
+def _sample_step(self:TBTTrainer, prompts:list) -> list:
+    "Run, gather and choose the step's groups; returns this process's share of the chosen rollouts."
+    G, n = self.num_generations, self.args.groups_per_step
+    P, rank = self.accelerator.num_processes, self.accelerator.process_index
+    check_rollout_contract(gather_object(list(prompts)), G, n)
+    if self.use_vllm: self._sync_weights()  # once, before the first round: no update happens between a step's rounds
+    every = gather_object(self._run(self._jobs_for(list(prompts), G)))
+    used = {r.uid for r in every}
+    def refill(k, need):
+        uids = self._draw(need, used, k)
+        used.update(uids)
+        jobs = [(self._task(u), self._repetition(k, j, m)) for j, u in enumerate(uids) for m in range(G)]
+        lo, hi = len(jobs) * rank // P, len(jobs) * (rank + 1) // P
+        got = gather_object(self._run(jobs[lo:hi]))
+        return [got[i:i + G] for i in range(0, len(got), G)]
+    s = dynamic_sample([every[i:i + G] for i in range(0, len(every), G)], refill, n, self.args.max_refill_rounds,
+                       agree=self._agree)
+    batch = ([r for i in s.selected for r in s.groups[i]]
+             + [replace(r, filler=True) for i in s.fillers for r in s.groups[i]])
+    per = len(batch) // P
+    if per != len(prompts): raise RuntimeError(f'{per} rollouts per process chosen for {len(prompts)} prompts')
+    step = self.state.global_step
+    if s.short and self.accelerator.is_main_process:
+        logger.warning(f'step {step}: {len(s.selected)} useful group(s) of {n} after {s.refill_rounds} refill round(s) '
+                       f'(max_refill_rounds={self.args.max_refill_rounds}); training on {len(s.selected)}, '
+                       f'{s.short} filler group(s) masked out')
+    for k, v in step_metrics(s).items(): self._metrics['train'][k].append(v)
+    self.step_log.append({'step': step, 'groups': [[(r.uid, r.repetition, r.reward) for r in g] for g in s.groups],
+                          'kinds': s.kinds, 'rounds': s.rounds, 'selected': s.selected, 'fillers': s.fillers,
+                          'rows_per_process': per})
+    return batch[rank * per:(rank + 1) * per]
 
-        s = dynamic_sample(
-            [every[i : i + G] for i in range(0, len(every), G)],
-            refill,
-            n,
-            self.args.max_refill_rounds,
-            agree=self._agree,
-        )
-        batch = [r for i in s.selected for r in s.groups[i]] + [
-            replace(r, filler=True) for i in s.fillers for r in s.groups[i]
-        ]
-        per = len(batch) // P
-        if per != len(prompts):
-            raise RuntimeError(f"{per} rollouts per process chosen for {len(prompts)} prompts")
-        step = self.state.global_step
-        if s.short and self.accelerator.is_main_process:
-            logger.warning(
-                f"step {step}: {len(s.selected)} useful group(s) of {n} after {s.refill_rounds} refill round(s) "
-                f"(max_refill_rounds={self.args.max_refill_rounds}); training on {len(s.selected)}, "
-                f"{s.short} filler group(s) masked out"
-            )
-        for k, v in step_metrics(s).items():
-            self._metrics["train"][k].append(v)
-        self.step_log.append(
-            {
-                "step": step,
-                "groups": [[(r.uid, r.repetition, r.reward) for r in g] for g in s.groups],
-                "kinds": s.kinds,
-                "rounds": s.rounds,
-                "selected": s.selected,
-                "fillers": s.fillers,
-                "rows_per_process": per,
-            }
-        )
-        return batch[rank * per : (rank + 1) * per]
+# %% ../nbs/10_grpo.ipynb #tr041
+@patch
+def _score(self:TBTTrainer, rows:list) -> dict:
+    "TRL's batch of this process's chosen `rows`: ids padded, rewards, group advantages, masks; fillers carry no loss."
+    self._finished_batch = self.last_batch = rows
+    try: out = super(TBTTrainer, self)._generate_and_score_completions([{'prompt': r.prompt} for r in rows])
+    finally: self._finished_batch = None   # taken by `_rollout`; never left for a later call
+    out['advantages'][torch.tensor([r.filler for r in rows], device=out['advantages'].device)] = 0.0
+    return out
 
-    def _generate_and_score_completions(self, inputs):
-        if not self.model.training:
-            return super()._generate_and_score_completions(inputs)
-        prompts = [x["prompt"] for x in inputs]
-        if self._pool_since is not None:  # a pool from set_pool: the step's tasks come from it, not the dataloader
-            prompts = self._pool_prompts(len(prompts))
-        rows = self._sample_step(prompts)
-        self._handover = self.last_batch = rows
-        out = super()._generate_and_score_completions([{"prompt": r.prompt} for r in rows])
-        out["advantages"][torch.tensor([r.filler for r in rows], device=out["advantages"].device)] = 0.0
-        self._check_logprobs(out)
-        mask = out["completion_mask"] * out["tool_mask"] if "tool_mask" in out else out["completion_mask"]
-        signal = (out["advantages"].abs() * (mask.sum(1) > 0)).sum()
-        self._skip = bool(self.accelerator.reduce(signal, reduction="sum") == 0)
-        self._metrics["train"]["tbt/skipped"].append(float(self._skip))
-        self.step_log[-1]["skipped"] = self._skip
-        if self._skip and self.accelerator.is_main_process:
-            logger.warning(f"step {self.state.global_step}: every advantage is zero; the optimizer step is skipped")
-        return out
-
-    # --- recorded against recomputed logprobs
-    def _logprob_gap(self, out: dict) -> dict:
-        "|recorded - recomputed| logprob over all processes' sampled tokens (mean, max, ...), and the unknown share."
-        mask = (out["completion_mask"] * out["tool_mask"] if "tool_mask" in out else out["completion_mask"]).bool()
-        rec, old = out["sampling_per_token_logps"], out.get("old_per_token_logps")
-        if (
-            old is None
-        ):  # TRL recomputes them itself only for its importance sampling (use_vllm); every process runs this forward
-            ids = torch.cat([out["prompt_ids"], out["completion_ids"]], 1)
-            att = torch.cat([out["prompt_mask"], out["completion_mask"]], 1)
-            with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
-                old = self._get_per_token_logps_and_entropies(
-                    self.model,
-                    ids,
-                    att,
-                    out["completion_ids"].size(1),
-                    batch_size=self.args.per_device_train_batch_size,
-                )[0]
-        known = mask & ~torch.isnan(rec)
-        diff = (old - rec)[known].float()  # trainer's logprob minus the sampler's
-        low = old[known] < math.log(0.5)  # tokens the trained model gives less than half its mass
-        local = torch.tensor(
+# %% ../nbs/10_grpo.ipynb #tr051
+@patch
+def _logprob_gap(self:TBTTrainer, out:dict) -> dict:
+    "|recorded - recomputed| logprob over all processes' sampled tokens (mean, max, ...), and the unknown share."
+    mask = (out["completion_mask"] * out["tool_mask"] if "tool_mask" in out else out["completion_mask"]).bool()
+    rec, old = out["sampling_per_token_logps"], out.get("old_per_token_logps")
+    if (
+        old is None
+    ):  # TRL recomputes them itself only for its importance sampling (use_vllm); every process runs this forward
+        ids = torch.cat([out["prompt_ids"], out["completion_ids"]], 1)
+        att = torch.cat([out["prompt_mask"], out["completion_mask"]], 1)
+        with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+            old = self._get_per_token_logps_and_entropies(
+                self.model,
+                ids,
+                att,
+                out["completion_ids"].size(1),
+                batch_size=self.args.per_device_train_batch_size,
+            )[0]
+    known = mask & ~torch.isnan(rec)
+    diff = (old - rec)[known].float()  # trainer's logprob minus the sampler's
+    low = old[known] < math.log(0.5)  # tokens the trained model gives less than half its mass
+    local = torch.tensor(
+        [
             [
-                [
-                    float(diff.abs().sum()),
-                    float(diff.clamp(min=0).sum()),
-                    float(known.sum()),
-                    float(mask.sum()),
-                    float(low.sum()),
-                    float((low & (rec[known] == 0)).sum()),
-                    float(diff.abs().max()) if diff.numel() else 0.0,
-                ]
-            ],
-            device=self.accelerator.device,
+                float(diff.abs().sum()),
+                float(diff.clamp(min=0).sum()),
+                float(known.sum()),
+                float(mask.sum()),
+                float(low.sum()),
+                float((low & (rec[known] == 0)).sum()),
+                float(diff.abs().max()) if diff.numel() else 0.0,
+            ]
+        ],
+        device=self.accelerator.device,
+    )
+    s = self.accelerator.gather(local).view(-1, 7)
+    t = s[:, :6].sum(0).tolist()
+    n = t[2]
+    return {
+        "mean": t[0] / n if n else math.nan,
+        "max": float(s[:, 6].max()) if n else math.nan,
+        "excess": t[1] / n if n else math.nan,
+        "unknown_share": (t[3] - t[2]) / t[3] if t[3] else 0.0,
+        "certain_share": t[5] / t[4] if t[4] else 0.0,
+    }
+
+# %% ../nbs/10_grpo.ipynb #tr051b
+@patch
+def _check_logprobs(self:TBTTrainer, out:dict):
+    "Log the logprob gap of the step; stop when the trained model's own sampler is not the model being trained."
+    g, a, step = self._logprob_gap(out), self.args, self.state.global_step
+    for k in ("mean", "max"):
+        self._metrics["train"][f"tbt/logprob_gap/{k}"].append(g[k])
+    self._metrics["train"]["tbt/logprob_unknown_share"].append(g["unknown_share"])
+    self.step_log[-1]["logprob_gap"] = g
+    truncated = a.top_p < 1.0 or bool(a.top_k)
+    # untruncated, the two must agree; truncated, the sampler gives a kept token at least the trainer's probability,
+    # never certainty to a token the trainer gives less than half its mass (unless it keeps one token only)
+    bad = g["excess"] if truncated else g["mean"]
+    certain = truncated and a.top_k != 1 and g["certain_share"] > 0.5
+    what = (
+        f"the sampled tokens' recorded logprobs differ from those the trained model gives them by {g['mean']:.3g} "
+        "nats on average "
+        f"(max {g['max']:.3g}"
+        + (
+            f"; {g['excess']:.3g} beyond what top_p={a.top_p}, top_k={a.top_k} explain; "
+            f"{g['certain_share']:.0%} of its unlikely tokens recorded as certain"
+            if truncated
+            else ""
         )
-        s = self.accelerator.gather(local).view(-1, 7)
-        t = s[:, :6].sum(0).tolist()
-        n = t[2]
-        return {
-            "mean": t[0] / n if n else math.nan,
-            "max": float(s[:, 6].max()) if n else math.nan,
-            "excess": t[1] / n if n else math.nan,
-            "unknown_share": (t[3] - t[2]) / t[3] if t[3] else 0.0,
-            "certain_share": t[5] / t[4] if t[4] else 0.0,
-        }
-
-    def _check_logprobs(self, out: dict):
-        "Log the logprob gap of the step; stop when the trained model's own sampler is not the model being trained."
-        g, a, step = self._logprob_gap(out), self.args, self.state.global_step
-        for k in ("mean", "max"):
-            self._metrics["train"][f"tbt/logprob_gap/{k}"].append(g[k])
-        self._metrics["train"]["tbt/logprob_unknown_share"].append(g["unknown_share"])
-        self.step_log[-1]["logprob_gap"] = g
-        truncated = a.top_p < 1.0 or bool(a.top_k)
-        # untruncated, the two must agree; truncated, the sampler gives a kept token at least the trainer's probability,
-        # never certainty to a token the trainer gives less than half its mass (unless it keeps one token only)
-        bad = g["excess"] if truncated else g["mean"]
-        certain = truncated and a.top_k != 1 and g["certain_share"] > 0.5
-        what = (
-            f"the sampled tokens' recorded logprobs differ from those the trained model gives them by {g['mean']:.3g} "
-            "nats on average "
-            f"(max {g['max']:.3g}"
-            + (
-                f"; {g['excess']:.3g} beyond what top_p={a.top_p}, top_k={a.top_k} explain; "
-                f"{g['certain_share']:.0%} of its unlikely tokens recorded as certain"
-                if truncated
-                else ""
-            )
-            + f"; max_logprob_gap={a.max_logprob_gap})"
+        + f"; max_logprob_gap={a.max_logprob_gap})"
+    )
+    if a.max_logprob_gap is None or not (bad > a.max_logprob_gap or certain):
+        pass
+    elif self.policy is None:  # the sampler is meant to be the model being trained: it is not
+        raise RuntimeError(
+            f"step {step}: {what}: the sampler is not the model being trained (a policy recording 0.0, stale or "
+            "other weights on the server, another chat template or temperature); "
+            "set max_logprob_gap: null to train anyway"
         )
-        if a.max_logprob_gap is None or not (bad > a.max_logprob_gap or certain):
-            pass
-        elif self.policy is None:  # the sampler is meant to be the model being trained: it is not
-            raise RuntimeError(
-                f"step {step}: {what}: the sampler is not the model being trained (a policy recording 0.0, stale or "
-                "other weights on the server, another chat template or temperature); "
-                "set max_logprob_gap: null to train anyway"
-            )
-        elif not getattr(self, "_gap_said", False) and self.accelerator.is_main_process:
-            self._gap_said = True
-            logger.warning(
-                f"step {step}: {what}: policy {self.policy.policy_id!r} is not the model being trained, "
-                "so its episodes are "
-                "off-policy and its logprobs are not the sampler's of this model"
-            )
-        if g["unknown_share"] > 0 and self.policy is None and (a.top_p < 1.0 or a.top_k):
-            raise RuntimeError(
-                f"step {step}: {g['unknown_share']:.1%} of the sampled tokens have no recorded logprob, so the "
-                f"importance-sampling correction of top_p={a.top_p}, top_k={a.top_k} cannot apply to them"
-            )
-
-    # --- skipped steps
-    def _prepare_inputs(self, batch):
-        if isinstance(batch, dict) and "advantages" in batch:
-            return batch  # already prepared (see training_step)
-        n = self.args.steps_per_generation
-        if not self.model.training or n == 1:
-            return super()._prepare_inputs(batch)  # evaluation, or one micro-batch a step: TRL's own
-        if self._step % n == 0 or self._buffered_inputs is None:  # a step's first micro-step: its episodes, by length
-            self._buffered_inputs = micro_batches(self._generate_and_score_completions(batch), n)
-        return self._buffered_inputs[self._step % n]
-
-    def training_step(self, model, inputs, num_items_in_batch=None):
-        model.train()  # before generation, which tells training from evaluation by it (from_pretrained gives eval mode)
-        inputs = self._prepare_inputs(inputs)  # the step's episodes are generated here, on its first micro-step
-        if not self._skip:
-            return super().training_step(model, inputs, num_items_in_batch)
-        self._step += 1  # what TRL's training_step counts
-        model.zero_grad(set_to_none=True)  # no gradient at all: AdamW skips every parameter
-        return torch.zeros((), device=self.accelerator.device)
-
-    # --- the task sampler, checkpoints and resuming
-    def _get_train_sampler(self, dataset=None):
-        s = super()._get_train_sampler(dataset)  # TRL's RepeatSampler, with its epoch kept (see EpochSampler)
-        return EpochSampler(s.data_source, s.mini_repeat_count, s.batch_size, s.repeat_count, s.shuffle, s.seed)
-
-    def tbt_state(self) -> dict:
-        "What this trainer keeps beyond TRL's state: its records, and the pool when `set_pool` replaced it."
-        swapped = self._pool_since is not None
-        return {
-            "global_step": self.state.global_step,
-            "step_log": self.step_log,
-            "sync_log": self.sync_log,
-            "pool_log": self.pool_log,
-            "pool_since": self._pool_since,
-            "pool_uids": list(self.pool),
-            "pool": [json.loads(t.model_dump_json()) for t in self.pool.values()] if swapped else None,
-        }
-
-    def _save_checkpoint(self, model, trial):
-        super()._save_checkpoint(model, trial)  # weights, tokenizer, optimizer, scheduler, RNG states, trainer state
-        if self.args.should_save:
-            d = Path(self._get_output_dir(trial=trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
-            (d / TBT_STATE).write_text(json.dumps(self.tbt_state(), default=str) + "\n")
-
-    def load_tbt_state(self, checkpoint: str):
-        "Restore what `tbt_state` saved in `checkpoint` (records, pool, TRL's micro-step count)."
-        path = Path(checkpoint) / TBT_STATE
-        if not path.exists():
-            logger.warning(f"{checkpoint} has no {TBT_STATE}: resuming without the records of its steps")
-            return
-        s = json.loads(path.read_text())
-        if s["pool_since"] is not None:
-            self._set_pool([Task.model_validate(t) for t in s["pool"]], s["pool_since"])
-        elif s["pool_uids"] != list(self.pool):
-            raise ValueError(
-                f"{checkpoint} was trained on another pool ({len(s['pool_uids'])} tasks, this trainer has "
-                f"{len(self.pool)}): resume with the pool it was trained on"
-            )
-        self.step_log, self.sync_log, self.pool_log = s["step_log"], s["sync_log"], s["pool_log"]
-        self._step = s["global_step"] * self.args.gradient_accumulation_steps  # TRL's micro-step counter
-
-    def train(self, resume_from_checkpoint=None, **kwargs):
-        "TRL's `train`; resuming (a checkpoint, or True / 'true': the last in `output_dir`) restores our state too."
-        if resume_from_checkpoint is True or str(resume_from_checkpoint).lower() == "true":
-            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
-            if resume_from_checkpoint is None:
-                raise ValueError(f"no checkpoint to resume from in {self.args.output_dir}")
-        if resume_from_checkpoint:
-            self.load_tbt_state(resume_from_checkpoint)
-        return super().train(resume_from_checkpoint=resume_from_checkpoint or None, **kwargs)
-
-    # --- the pool
-    def set_pool(
-        self,
-        tasks: list,  # the new pool (train-split tasks, at least groups_per_step of them)
-        probe_episodes: int = 0,  # episodes spent choosing it (a re-probe), counted in `episodes_used`
-    ):
-        "Draw the groups of every step from `tasks`, from the next step on (also before `train`)."
-        self._set_pool(tasks, self.state.global_step)
-        self.pool_log.append(
-            {"step": self.state.global_step, "pool": list(self.pool), "probe_episodes": int(probe_episodes)}
+    elif not getattr(self, "_gap_said", False) and self.accelerator.is_main_process:
+        self._gap_said = True
+        logger.warning(
+            f"step {step}: {what}: policy {self.policy.policy_id!r} is not the model being trained, "
+            "so its episodes are "
+            "off-policy and its logprobs are not the sampler's of this model"
+        )
+    if g["unknown_share"] > 0 and self.policy is None and (a.top_p < 1.0 or a.top_k):
+        raise RuntimeError(
+            f"step {step}: {g['unknown_share']:.1%} of the sampled tokens have no recorded logprob, so the "
+            f"importance-sampling correction of top_p={a.top_p}, top_k={a.top_k} cannot apply to them"
         )
 
-    def _set_pool(self, tasks: list, since: int):
-        pool = {t.uid: with_budgets(t, self.args) for t in tasks}
-        bench = [u for u, t in pool.items() if t.split == "bench"]
-        if bench:
-            raise ValueError(f"{len(bench)} bench task(s) in the new pool, e.g. {bench[:3]}: never trained on")
-        if len(pool) < self.args.groups_per_step:
-            raise ValueError(f"a pool of {len(pool)} tasks cannot fill a step's {self.args.groups_per_step} groups")
-        self.pool, self._pool_since = pool, since
+# %% ../nbs/10_grpo.ipynb #tr061
+@patch
+def _generate_and_score_completions(self:TBTTrainer, inputs):
+    "A training step's batch (steps 1-5 above): sample and choose the groups, score them with TRL, check, decide."
+    if not self.model.training: return super(TBTTrainer, self)._generate_and_score_completions(inputs)  # evaluation
+    rows = self._sample_step(self._step_prompts(inputs))
+    out = self._score(rows)
+    self._check_logprobs(out)
+    self._skip = self._no_signal(out)
+    return out
 
-    def _pool_prompts(self, n_local: int) -> list:
-        "This process's prompts of a step drawn from a `set_pool` pool: seeded permutations of it, epoch by epoch."
-        a, G, uids = self.args, self.num_generations, list(self.pool)
-        per_epoch = len(uids) // a.groups_per_step * a.groups_per_step  # a step's groups never straddle two epochs
-        first = (self.state.global_step - self._pool_since) * a.groups_per_step  # groups drawn from this pool so far
-        epoch = first // per_epoch
-        order = random.Random(f"{a.seed}/pool@{self._pool_since}/{epoch}").sample(uids, len(uids))
-        chosen = order[first % per_epoch : first % per_epoch + a.groups_per_step]
-        every = [task_prompt(u) for u in chosen for _ in range(G)]
-        rank = self.accelerator.process_index
-        return every[rank * n_local : (rank + 1) * n_local]
+@patch
+def _no_signal(self:TBTTrainer, out:dict) -> bool:
+    "True when no row with loss tokens has a non-zero advantage on any process (an all-reduce): the step is skipped."
+    mask = out['completion_mask'] * out['tool_mask'] if 'tool_mask' in out else out['completion_mask']
+    signal = (out['advantages'].abs() * (mask.sum(1) > 0)).sum()
+    skip = bool(self.accelerator.reduce(signal, reduction='sum') == 0)
+    self._metrics['train']['tbt/skipped'].append(float(skip))
+    self.step_log[-1]['skipped'] = skip
+    if skip and self.accelerator.is_main_process:
+        logger.warning(f'step {self.state.global_step}: every advantage is zero; the optimizer step is skipped')
+    return skip
 
-    @property
-    def training_episodes(self) -> int:
-        "Episodes the training steps generated so far: every round and group, dropped ones too."
-        return sum(len(g) for rec in self.step_log for g in rec["groups"])
+# %% ../nbs/10_grpo.ipynb #tr071
+@patch
+def _prepare_inputs(self:TBTTrainer, generation_batch):
+    "This micro-step's micro-batch: on a step's first, the step's batch (`_generate_and_score_completions`), by length."
+    if isinstance(generation_batch, dict) and 'advantages' in generation_batch:
+        return generation_batch  # already prepared (see training_step)
+    n = self.args.steps_per_generation
+    if not self.model.training or n == 1:
+        return super(TBTTrainer, self)._prepare_inputs(generation_batch)  # evaluation, or one micro-batch a step
+    if self._step % n == 0 or self._buffered_inputs is None:  # a step's first micro-step: its episodes, by length
+        self._buffered_inputs = micro_batches(self._generate_and_score_completions(generation_batch), n)
+    return self._buffered_inputs[self._step % n]
 
-    @property
-    def episodes_used(self) -> int:
-        "The run's episode budget so far: training episodes plus those spent choosing pools (`set_pool`)."
-        return self.training_episodes + sum(p["probe_episodes"] for p in self.pool_log)
+# %% ../nbs/10_grpo.ipynb #tr081
+@patch
+def training_step(self:TBTTrainer, model, inputs, num_items_in_batch=None):
+    model.train()  # before generation, which tells training from evaluation by it (from_pretrained gives eval mode)
+    inputs = self._prepare_inputs(inputs)  # the step's episodes are generated here, on its first micro-step
+    if not self._skip: return super(TBTTrainer, self).training_step(model, inputs, num_items_in_batch)
+    self._step += 1  # what TRL's training_step counts
+    model.zero_grad(set_to_none=True)  # no gradient at all: AdamW skips every parameter
+    return torch.zeros((), device=self.accelerator.device)
+
+# %% ../nbs/10_grpo.ipynb #tr090
+@patch
+def tbt_state(self:TBTTrainer) -> dict:
+    "What this trainer keeps beyond TRL's state: its records, and the pool when `set_pool` replaced it."
+    swapped = self._pool_since is not None
+    return {'global_step': self.state.global_step, 'step_log': self.step_log, 'sync_log': self.sync_log,
+            'pool_log': self.pool_log, 'pool_since': self._pool_since, 'pool_uids': list(self.pool),
+            'pool': [json.loads(t.model_dump_json()) for t in self.pool.values()] if swapped else None}
+
+@patch
+def _save_checkpoint(self:TBTTrainer, model, trial):
+    super(TBTTrainer, self)._save_checkpoint(model, trial)  # weights, tokenizer, optimizer, scheduler, RNG, state
+    if self.args.should_save:
+        d = Path(self._get_output_dir(trial=trial)) / f'{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}'
+        tmp = d / f'{TBT_STATE}.tmp'
+        tmp.write_text(json.dumps(self.tbt_state(), default=str) + '\n')
+        os.replace(tmp, d / TBT_STATE)   # whole or absent, never cut
+
+@patch
+def load_tbt_state(self:TBTTrainer, checkpoint:str):
+    "Restore what `tbt_state` saved in `checkpoint` (records, pool, TRL's micro-step count)."
+    path = Path(checkpoint) / TBT_STATE
+    if not path.exists():
+        logger.warning(f'{checkpoint} has no {TBT_STATE}: resuming without the records of its steps')
+        return
+    s = json.loads(path.read_text())
+    if s['pool_since'] is not None:
+        self._set_pool([Task.model_validate(t) for t in s['pool']], s['pool_since'])
+    elif s['pool_uids'] != list(self.pool):
+        raise ValueError(f"{checkpoint} was trained on another pool ({len(s['pool_uids'])} tasks, this trainer has "
+                         f'{len(self.pool)}): resume with the pool it was trained on')
+    self.step_log, self.sync_log, self.pool_log = s['step_log'], s['sync_log'], s['pool_log']
+    self._step = s['global_step'] * self.args.gradient_accumulation_steps  # TRL's micro-step counter
+
+# %% ../nbs/10_grpo.ipynb #rs001
+class ConfigError(ValueError): "A recipe or an option a run cannot start with: one line that names the file and key."
+
+def checkpoint_problem(d) -> str|None:
+    "What a checkpoint folder lacks to be resumed from (a save cut short), or None when it is complete."
+    for name in (TRAINER_STATE_NAME, TBT_STATE):
+        f = Path(d) / name
+        if not f.is_file(): return f'no {name}'
+        try: s = json.loads(f.read_text())
+        except (ValueError, UnicodeDecodeError): return f'{name} cut short'
+        if not isinstance(s, dict) or 'global_step' not in s: return f'{name} cut short'
+    return None
+
+def _steps(folder:Path) -> dict:
+    "step -> checkpoint-<step> folder in `folder`."
+    return {int(m.group(1)): p for p in folder.glob(f'{PREFIX_CHECKPOINT_DIR}-*')
+            if p.is_dir() and (m := re.fullmatch(rf'{PREFIX_CHECKPOINT_DIR}-(\d+)', p.name))}
+
+def resume_checkpoint(resume, # resume_from_checkpoint: a checkpoint folder, or True / 'true': the last in output_dir
+                      output_dir:str,
+                     ) -> str|None:
+    "The complete checkpoint a run resumes from: `resume`, or the last before it when a save cut it short (said)."
+    if not resume or str(resume).lower() == 'false': return None
+    if resume is True or str(resume).lower() == 'true': folder, steps = Path(output_dir), _steps(Path(output_dir))
+    else:   # a named checkpoint-<n>, else the earlier ones beside it; a folder of another name: that one
+        r = Path(resume)
+        if not r.is_dir(): raise ConfigError(f'resume_from_checkpoint={resume}: no such folder')
+        m = re.fullmatch(rf'{PREFIX_CHECKPOINT_DIR}-(\d+)', r.name)
+        folder, steps = r.parent, {n: p for n, p in _steps(r.parent).items() if n <= int(m.group(1))} if m else {0: r}
+    skipped = []
+    for n in sorted(steps, reverse=True):
+        why = checkpoint_problem(steps[n])
+        if why is None:
+            for d, w in skipped:
+                logger.warning(f'{d} is incomplete ({w}: its save was cut short): skipped, resuming from {steps[n]}')
+            return str(steps[n])
+        skipped.append((steps[n], why))
+    what = '; '.join(f'{d.name}: {w}' for d, w in skipped)
+    raise ConfigError(f'resume_from_checkpoint={resume}: no complete checkpoint in {folder}'
+                      + (f' ({what})' if what else ''))
+
+class _Finished(Exception): "A resumed run whose checkpoint is already at max_steps."
+
+class StopWhenFinished(TrainerCallback):
+    "Ends `train` before its first step when the state it resumed is at `max_steps` (TRL's loop would train one more)."
+    def on_train_begin(self, args, state, control, **kw):
+        if 0 < state.max_steps <= state.global_step: raise _Finished()
+
+@patch
+def train(self:TBTTrainer, resume_from_checkpoint=None, **kwargs):
+    "TRL's `train` from the last complete checkpoint (`resume_checkpoint`) with our state; a finished run trains none."
+    ckpt = resume_checkpoint(resume_from_checkpoint, self.args.output_dir)
+    if ckpt: self.load_tbt_state(ckpt)
+    if not any(isinstance(c, StopWhenFinished) for c in self.callback_handler.callbacks):
+        self.add_callback(StopWhenFinished)
+    try: return super(TBTTrainer, self).train(resume_from_checkpoint=ckpt, **kwargs)
+    except _Finished:
+        logger.warning(f'{ckpt} is step {self.state.global_step} of max_steps={self.state.max_steps}: the run is '
+                       'finished; no step trained')
+        return TrainOutput(self.state.global_step, math.nan, {})
+
+# %% ../nbs/10_grpo.ipynb #tr100
+@patch
+def set_pool(self:TBTTrainer,
+             tasks:list, # the new pool (train-split tasks, at least groups_per_step of them)
+             probe_episodes:int=0, # episodes spent choosing it (a re-probe), counted in `episodes_used`
+            ):
+    "Draw the groups of every step from `tasks`, from the next step on (also before `train`)."
+    self._set_pool(tasks, self.state.global_step)
+    self.pool_log.append({'step': self.state.global_step, 'pool': list(self.pool),
+                          'probe_episodes': int(probe_episodes)})
+
+@patch
+def _set_pool(self:TBTTrainer, tasks:list, since:int):
+    pool = {t.uid: with_budgets(t, self.args) for t in tasks}
+    bench = [u for u, t in pool.items() if t.split == 'bench']
+    if bench: raise ValueError(f'{len(bench)} bench task(s) in the new pool, e.g. {bench[:3]}: never trained on')
+    if len(pool) < self.args.groups_per_step:
+        raise ValueError(f"a pool of {len(pool)} tasks cannot fill a step's {self.args.groups_per_step} groups")
+    self.pool, self._pool_since = pool, since
+
+@patch
+def _pool_prompts(self:TBTTrainer, n_local:int) -> list:
+    "This process's prompts of a step drawn from a `set_pool` pool: seeded permutations of it, epoch by epoch."
+    a, G, uids = self.args, self.num_generations, list(self.pool)
+    per_epoch = len(uids) // a.groups_per_step * a.groups_per_step  # a step's groups never straddle two epochs
+    first = (self.state.global_step - self._pool_since) * a.groups_per_step  # groups drawn from this pool so far
+    epoch = first // per_epoch
+    order = random.Random(f'{a.seed}/pool@{self._pool_since}/{epoch}').sample(uids, len(uids))
+    chosen = order[first % per_epoch:first % per_epoch + a.groups_per_step]
+    every = [task_prompt(u) for u in chosen for _ in range(G)]
+    rank = self.accelerator.process_index
+    return every[rank * n_local:(rank + 1) * n_local]
+
+@patch(as_prop=True)
+def training_episodes(self:TBTTrainer) -> int:
+    "Episodes the training steps generated so far: every round and group, dropped ones too."
+    return sum(len(g) for rec in self.step_log for g in rec['groups'])
+
+@patch(as_prop=True)
+def episodes_used(self:TBTTrainer) -> int:
+    "The run's episode budget so far: training episodes plus those spent choosing pools (`set_pool`)."
+    return self.training_episodes + sum(p['probe_episodes'] for p in self.pool_log)
+
+# %% ../nbs/10_grpo.ipynb #rc001
+class _Parser(TrlParser):
+    def error(self, message): raise ConfigError(f'command line: {message}')   # argparse would print its usage and exit
+
+def _nullable(f) -> bool: return f.default is None or 'None' in str(f.type) or 'Optional' in str(f.type)
+
+def _check_value(action, v) -> str|None:
+    "Why `v` (a YAML value) cannot be the value of `action`'s field; None if it can."
+    many = action.nargs in ('+', '*')
+    if many and not isinstance(v, list): return f'expects a list, got {v!r}'
+    for x in (v if many else [v]):
+        if isinstance(x, (dict, list)):
+            if action.type in (int, float, string_to_bool): return f'expects one value, got {x!r}'
+            continue
+        if action.type is None: continue
+        try: got = action.type(x if isinstance(x, str) else str(x).lower() if isinstance(x, bool) else str(x))
+        except (ValueError, TypeError, argparse.ArgumentTypeError):
+            kind = getattr(action.type, '__name__', 'value')
+            return f'{x!r} is not a{"n" if kind[0] in "aeiou" else ""} {kind}'.replace('string_to_bool', 'bool')
+        if action.choices and got not in action.choices:
+            return f'{x!r} is not one of {", ".join(map(str, action.choices))}'
+    return None
+
+def check_recipe(path:str) -> dict:
+    "The recipe at `path` (YAML), its keys and values checked against TBTConfig's fields; a ConfigError if not."
+    import difflib, yaml
+    try: config = yaml.safe_load(Path(path).read_text())
+    except OSError as e: raise ConfigError(f'{path}: cannot read the recipe ({e.strerror})') from None
+    except yaml.YAMLError as e: raise ConfigError(f'{path}: not YAML ({str(e).splitlines()[0]})') from None
+    if not isinstance(config, dict): raise ConfigError(f'{path}: a recipe is a YAML mapping of key: value')
+    actions = {a.dest: a for a in _Parser([TBTConfig])._actions}
+    fields = {f.name: f for f in dataclasses.fields(TBTConfig)}
+    for k, v in config.items():
+        if k == 'env': continue
+        if k not in fields:
+            near = difflib.get_close_matches(str(k), list(fields), n=1)
+            raise ConfigError(f'{path}: unknown key {k!r}' + (f' (did you mean {near[0]!r}?)' if near else ''))
+        why = ('null is not allowed' if not _nullable(fields[k]) else None) if v is None else (
+            _check_value(actions[k], v) if k in actions else None)
+        if why: raise ConfigError(f'{path}: {k}: {why}')
+    return config
+
+def parse_config(argv:list=None) -> TBTConfig:
+    "The run's TBTConfig from `--config recipe.yaml` and command-line overrides; a one-line ConfigError if bad."
+    argv = list(sys.argv[1:] if argv is None else argv)
+    src = 'command line'
+    if '--config' in argv:
+        i = argv.index('--config')
+        if i + 1 >= len(argv): raise ConfigError('command line: --config needs a recipe file')
+        check_recipe(argv[i + 1])
+        src = argv[i + 1] + (' with the command line' if len(argv) > 2 else '')
+    try: (args,) = _Parser([TBTConfig]).parse_args_and_config(argv)
+    except ConfigError: raise
+    except (ValueError, TypeError) as e: raise ConfigError(f'{src}: {str(e).splitlines()[0]}') from None
+    return args
 
 # %% ../nbs/10_grpo.ipynb #c055
 _SHOWN = ('policy_model', 'task_files', 'pool_file', 'bench_file',
@@ -1026,7 +1200,7 @@ def report_callbacks(args:TBTConfig) -> list:
 
 def main(argv:list=None) -> int:
     "Train with GRPO on database-state rewards (`scripts/train.py`): --config recipe.yaml [overrides] [--dry-run]."
-    (args,) = TrlParser([TBTConfig]).parse_args_and_config(argv)
+    args = parse_config(argv)   # a ConfigError (one line) for a bad recipe or option
     say = print if int(os.environ.get('RANK', '0')) == 0 else (lambda *a: None)   # once, not once per process
     say(describe(args))
     try: report_callbacks(args)
