@@ -12,8 +12,9 @@ from .grader import Grader, RuleJudge, expected_state
 from .users import UserEndpointError, make_user
 
 # %% auto #0
-__all__ = ['TRL_PROTOCOL', 'trl_tool_method', 'TaskEnvironment', 'domain_tool_specs', 'environment_class', 'verdict_reward',
-           'TRLEnvironment', 'task_prompt', 'trl_environment', 'with_response_template', 'compare_parsers']
+__all__ = ['TRL_PROTOCOL', 'SEND_MESSAGE', 'OPENENV_SYSTEM', 'trl_tool_method', 'TaskEnvironment', 'domain_tool_specs',
+           'environment_class', 'verdict_reward', 'TRLEnvironment', 'task_prompt', 'trl_environment', 'openenv_prompt',
+           'openenv_environment', 'openenv_app', 'openenv_serve', 'with_response_template', 'compare_parsers']
 
 # %% ../nbs/16_ecosystem.ipynb #c005
 _JSON_TYPES = {'string': str, 'integer': int, 'number': float, 'boolean': bool, 'array': list, 'object': dict,
@@ -89,7 +90,7 @@ class TaskEnvironment:
         self.task, self.system_error = self.tasks[task_uid], None
         self.visible = [{'role': 'user', 'content': self.task.query}]
         try:
-            self.db = get_domain(self.domain).provision(self.task)
+            self.db = get_domain(self.task.domain).provision(self.task)
             self.ts = InProcessToolSession(self.db, timeout_s=self.tool_timeout_s)
             self._user = make_user(self.user, self.task, **self.user_kw)
         except Exception as e: self.system_error = f'provisioning failed: {type(e).__name__}: {e}'
@@ -216,6 +217,164 @@ def trl_environment(tasks:list,             # our tasks (any registered domains)
     return TRLEnvironment(factory, Dataset.from_list(rows), [verdict_reward])
 
 # %% ../nbs/16_ecosystem.ipynb #c018
+SEND_MESSAGE = {'name': 'send_message', 'description': 'Send a message to the customer; returns the reply. The '
+                'conversation ends when the customer has nothing more to ask (your message asked nothing).',
+                'input_schema': {'type': 'object', 'required': ['message'], 'title': 'send_messageArguments',
+                                 'properties': {'message': {'type': 'string', 'title': 'Message',
+                                                            'description': 'what you say to the customer'}}}}
+
+OPENENV_SYSTEM = """You are a customer support agent of the {domain} backend. Follow the policy below exactly.
+Use the tools to look things up and to act. Talk to the customer with the send_message tool.
+When the request is handled (or cannot be), tell the customer the outcome in one final message that asks nothing.
+
+# Policy
+{policy}"""
+
+def openenv_prompt(task:Task) -> list[dict]:
+    "The conversation an OpenEnv episode of `task` starts from: our system prompt (the domain's policy), the opening."
+    dom = get_domain(task.domain)
+    system = OPENENV_SYSTEM.format(domain=dom.name, policy=dom.policy)
+    return [{'role': 'system', 'content': system}, {'role': 'user', 'content': task.query}]
+
+def openenv_environment(tasks:list,             # the tasks served (any registered domains)
+                        user:str='scripted',    # simulated user spec: 'scripted' or 'openai:MODEL'
+                        user_kw:dict=None,      # extra arguments of the user
+                        grader:Grader=None,     # default: the offline RuleJudge
+                        tool_timeout_s:float=10.0):
+    "An OpenEnv `Environment` class serving `tasks` (needs `openenv-core`; one object per session)."
+    import random, uuid
+    from openenv.core.env_server.interfaces import Environment
+    from openenv.core.env_server.mcp_types import (CallToolAction, CallToolObservation, ListToolsAction,
+                                                   ListToolsObservation, Tool, ToolError, ToolErrorType)
+    from openenv.core.env_server.types import Observation, State
+    from pydantic import Field
+
+    class TaskObservation(Observation):
+        "What `reset` answers: the task and the conversation the agent starts from."
+        task_uid: str = ''
+        domain: str = ''
+        prompt: list = Field(default_factory=list)  # system prompt (the domain's policy), the customer's opening
+
+    tasks = list(tasks)
+    if not tasks: raise ValueError('openenv_environment needs at least one task')
+    refuse_evaluation_only(tasks, 'an OpenEnv environment')
+    Episode = type('OpenEnvEpisode', (TaskEnvironment,), dict(
+        tasks={t.uid: t for t in tasks}, user=user, user_kw=user_kw or {}, grader=grader,
+        tool_timeout_s=tool_timeout_s))
+    uids = sorted(Episode.tasks)
+
+    class TaskOpenEnv(Environment):
+        "Our tasks as an OpenEnv environment: reset to a task, MCP tool calls as actions, the verdict at the end."
+        SUPPORTS_CONCURRENT_SESSIONS = True  # each session has its own object, database and tool session
+
+        def __init__(self):
+            super().__init__()
+            self.ep, self.done, self._state = Episode(), True, State()
+
+        def reset(self, seed:int|None=None, episode_id:str|None=None, task_uid:str|None=None, **kw) -> Observation:
+            uid = task_uid or random.Random(seed).choice(uids)
+            self.ep.reset(task_uid=uid)
+            self.done, self.transcript = False, [{'role': 'user', 'content': self.ep.task.query}]
+            self._state = State(episode_id=episode_id or str(uuid.uuid4()), step_count=0, task_uid=uid)
+            fields = dict(task_uid=uid, domain=self.ep.task.domain, prompt=openenv_prompt(self.ep.task))
+            if self.ep.system_error: return self._void(TaskObservation, {}, **fields)
+            return TaskObservation(done=False, reward=None, **fields)
+
+        def _void(self, cls, meta, **fields):
+            "The episode ends without a verdict: done, reward None, the reason in the state and the metadata."
+            self.done, self._state.system_error = True, self.ep.system_error
+            return cls(done=True, reward=None, metadata=meta | {'system_error': self.ep.system_error}, **fields)
+
+        async def step_async(self, action, timeout_s=None, **kw) -> Observation:
+            if isinstance(action, ListToolsAction):
+                specs = domain_tool_specs(self.ep.task.domain) if self.ep.task else []
+                tools = [Tool(name=s['function']['name'], description=s['function']['description'],
+                              input_schema=s['function']['parameters']) for s in specs]
+                return ListToolsObservation(tools=tools + [Tool(**SEND_MESSAGE)])
+            if not isinstance(action, CallToolAction):
+                raise ValueError(f'{type(action).__name__}: this environment takes MCP actions only '
+                                 '(call_tool, list_tools)')
+            name = action.tool_name
+            if self.done:
+                return CallToolObservation(tool_name=name, done=True, error=ToolError(
+                    error_type=ToolErrorType.EXECUTION_ERROR, message='the episode has ended: reset first'))
+            self._state.step_count += 1
+            if name == 'send_message':
+                return await self._message(str(action.arguments.get('message', '')))
+            text = await self.ep._call(name, action.arguments)
+            self.transcript.append({'role': 'tool', 'name': name, 'content': text})
+            r = self.ep.ts.calls[-1] if self.ep.ts and self.ep.ts.calls else None
+            result = {'content': [{'type': 'text', 'text': text}], 'data': text, 'is_error': bool(r and r.is_error)}
+            if self.ep.system_error: return self._void(CallToolObservation, {}, tool_name=name, result=result)
+            if self._state.step_count >= self.ep.task.limits.max_turns:
+                return await self._end(CallToolObservation, 'turn_limit', tool_name=name, result=result)
+            return CallToolObservation(tool_name=name, result=result, done=False, reward=None)
+
+        async def _message(self, message:str):
+            self.ep.visible.append({'role': 'assistant', 'content': message})
+            self.transcript.append({'role': 'assistant', 'content': message})
+            try: turn = await self.ep._user.reply(list(self.ep.visible))
+            except UserEndpointError as e:
+                self.ep.system_error = str(e)
+                return self._void(CallToolObservation, {}, tool_name='send_message')
+            result = {'content': [{'type': 'text', 'text': turn.text}], 'data': turn.text, 'is_error': False}
+            if turn.stop:
+                return await self._end(CallToolObservation, turn.reason, tool_name='send_message', result=result)
+            self.ep.visible.append({'role': 'user', 'content': turn.text})
+            self.transcript.append({'role': 'user', 'content': turn.text})
+            if self._state.step_count >= self.ep.task.limits.max_turns:
+                return await self._end(CallToolObservation, 'turn_limit', tool_name='send_message', result=result)
+            return CallToolObservation(tool_name='send_message', result=result, done=False, reward=None)
+
+        async def _end(self, cls, termination:str, **fields):
+            "Grade the episode: the observation is done, its reward the verdict (None when void)."
+            final = next((m['content'] for m in reversed(self.transcript) if m['role'] == 'assistant'), '')
+            v = await self.ep._verdict([{'role': 'assistant', 'content': final}])
+            self._state.termination = termination
+            if v is None: return self._void(cls, {'termination': termination}, **fields)
+            self.done = True
+            meta = {'termination': termination, 'verdict': {'reward': v.reward, 'reasons': v.reasons[:20]}}
+            self._state.termination, self._state.verdict = termination, meta['verdict']
+            return cls(done=True, reward=float(v.reward), metadata=meta, **fields)
+
+        def step(self, action, timeout_s=None, **kw) -> Observation:
+            return _run(self.step_async(action, timeout_s, **kw))
+
+        @property
+        def state(self) -> State: return self._state
+
+        def close(self): self.ep._close()
+
+    return TaskOpenEnv
+
+# %% ../nbs/16_ecosystem.ipynb #c019
+from .cli import command
+
+def openenv_app(tasks:list, max_sessions:int=64, **kw):
+    "A FastAPI app serving `tasks` as an OpenEnv environment (OpenEnv's `create_app`; `kw`: `openenv_environment`'s)."
+    from openenv.core.env_server.http_server import create_app
+    from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
+    return create_app(openenv_environment(tasks, **kw), CallToolAction, CallToolObservation,
+                      env_name='thinkingbox_training', max_concurrent_envs=max_sessions)
+
+@command('openenv-serve')
+def openenv_serve(tasks:str,                 # task files (JSON Lines), comma-separated
+                  host:str='127.0.0.1',      # the address to bind (the tools write: keep it local unless you mean it)
+                  port:int=8000,
+                  user:str='scripted',       # simulated user: 'scripted' or 'openai:MODEL'
+                  max_sessions:int=64):      # concurrent WebSocket sessions (one database each)
+    "Serve tasks as an OpenEnv environment (needs `openenv-core` installed)."
+    import uvicorn
+    from thinkingbox_training.tasks import load_tasks
+    try: app = openenv_app(load_tasks(*[p for p in tasks.split(',') if p]), max_sessions=max_sessions, user=user)
+    except ModuleNotFoundError as e:
+        if (e.name or '').split('.')[0] != 'openenv': raise
+        raise SystemExit('tbt openenv-serve needs openenv-core (pip install openenv-core==0.3.0, in an environment '
+                         'without ThinkingBox support: see nbs/16_ecosystem.ipynb)') from None
+    uvicorn.run(app, host=host, port=port, log_level='warning')
+    return 0
+
+# %% ../nbs/16_ecosystem.ipynb #c021
 def with_response_template(tokenizer):
     """`tokenizer` with TRL's Qwen3 response template when TRL does not recognise its chat template but it renders
     Qwen3's format (our tiny policy's prefix-preserving template); unchanged when TRL recognises it."""
@@ -231,7 +390,7 @@ def with_response_template(tokenizer):
     tokenizer.response_template = qwen3_template
     return tokenizer
 
-# %% ../nbs/16_ecosystem.ipynb #c021
+# %% ../nbs/16_ecosystem.ipynb #c024
 def compare_parsers(tokenizer,  # with a response template (see `with_response_template`)
                     completions:list, # generated texts (after the assistant header), ending with <|im_end|>
                     tools:list,  # OpenAI-style tool specs
