@@ -12,6 +12,7 @@ from thinkingbox_training.ecosystem import (compare_parsers, domain_tool_specs, 
 from thinkingbox_training.grader import Grader, OpenAIJudge
 from thinkingbox_training.tasks import EvaluationOnly, load_tasks
 from thinkingbox_training.users import StandInServer
+from grpo_fixtures import crash_task
 
 ROOT = Path(__file__).parent.parent
 MODEL = ROOT / 'data/models/tiny-qwen3'
@@ -35,15 +36,14 @@ def test_tools_render_for_trl_from_the_mcp_listing():
                     assert got['parameters']['properties'][p]['type'] == s['type'], (f['name'], p)
                 if 'enum' in s: assert got['parameters']['properties'][p]['enum'] == s['enum'], (f['name'], p)
 
-def test_a_tool_timeout_voids_the_episode_and_gets_no_reward():
-    "A tool past its time limit is a system error: later calls say the episode is void, the reward is None, not 0."
-    Env = environment_class('retail', [CANCEL], tool_timeout_s=1e-9)
-    e = Env(); e.reset(task_uid=CANCEL.uid)
-    c = CANCEL.golden[0]
-    first = run(getattr(e, c.name)(**c.arguments))
-    assert 'timed out' in first and e.system_error
-    assert run(getattr(e, c.name)(**c.arguments)).startswith('the episode is void')
-    assert run(verdict_reward([[{'role': 'assistant', 'content': CANCEL.reply}]], environments=[e])) == [None]
+def test_a_crashing_backend_voids_the_episode_and_gets_no_reward():
+    "A backend failure under a tool is a system error: later calls say the episode is void, the reward is None, not 0."
+    task = crash_task()
+    e = environment_class('broken', [task])(); e.reset(task_uid=task.uid)
+    assert run(e.crashing_lookup(account_id='AC-1')).endswith('internal error in crashing_lookup')
+    assert 'ConnectionError' in e.system_error
+    assert run(e.get_account(account_id='AC-1')).startswith('the episode is void')
+    assert run(verdict_reward([[{'role': 'assistant', 'content': 'Done.'}]], environments=[e])) == [None]
 
 def test_reset_gives_a_fresh_database_each_time():
     "A write in one rollout is gone after the next reset of the same (reused) environment object."

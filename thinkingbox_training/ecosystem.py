@@ -13,8 +13,9 @@ from .users import UserEndpointError, make_user
 
 # %% auto #0
 __all__ = ['TRL_PROTOCOL', 'SEND_MESSAGE', 'OPENENV_SYSTEM', 'trl_tool_method', 'TaskEnvironment', 'domain_tool_specs',
-           'environment_class', 'verdict_reward', 'TRLEnvironment', 'task_prompt', 'trl_environment', 'openenv_prompt',
-           'openenv_environment', 'openenv_app', 'openenv_serve', 'with_response_template', 'compare_parsers']
+           'environment_class', 'verdict_reward', 'TRLEnvironment', 'task_prompt', 'trl_environment',
+           'with_response_template', 'compare_parsers', 'openenv_prompt', 'openenv_environment', 'openenv_app',
+           'openenv_serve']
 
 # %% ../nbs/16_ecosystem.ipynb #c005
 _JSON_TYPES = {'string': str, 'integer': int, 'number': float, 'boolean': bool, 'array': list, 'object': dict,
@@ -216,7 +217,45 @@ def trl_environment(tasks:list,             # our tasks (any registered domains)
     factory = next(iter(classes.values())) if len(classes) == 1 else classes
     return TRLEnvironment(factory, Dataset.from_list(rows), [verdict_reward])
 
-# %% ../nbs/16_ecosystem.ipynb #c018
+# %% ../nbs/16_ecosystem.ipynb #c019
+def with_response_template(tokenizer):
+    """`tokenizer` with TRL's Qwen3 response template when TRL does not recognise its chat template but it renders
+    Qwen3's format (our tiny policy's prefix-preserving template); unchanged when TRL recognises it."""
+    from trl.chat_template_utils import add_response_schema, qwen3_template
+    try: return add_response_schema(tokenizer)
+    except ValueError: pass
+    call = {'type': 'function', 'function': {'name': 'f', 'arguments': {'x': 1}}}
+    text = tokenizer.apply_chat_template([{'role': 'user', 'content': 'u'},
+                                          {'role': 'assistant', 'content': '', 'tool_calls': [call]}], tokenize=False)
+    if '<|im_start|>assistant\n<tool_call>\n{"name": "f", "arguments": {"x": 1}}\n</tool_call><|im_end|>' not in text:
+        raise ValueError('the chat template is neither one TRL knows nor the Qwen3 format: set '
+                         'tokenizer.response_template yourself (see transformers\' response parsing)')
+    tokenizer.response_template = qwen3_template
+    return tokenizer
+
+# %% ../nbs/16_ecosystem.ipynb #c022
+def compare_parsers(tokenizer,  # with a response template (see `with_response_template`)
+                    completions:list, # generated texts (after the assistant header), ending with <|im_end|>
+                    tools:list,  # OpenAI-style tool specs
+                   ) -> list[dict]:
+    "Per completion: the tool calls our parser and TRL's make of it, and whether they agree."
+    from trl.chat_template_utils import parse_response
+    from thinkingbox_training.interpret import parse_assistant
+    methods = [trl_tool_method(s).__get__(object()) for s in tools]
+    prompt = tokenizer.apply_chat_template([{'role': 'user', 'content': 'u'}], tools=tools,
+                                           add_generation_prompt=True, tokenize=True, return_dict=False)
+    out = []
+    for text in completions:
+        ours = parse_assistant(text, tools)
+        theirs = parse_response(tokenizer, tokenizer(text, add_special_tokens=False)['input_ids'], prefix=prompt,
+                                tools=methods)
+        o = [(c.name, c.arguments) for c in ours.tool_calls]
+        t = [(c['function']['name'], c['function']['arguments']) for c in theirs.get('tool_calls') or []]
+        out.append({'text': text, 'ours': o, 'ours_errors': [e.kind for e in ours.errors], 'trl': t,
+                    'trl_content': theirs.get('content', ''), 'agree': o == t and not ours.errors})
+    return out
+
+# %% ../nbs/16_ecosystem.ipynb #c026
 SEND_MESSAGE = {'name': 'send_message', 'description': 'Send a message to the customer; returns the reply. The '
                 'conversation ends when the customer has nothing more to ask (your message asked nothing).',
                 'input_schema': {'type': 'object', 'required': ['message'], 'title': 'send_messageArguments',
@@ -347,7 +386,7 @@ def openenv_environment(tasks:list,             # the tasks served (any register
 
     return TaskOpenEnv
 
-# %% ../nbs/16_ecosystem.ipynb #c019
+# %% ../nbs/16_ecosystem.ipynb #c027
 from .cli import command
 
 def openenv_app(tasks:list, max_sessions:int=64, **kw):
@@ -373,41 +412,3 @@ def openenv_serve(tasks:str,                 # task files (JSON Lines), comma-se
                          'without ThinkingBox support: see nbs/16_ecosystem.ipynb)') from None
     uvicorn.run(app, host=host, port=port, log_level='warning')
     return 0
-
-# %% ../nbs/16_ecosystem.ipynb #c021
-def with_response_template(tokenizer):
-    """`tokenizer` with TRL's Qwen3 response template when TRL does not recognise its chat template but it renders
-    Qwen3's format (our tiny policy's prefix-preserving template); unchanged when TRL recognises it."""
-    from trl.chat_template_utils import add_response_schema, qwen3_template
-    try: return add_response_schema(tokenizer)
-    except ValueError: pass
-    call = {'type': 'function', 'function': {'name': 'f', 'arguments': {'x': 1}}}
-    text = tokenizer.apply_chat_template([{'role': 'user', 'content': 'u'},
-                                          {'role': 'assistant', 'content': '', 'tool_calls': [call]}], tokenize=False)
-    if '<|im_start|>assistant\n<tool_call>\n{"name": "f", "arguments": {"x": 1}}\n</tool_call><|im_end|>' not in text:
-        raise ValueError('the chat template is neither one TRL knows nor the Qwen3 format: set '
-                         'tokenizer.response_template yourself (see transformers\' response parsing)')
-    tokenizer.response_template = qwen3_template
-    return tokenizer
-
-# %% ../nbs/16_ecosystem.ipynb #c024
-def compare_parsers(tokenizer,  # with a response template (see `with_response_template`)
-                    completions:list, # generated texts (after the assistant header), ending with <|im_end|>
-                    tools:list,  # OpenAI-style tool specs
-                   ) -> list[dict]:
-    "Per completion: the tool calls our parser and TRL's make of it, and whether they agree."
-    from trl.chat_template_utils import parse_response
-    from thinkingbox_training.interpret import parse_assistant
-    methods = [trl_tool_method(s).__get__(object()) for s in tools]
-    prompt = tokenizer.apply_chat_template([{'role': 'user', 'content': 'u'}], tools=tools,
-                                           add_generation_prompt=True, tokenize=True, return_dict=False)
-    out = []
-    for text in completions:
-        ours = parse_assistant(text, tools)
-        theirs = parse_response(tokenizer, tokenizer(text, add_special_tokens=False)['input_ids'], prefix=prompt,
-                                tools=methods)
-        o = [(c.name, c.arguments) for c in ours.tool_calls]
-        t = [(c['function']['name'], c['function']['arguments']) for c in theirs.get('tool_calls') or []]
-        out.append({'text': text, 'ours': o, 'ours_errors': [e.kind for e in ours.errors], 'trl': t,
-                    'trl_content': theirs.get('content', ''), 'agree': o == t and not ours.errors})
-    return out
