@@ -162,3 +162,22 @@ def test_void_episodes_get_no_advantage_in_trls_step(trainer):
     assert void == [r['task_uid'] == QUESTION.uid for r in rows]
     assert all('grading failed' in e.system_error for e, v in zip(trainer.environments, void) if v)
     assert torch.all(out['advantages'][torch.tensor(void)] == 0)
+
+def test_a_thinkingbox_development_task_runs_as_a_trl_environment():
+    "ThinkingBox's email server (their development tasks) behind the same environment: their test function decides."
+    if not os.environ.get('THINKINGBOX_DATA'):
+        pytest.skip('THINKINGBOX_DATA is not set: point it at a thinkingbox-data checkout')
+    from thinkingbox_training.thinkingbox import load_thinkingbox
+    task = next(t for t in load_thinkingbox('email_system_org.py') if t.uid.endswith(':test_email_manager_of_manager'))
+    Env = trl_environment([task]).environment_factory
+    def reward(to):
+        e = Env(); e.reset(task_uid=task.uid)
+        async def go():
+            await e.get_user_profile()
+            await e.get_contact(contact_id='contact-001')
+            await e.send_email(to=to, cc='', subject='Project A',
+                               body='Are you free for a meeting regarding Project A on Thursday?')
+            return await verdict_reward([[{'role': 'assistant', 'content': 'Sent.'}]], environments=[e])
+        return run(go())
+    assert reward('carol@company.com') == [1.0]   # the manager's manager
+    assert reward('bob@company.com') == [0.0]
