@@ -8,7 +8,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
 from transformers.utils import get_json_schema
 from trl import GRPOConfig, GRPOTrainer
 from thinkingbox_training.ecosystem import (compare_parsers, domain_tool_specs, environment_class, trl_environment,
-                                            trl_tool_method, verdict_reward, with_response_template)
+                                            trl_tool_method, verdict_reward, trl_tokenizer)
 from thinkingbox_training.grader import Grader, OpenAIJudge
 from thinkingbox_training.tasks import EvaluationOnly, load_tasks
 from thinkingbox_training.users import StandInServer
@@ -96,7 +96,7 @@ CASES = {  # completion -> (ours agree with TRL's?, what ours makes, what TRL's 
 
 def test_our_parser_and_trls_on_the_same_completions():
     "Where TRL's parser (a TRL rollout's calls) and ours (every other path) agree on tool calls, and where not."
-    tok = with_response_template(AutoTokenizer.from_pretrained(MODEL))
+    tok = trl_tokenizer(AutoTokenizer.from_pretrained(MODEL))
     rows = dict(zip(CASES, compare_parsers(tok, list(CASES.values()), domain_tool_specs('demo'))))
     pay = ('pay', {'account_id': 'AC-1', 'amount_cents': 250})
     look = ('get_account', {'account_id': 'AC-1'})
@@ -121,6 +121,25 @@ def test_our_parser_and_trls_on_the_same_completions():
     assert rows['word for an integer']['ours_errors'] == ['bad_argument']
     assert rows['word for an integer']['trl'] == [('pay', {'account_id': 'AC-1', 'amount_cents': 'lots'})]
 
+def test_trl_renders_the_prompt_our_episodes_render():
+    "With trl_tokenizer and the environment's chat_template_kwargs, TRL's prompt is our ChatFormat's, token for token."
+    from thinkingbox_training.interpret import ChatFormat
+    env = trl_environment([CANCEL])
+    tok = trl_tokenizer(AutoTokenizer.from_pretrained(MODEL))
+    Env = env.environment_factory
+    methods = [getattr(Env(), n) for n, _ in inspect.getmembers(Env, inspect.isfunction)
+               if not n.startswith('_') and n != 'reset']
+    prompt = env.train_dataset[0]['prompt']
+    trl_ids = tok.apply_chat_template(prompt, tools=methods, add_generation_prompt=True, return_dict=False,
+                                      **env.chat_template_kwargs)
+    specs = {s['function']['name']: s for s in domain_tool_specs('retail')}
+    specs['ask_customer'] = get_json_schema(Env.ask_customer)
+    ours = ChatFormat(AutoTokenizer.from_pretrained(MODEL)).prompt_ids(prompt, [specs[m.__name__] for m in methods])
+    assert trl_ids == ours
+    # without our tool texts TRL renders the tools from the methods' signatures: text the tiny policy never saw
+    plain = tok.apply_chat_template(prompt, tools=methods, add_generation_prompt=True, return_dict=False)
+    assert len(plain) > 4 * len(ours)
+
 # ---------------------------------------------------------------- a plain GRPOTrainer step on the tiny policy
 
 @pytest.fixture(scope='module')
@@ -130,11 +149,12 @@ def trainer(tmp_path_factory):
     server = StandInServer(fail_first=10**9).__enter__()
     grader = Grader(judge=OpenAIJudge(model='judge', base_url=server.base_url, max_retries=0))
     env = trl_environment([QUESTION, CANCEL], grader=grader)
-    tok = with_response_template(AutoTokenizer.from_pretrained(MODEL))
+    tok = trl_tokenizer(AutoTokenizer.from_pretrained(MODEL))
     args = GRPOConfig(output_dir=str(tmp_path_factory.mktemp('grpo')), per_device_train_batch_size=4,
-                      num_generations=2, max_completion_length=24, max_tool_calling_iterations=1, max_steps=1,
+                      num_generations=2, max_completion_length=384, max_tool_calling_iterations=3, max_steps=1,
                       learning_rate=1e-3, use_cpu=True, bf16=False, gradient_checkpointing=False, report_to='none',
-                      save_strategy='no', disable_tqdm=True, seed=0, shuffle_dataset=False, logging_steps=1)
+                      save_strategy='no', disable_tqdm=True, seed=0, shuffle_dataset=False, logging_steps=1,
+                      chat_template_kwargs=env.chat_template_kwargs)
     t = GRPOTrainer(AutoModelForCausalLM.from_pretrained(MODEL), reward_funcs=env.reward_funcs, args=args,
                     train_dataset=env.train_dataset, environment_factory=env.environment_factory,
                     processing_class=tok)
@@ -146,9 +166,10 @@ def test_plain_grpo_trainer_trains_a_step(trainer):
     trainer.train()
     assert trainer.state.global_step == 1
     logged = trainer.state.log_history[0]
-    assert 'rewards/verdict_reward/mean' in logged and 'tools/call_frequency' in logged, logged
+    assert 'rewards/verdict_reward/mean' in logged and logged['tools/call_frequency'] > 0, logged
     envs = trainer.environments
     assert sorted(e.task.uid for e in envs) == sorted([QUESTION.uid, CANCEL.uid] * 2)
+    assert any(e.ts.calls for e in envs if e.ts)  # the policy's calls reached the episodes' MCP sessions
     tools = {n for n, _ in inspect.getmembers(type(envs[0]), inspect.isfunction) if not n.startswith('_')}
     assert {'reset', 'ask_customer', 'cancel_order', 'get_order'} <= tools
 

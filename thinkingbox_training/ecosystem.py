@@ -13,9 +13,8 @@ from .users import UserEndpointError, make_user
 
 # %% auto #0
 __all__ = ['TRL_PROTOCOL', 'SEND_MESSAGE', 'OPENENV_SYSTEM', 'trl_tool_method', 'TaskEnvironment', 'domain_tool_specs',
-           'environment_class', 'verdict_reward', 'TRLEnvironment', 'task_prompt', 'trl_environment',
-           'with_response_template', 'compare_parsers', 'openenv_prompt', 'openenv_environment', 'openenv_app',
-           'openenv_serve']
+           'environment_class', 'verdict_reward', 'TRLEnvironment', 'task_prompt', 'trl_environment', 'trl_tokenizer',
+           'compare_parsers', 'openenv_prompt', 'openenv_environment', 'openenv_app', 'openenv_serve']
 
 # %% ../nbs/16_ecosystem.ipynb #c005
 _JSON_TYPES = {'string': str, 'integer': int, 'number': float, 'boolean': bool, 'array': list, 'object': dict,
@@ -217,24 +216,43 @@ def trl_environment(tasks:list,             # our tasks (any registered domains)
     factory = next(iter(classes.values())) if len(classes) == 1 else classes
     return TRLEnvironment(factory, Dataset.from_list(rows), [verdict_reward])
 
+TRLEnvironment._classes = property(lambda self: list(self.environment_factory.values())
+                                   if isinstance(self.environment_factory, dict) else [self.environment_factory])
+
 # %% ../nbs/16_ecosystem.ipynb #c019
-def with_response_template(tokenizer):
-    """`tokenizer` with TRL's Qwen3 response template when TRL does not recognise its chat template but it renders
-    Qwen3's format (our tiny policy's prefix-preserving template); unchanged when TRL recognises it."""
+_TOOL_JSON = '{{- tool | tojson }}'
+_TOOL_TEXT = ('{{- tool_texts[tool.function.name] if tool_texts is defined and tool.function.name in tool_texts '
+              'else tool | tojson }}')
+
+def trl_tokenizer(tokenizer):
+    """`tokenizer` ready for TRL's tool loop: TRL's Qwen3 response template when TRL does not recognise its chat
+    template but it renders Qwen3's format, and a chat template that renders a tool from `tool_texts[name]` if given."""
     from trl.chat_template_utils import add_response_schema, qwen3_template
-    try: return add_response_schema(tokenizer)
-    except ValueError: pass
-    call = {'type': 'function', 'function': {'name': 'f', 'arguments': {'x': 1}}}
-    text = tokenizer.apply_chat_template([{'role': 'user', 'content': 'u'},
-                                          {'role': 'assistant', 'content': '', 'tool_calls': [call]}], tokenize=False)
-    if '<|im_start|>assistant\n<tool_call>\n{"name": "f", "arguments": {"x": 1}}\n</tool_call><|im_end|>' not in text:
-        raise ValueError('the chat template is neither one TRL knows nor the Qwen3 format: set '
-                         'tokenizer.response_template yourself (see transformers\' response parsing)')
-    tokenizer.response_template = qwen3_template
+    try: add_response_schema(tokenizer)
+    except ValueError:
+        call = {'type': 'function', 'function': {'name': 'f', 'arguments': {'x': 1}}}
+        msgs = [{'role': 'user', 'content': 'u'}, {'role': 'assistant', 'content': '', 'tool_calls': [call]}]
+        text = tokenizer.apply_chat_template(msgs, tokenize=False)
+        qwen3 = '<|im_start|>assistant\n<tool_call>\n{"name": "f", "arguments": {"x": 1}}\n</tool_call><|im_end|>'
+        if qwen3 not in text:
+            raise ValueError('the chat template is neither one TRL knows nor the Qwen3 format: set '
+                             'tokenizer.response_template yourself (see transformers\' response parsing)') from None
+        tokenizer.response_template = qwen3_template
+        # only a template TRL does not know: TRL swaps the ones it knows for its training variants by their exact text
+        if isinstance(tokenizer.chat_template, str) and tokenizer.chat_template.count(_TOOL_JSON) == 1:
+            tokenizer.chat_template = tokenizer.chat_template.replace(_TOOL_JSON, _TOOL_TEXT)
     return tokenizer
 
+def _tool_texts(domains) -> dict:
+    "{tool name: its spec as our chat template renders it} for the domains' MCP listings."
+    return {s['function']['name']: json.dumps(s, ensure_ascii=False) for d in domains for s in domain_tool_specs(d)}
+
+TRLEnvironment.chat_template_kwargs = property(
+    lambda self: {'tool_texts': _tool_texts(sorted({t.domain for e in self._classes for t in e.tasks.values()}))},
+    doc="`GRPOConfig(chat_template_kwargs=...)`: the domains' tools as our episodes render them")
+
 # %% ../nbs/16_ecosystem.ipynb #c022
-def compare_parsers(tokenizer,  # with a response template (see `with_response_template`)
+def compare_parsers(tokenizer,  # with a response template (see `trl_tokenizer`)
                     completions:list, # generated texts (after the assistant header), ending with <|im_end|>
                     tools:list,  # OpenAI-style tool specs
                    ) -> list[dict]:
