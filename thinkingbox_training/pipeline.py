@@ -225,15 +225,14 @@ def _prices():
 
 def run_main(job:MainJob) -> dict:
     "Probe, select, train, evaluate, report; each stage skipped or resumed when its artifacts exist."
+    if not job.adopt_model: reuse_model(job.dir/'model')  # a model the job did not train stops it before any work
     from trl import TrlParser
     from thinkingbox_training.campaigns import run_campaign, AttemptStore
     from thinkingbox_training.difficulty import SelectionConfig, select_pool, write_selection
     from thinkingbox_training.grpo import TBTConfig, sampling_config, main as grpo_main
     from thinkingbox_training.policies import HFPolicy
     t_start, times = time.perf_counter(), {}
-    d = job.dir
-    reuse_model(d/'model', adopt=job.adopt_model)  # a model the job did not train stops it before any work
-    d.mkdir(parents=True, exist_ok=True)
+    d = job.dir; d.mkdir(parents=True, exist_ok=True)
     (args,) = TrlParser([TBTConfig]).parse_args_and_config(['--config', job.recipe, '--output_dir', str(d/'model'),
                                                             '--dry_run', 'true'])
     sampling = sampling_config(args)
