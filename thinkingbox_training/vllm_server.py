@@ -4,7 +4,7 @@
 
 # %% ../nbs/06b_vllm_server.ipynb #c002
 from __future__ import annotations
-import base64, hashlib, json, math, random, re, threading, time
+import base64, hashlib, json, math, random, re, socket, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlparse
 from .policies import HFPolicy, SamplingConfig
@@ -133,6 +133,20 @@ class VLLMStandIn:
                     self.close_connection = True
                 self.end_headers()
                 self.wfile.write(body)
+                if close:
+                    self._linger()
+
+            def _linger(self, seconds=2.0):
+                """Discard what the client is still sending, for a moment: a socket closed on unread bytes resets the
+                connection, and a client still sending its body would lose the answer."""
+                try:
+                    self.connection.shutdown(socket.SHUT_WR)
+                    self.connection.settimeout(0.5)
+                    end = time.monotonic() + seconds
+                    while time.monotonic() < end and self.connection.recv(1 << 16):
+                        pass
+                except OSError:
+                    pass
 
             def _body(self) -> dict:
                 "The request's JSON object ({} without a body), read within the bounds; a `BadRequest` otherwise."
