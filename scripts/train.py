@@ -1,6 +1,7 @@
 """GRPO with database-state rewards: the one script entry point, for `accelerate launch`.
 
-    accelerate launch --config_file scripts/accelerate/cpu.yaml scripts/train.py --config scripts/recipes/tiny_cpu.yaml
+    accelerate launch --config_file scripts/accelerate/cpu.yaml scripts/train.py \
+        --config scripts/recipes/tiny_cpu.yaml --output_dir data/runs/tiny-cpu-accelerate/model  # not `make train`'s
     accelerate launch --config_file scripts/accelerate/zero3_multinode.yaml --machine_rank $NODE_RANK \
         --main_process_ip $MASTER_ADDR scripts/train.py --config scripts/recipes/reference_qwen3.yaml
     python scripts/train.py --config scripts/recipes/reference_qwen3.yaml --dry-run   # check a recipe anywhere

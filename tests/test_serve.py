@@ -13,6 +13,16 @@ async def use(client):
         after = (await c.call_tool('get_account', {'account_id': 'AC-1'})).content[0].text
     return names, paid, refused, after
 
+async def crowd(url):
+    "The reliability issue's ten clients at once: 6 pay 1 cent from AC-1, 4 a million cents from AC-2, 25 times each."
+    async def one(account, cents):
+        async with mcp.Client(url) as c:
+            return [(await c.call_tool('pay', {'account_id': account, 'amount_cents': cents})) for _ in range(25)]
+    runs = await asyncio.gather(*[one('AC-1', 1) for _ in range(6)], *[one('AC-2', 1_000_000) for _ in range(4)])
+    async with mcp.Client(url) as c:
+        after = [(await c.call_tool('get_account', {'account_id': a})).content[0].text for a in ('AC-1', 'AC-2')]
+    return [r for rs in runs for r in rs], after
+
 def check(names, paid, refused, after):
     assert names == ['get_account', 'pay']
     assert not paid.is_error and refused.is_error and 'AC-404' in refused.content[0].text
@@ -37,5 +47,11 @@ def test_streamable_http_on_localhost():
                 if s.connect_ex(('127.0.0.1', port)) == 0: break
             time.sleep(0.1)
         check(*asyncio.run(use(mcp.Client(f'http://127.0.0.1:{port}/mcp'))))
+        results, after = asyncio.run(crowd(f'http://127.0.0.1:{port}/mcp'))
     finally:
         p.terminate(); p.wait(timeout=30)
+    # one database for every client, one call at a time: AC-1 paid exactly its 150 calls, the refused ones left nothing
+    refusals = {r.content[0].text for r in results if r.is_error}
+    assert refusals == {'Error executing tool pay: insufficient funds on AC-2'}
+    assert sum(not r.is_error for r in results) == 150
+    assert after == ['{"id": "AC-1", "balance_cents": 9600}', '{"id": "AC-2", "balance_cents": 500}']

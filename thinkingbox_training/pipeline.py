@@ -4,7 +4,7 @@
 
 # %% ../nbs/12_pipeline.ipynb #c002
 from __future__ import annotations
-import json, time
+import hashlib, json, time
 from dataclasses import dataclass, asdict
 from pathlib import Path
 from .cli import command
@@ -12,8 +12,8 @@ from .tasks import generate_tasks, load_tasks, write_tasks
 from . import metrics
 
 # %% auto #0
-__all__ = ['MainJob', 'job_tasks', 'report', 'headline_rows', 'training_spend', 'training_steps', 'campaign_settings', 'run_main',
-           'main_cli', 'results_cli']
+__all__ = ['TRAINED_BY', 'MainJob', 'job_tasks', 'report', 'headline_rows', 'training_spend', 'training_steps', 'training_inputs',
+           'mark_trained', 'reuse_model', 'campaign_settings', 'run_main', 'main_cli', 'results_cli']
 
 # %% ../nbs/12_pipeline.ipynb #c004
 @dataclass
@@ -31,6 +31,7 @@ class MainJob:
     bench_k: int = 4                           # attempts per bench task: observed k/k is out of this k
     steps: int = 0                             # GRPO steps (0: the recipe's max_steps)
     concurrency: int = 16                      # episodes live at once (64 decoded at half the speed)
+    adopt_model: bool = False                  # evaluate a model in the run's model/ that this job did not train
 
     @property
     def dir(self) -> Path: return Path(self.runs_dir)/self.run
@@ -153,6 +154,58 @@ def training_steps(model_dir:str|Path) -> list:
                     'refill_rounds': max(st.get('rounds') or [0]), 'skipped': bool(st.get('skipped'))})
     return out
 
+# %% ../nbs/12_pipeline.ipynb #c010b
+TRAINED_BY = 'tbt_main.json'  # the record the job's own training leaves beside the model
+
+def training_inputs(job:MainJob, pool:str|Path) -> dict:
+    "What the job's training is made of: the recipe (path and content), the base model, the pool and the steps."
+    digest = lambda p: hashlib.sha256(Path(p).read_bytes()).hexdigest()[:16]  # noqa: E731
+    return {'recipe': job.recipe, 'recipe_sha256': digest(job.recipe), 'base_model': job.base_model,
+            'pool_sha256': digest(pool), 'steps': job.steps}
+
+def mark_trained(model_dir:str|Path, inputs:dict):
+    "Record beside a model the job just trained what it was trained from (`TRAINED_BY`)."
+    rec = {'trained_by': 'tbt main', 'inputs': inputs, 'at': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}
+    (Path(model_dir)/TRAINED_BY).write_text(json.dumps(rec, indent=1) + '\n')
+
+def _recorded(model_dir:Path, strict:bool=False) -> dict|None:
+    "The inputs the job recorded beside a model it trained; None (or, `strict`, the exception) when there are none."
+    try:
+        got = json.loads((Path(model_dir)/TRAINED_BY).read_text())['inputs']
+        if not isinstance(got, dict): raise TypeError(f'inputs is {type(got).__name__}, not an object')
+        return got
+    except (OSError, ValueError, KeyError, TypeError):
+        if strict: raise
+        return None
+
+def reuse_model(model_dir:str|Path, # the run's model/
+                inputs:dict=None,   # this run's `training_inputs` (None: only whether the job trained it)
+                adopt:bool=False,   # take a model the job did not train (said loudly) instead of refusing it
+               ) -> bool:
+    """Whether the job's training is done: False when `model_dir` holds no model (train one); True when it holds one
+    this job trained from these `inputs`. A model the job did not train, or trained from other inputs, stops the job
+    with what to do (`SystemExit`), unless `adopt`."""
+    d = Path(model_dir)
+    if not (d/'config.json').exists(): return False
+    why = None
+    try: had = _recorded(d, strict=True)
+    except FileNotFoundError:
+        why = (f'holds a model this job did not train (no {TRAINED_BY}: `scripts/train.py` or `accelerate launch` '
+               'with the recipe\'s output_dir write there)')
+    except (ValueError, KeyError, TypeError) as e:
+        why = f'holds a model whose {TRAINED_BY} cannot be read ({type(e).__name__}: {e})'
+    else:
+        differ = [k for k in (inputs or {}) if had.get(k) != inputs[k]]
+        if differ:
+            why = ('holds a model this job trained from other inputs: '
+                   + ', '.join(f'{k} {had.get(k)!r}, now {inputs[k]!r}' for k in differ))
+    if why is None: return True
+    if adopt:
+        print(f'[train] WARNING: {d} {why}; --adopt-model: it is evaluated as the trained policy', flush=True)
+        return True
+    raise SystemExit(f'{d} {why}. Move it away (or use another --run) and the job trains its own; '
+                     '--adopt-model evaluates it as it is')
+
 # %% ../nbs/12_pipeline.ipynb #c012
 def campaign_settings(args, # the run's TBTConfig
                       bench:list, # the bench tasks
@@ -172,6 +225,7 @@ def _prices():
 
 def run_main(job:MainJob) -> dict:
     "Probe, select, train, evaluate, report; each stage skipped or resumed when its artifacts exist."
+    if not job.adopt_model: reuse_model(job.dir/'model')  # a model the job did not train stops it before any work
     from trl import TrlParser
     from thinkingbox_training.campaigns import run_campaign, AttemptStore
     from thinkingbox_training.difficulty import SelectionConfig, select_pool, write_selection
@@ -210,17 +264,21 @@ def run_main(job:MainJob) -> dict:
                          'probe more tasks (--probe-per-family)')
 
     t0 = time.perf_counter()
-    model_dir = d/'model'
-    if not (model_dir/'config.json').exists():
+    model_dir, inputs = d/'model', training_inputs(job, d/'pool'/'pool.txt')
+    reused = reuse_model(model_dir, inputs, adopt=job.adopt_model)
+    origin = 'an earlier run of this job' if reused else 'this run'
+    if reused and _recorded(model_dir) != inputs: origin = 'elsewhere (adopted)'
+    if not reused:
         argv = ['--config', job.recipe, '--output_dir', str(model_dir), '--policy_model', job.base_model,
                 '--pool_file', str(d/'pool'/'pool.txt'), '--task_files', *files]
         if job.steps: argv += ['--max_steps', str(job.steps)]
         rc = grpo_main(argv)
         if rc: raise SystemExit(f'training failed ({rc})')
+        mark_trained(model_dir, inputs)
     times['train_s'] = time.perf_counter() - t0
     training = training_steps(model_dir)
     for r in training: print(f"[train] step {r['step']}: " + ', '.join(f'{k} {v}' for k, v in r.items() if k != 'step'))
-    print(f"[train] {times['train_s']:.0f} s -> {model_dir}")
+    print(f"[train] {times['train_s']:.0f} s -> {model_dir} (trained by {origin})")
 
     t0 = time.perf_counter()
     run_campaign(d/'eval-base', bench, base, job.bench_k, concurrency=job.concurrency, task_files=files,
@@ -240,6 +298,7 @@ def run_main(job:MainJob) -> dict:
              'spent': {'probing': metrics.campaign_spend(metrics.read_attempts(d/'probe'/'attempts.jsonl'), _prices()),
                        **({'training': training_spend(model_dir)} if training_spend(model_dir) else {})},
              'probe': {'tasks': len(train), 'k': job.probe_k, 'bands': {b: v['tasks'] for b, v in bands.items()}},
+             'model': {'trained_by': origin, 'inputs': inputs},
              'training': training}
     summary = report(d, extra)
     print(metrics.to_markdown(headline_rows(summary)))
@@ -253,10 +312,12 @@ def main_cli(run:str='tiny-cpu',                  # run directory name under dat
              probe_per_family:int=4, probe_k:int=4,
              bench_per_family:int=10, bench_k:int=4,
              steps:int=0,                          # GRPO steps (0: the recipe's)
-             concurrency:int=16):
+             concurrency:int=16,
+             adopt_model:bool=False):              # evaluate a model in the run's model/ that this job did not train
     "The main job: probe -> select -> GRPO -> evaluate base and trained -> report (resumable)."
     run_main(MainJob(run=run, recipe=recipe, base_model=base_model, probe_per_family=probe_per_family, probe_k=probe_k,
-                     bench_per_family=bench_per_family, bench_k=bench_k, steps=steps, concurrency=concurrency))
+                     bench_per_family=bench_per_family, bench_k=bench_k, steps=steps, concurrency=concurrency,
+                     adopt_model=adopt_model))
     return 0
 
 @command('results')

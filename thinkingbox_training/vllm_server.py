@@ -4,17 +4,25 @@
 
 # %% ../nbs/06b_vllm_server.ipynb #c002
 from __future__ import annotations
-import base64, hashlib, json, random, threading, time
+import base64, hashlib, json, math, random, re, socket, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlparse
 from .policies import HFPolicy, SamplingConfig
 
 # %% auto #0
-__all__ = ['UnsupportedRequest', 'weights_digest', 'VLLMStandIn', 'StandInWeightSync']
+__all__ = ['UnsupportedRequest', 'BadRequest', 'weights_digest', 'body_bound', 'VLLMStandIn', 'StandInWeightSync']
 
 # %% ../nbs/06b_vllm_server.ipynb #c004
 class UnsupportedRequest(ValueError):
     "A request the stand-in does not implement (answered with HTTP 400 and this message)."
+
+
+class BadRequest(ValueError):
+    "A malformed request: answered with `status` (a 4xx) and a message that starts with the field it names."
+
+    def __init__(self, field: str, message: str, status: int = 400, close: bool = False):
+        self.field, self.status, self.close = field, status, close  # close: the body was not read to its end
+        super().__init__(f"{field}: {message}")
 
 
 def weights_digest(model) -> str:
@@ -28,6 +36,12 @@ def weights_digest(model) -> str:
     return h.hexdigest()[:16]
 
 
+def body_bound(model) -> int:
+    """Bytes one request may carry: 16 MiB for prompts, plus three times the model's weights, so that a full weight
+    load fits (as base64 in JSON it is 4/3 of their bytes) with room for the cluster path's own payloads."""
+    return 16 * 2**20 + 3 * sum(p.numel() * p.element_size() for p in model.parameters())
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
@@ -39,6 +53,45 @@ class _Server(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
+class _FairLock:
+    "A lock handed to its waiters in the order they asked (a `threading.Lock` lets its releaser take it straight back)."
+
+    def __init__(self):
+        self._cv, self._next, self._serving = threading.Condition(), 0, 0
+
+    def __enter__(self):
+        with self._cv:
+            me, self._next = self._next, self._next + 1
+            self._cv.wait_for(lambda: self._serving == me)
+
+    def __exit__(self, *a):
+        with self._cv:
+            self._serving += 1
+            self._cv.notify_all()
+
+
+def _integer(body: dict, key: str, default, lo: int, hi: int | None = None):
+    "`body[key]` (or `default` when absent or null) as an integer in [lo, hi], or a `BadRequest` naming `key`."
+    v = body.get(key)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise BadRequest(key, f"expected an integer, got {json.dumps(v)[:40]}")
+    if v < lo or (hi is not None and v > hi):
+        raise BadRequest(key, f"{v} is out of range: expected {lo} to {hi}" if hi is not None else f"{v} < {lo}")
+    return v
+
+
+def _real(body: dict, key: str, default: float, ok, want: str) -> float:
+    "`body[key]` (or `default` when absent or null) as a finite number that `ok` accepts, or a `BadRequest`."
+    v = body.get(key)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not ok(v):
+        raise BadRequest(key, f"{json.dumps(v)[:40]}: expected {want}")
+    return float(v)
+
+
 class VLLMStandIn:
     "A CPU stand-in for `vllm serve`: the endpoints TRL's VLLMClient and EndpointPolicy use, sampled by an HFPolicy."
 
@@ -48,8 +101,15 @@ class VLLMStandIn:
         model_name: str = "stand-in",  # the name /v1/models lists
         host: str = "127.0.0.1",
         port: int = 0,  # port 0: a free one
+        max_body_bytes: int | None = None,  # a request's bound (413 above it); None: `body_bound(model)`
+        max_sequences: int = 1024,  # sequences one completion request may ask for (prompts times n)
+        body_timeout_s: float = 30.0,  # a body that stops arriving for this long is answered 408
     ):
-        self.policy, self.model_name, self.lock = policy, model_name, threading.Lock()
+        self.policy, self.model_name, self.lock = policy, model_name, _FairLock()
+        self.max_body_bytes = max_body_bytes or body_bound(policy.model)
+        self.max_sequences, self.body_timeout_s = max_sequences, body_timeout_s
+        self.max_model_len = int(getattr(policy.model.config, "max_position_embeddings", 0) or 2**31)
+        self.vocab_size = policy.model.get_input_embeddings().num_embeddings
         self.weights_version = 0
         self.calls: list = []  # (time, method, path) of every request
         self.completions: list = []  # per sampled sequence: time, weights (version, digest), seed, sizes
@@ -63,24 +123,85 @@ class VLLMStandIn:
             def log_message(self, *a):
                 pass
 
-            def _send(self, code, obj):
+            def _send(self, code, obj, close=False):
                 body = json.dumps(obj).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
+                if close:  # the rest of the request is not read: this connection cannot carry another
+                    self.send_header("Connection", "close")
+                    self.close_connection = True
                 self.end_headers()
                 self.wfile.write(body)
+                if close:
+                    self._linger()
+
+            def _linger(self, seconds=2.0):
+                """Discard what the client is still sending, for a moment: a socket closed on unread bytes resets the
+                connection, and a client still sending its body would lose the answer."""
+                try:
+                    self.connection.shutdown(socket.SHUT_WR)
+                    self.connection.settimeout(0.5)
+                    end = time.monotonic() + seconds
+                    while time.monotonic() < end and self.connection.recv(1 << 16):
+                        pass
+                except OSError:
+                    pass
+
+            def _body(self) -> dict:
+                "The request's JSON object ({} without a body), read within the bounds; a `BadRequest` otherwise."
+                if self.headers.get("Transfer-Encoding"):
+                    raise BadRequest(
+                        "Transfer-Encoding", "not read by the stand-in: send a Content-Length", 411, close=True
+                    )
+                sizes = self.headers.get_all("Content-Length") or []
+                if not sizes:
+                    return {}
+                if len(set(sizes)) > 1 or not re.fullmatch(r"[0-9]{1,19}", sizes[0].strip()):
+                    raise BadRequest("Content-Length", f"{', '.join(sizes)[:40]!r} is not a byte count", close=True)
+                n = int(sizes[0])
+                if n > outer.max_body_bytes:
+                    raise BadRequest(
+                        "Content-Length",
+                        f"{n:,} bytes is over the stand-in's bound of {outer.max_body_bytes:,}",
+                        413,
+                        close=True,
+                    )
+                self.connection.settimeout(outer.body_timeout_s)
+                try:
+                    data = self.rfile.read(n)
+                except TimeoutError:
+                    raise BadRequest(
+                        "Content-Length", f"the body stopped arriving for {outer.body_timeout_s:g}s", 408, close=True
+                    ) from None
+                finally:
+                    self.connection.settimeout(None)
+                if len(data) < n:
+                    raise BadRequest("Content-Length", f"the body ended after {len(data)} of {n} bytes", close=True)
+                if not data:
+                    return {}
+                try:
+                    body = json.loads(data)
+                except (ValueError, RecursionError) as e:
+                    raise BadRequest("body", f"not JSON ({str(e)[:80]})") from None
+                if not isinstance(body, dict):
+                    raise BadRequest("body", f"expected a JSON object, got {type(body).__name__}")
+                return body
 
             def _route(self, method):
                 path = urlparse(self.path).path.rstrip("/")
                 outer.calls.append((time.monotonic(), method, path))
-                n = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(n) or b"{}") if n else {}
+                close = False
                 try:
-                    code, obj = outer.handle(method, path, body)
+                    code, obj = outer.handle(method, path, self._body())
+                except BadRequest as e:
+                    code, close = e.status, e.close
+                    obj = {"error": {"message": str(e), "type": "BadRequestError", "param": e.field}}
                 except UnsupportedRequest as e:
                     code, obj = 400, {"error": {"message": str(e), "type": "BadRequestError"}}
-                self._send(code, obj)
+                except Exception as e:  # the stand-in's own fault: answered as such, never a silent close
+                    code, obj = 500, {"error": {"message": f"{type(e).__name__}: {e}"[:300], "type": "InternalError"}}
+                self._send(code, obj, close)
 
             def do_GET(self):
                 self._route("GET")
@@ -144,8 +265,38 @@ class VLLMStandIn:
             }
         return 404, {"error": {"message": f"the stand-in serves no {method} {path}"}}
 
+    def _prompts(self, body: dict) -> list[list[int]]:
+        "The request's prompts as token ids: text, ids, or a list of either; a `BadRequest` naming what is wrong."
+        prompts = body.get("prompt")
+        if prompts is None:
+            raise BadRequest("prompt", "required: text, token ids, or a list of either")
+        one = isinstance(prompts, list) and prompts and not isinstance(prompts[0], str | list)  # token ids
+        if isinstance(prompts, str) or one:
+            prompts = [prompts]
+        if not isinstance(prompts, list) or not prompts:
+            raise BadRequest("prompt", "expected text, token ids, or a non-empty list of either")
+        if len(prompts) > self.max_sequences:
+            raise BadRequest("prompt", f"{len(prompts)} prompts: the stand-in samples at most {self.max_sequences}")
+        out = []
+        for i, p in enumerate(prompts):
+            if isinstance(p, str):
+                p = self.policy.fmt.encode(p)
+            if not isinstance(p, list) or not p:
+                raise BadRequest(f"prompt[{i}]", "expected text or a non-empty list of token ids")
+            if len(p) >= self.max_model_len:
+                raise BadRequest(f"prompt[{i}]", f"{len(p)} tokens: the model's context is {self.max_model_len}")
+            for j, t in enumerate(p):
+                if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < self.vocab_size:
+                    raise BadRequest(
+                        f"prompt[{i}][{j}]", f"{json.dumps(t)[:40]} is not a token id in [0, {self.vocab_size})"
+                    )
+            out.append(p)
+        return out
+
     def complete(self, body: dict) -> dict:
-        "/v1/completions: token-id (or text) prompts, n samples each, per-request seed, stop on the end of a turn."
+        """/v1/completions: token-id (or text) prompts, n samples each, per-request seed, stop on the end of a turn.
+        Each sequence takes the lock alone, in turn with other requests' sequences: a large request delays others by
+        one sequence at a time, not by its whole length."""
         fmt = self.policy.fmt
         for k, off in (
             ("min_p", 0.0),
@@ -163,29 +314,32 @@ class VLLMStandIn:
             raise UnsupportedRequest(
                 f"logprobs={body['logprobs']}: the stand-in returns the sampled token's logprob only (logprobs=0)"
             )
-        stops = set(body.get("stop_token_ids") or []) - {fmt.eos_id}
+        stops = body.get("stop_token_ids") or []
+        if not isinstance(stops, list) or any(isinstance(t, bool) or not isinstance(t, int) for t in stops):
+            raise BadRequest("stop_token_ids", f"expected a list of token ids, got {json.dumps(stops)[:40]}")
+        stops = set(stops) - {fmt.eos_id}
         if stops:
             raise UnsupportedRequest(
                 f"stop_token_ids {sorted(stops)}: the stand-in stops on the end of a turn ({fmt.eos_id}) only"
             )
-        prompts = body["prompt"]
-        if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)):
-            prompts = [prompts]
-        prompts = [fmt.encode(p) if isinstance(p, str) else [int(t) for t in p] for p in prompts]
-        n, seed, max_tokens = int(body.get("n") or 1), body.get("seed"), int(body.get("max_tokens") or 16)
+        prompts = self._prompts(body)
+        n = _integer(body, "n", 1, 1, self.max_sequences // len(prompts))
+        room = self.max_model_len - max(len(p) for p in prompts)  # tokens the longest prompt leaves in the context
+        max_tokens = _integer(body, "max_tokens", 16, 1, room)
+        seed = _integer(body, "seed", None, -(2**63), 2**64 - 1)
         cfg = SamplingConfig(
-            temperature=float(body.get("temperature", 1.0)),
-            top_p=float(body.get("top_p", 1.0)),
-            top_k=max(int(body.get("top_k") or 0), 0),
+            temperature=_real(body, "temperature", 1.0, lambda v: v >= 0, "a number >= 0"),
+            top_p=_real(body, "top_p", 1.0, lambda v: 0 < v <= 1, "a number in (0, 1]"),
+            top_k=max(_integer(body, "top_k", 0, -1, self.vocab_size), 0),  # -1 and 0: off
             max_tokens=max_tokens,
         )
         as_ids, skip = body.get("return_tokens_as_token_ids", False), body.get("skip_special_tokens", True)
         choices, used = [], 0
-        with self.lock:
-            self.policy.sampling = cfg
-            for p in prompts:
-                for j in range(n):
-                    s = (int(seed) + j) % 2**63 if seed is not None else random.getrandbits(63)
+        for p in prompts:
+            for j in range(n):
+                s = (seed + j) % 2**63 if seed is not None else random.getrandbits(63)
+                with self.lock:
+                    self.policy.sampling = cfg
                     g = self.policy.sample([p], [s], max_tokens)[0]
                     self.completions.append(
                         {
@@ -197,28 +351,26 @@ class VLLMStandIn:
                             "sampled_tokens": len(g.token_ids),
                         }
                     )
-                    ids, lps = list(g.token_ids), list(g.logprobs)
-                    c = {
-                        "index": len(choices),
-                        "text": self.policy.tokenizer.decode(ids, skip_special_tokens=skip),
-                        "finish_reason": g.finish,
-                        "stop_reason": fmt.eos_id if g.finish == "stop" else None,
-                        "prompt_token_ids": p if body.get("return_token_ids") else None,
-                        "token_ids": ids if body.get("return_token_ids") else None,
-                        "logprobs": None,
+                ids, lps = list(g.token_ids), list(g.logprobs)
+                c = {
+                    "index": len(choices),
+                    "text": self.policy.tokenizer.decode(ids, skip_special_tokens=skip),
+                    "finish_reason": g.finish,
+                    "stop_reason": fmt.eos_id if g.finish == "stop" else None,
+                    "prompt_token_ids": p if body.get("return_token_ids") else None,
+                    "token_ids": ids if body.get("return_token_ids") else None,
+                    "logprobs": None,
+                }
+                if body.get("logprobs") is not None:
+                    toks = [f"token_id:{t}" if as_ids else self.policy.tokenizer.convert_ids_to_tokens(t) for t in ids]
+                    c["logprobs"] = {
+                        "tokens": toks,
+                        "token_logprobs": lps,
+                        "top_logprobs": [{t: lp} for t, lp in zip(toks, lps)],
+                        "text_offset": [0] * len(ids),
                     }
-                    if body.get("logprobs") is not None:
-                        toks = [
-                            f"token_id:{t}" if as_ids else self.policy.tokenizer.convert_ids_to_tokens(t) for t in ids
-                        ]
-                        c["logprobs"] = {
-                            "tokens": toks,
-                            "token_logprobs": lps,
-                            "top_logprobs": [{t: lp} for t, lp in zip(toks, lps)],
-                            "text_offset": [0] * len(ids),
-                        }
-                    choices.append(c)
-                    used += len(ids)
+                choices.append(c)
+                used += len(ids)
         ptoks = sum(len(p) for p in prompts) * n
         return {
             "id": f"cmpl-{len(self.completions)}",
@@ -230,35 +382,44 @@ class VLLMStandIn:
         }
 
     def load_weights(self, body: dict) -> dict:
-        "/stand_in/load_weights: named float tensors (base64) copied into the served model; caches forgotten."
+        """/stand_in/load_weights: named float tensors (base64) copied into the served model; caches forgotten. Every
+        tensor is checked (name, dtype, shape, bytes) before any is copied: a refused load changes nothing."""
         import torch
 
         params = dict(self.policy.model.named_parameters())
-        unknown = [k for k in body["tensors"] if k not in params]
+        tensors = body.get("tensors")
+        if not isinstance(tensors, dict) or not tensors:
+            raise BadRequest("tensors", "expected an object of named tensors {name: {dtype, shape, b64}}")
+        unknown = [k for k in tensors if k not in params]
         if unknown:
             raise UnsupportedRequest(f"unknown parameter(s) {unknown[:3]}: the served model has no such name")
+        loaded = {}
+        for name, t in tensors.items():
+            where = f"tensors[{name!r}]"
+            if not isinstance(t, dict):
+                raise BadRequest(where, "expected an object {dtype, shape, b64}")
+            dtype = getattr(torch, str(t.get("dtype")), None)
+            if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+                raise BadRequest(f"{where}.dtype", f"{json.dumps(t.get('dtype'))[:40]} is not a torch float dtype")
+            if t.get("shape") != list(params[name].shape):
+                have = json.dumps(t.get("shape"))[:60]
+                raise BadRequest(f"{where}.shape", f"{have}, the served model's is {list(params[name].shape)}")
+            try:
+                raw = base64.b64decode(t.get("b64"), validate=True)
+            except (TypeError, ValueError):
+                raise BadRequest(f"{where}.b64", "not base64") from None
+            want = params[name].numel() * dtype.itemsize
+            if len(raw) != want:
+                raise BadRequest(f"{where}.b64", f"{len(raw)} bytes, the shape and dtype need {want}")
+            loaded[name] = torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(dtype).view(params[name].shape)
         with self.lock, torch.no_grad():
-            for name, t in body["tensors"].items():
-                x = (
-                    torch.frombuffer(bytearray(base64.b64decode(t["b64"])), dtype=torch.uint8)
-                    .view(getattr(torch, t["dtype"]))
-                    .view(t["shape"])
-                )
-                if list(x.shape) != list(params[name].shape):
-                    raise UnsupportedRequest(
-                        f"{name}: shape {list(x.shape)}, the served model has {list(params[name].shape)}"
-                    )
+            for name, x in loaded.items():
                 params[name].copy_(x)
             self.policy.reset_cache()
             self.weights_version += 1
             self.digest = weights_digest(self.policy.model)
             self.weight_loads.append(
-                {
-                    "t": time.monotonic(),
-                    "version": self.weights_version,
-                    "digest": self.digest,
-                    "tensors": len(body["tensors"]),
-                }
+                {"t": time.monotonic(), "version": self.weights_version, "digest": self.digest, "tensors": len(loaded)}
             )
         return {"version": self.weights_version, "digest": self.digest}
 
