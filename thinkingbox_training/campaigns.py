@@ -10,7 +10,7 @@ from .cli import command
 from .tasks import load_tasks, refuse_evaluation_only
 from .episode import AttemptRecord, EpisodeRunner
 from .policies import SamplingConfig, make_policy
-from .grader import DefectiveTask, Grader, RuleJudge, OpenAIJudge, check_defects
+from .grader import DefectiveTask, Grader, RuleJudge, OpenAIJudge, check_defects, check_judge
 from . import metrics
 
 # %% auto #0
@@ -232,6 +232,8 @@ def _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency
     pool, bar, threads = None, None, None
     setup = _shard_setup(policy, grader, sampling, user, concurrency, error_retries, runner_kw) if shards > 1 else None
     grader, pol = _grader_from(grader), _policy_from(policy, sampling)
+    try: check_judge(tasks, grader.judge)  # a rubric item its judge cannot read: refused before anything is written
+    except ValueError as e: raise CampaignError(str(e)) from None
     meta = {'campaign': name, 'policy': pol.policy_id, 'k': k, 'user': user, 'sampling': vars(sampling),
             'judge': _judge_name(grader),
             'tool_timeout_s': runner_kw.get('tool_timeout_s',
@@ -441,9 +443,9 @@ def _tasks_from(paths:str, split:str=None, held_out:bool=True) -> tuple:
     if not tasks: raise SystemExit(f'no tasks in {paths}' + (f' with split={split}' if split else ''))
     return tasks, files
 
-def _judge(spec:str):
+def _judge(spec:str, max_tokens:int=None): # max_tokens: an LLM judge's budget (None: JUDGE_MAX_TOKENS)
     if spec in (None, '', 'rule'): return Grader(judge=RuleJudge())
-    if spec.startswith('openai:'): return Grader(judge=OpenAIJudge(model=spec[7:]))
+    if spec.startswith('openai:'): return Grader(judge=OpenAIJudge(model=spec[7:], max_tokens=max_tokens or None))
     raise SystemExit(f"unknown judge {spec!r}: use 'rule' or 'openai:MODEL'")
 
 def recipe_budgets(path:str) -> tuple:
@@ -454,7 +456,7 @@ def recipe_budgets(path:str) -> tuple:
     if missing: raise SystemExit(f'{path} does not state {", ".join(missing)}: a probe follows the budgets it states')
     return ({f: int(r[f]) for f in metrics.BUDGETS},
             dict(temperature=float(r.get('temperature', 1.0)), top_p=float(r.get('top_p', 1.0)),
-                 top_k=int(r.get('top_k') or 0)))
+                 top_k=int(r.get('top_k') or 0), judge_max_tokens=int(r.get('judge_max_tokens') or 0)))
 
 @command(pos=[])
 def evaluate(tasks:str=None,            # task files (JSON Lines), comma-separated (required)
@@ -464,6 +466,7 @@ def evaluate(tasks:str=None,            # task files (JSON Lines), comma-separat
              split:str='bench',         # which split of the files to run ('' = all)
              user:str='scripted',       # simulated user: scripted or openai:MODEL
              judge:str='rule',          # rubric judge: rule (offline) or openai:MODEL
+             judge_max_tokens:int=0,    # an LLM judge's budget, its reasoning included (0: a recipe's, else 2048)
              temperature:float=1.0, top_p:float=1.0, top_k:int=0,
              max_tokens:int=0,          # a cap on sampled tokens a turn below each task's own limit (0: none)
              seed:int=0,                # base sampling seed
@@ -480,10 +483,11 @@ def evaluate(tasks:str=None,            # task files (JSON Lines), comma-separat
     if recipe:
         budgets, samp = recipe_budgets(recipe)
         temperature, top_p, top_k = samp['temperature'], samp['top_p'], samp['top_k']
+        judge_max_tokens = judge_max_tokens or samp['judge_max_tokens']
         max_tokens = budgets['max_tokens_per_turn']
     s = SamplingConfig(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
                        max_tokens=max_tokens or max(t.limits.max_tokens_per_turn for t in ts))
-    grader = functools.partial(_judge, judge) if shards > 1 else _judge(judge)  # shards make their own
+    grader = functools.partial(_judge, judge, judge_max_tokens) if shards > 1 else _judge(judge, judge_max_tokens)
     # a local policy decodes (or acts) fastest at about 16 live episodes (the sweep below); a server batches more
     concurrency = concurrency or (64 if policy.split(':')[0] in ('vllm', 'endpoint', 'chat') else 16)
     try: r = run_campaign(out, ts, policy, k, user=user, sampling=s, grader=grader, concurrency=concurrency,
@@ -500,13 +504,17 @@ def probe(tasks:str=None,               # task files (JSON Lines), comma-separat
           policy:str='scripted',        # the base policy
           k:int=8,                      # probes per task
           out:str='data/runs/probe',    # campaign directory; then `tbt select OUT/attempts.jsonl`
-          user:str='scripted', temperature:float=1.0, max_tokens:int=0, seed:int=0,
+          user:str='scripted',
+          judge:str='rule',             # rubric judge: rule (offline; items that list phrases) or openai:MODEL
+          judge_max_tokens:int=0,       # an LLM judge's budget (0: the recipe's, else 2048)
+          temperature:float=1.0, max_tokens:int=0, seed:int=0,
           concurrency:int=0,            # episodes live at once in each process (0: 16 local, 64 for an endpoint)
           quiet:bool=False,
           recipe:str=None,              # the training recipe: probe under its budgets and sampling (recommended)
           shards:int=1):                # worker processes sharing the attempts (one a core); results are the same
     "Probe the training tasks with the base policy (k attempts each): the input of `tbt select`."
-    return evaluate(tasks=tasks, policy=policy, k=k, out=out, split='train', user=user, judge='rule',
+    return evaluate(tasks=tasks, policy=policy, k=k, out=out, split='train', user=user, judge=judge,
+                    judge_max_tokens=judge_max_tokens,
                     temperature=temperature,
                     max_tokens=max_tokens, seed=seed, concurrency=concurrency, quiet=quiet, recipe=recipe,
                     tool_transport='inprocess',  # the texts of MCP without its transport (tests/test_tools.py)

@@ -18,14 +18,18 @@ from .tasks import (Task, ToolCallSpec, RubricItem, Limits, UserSpec, TaskProble
 from .backend import ToolError
 
 # %% auto #0
-__all__ = ['ENV', 'RELEASES', 'CLAUSE', 'CONFIG_VALUE', 'HASH_TABLE', 'FLAWS', 'ThinkingBoxDataError', 'data_dir',
-           'import_servers', 'TaskDef', 'read_task_module', 'read_test_list', 'release_uids', 'tb_limits', 'to_task',
-           'load_thinkingbox', 'Server', 'load_server', 'fresh_module', 'refused_arguments_text', 'result_text',
-           'ModuleBackend', 'ScenarioDomain', 'scenario_domain', 'KnowledgeBase', 'ScenarioEpisode', 'their_checks',
-           'flawed_calls', 'GoldenWithFlaws', 'their_verdict', 'make_tb_policy', 'thinkingbox_bench']
+__all__ = ['ENV', 'DATA_HINT', 'DATA_UNSET', 'RELEASES', 'CLAUSE', 'CONFIG_VALUE', 'HASH_TABLE', 'FLAWS', 'ThinkingBoxDataError',
+           'data_dir', 'import_servers', 'TaskDef', 'read_task_module', 'read_test_list', 'release_uids', 'tb_limits',
+           'to_task', 'source_file', 'load_thinkingbox', 'Server', 'load_server', 'fresh_module',
+           'refused_arguments_text', 'result_text', 'ModuleBackend', 'ScenarioDomain', 'scenario_domain',
+           'KnowledgeBase', 'ScenarioEpisode', 'their_checks', 'flawed_calls', 'GoldenWithFlaws', 'their_verdict',
+           'make_tb_policy', 'thinkingbox_bench']
 
 # %% ../nbs/13_thinkingbox.ipynb #c005
 ENV = 'THINKINGBOX_DATA'   # the variable their harness uses too
+DATA_HINT = '../shared/thinkingbox-data'  # where the project expects the clone, from the project's folder
+DATA_UNSET = (f'{ENV} is not set: point it at a clone of microsoft/thinkingbox-data '
+              f'(from the project\'s folder: export {ENV}=$PWD/{DATA_HINT})')
 RELEASES = {  # release -> its test list, relative to the data checkout; these tasks are for evaluation only
     'thinkingbox_bench_v1': 'releases/thinkingbox_bench_v1/testlist_thinkingbox_bench_v1.yaml',
     'dataset_2604_airline_tau_bench': 'releases/dataset_2604_airline_tau_bench/testlist_2604_airline_tau_bench.yaml'}
@@ -36,8 +40,7 @@ class ThinkingBoxDataError(RuntimeError):
 def data_dir(path=None) -> Path:
     "The thinkingbox-data checkout: `path`, else $THINKINGBOX_DATA; an error naming the variable when neither works."
     p = path or os.environ.get(ENV)
-    if not p: raise ThinkingBoxDataError(f'{ENV} is not set: point it at a clone of microsoft/thinkingbox-data '
-                                         f'(e.g. export {ENV}=../shared/thinkingbox-data)')
+    if not p: raise ThinkingBoxDataError(DATA_UNSET)
     p = Path(p).expanduser().resolve()
     need = ['dataset/test_case', 'dataset/scenario', 'servers/servers.yaml', *RELEASES.values()]
     missing = [r for r in need if not (p/r).exists()]
@@ -291,6 +294,25 @@ def to_task(td:TaskDef, d:Path, releases:dict) -> Task:
     return task
 
 # %% ../nbs/13_thinkingbox.ipynb #c019
+def source_file(source, # a test list (.yaml), a task module (.py), a release name, or 'all'
+                data=None) -> Path|None:
+    """The file `source` names, found as the loader finds it: a release's test list in the checkout, a module by its
+    path or else by its name under `dataset/test_case`; None for 'all'. A `TaskFileError` naming it when there is
+    none."""
+    d, src = data_dir(data), str(source)
+    if src == 'all': return None
+    if src in RELEASES: return d/RELEASES[src]
+    p = Path(src)
+    if p.suffix == '.py':
+        if not p.exists() and p.name in (modules := _find_modules(d)): p = modules[p.name]
+        if not p.exists(): raise TaskFileError([TaskProblem(file=src, line=0, message='no such task module')])
+        return p.resolve()
+    if p.suffix in ('.yaml', '.yml'):
+        if not p.exists(): raise TaskFileError([TaskProblem(file=src, line=0, message='no such test list')])
+        return p.resolve()
+    msg = f'expected a test list (.yaml), a task module (.py), a release name ({", ".join(RELEASES)}) or all'
+    raise TaskFileError([TaskProblem(file=src, line=0, message=msg)])
+
 def load_thinkingbox(source, # a test list (.yaml), a task module (.py), a release name, or 'all' (every module)
                      data=None, # the thinkingbox-data checkout (default $THINKINGBOX_DATA)
                     ) -> list[Task]:
@@ -299,16 +321,10 @@ def load_thinkingbox(source, # a test list (.yaml), a task module (.py), a relea
     import_servers(d)
     releases = release_uids(d)
     modules = _find_modules(d)
-    src = str(source)
-    if src in RELEASES: src = str(d/RELEASES[src])
-    p = Path(src)
-    if src == 'all': wanted, files = None, list(modules.values())
-    elif p.suffix == '.py':
-        if not p.exists() and p.name in modules: p = modules[p.name]
-        if not p.exists(): raise TaskFileError([TaskProblem(file=src, line=0, message='no such task module')])
-        wanted, files = None, [p]
-    elif p.suffix in ('.yaml', '.yml'):
-        if not p.exists(): raise TaskFileError([TaskProblem(file=src, line=0, message='no such test list')])
+    p = source_file(source, d)
+    if p is None: wanted, files = None, list(modules.values())
+    elif p.suffix == '.py': wanted, files = None, [p]
+    else:
         wanted = read_test_list(p)
         names = sorted({u.split(':', 1)[0] for u in wanted})
         lost = [n for n in names if n not in modules]
@@ -316,9 +332,6 @@ def load_thinkingbox(source, # a test list (.yaml), a task module (.py), a relea
             raise TaskFileError([TaskProblem(file=str(p), line=0, message=f'no module {n} under {d}/dataset/test_case')
                                  for n in lost])
         files = [modules[n] for n in names]
-    else:
-        msg = 'expected a test list (.yaml), a task module (.py) or a release name'
-        raise TaskFileError([TaskProblem(file=src, line=0, message=msg)])
     defs, problems = {}, []
     only = None if wanted is None else {}
     for u in wanted or []: only.setdefault(u.split(':', 1)[0], set()).add(u.split(':', 1)[1])
@@ -331,7 +344,8 @@ def load_thinkingbox(source, # a test list (.yaml), a task module (.py), a relea
     for u in order:
         if u not in defs:
             fname, fn = u.split(':', 1)
-            problems.append(TaskProblem(file=str(p), line=0, uid=u, message=f'no test function {fn} in {fname}'))
+            problems.append(TaskProblem(file=str(p or source), line=0, uid=u,
+                                        message=f'no test function {fn} in {fname}'))
             continue
         try: tasks.append(to_task(defs[u], d, releases))
         except TaskFileError as e: problems += e.problems
@@ -787,18 +801,23 @@ def thinkingbox_bench(release:str='thinkingbox_bench_v1', # a release name, a te
                       k:int=20,                  # attempts per task
                       out:str=None,              # campaign directory (default data/runs/thinkingbox-RELEASE)
                       user:str='stand-in',       # simulated user: openai:MODEL (TBT_USER_BASE_URL), or stand-in
-                      judge:str='rule',          # rubric judge: openai:MODEL (TBT_JUDGE_BASE_URL), or rule (offline)
+                      judge:str='rule',          # rubric judge: openai:MODEL (TBT_JUDGE_BASE_URL); rule reads no
+                                                 # ThinkingBox rubric item: refused where a task has one
+                      judge_max_tokens:int=0,    # an LLM judge's budget, its reasoning included (0: 2048)
                       data:str=None,             # the thinkingbox-data checkout (default $THINKINGBOX_DATA)
                       temperature:float=1.0, max_tokens:int=4096, seed:int=0,
                       concurrency:int=32,        # episodes live at once
                       quiet:bool=False):
     "Run (or resume) a ThinkingBox release, every task x k attempts, into a campaign; then `tbt aggregate OUT`."
-    from thinkingbox_training.campaigns import run_campaign, _judge
+    from thinkingbox_training.campaigns import CampaignError, run_campaign, _judge
     from thinkingbox_training.policies import SamplingConfig
     from thinkingbox_training.users import StandInServer
-    tasks = load_thinkingbox(release, data)
-    d = data_dir(data)
-    files = [d/RELEASES[release]] if release in RELEASES else [Path(release)]
+    try:
+        tasks = load_thinkingbox(release, data)
+        src = source_file(release, data)  # the file the tasks came from, found as the loader found it
+        files = [src] if src is not None else list(_find_modules(data_dir(data)).values())
+    except (ThinkingBoxDataError, TaskFileError) as e:
+        print(f'tbt thinkingbox-bench: {e}', file=sys.stderr); return 2
     out = out or f'data/runs/thinkingbox-{Path(release).stem}'
     s = SamplingConfig(temperature=temperature, max_tokens=max_tokens, seed=seed)
     pol = make_tb_policy(policy, s)
@@ -807,8 +826,9 @@ def thinkingbox_bench(release:str='thinkingbox_bench_v1', # a release name, a te
         srv = StandInServer().__enter__()
         user, kw = 'openai:stand-in', {'user_kw': {'base_url': srv.base_url}}
     try:
-        r = run_campaign(out, tasks, pol, k, user=user, sampling=s, grader=_judge(judge), concurrency=concurrency,
-                         task_files=files, progress=not quiet, runner_kw=kw)
+        r = run_campaign(out, tasks, pol, k, user=user, sampling=s, grader=_judge(judge, judge_max_tokens),
+                         concurrency=concurrency, task_files=files, progress=not quiet, runner_kw=kw)
+    except CampaignError as e: print(f'tbt thinkingbox-bench: {e}', file=sys.stderr); return 2
     finally:
         if srv: srv.__exit__(None, None, None)
     print(f"{r['campaign']}: executed {r['executed']} attempt(s) this run; {r['expected']} expected; "
