@@ -4,7 +4,7 @@
 
 # %% ../nbs/08_campaigns.ipynb #c002
 from __future__ import annotations
-import collections, functools, hashlib, inspect, json, os, sqlite3, sys, time
+import collections, errno, functools, hashlib, inspect, json, os, sqlite3, sys, time
 from pathlib import Path
 from .cli import command
 from .tasks import load_tasks, refuse_evaluation_only
@@ -14,27 +14,76 @@ from .grader import DefectiveTask, Grader, RuleJudge, OpenAIJudge, check_defects
 from . import metrics
 
 # %% auto #0
-__all__ = ['CampaignError', 'AttemptStore', 'export_jsonl', 'CampaignLock', 'read_meta', 'refuse_defective', 'run_campaign',
-           'campaign_records', 'agent_exceptions', 'load_campaign', 'recipe_budgets', 'evaluate', 'probe', 'aggregate',
-           'compare']
+__all__ = ['CampaignError', 'storage_problem', 'disk_full', 'AttemptStore', 'export_jsonl', 'CampaignLock', 'read_meta',
+           'refuse_defective', 'run_campaign', 'campaign_records', 'agent_exceptions', 'load_campaign',
+           'recipe_budgets', 'evaluate', 'probe', 'aggregate', 'compare']
 
 # %% ../nbs/08_campaigns.ipynb #c004
 class CampaignError(RuntimeError):
     "A campaign directory that cannot be run or read as asked; the message names the file and what to do."
 
+def storage_problem(e:BaseException) -> str|None:
+    "'full' or 'read-only' when `e` is the disk under a store refusing a write (an OSError or SQLite's), else None."
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, getattr(errno, 'EDQUOT', errno.ENOSPC)): return 'full'
+    if isinstance(e, OSError) and e.errno in (errno.EROFS, errno.EACCES, errno.EPERM): return 'read-only'
+    if isinstance(e, sqlite3.OperationalError):
+        m = str(e).lower()
+        if 'disk is full' in m: return 'full'
+        if 'readonly' in m or 'read-only' in m: return 'read-only'
+    return None
+
+def disk_full(where, e) -> CampaignError:
+    return CampaignError(f'{where}: no space left on the disk ({type(e).__name__}: {e}); the attempts stored so far '
+                         'are kept. Free some space, then run the same command again: it resumes')
+
+def _writable(path:Path) -> bool:
+    "Whether `path` (or, not there yet, its folder) can be written: a read-only mount says no even to root."
+    return os.access(path if path.exists() else path.parent, os.W_OK) and os.access(path.parent, os.W_OK)
+
 class AttemptStore:
     "A crash-proof store of attempt records: SQLite, WAL, synchronous=FULL, keyed by (campaign, task uid, repetition)."
     def __init__(self, path:str|Path,
-                 check:bool=True): # run SQLite's quick_check first (a campaign's shards skip it: their parent ran it)
-        self.path = Path(path); self.path.parent.mkdir(parents=True, exist_ok=True)
-        # shards write to one store: a writer waits (up to a minute) for another's transaction to commit
-        self.db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=60)
+                 check:bool=True,      # run SQLite's quick_check first (a campaign's shards skip it: their parent did)
+                 readonly:bool=False): # only read it (`tbt aggregate`, results): nothing written, a read-only one read
+        self.path, self.db = Path(path), None
+        if not readonly:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not _writable(self.path): raise self._readonly('no write permission')
+            # shards write to one store: a writer waits (up to a minute) for another's transaction to commit
+            self.db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=60)
         try:  # check before anything is written: a damaged store is left as it is
+            if readonly: self.db = self._open_readonly()
             problems = [r[0] for r in self.db.execute('PRAGMA quick_check')] if check else ['ok']
             if problems != ['ok']: raise sqlite3.DatabaseError('; '.join(problems[:3]))
-            self._setup()
+            if not readonly: self._setup()
         except sqlite3.DatabaseError as e:
-            self.db.close(); raise self._damaged(e) from None
+            if self.db is not None: self.db.close()
+            kind = storage_problem(e)
+            if kind == 'read-only': raise self._readonly(e) from None
+            if kind == 'full': raise disk_full(self.path, e) from None
+            raise self._damaged(e) from None
+
+    def _open_readonly(self):
+        "A connection that cannot write; in a folder it cannot write to either, SQLite's immutable mode (no WAL left)."
+        if not self.path.exists(): raise CampaignError(f'{self.path}: no such store')
+        uri = f'file:{self.path.resolve()}?mode=ro'
+        db = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        try:
+            db.execute('SELECT count(*) FROM sqlite_master').fetchone()  # reads: a WAL index it cannot make fails here
+            return db
+        except sqlite3.DatabaseError as e:
+            db.close()
+            if not isinstance(e, sqlite3.OperationalError): raise  # a damaged file: named as such by the caller
+            wal = self.path.with_name(self.path.name + '-wal')
+            if wal.exists() and wal.stat().st_size:  # attempts committed to the WAL: immutable mode would not see them
+                raise self._readonly(f'{e}; its {wal.name} holds attempts that only a writable folder lets SQLite read'
+                                     ) from None
+            return sqlite3.connect(f'file:{self.path.resolve()}?immutable=1', uri=True, check_same_thread=False)
+
+    def _readonly(self, why) -> CampaignError:
+        return CampaignError(f'{self.path} is read-only ({why}); nothing was written to it. To add attempts, make it '
+                             'writable (or copy the campaign directory somewhere writable and run into that --out); '
+                             f'`tbt aggregate {self.path.parent}` reads it as it is')
 
     def _damaged(self, what) -> CampaignError:
         return CampaignError(f'{self.path} is damaged ({what}); it was left as it is. Restore it from a copy, or move '
@@ -70,7 +119,9 @@ class AttemptStore:
             self.db.execute('UPDATE invocations SET executed = executed + 1 WHERE id = ?', (invocation,))
             self.db.execute('COMMIT')
         except BaseException:
-            self.db.execute('ROLLBACK'); raise
+            try: self.db.execute('ROLLBACK')
+            except sqlite3.Error: pass  # a failed COMMIT (a full disk) may have ended the transaction already
+            raise
 
     def finish(self, invocation:int):
         self.db.execute('UPDATE invocations SET finished = ? WHERE id = ?', (time.time(), invocation))
@@ -112,15 +163,18 @@ def _sha(paths) -> str:
     for p in sorted(str(p) for p in paths): h.update(Path(p).read_bytes())
     return h.hexdigest()
 
-def _write_json(path:Path, obj):
-    tmp = path.with_suffix(path.suffix + '.tmp')
-    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True) + '\n'); os.replace(tmp, path)
+def _atomic_write(path:Path, text:str):
+    "Write `text` to `path` through a temporary file and a rename: the old file stays whole if the write fails."
+    tmp = path.with_name(path.name + '.tmp')
+    try: tmp.write_text(text); os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True); raise
+
+def _write_json(path:Path, obj): _atomic_write(path, json.dumps(obj, indent=1, sort_keys=True) + '\n')
 
 def export_jsonl(store:AttemptStore, campaign:str, path:Path):
     "Write the campaign's records as JSON Lines (atomically)."
-    tmp = path.with_suffix('.jsonl.tmp')
-    tmp.write_text(''.join(json.dumps(r, sort_keys=True) + '\n' for r in store.records(campaign)))
-    os.replace(tmp, path)
+    _atomic_write(path, ''.join(json.dumps(r, sort_keys=True) + '\n' for r in store.records(campaign)))
 
 class CampaignLock:
     "One campaign directory, one invocation: an exclusive `flock` on OUT/campaign.lock while a run holds it."
@@ -191,10 +245,19 @@ def run_campaign(out:str|Path,             # the campaign directory (created, or
                  shards:int=1) -> dict:    # worker processes, each running its share of the attempts (see below)
     "Run (or resume) tasks x k attempts into `out`; returns counts of what this invocation did and what is left."
     if shards < 1: raise ValueError(f'shards must be at least 1, got {shards}')
-    out = Path(out); out.mkdir(parents=True, exist_ok=True)
-    with CampaignLock(out) as lock:
-        return _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency, error_retries, task_files,
-                           progress, runner_kw, budgets, shards, lock)
+    out = Path(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with CampaignLock(out) as lock:
+            return _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency, error_retries,
+                               task_files, progress, runner_kw, budgets, shards, lock)
+    except (OSError, sqlite3.OperationalError) as e:  # the disk under the campaign: one line that says what to do
+        kind = storage_problem(e)
+        if kind == 'full': raise disk_full(out, e) from None
+        if kind == 'read-only':
+            raise CampaignError(f'{out} is read-only ({type(e).__name__}: {e}); nothing was written to it. Make it '
+                                'writable, or copy it somewhere writable and run into that --out') from None
+        raise
 
 def _is_recipe(x, method:str) -> bool:
     "Whether `x` makes the thing (a class or a function called with no argument) rather than being it (has `method`)."
@@ -242,10 +305,12 @@ def _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency
             'task_files_sha256': _sha(task_files) if task_files else None}
     meta['budgets'] = metrics.budgets_record(tasks, sampling.max_tokens, 'tasks' if budgets is None else 'run')
     mpath = out/'campaign.json'
+    _refuse_lost_store(out)
     if mpath.exists(): _resume_check(out, read_meta(out), meta)
     store = AttemptStore(out/'attempts.sqlite')  # refuses a damaged store before anything is written
     try:
         store.records(name)                      # and a damaged record
+        _refuse_export_ahead(out, store, name)   # and a store older than its own export
         refuse_defective(tasks)
     except BaseException: store.close(); raise
     if not mpath.exists(): _write_json(mpath, meta)
@@ -271,10 +336,11 @@ def _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency
         if threads: torch.set_num_threads(threads)
         if pool: pool.stop()
         if bar: bar.close()
-        export_jsonl(store, name, out/'attempts.jsonl')
-        executed = next(i['executed'] for i in store.invocations(name) if i['id'] == inv)
-        left = [r for r in store.records(name) if r['status'] == 'system_error']
-        store.close()
+        try:
+            export_jsonl(store, name, out/'attempts.jsonl')
+            executed = next(i['executed'] for i in store.invocations(name) if i['id'] == inv)
+            left = [r for r in store.records(name) if r['status'] == 'system_error']
+        finally: store.close()
     kinds = collections.Counter(_error_kind(r['verdict'].get('system_error') or '') for r in left)
     return {'campaign': name, 'executed': executed, 'expected': len(tasks) * k, 'system_errors_left': len(left),
             'system_errors': dict(kinds.most_common()), 'stats': stats}
@@ -287,11 +353,47 @@ def _error_kind(msg:str) -> str:
     import re
     return re.sub(r'\d+(\.\d+)?', 'N', msg)[:160]
 
+def _export_records(out:Path) -> list[dict]:
+    "The records of a campaign's export, attempts.jsonl; `CampaignError` naming a line it cannot read."
+    path = out/'attempts.jsonl'
+    if not path.exists(): raise CampaignError(f'{out} holds neither attempts.sqlite nor attempts.jsonl: no attempts')
+    try: return metrics.read_attempts(path)
+    except ValueError as e:
+        raise CampaignError(f'{e}: the export is cut or damaged; it was left as it is. Restore it, or the store '
+                            f'attempts.sqlite it came from, beside {out/"campaign.json"}') from None
+
+def _refuse_lost_store(out:Path):
+    "A campaign directory that has lost its store (a copy without attempts.sqlite) is refused: never run over."
+    if (out/'attempts.sqlite').exists(): return
+    present = [f for f in ('campaign.json', 'attempts.jsonl') if (out/f).exists()]
+    if not present: return
+    held = ''
+    if (out/'attempts.jsonl').exists():
+        try: held = f' ({len(_export_records(out))} attempt(s) in attempts.jsonl)'
+        except CampaignError as e: held = f' ({e})'
+    raise CampaignError(f'{out} holds {" and ".join(present)} but not attempts.sqlite, the store they come from{held}: '
+                        'it was left as it is, and running would start the campaign over. Put attempts.sqlite (with '
+                        f'any attempts.sqlite-wal) back beside them to resume, or run into a new --out; `tbt aggregate '
+                        f'{out}` reads attempts.jsonl as it is')
+
+def _refuse_export_ahead(out:Path, store:AttemptStore, name:str):
+    "An export holding attempts its store does not (an older copy of the store) is refused: the next export drops them."
+    if not (out/'attempts.jsonl').exists(): return
+    recs = _export_records(out)
+    stored = {(r['task_uid'], r['repetition'], r['status']) for r in store.records(name)}
+    ahead = [r for r in recs if isinstance(r, dict) and r.get('campaign', name) == name
+             and (r.get('task_uid'), r.get('repetition'), r.get('status')) not in stored]
+    if ahead:
+        r = ahead[0]
+        raise CampaignError(f'{out/"attempts.jsonl"} holds {len(ahead)} attempt(s) that {store.path} does not '
+                            f'(e.g. {r.get("task_uid")}#{r.get("repetition")}): the store is older than its export. '
+                            'Both were left as they are; put the store that wrote the export back, or use a new --out')
+
 def campaign_records(out:str|Path) -> list[dict]:
-    "The stored attempt records of the campaign in `out` (from its store, else its export)."
+    "The stored attempt records of the campaign in `out` (from its store, read-only, else its export)."
     out, meta = Path(out), read_meta(out)
-    if not (out/'attempts.sqlite').exists(): return metrics.read_attempts(out/'attempts.jsonl')
-    s = AttemptStore(out/'attempts.sqlite')
+    if not (out/'attempts.sqlite').exists(): return _export_records(out)
+    s = AttemptStore(out/'attempts.sqlite', readonly=True)
     try: return s.records(meta['campaign'])
     finally: s.close()
 
