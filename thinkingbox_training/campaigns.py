@@ -66,8 +66,9 @@ class AttemptStore:
     def _open_readonly(self):
         "A connection that cannot write; in a folder it cannot write to either, SQLite's immutable mode (no WAL left)."
         if not self.path.exists(): raise CampaignError(f'{self.path}: no such store')
-        uri = f'file:{self.path.resolve()}?mode=ro'
-        db = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        from urllib.parse import quote
+        uri = f'file:{quote(str(self.path.resolve()))}'  # a '?' or '#' in a folder's name is not the URI's
+        db = sqlite3.connect(uri + '?mode=ro', uri=True, check_same_thread=False)
         try:
             db.execute('SELECT count(*) FROM sqlite_master').fetchone()  # reads: a WAL index it cannot make fails here
             return db
@@ -78,7 +79,7 @@ class AttemptStore:
             if wal.exists() and wal.stat().st_size:  # attempts committed to the WAL: immutable mode would not see them
                 raise self._readonly(f'{e}; its {wal.name} holds attempts that only a writable folder lets SQLite read'
                                      ) from None
-            return sqlite3.connect(f'file:{self.path.resolve()}?immutable=1', uri=True, check_same_thread=False)
+            return sqlite3.connect(uri + '?immutable=1', uri=True, check_same_thread=False)
 
     def _readonly(self, why) -> CampaignError:
         return CampaignError(f'{self.path} is read-only ({why}); nothing was written to it. To add attempts, make it '
@@ -545,7 +546,9 @@ def _tasks_from(paths:str, split:str=None, held_out:bool=True) -> tuple:
     if not tasks: raise SystemExit(f'no tasks in {paths}' + (f' with split={split}' if split else ''))
     return tasks, files
 
-def _judge(spec:str, max_tokens:int=None): # max_tokens: an LLM judge's budget (None: JUDGE_MAX_TOKENS)
+def _judge(spec:str, max_tokens:int=None): # max_tokens: an LLM judge's budget (None or 0: JUDGE_MAX_TOKENS)
+    if max_tokens is not None and max_tokens < 0:
+        raise SystemExit(f'--judge-max-tokens must be at least 1 (0: the default), got {max_tokens}')
     if spec in (None, '', 'rule'): return Grader(judge=RuleJudge())
     if spec.startswith('openai:'): return Grader(judge=OpenAIJudge(model=spec[7:], max_tokens=max_tokens or None))
     raise SystemExit(f"unknown judge {spec!r}: use 'rule' or 'openai:MODEL'")
