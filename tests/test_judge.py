@@ -41,19 +41,22 @@ def test_a_campaign_with_such_a_task_is_refused_and_writes_nothing(tmp_path):
     assert sorted(p.name for p in (tmp_path/'c').iterdir()) == ['campaign.lock']
 
 
-def reasoning_judge(answer, finish='stop'):
-    "A judge model that thinks aloud before it answers (content, as a server without a reasoning parser sends it)."
+def reasoning_judge(answer, finish='stop', apart=False):
+    """A judge model that thinks aloud before it answers: in its content, as a server without a reasoning parser sends
+    it, or (`apart`) in `reasoning_content`, as vLLM's reasoning parser does, with the content None until it answers."""
     def chat(messages):
-        msg = {'role': 'assistant', 'content': f'<think>\nThe agent says it paid 30.00.\n</think>\n\n{answer}'}
+        thought = 'The agent says it paid 30.00.'
+        msg = ({'role': 'assistant', 'content': answer or None, 'reasoning_content': thought} if apart else
+               {'role': 'assistant', 'content': f'<think>\n{thought}\n</think>\n\n{answer}'})
         return {'id': 'c', 'object': 'chat.completion', 'created': 0, 'model': 'j',
                 'choices': [{'index': 0, 'finish_reason': finish, 'message': msg}],
                 'usage': {'prompt_tokens': 9, 'completion_tokens': 300, 'total_tokens': 309}}
     return chat
 
 
-@pytest.mark.parametrize('max_tokens', [None, 512])
-def test_a_reasoning_judge_gets_a_budget_it_can_meet(max_tokens):
-    with StandInServer(chat=reasoning_judge('Yes.')) as srv:
+@pytest.mark.parametrize('max_tokens, apart', [(None, False), (512, True)])
+def test_a_reasoning_judge_gets_a_budget_it_can_meet(max_tokens, apart):
+    with StandInServer(chat=reasoning_judge('Yes.', apart=apart)) as srv:
         judge = OpenAIJudge(model='j', base_url=srv.base_url, max_retries=0, max_tokens=max_tokens)
         [e] = EpisodeRunner(ScriptedPolicy(), grader=Grader(judge=judge)).run_sync([(task('demo/pay/j', UNREAD), 0)])
         sent = [b for p, b in srv.requests if p.endswith('/chat/completions')]
@@ -61,8 +64,9 @@ def test_a_reasoning_judge_gets_a_budget_it_can_meet(max_tokens):
     assert [b['max_tokens'] for b in sent] == [max_tokens or JUDGE_MAX_TOKENS] and JUDGE_MAX_TOKENS >= 1024
 
 
-def test_a_judge_that_spends_its_budget_is_a_system_error_that_says_so():
-    with StandInServer(chat=reasoning_judge('', finish='length')) as srv:
+@pytest.mark.parametrize('apart', [False, True])
+def test_a_judge_that_spends_its_budget_is_a_system_error_that_says_so(apart):
+    with StandInServer(chat=reasoning_judge('', finish='length', apart=apart)) as srv:
         judge = OpenAIJudge(model='j', base_url=srv.base_url, max_retries=0, max_tokens=64)
         [e] = EpisodeRunner(ScriptedPolicy(), grader=Grader(judge=judge)).run_sync([(task('demo/pay/j', UNREAD), 0)])
     assert e.trajectory.status == 'system_error' and e.reward is None

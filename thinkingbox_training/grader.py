@@ -177,6 +177,11 @@ class OpenAIJudge:
         prompt = _JUDGE_PROMPT.format(transcript=visible, final=final_message, question=item.question)
         r = await self.client.chat.completions.create(model=self.model, temperature=0, max_tokens=self.max_tokens,
                                                       messages=[{'role': 'user', 'content': prompt}])
+        spent = bool(getattr(r, 'choices', None)) and getattr(r.choices[0], 'finish_reason', None) == 'length'
+        if spent and judge_answer_text(getattr(r.choices[0].message, 'content', None) or '') is None:
+            # all of it reasoning (in the content, or apart from it with the content empty): no answer yet
+            raise JudgeError(f'judge {self.model} used its whole budget of {self.max_tokens} tokens without a '
+                             'yes or no (raise it: --judge-max-tokens, or judge_max_tokens in a recipe)')
         if not getattr(r, 'choices', None) or getattr(r.choices[0].message, 'content', None) is None:
             raise JudgeError(f'judge {self.model} answered no message content: {str(r)[:200]}')
         text = r.choices[0].message.content
@@ -184,11 +189,7 @@ class OpenAIJudge:
         usage = Usage(model=self.model, input=getattr(u, 'prompt_tokens', 0) or 0,
                       output=getattr(u, 'completion_tokens', 0) or 0, calls=1)
         answer = judge_answer_text(text)
-        if answer is None:
-            if getattr(r.choices[0], 'finish_reason', None) == 'length':
-                raise JudgeError(f'judge {self.model} used its whole budget of {self.max_tokens} tokens without a '
-                                 'yes or no (raise it: --judge-max-tokens, or judge_max_tokens in a recipe)')
-            raise JudgeError(f'judge {self.model} answered {text.strip()[-200:]!r}, not yes/no')
+        if answer is None: raise JudgeError(f'judge {self.model} answered {text.strip()[-200:]!r}, not yes/no')
         return JudgeAnswer(yes=answer == 'yes', explanation=text.rsplit('</think>', 1)[-1].strip()[:500], usage=usage)
 
 # %% ../nbs/04_grader.ipynb #c011
