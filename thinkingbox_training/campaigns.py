@@ -14,8 +14,8 @@ from .grader import DefectiveTask, Grader, RuleJudge, OpenAIJudge, check_defects
 from . import metrics
 
 # %% auto #0
-__all__ = ['CampaignError', 'storage_problem', 'disk_full', 'AttemptStore', 'export_jsonl', 'CampaignLock', 'read_meta',
-           'refuse_defective', 'run_campaign', 'campaign_records', 'agent_exceptions', 'load_campaign',
+__all__ = ['LOST_STORE', 'CampaignError', 'storage_problem', 'disk_full', 'AttemptStore', 'export_jsonl', 'CampaignLock',
+           'read_meta', 'refuse_defective', 'run_campaign', 'campaign_records', 'agent_exceptions', 'load_campaign',
            'recipe_budgets', 'evaluate', 'probe', 'aggregate', 'compare']
 
 # %% ../nbs/08_campaigns.ipynb #c004
@@ -243,15 +243,18 @@ def run_campaign(out:str|Path,             # the campaign directory (created, or
                  progress:bool=True,
                  runner_kw:dict=None,
                  budgets:dict=None,        # a run's budgets in place of each task's own (probing); None: theirs
-                 shards:int=1) -> dict:    # worker processes, each running its share of the attempts (see below)
+                 shards:int=1,             # worker processes, each running its share of the attempts (see below)
+                 lost_store:str='refuse'   # `out` holds an export but no store: refuse, rebuild or regenerate (below)
+                ) -> dict:
     "Run (or resume) tasks x k attempts into `out`; returns counts of what this invocation did and what is left."
     if shards < 1: raise ValueError(f'shards must be at least 1, got {shards}')
+    if lost_store not in LOST_STORE: raise ValueError(f'lost_store must be one of {LOST_STORE}, got {lost_store!r}')
     out = Path(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
         with CampaignLock(out) as lock:
             return _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency, error_retries,
-                               task_files, progress, runner_kw, budgets, shards, lock)
+                               task_files, progress, runner_kw, budgets, shards, lock, lost_store)
     except (OSError, sqlite3.OperationalError) as e:  # the disk under the campaign: one line that says what to do
         kind = storage_problem(e)
         if kind == 'full': raise disk_full(out, e) from None
@@ -288,7 +291,7 @@ def _run_rounds(store:AttemptStore, name:str, inv:int, runner:EpisodeRunner, job
         rounds += 1
 
 def _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency, error_retries, task_files, progress,
-                runner_kw, budgets=None, shards=1, lock=None):
+                runner_kw, budgets=None, shards=1, lock=None, lost_store='refuse'):
     name = name or out.name
     sampling = sampling or SamplingConfig()
     if budgets is not None: tasks = [metrics.apply_budgets(t, budgets) for t in tasks]
@@ -306,12 +309,15 @@ def _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency
             'task_files_sha256': _sha(task_files) if task_files else None}
     meta['budgets'] = metrics.budgets_record(tasks, sampling.max_tokens, 'tasks' if budgets is None else 'run')
     mpath = out/'campaign.json'
-    _refuse_lost_store(out)
+    lost = _lost_store(out, lost_store)          # an export without its store: refused unless told what to do
     if mpath.exists(): _resume_check(out, read_meta(out), meta)
+    if lost == 'regenerate':
+        print(f'({out}: no attempts.sqlite beside its export: every attempt runs again, and the export is replaced '
+              'when the run ends)', file=sys.stderr)
     store = AttemptStore(out/'attempts.sqlite')  # refuses a damaged store before anything is written
     try:
+        if lost == 'rebuild': _rebuild_store(out, store, name)
         store.records(name)                      # and a damaged record
-        _refuse_export_ahead(out, store, name)   # and a store older than its own export
         refuse_defective(tasks)
     except BaseException: store.close(); raise
     if not mpath.exists(): _write_json(mpath, meta)
@@ -363,32 +369,39 @@ def _export_records(out:Path) -> list[dict]:
         raise CampaignError(f'{e}: the export is cut or damaged; it was left as it is. Restore it, or the store '
                             f'attempts.sqlite it came from, beside {out/"campaign.json"}') from None
 
-def _refuse_lost_store(out:Path):
-    "A campaign directory that has lost its store (a copy without attempts.sqlite) is refused: never run over."
-    if (out/'attempts.sqlite').exists(): return
+LOST_STORE = ('refuse', 'rebuild', 'regenerate')
+
+def _lost_store(out:Path, how:str) -> str|None:
+    """What to do with a directory that holds an export (campaign.json, attempts.jsonl) but not the store it comes
+    from: None when nothing is lost; `CampaignError` unless `how` says to rebuild the store or regenerate."""
+    if (out/'attempts.sqlite').exists(): return None
     present = [f for f in ('campaign.json', 'attempts.jsonl') if (out/f).exists()]
-    if not present: return
-    held = ''
+    if not present: return None
+    held, readable = '', True
     if (out/'attempts.jsonl').exists():
         try: held = f' ({len(_export_records(out))} attempt(s) in attempts.jsonl)'
-        except CampaignError as e: held = f' ({e})'
+        except CampaignError as e: held, readable = f' ({e})', False
+    if how == 'regenerate' or (how == 'rebuild' and readable): return how
     raise CampaignError(f'{out} holds {" and ".join(present)} but not attempts.sqlite, the store they come from{held}: '
                         'it was left as it is, and running would start the campaign over. Put attempts.sqlite (with '
-                        f'any attempts.sqlite-wal) back beside them to resume, or run into a new --out; `tbt aggregate '
-                        f'{out}` reads attempts.jsonl as it is')
+                        'any attempts.sqlite-wal) back beside them to resume, '
+                        + ('rebuild the store from the export and run only what it lacks (--rebuild-store), '
+                           if readable else '') +
+                        f'or run into a new --out; `tbt aggregate {out}` reads attempts.jsonl as it is')
 
-def _refuse_export_ahead(out:Path, store:AttemptStore, name:str):
-    "An export holding attempts its store does not (an older copy of the store) is refused: the next export drops them."
-    if not (out/'attempts.jsonl').exists(): return
+def _rebuild_store(out:Path, store:AttemptStore, name:str):
+    "A new store holding every attempt of the export, as one invocation (appended: the export is left as it is)."
     recs = _export_records(out)
-    stored = {(r['task_uid'], r['repetition'], r['status']) for r in store.records(name)}
-    ahead = [r for r in recs if isinstance(r, dict) and r.get('campaign', name) == name
-             and (r.get('task_uid'), r.get('repetition'), r.get('status')) not in stored]
-    if ahead:
-        r = ahead[0]
-        raise CampaignError(f'{out/"attempts.jsonl"} holds {len(ahead)} attempt(s) that {store.path} does not '
-                            f'(e.g. {r.get("task_uid")}#{r.get("repetition")}): the store is older than its export. '
-                            'Both were left as they are; put the store that wrote the export back, or use a new --out')
+    inv = store.begin(name, ['(rebuilt from attempts.jsonl)'])
+    for i, r in enumerate(recs, 1):
+        try: rec = AttemptRecord(**r)
+        except (TypeError, ValueError) as e:
+            raise CampaignError(f'{out/"attempts.jsonl"}:{i}: not an attempt record ({str(e).splitlines()[0]}); '
+                                f'the store rebuilt so far is {store.path}: move it away before trying again') from None
+        if rec.campaign == name: store.put(rec, inv)
+    store.finish(inv)
+    print(f'({out}: rebuilt attempts.sqlite from attempts.jsonl: {len(store.keys(name))} clean attempt(s))',
+          file=sys.stderr)
 
 def campaign_records(out:str|Path) -> list[dict]:
     "The stored attempt records of the campaign in `out` (from its store, read-only, else its export)."
@@ -580,7 +593,8 @@ def evaluate(tasks:str=None,            # task files (JSON Lines), comma-separat
              quiet:bool=False,
              tool_transport:str='mcp', # the tools' transport: mcp (a real MCP session per episode) or inprocess
              recipe:str=None,           # a training recipe (YAML): run under its budgets and sampling, not the tasks'
-             shards:int=1):             # worker processes sharing the attempts (one a core); results are the same
+             shards:int=1,              # worker processes sharing the attempts (one a core); results are the same
+             rebuild_store:bool=False): # OUT lost attempts.sqlite: rebuild it from attempts.jsonl, run what it lacks
     "Run (or resume) an evaluation campaign: every task x k attempts into a crash-proof store (each task's own limits)."
     ts, files = _tasks_from(tasks, split or None)
     out = out or f"data/runs/eval-{Path(policy).name.replace(':', '_')}"
@@ -597,7 +611,8 @@ def evaluate(tasks:str=None,            # task files (JSON Lines), comma-separat
     concurrency = concurrency or (64 if policy.split(':')[0] in ('vllm', 'endpoint', 'chat') else 16)
     try: r = run_campaign(out, ts, policy, k, user=user, sampling=s, grader=grader, concurrency=concurrency,
                           error_retries=error_retries, task_files=files, progress=not quiet, budgets=budgets,
-                          runner_kw={'tool_transport': tool_transport}, shards=shards)
+                          runner_kw={'tool_transport': tool_transport}, shards=shards,
+                          lost_store='rebuild' if rebuild_store else 'refuse')
     except CampaignError as e: print(f'tbt evaluate: {e}', file=sys.stderr); return 2
     print(f"{r['campaign']}: executed {r['executed']} attempt(s) this run; {r['expected']} expected; "
           f"{r['system_errors_left']} system error(s) left -> {out}")

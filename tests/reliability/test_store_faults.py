@@ -1,7 +1,7 @@
-"""A campaign store is only ever appended to: a directory that lost its store, an export ahead of its store, a
-read-only store and a full disk are each refused (or stopped) with one line that says what to do, and nothing already
-recorded is lost or written over. The read-only mount and the full disk are real where `unshare` gives this process a
-mount namespace (a read-only bind mount, a tiny tmpfs: the slow suite); patched in-process everywhere."""
+"""A campaign store is only ever appended to: a directory that lost its store, a read-only store and a full disk are
+each refused (or stopped) with one line that says what to do, and nothing already recorded is lost or written over.
+The read-only mount and the full disk are real where `unshare` gives this process a mount namespace (a read-only
+bind mount, a tiny tmpfs: the slow suite); patched in-process everywhere."""
 import json, os, shutil, sqlite3, subprocess, sys
 from pathlib import Path
 import pytest
@@ -74,17 +74,44 @@ def test_a_directory_that_lost_its_store_is_refused_never_rerun(cut, finished, t
     assert files(out) == before
 
 
-def test_a_store_older_than_its_export_is_refused(finished, task_file, tmp_path, capsys):
+@pytest.mark.parametrize('lines', [80, 50])
+def test_the_store_is_rebuilt_from_its_export_when_asked_and_only_what_it_lacks_runs(lines, finished, task_file,
+                                                                                    tmp_path, capsys):
     out = tmp_path / 'c'
-    shutil.copytree(finished, out)
-    c = sqlite3.connect(out / 'attempts.sqlite')  # an older copy of the store: the last attempts not in it
-    c.execute("DELETE FROM attempts WHERE task_uid >= 'demo/pay/035'")
-    c.commit()
-    c.close()
+    out.mkdir()
+    shutil.copy(finished / 'campaign.json', out / 'campaign.json')
+    kept = (finished / 'attempts.jsonl').read_text().splitlines(keepends=True)[:lines]
+    (out / 'attempts.jsonl').write_text(''.join(kept))
+    assert ev(task_file, out, rebuild_store=True) == 0
+    err = capsys.readouterr()
+    assert f'rebuilt attempts.sqlite from attempts.jsonl: {lines} clean attempt(s)' in err.err
+    assert f'executed {80 - lines} attempt(s) this run' in err.out
+    assert rewards(out) == rewards(finished)
+    assert set((out / 'attempts.jsonl').read_text().splitlines(keepends=True)) >= set(kept)  # appended to, not lost
+
+
+def test_a_cut_export_is_not_rebuilt_from(finished, task_file, tmp_path, capsys):
+    out = tmp_path / 'c'
+    out.mkdir()
+    shutil.copy(finished / 'campaign.json', out / 'campaign.json')
+    b = (finished / 'attempts.jsonl').read_bytes()
+    (out / 'attempts.jsonl').write_bytes(b[: len(b) - 300])
     before = files(out)
-    assert ev(task_file, out) == 2
-    one_line(capsys.readouterr().err, 'holds 10 attempt(s) that', 'the store is older than its export')
-    assert files(out) == before
+    assert ev(task_file, out, rebuild_store=True) == 2
+    msg = one_line(capsys.readouterr().err, 'attempts.jsonl:80', 'but not attempts.sqlite')
+    assert '--rebuild-store' not in msg and files(out) == before and not (out / 'attempts.sqlite').exists()
+
+
+def test_the_projects_own_exports_are_regenerated_when_it_says_so(tmp_path, capsys):
+    "The pipeline and the study regenerate the exports they commit (no store is committed): every attempt again."
+    def run(out, **kw):
+        return campaigns.run_campaign(out, demo_tasks(10), 'scripted:flaw=0.3', 2, name='c', progress=False, **kw)
+    run(tmp_path / 'a')
+    out = tmp_path / 'b'
+    out.mkdir()
+    for f in ('campaign.json', 'attempts.jsonl'): shutil.copy(tmp_path / 'a' / f, out / f)
+    assert run(out, lost_store='regenerate')['executed'] == 20 and rewards(out) == rewards(tmp_path / 'a')
+    assert 'every attempt runs again' in capsys.readouterr().err
 
 
 def test_a_full_disk_stops_the_run_in_one_line_and_the_rerun_completes_it(finished, task_file, tmp_path, monkeypatch,
