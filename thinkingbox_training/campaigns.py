@@ -631,14 +631,15 @@ def probe(tasks:str=None,               # task files (JSON Lines), comma-separat
           concurrency:int=0,            # episodes live at once in each process (0: 16 local, 64 for an endpoint)
           quiet:bool=False,
           recipe:str=None,              # the training recipe: probe under its budgets and sampling (recommended)
-          shards:int=1):                # worker processes sharing the attempts (one a core); results are the same
+          shards:int=1,                 # worker processes sharing the attempts (one a core); results are the same
+          rebuild_store:bool=False):    # OUT lost attempts.sqlite: rebuild it from attempts.jsonl, run what it lacks
     "Probe the training tasks with the base policy (k attempts each): the input of `tbt select`."
     return evaluate(tasks=tasks, policy=policy, k=k, out=out, split='train', user=user, judge=judge,
                     judge_max_tokens=judge_max_tokens,
                     temperature=temperature,
                     max_tokens=max_tokens, seed=seed, concurrency=concurrency, quiet=quiet, recipe=recipe,
                     tool_transport='inprocess',  # the texts of MCP without its transport (tests/test_tools.py)
-                    shards=shards)
+                    shards=shards, rebuild_store=rebuild_store)
 
 def _prices_or_none(camp):
     try:

@@ -871,7 +871,8 @@ def thinkingbox_bench(release:str='thinkingbox_bench_v1', # a release name, a te
                       data:str=None,             # the thinkingbox-data checkout (default $THINKINGBOX_DATA)
                       temperature:float=1.0, max_tokens:int=4096, seed:int=0,
                       concurrency:int=32,        # episodes live at once
-                      quiet:bool=False):
+                      quiet:bool=False,
+                      rebuild_store:bool=False): # OUT lost attempts.sqlite: rebuild it from attempts.jsonl
     "Run (or resume) a ThinkingBox release, every task x k attempts, into a campaign; then `tbt aggregate OUT`."
     from thinkingbox_training.campaigns import CampaignError, run_campaign, _judge
     from thinkingbox_training.policies import SamplingConfig
@@ -891,7 +892,8 @@ def thinkingbox_bench(release:str='thinkingbox_bench_v1', # a release name, a te
         user, kw = 'openai:stand-in', {'user_kw': {'base_url': srv.base_url}}
     try:
         r = run_campaign(out, tasks, pol, k, user=user, sampling=s, grader=_judge(judge, judge_max_tokens),
-                         concurrency=concurrency, task_files=files, progress=not quiet, runner_kw=kw)
+                         concurrency=concurrency, task_files=files, progress=not quiet, runner_kw=kw,
+                         lost_store='rebuild' if rebuild_store else 'refuse')
     except CampaignError as e: print(f'tbt thinkingbox-bench: {e}', file=sys.stderr); return 2
     finally:
         if srv: srv.__exit__(None, None, None)
