@@ -209,7 +209,8 @@ def test_a_development_task_of_an_mcp1_server_is_trained_on(email, tmp_path):
                     report_to='none', save_strategy='no', disable_tqdm=True, max_episode_tokens=16384)
     class SendsEveryOther(ScriptedPolicy):
         def plan(self, task, repetition): return [send('carol@company.com')][:repetition % 2]
-    t = TBTTrainer(tiny_qwen3(tok), cfg, [task], processing_class=tok, policy=SendsEveryOther(tokenizer=tok))
+    t = TBTTrainer(tiny_qwen3(tok), cfg, [task], processing_class=tok, policy=SendsEveryOther(tokenizer=tok),
+                   grader=judged())
     t.remove_callback(PrinterCallback)
     t.train()
     assert [r['skipped'] for r in t.step_log] == [False]
