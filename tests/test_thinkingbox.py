@@ -174,7 +174,8 @@ def test_every_release_task_golden_passes_and_every_flawed_path_gets_their_verdi
     "507 x 4 episodes through our engine and MCP sessions (about 25 min of one loaded core)."
     from thinkingbox_training.thinkingbox import GoldenWithFlaws, FLAWS, their_verdict
     pol = GoldenWithFlaws(FLAWS)
-    eps = EpisodeRunner(pol, concurrency=16).run_sync([(t, r) for t in release for r in range(len(FLAWS))])
+    eps = EpisodeRunner(pol, grader=Grader(judge=Agrees()), concurrency=16).run_sync(  # the state is under test
+        [(t, r) for t in release for r in range(len(FLAWS))])
     assert not [e.task.uid for e in eps if e.trajectory.status != 'ok']
     assert sum(e.reward == 1 for e in eps if e.repetition == 0) == len(release)
     wrong = [(e.task.uid, FLAWS[e.repetition]) for e in eps
@@ -187,7 +188,7 @@ def test_every_release_task_golden_passes_and_every_flawed_path_gets_their_verdi
 def test_doing_nothing_passes_where_their_hash_says_so(release):
     "One release task passes with no call (its golden path leaves the stable state as it was); their hash agrees."
     from thinkingbox_training.thinkingbox import their_verdict
-    noop = EpisodeRunner(NoOp(), concurrency=16).run_sync([(t, 0) for t in release])
+    noop = EpisodeRunner(NoOp(), grader=Grader(judge=Agrees()), concurrency=16).run_sync([(t, 0) for t in release])
     ours = sorted(e.task.uid for e in noop if e.reward == 1)
     assert ours == sorted(t.uid for t in release if their_verdict(t, []))
     if len(release) == 507: assert ours == ['sandbox_neobank_support_v1_group1.py:test_he_017']
