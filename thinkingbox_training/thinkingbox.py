@@ -865,8 +865,7 @@ def thinkingbox_bench(release:str='thinkingbox_bench_v1', # a release name, a te
                       k:int=20,                  # attempts per task
                       out:str=None,              # campaign directory (default data/runs/thinkingbox-RELEASE)
                       user:str='stand-in',       # simulated user: openai:MODEL (TBT_USER_BASE_URL), or stand-in
-                      judge:str='rule',          # rubric judge: openai:MODEL (TBT_JUDGE_BASE_URL); rule reads no
-                                                 # ThinkingBox rubric item: refused where a task has one
+                      judge:str='rule',          # rubric judge: openai:MODEL (TBT_JUDGE_BASE_URL); rule: refused
                       judge_max_tokens:int=0,    # an LLM judge's budget, its reasoning included (0: 2048)
                       data:str=None,             # the thinkingbox-data checkout (default $THINKINGBOX_DATA)
                       temperature:float=1.0, max_tokens:int=4096, seed:int=0,
