@@ -22,7 +22,12 @@ os.environ.setdefault('OMP_NUM_THREADS', '1')
 from thinkingbox_training.thinkingbox import load_thinkingbox
 from thinkingbox_training.tasks import get_domain
 from thinkingbox_training.tools import ToolSession
-from thinkingbox_training.grader import Grader, RuleJudge, expected_state
+from thinkingbox_training.grader import Grader, JudgeAnswer, expected_state
+
+class TimingJudge:
+    "Answers every rubric item yes, without a model: this benchmark times the environment; no verdict is reported."
+    name = 'timing-stub'
+    async def ask(self, item, final_message, transcript=None): return JudgeAnswer(yes=True)
 
 async def one(task, grader):
     dom = get_domain(task.domain)
@@ -97,7 +102,7 @@ def main():
     if a.their_texts: return their_texts(a.their_texts)
     t = time.perf_counter(); tasks = load_thinkingbox(a.release); load_s = time.perf_counter() - t
     sample = random.Random(a.seed).sample(tasks, min(a.tasks, len(tasks)))
-    grader = Grader(judge=RuleJudge())
+    grader = Grader(judge=TimingJudge())  # the rule judge reads no ThinkingBox rubric item
     async def run(): return [await one(t, grader) for t in sample]
     rows = asyncio.run(run())
     med = lambda k: statistics.median(r[k] for r in rows) * 1000

@@ -7,7 +7,7 @@ from thinkingbox_training.episode import EpisodeRunner
 from thinkingbox_training.grader import Grader, JudgeAnswer, DefectiveTask, expected_state
 from thinkingbox_training.policies import ScriptedPolicy
 
-NEED = 'THINKINGBOX_DATA is not set: point it at a thinkingbox-data checkout (CI sets ../shared/thinkingbox-data)'
+from thinkingbox_training.thinkingbox import DATA_UNSET as NEED  # the one spelling of where the data goes
 
 @pytest.fixture(scope='module')
 def data():
@@ -26,6 +26,11 @@ def neobank_rubric(data):
     return load_thinkingbox('sandbox_neobank_support_v1_group1_rubrics_yesno.py')
 
 def calls_of(task): return [{'name': c.name, 'arguments': c.arguments} for c in task.golden]
+
+class Agrees:
+    "A judge for tests of the state check: says yes to every rubric item (the rule judge reads none of theirs)."
+    name = 'agrees'
+    async def ask(self, item, final_message, transcript=None): return JudgeAnswer(yes=True, explanation='test stub')
 
 class NoOp(ScriptedPolicy):
     "Says it is done without calling a tool."
@@ -169,7 +174,8 @@ def test_every_release_task_golden_passes_and_every_flawed_path_gets_their_verdi
     "507 x 4 episodes through our engine and MCP sessions (about 25 min of one loaded core)."
     from thinkingbox_training.thinkingbox import GoldenWithFlaws, FLAWS, their_verdict
     pol = GoldenWithFlaws(FLAWS)
-    eps = EpisodeRunner(pol, concurrency=16).run_sync([(t, r) for t in release for r in range(len(FLAWS))])
+    eps = EpisodeRunner(pol, grader=Grader(judge=Agrees()), concurrency=16).run_sync(  # the state is under test
+        [(t, r) for t in release for r in range(len(FLAWS))])
     assert not [e.task.uid for e in eps if e.trajectory.status != 'ok']
     assert sum(e.reward == 1 for e in eps if e.repetition == 0) == len(release)
     wrong = [(e.task.uid, FLAWS[e.repetition]) for e in eps
@@ -182,7 +188,7 @@ def test_every_release_task_golden_passes_and_every_flawed_path_gets_their_verdi
 def test_doing_nothing_passes_where_their_hash_says_so(release):
     "One release task passes with no call (its golden path leaves the stable state as it was); their hash agrees."
     from thinkingbox_training.thinkingbox import their_verdict
-    noop = EpisodeRunner(NoOp(), concurrency=16).run_sync([(t, 0) for t in release])
+    noop = EpisodeRunner(NoOp(), grader=Grader(judge=Agrees()), concurrency=16).run_sync([(t, 0) for t in release])
     ours = sorted(e.task.uid for e in noop if e.reward == 1)
     assert ours == sorted(t.uid for t in release if their_verdict(t, []))
     if len(release) == 507: assert ours == ['sandbox_neobank_support_v1_group1.py:test_he_017']
@@ -197,9 +203,14 @@ def test_a_development_task_is_probed_and_may_enter_a_pool(data, tmp_path, monke
     path = str(data/'dataset/test_case/banking.py')
     tasks = load_thinkingbox(path)
     assert len(tasks) == 12 and {t.split for t in tasks} == {'train'} and not any(t.held_out_family for t in tasks)
-    with StandInServer() as srv:
+    # the rule judge reads none of their judge questions: refused, naming --judge, before anything runs
+    assert probe(path, 'scripted', k=2, out=str(tmp_path/'refused'), quiet=True) == 2
+    assert not (tmp_path/'refused'/'campaign.json').exists()
+    with StandInServer() as srv, StandInServer(chat=lambda messages: 'yes') as judge:
         monkeypatch.setenv('TBT_USER_BASE_URL', srv.base_url)
-        assert probe(path, 'scripted', k=2, out=str(tmp_path/'probe'), user='openai:stand-in', quiet=True) == 0
+        monkeypatch.setenv('TBT_JUDGE_BASE_URL', judge.base_url)
+        assert probe(path, 'scripted', k=2, out=str(tmp_path/'probe'), user='openai:stand-in', judge='openai:j',
+                     quiet=True) == 0
     recs = [json.loads(l) for l in (tmp_path/'probe'/'attempts.jsonl').read_text().splitlines()]
     assert len(recs) == 24 and all(r['status'] == 'ok' for r in recs)
     by = {r['task_uid']: r for r in recs}
@@ -217,7 +228,7 @@ def test_a_development_task_passes_when_its_asserts_hold(data):
         def plan(self, task, repetition):
             args = {'from_account': '599521725', 'to_account': '843847393', 'amount': 100.0}
             return [{'name': 'transfer', 'arguments': args}][:repetition]
-    eps = EpisodeRunner(Transfers()).run_sync([(task, 0), (task, 1)])
+    eps = EpisodeRunner(Transfers(), grader=Grader(judge=Agrees())).run_sync([(task, 0), (task, 1)])
     assert [e.reward for e in eps] == [0, 1]
     assert [c.name for c in eps[1].verdict.checks] == ['state', 'rubric[0]']  # the judge's question: a rubric item
 
@@ -241,7 +252,7 @@ def test_a_development_task_is_trained_on(data, tmp_path):
                     learning_rate=1e-3, seed=0, use_cpu=True, bf16=False, gradient_checkpointing=False,
                     report_to='none', save_strategy='no', disable_tqdm=True, max_episode_tokens=16384)
     pol = Transfers(tokenizer=tok)
-    t = TBTTrainer(tiny_qwen3(tok), cfg, [task], processing_class=tok, policy=pol)
+    t = TBTTrainer(tiny_qwen3(tok), cfg, [task], processing_class=tok, policy=pol, grader=Grader(judge=Agrees()))
     t.remove_callback(PrinterCallback)
     t.train()
     assert [r['skipped'] for r in t.step_log] == [False]

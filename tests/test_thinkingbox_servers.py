@@ -9,7 +9,7 @@ from thinkingbox_training.episode import EpisodeRunner, run_blocking
 from thinkingbox_training.policies import ScriptedPolicy
 from thinkingbox_training.tasks import EvaluationOnly, TaskFileError, exclude, get_domain
 
-NEED = 'THINKINGBOX_DATA is not set: point it at a thinkingbox-data checkout (CI sets ../shared/thinkingbox-data)'
+from thinkingbox_training.thinkingbox import DATA_UNSET as NEED  # the one spelling of where the data goes
 
 @pytest.fixture(scope='module')
 def data():
@@ -60,11 +60,22 @@ def test_mcp1_fastmcp_servers_load_with_their_schemas_and_leave_the_name_alone(d
     assert listed['send_email']['description'] == 'Send an email to a recipient.'
     with pytest.raises(ModuleNotFoundError, match='mcp 2.x'): import mcp.server.fastmcp  # noqa: F401
 
+class Agrees:
+    "A judge for tests of the state check: says yes to every rubric item (the rule judge reads none of theirs)."
+    name = 'agrees'
+    async def ask(self, item, final_message, transcript=None):
+        from thinkingbox_training.grader import JudgeAnswer
+        return JudgeAnswer(yes=True, explanation='test stub')
+
+def judged():
+    from thinkingbox_training.grader import Grader
+    return Grader(judge=Agrees())
+
 def test_a_development_task_on_the_email_server_passes_its_path_and_fails_a_flawed_one(email):
     "Their test function decides, on the episode's effects: the manager's manager (Carol) gets the email."
     task = email['test_email_manager_of_manager']
-    eps = EpisodeRunner(Plays(LOOKUP + [send('carol@company.com')], LOOKUP + [send('bob@company.com')], [])).run_sync(
-        [(task, r) for r in range(3)])
+    eps = EpisodeRunner(Plays(LOOKUP + [send('carol@company.com')], LOOKUP + [send('bob@company.com')], []),
+                        grader=judged()).run_sync([(task, r) for r in range(3)])
     assert [e.reward for e in eps] == [1, 0, 0]
     assert [c.name for c in eps[0].verdict.checks] == ['state', 'rubric[0]']  # the judge's question: a rubric item
     wrong = '\n'.join(eps[1].verdict.reasons)
@@ -76,8 +87,8 @@ def test_a_task_on_two_module_servers(data):
     [task] = load('banking_email.py')
     transfer = {'name': 'transfer', 'arguments': {'from_account': '599521725', 'to_account': '843847393',
                                                  'amount': 100.0}}
-    eps = EpisodeRunner(Plays([transfer, send('john@example.com', 'The transfer is done.')], [transfer])).run_sync(
-        [(task, 0), (task, 1)])
+    eps = EpisodeRunner(Plays([transfer, send('john@example.com', 'The transfer is done.')], [transfer]),
+                        grader=judged()).run_sync([(task, 0), (task, 1)])
     assert [e.reward for e in eps] == [1, 0]
 
 def test_development_tasks_of_mcp1_servers_are_probed_and_may_enter_a_pool(data, tmp_path, monkeypatch):
@@ -86,9 +97,11 @@ def test_development_tasks_of_mcp1_servers_are_probed_and_may_enter_a_pool(data,
     from thinkingbox_training.grpo import TBTConfig, load_pool
     from thinkingbox_training.users import StandInServer
     path = str(data/'dataset/test_case/email_system_org.py')
-    with StandInServer() as srv:
+    with StandInServer() as srv, StandInServer(chat=lambda messages: 'yes') as judge:
         monkeypatch.setenv('TBT_USER_BASE_URL', srv.base_url)
-        assert probe(path, 'scripted', k=2, out=str(tmp_path/'probe'), user='openai:stand-in', quiet=True) == 0
+        monkeypatch.setenv('TBT_JUDGE_BASE_URL', judge.base_url)  # their judge questions need an LLM judge
+        assert probe(path, 'scripted', k=2, out=str(tmp_path/'probe'), user='openai:stand-in', judge='openai:j',
+                     quiet=True) == 0
     recs = [json.loads(line) for line in (tmp_path/'probe'/'attempts.jsonl').read_text().splitlines()]
     assert len(recs) == 6 and all(r['status'] == 'ok' for r in recs)
     by = {r['task_uid']: r['reward'] for r in recs}
@@ -196,7 +209,8 @@ def test_a_development_task_of_an_mcp1_server_is_trained_on(email, tmp_path):
                     report_to='none', save_strategy='no', disable_tqdm=True, max_episode_tokens=16384)
     class SendsEveryOther(ScriptedPolicy):
         def plan(self, task, repetition): return [send('carol@company.com')][:repetition % 2]
-    t = TBTTrainer(tiny_qwen3(tok), cfg, [task], processing_class=tok, policy=SendsEveryOther(tokenizer=tok))
+    t = TBTTrainer(tiny_qwen3(tok), cfg, [task], processing_class=tok, policy=SendsEveryOther(tokenizer=tok),
+                   grader=judged())
     t.remove_callback(PrinterCallback)
     t.train()
     assert [r['skipped'] for r in t.step_log] == [False]

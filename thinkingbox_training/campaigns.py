@@ -4,37 +4,87 @@
 
 # %% ../nbs/08_campaigns.ipynb #c002
 from __future__ import annotations
-import collections, functools, hashlib, inspect, json, os, sqlite3, sys, time
+import collections, errno, functools, hashlib, inspect, json, os, sqlite3, sys, time
 from pathlib import Path
 from .cli import command
 from .tasks import load_tasks, refuse_evaluation_only
 from .episode import AttemptRecord, EpisodeRunner
 from .policies import SamplingConfig, make_policy
-from .grader import DefectiveTask, Grader, RuleJudge, OpenAIJudge, check_defects
+from .grader import DefectiveTask, Grader, RuleJudge, OpenAIJudge, check_defects, check_judge
 from . import metrics
 
 # %% auto #0
-__all__ = ['CampaignError', 'AttemptStore', 'export_jsonl', 'CampaignLock', 'read_meta', 'refuse_defective', 'run_campaign',
-           'campaign_records', 'agent_exceptions', 'load_campaign', 'recipe_budgets', 'evaluate', 'probe', 'aggregate',
-           'compare']
+__all__ = ['LOST_STORE', 'CampaignError', 'storage_problem', 'disk_full', 'AttemptStore', 'export_jsonl', 'CampaignLock',
+           'read_meta', 'refuse_defective', 'run_campaign', 'campaign_records', 'agent_exceptions', 'load_campaign',
+           'recipe_budgets', 'evaluate', 'probe', 'aggregate', 'compare']
 
 # %% ../nbs/08_campaigns.ipynb #c004
 class CampaignError(RuntimeError):
     "A campaign directory that cannot be run or read as asked; the message names the file and what to do."
 
+def storage_problem(e:BaseException) -> str|None:
+    "'full' or 'read-only' when `e` is the disk under a store refusing a write (an OSError or SQLite's), else None."
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, getattr(errno, 'EDQUOT', errno.ENOSPC)): return 'full'
+    if isinstance(e, OSError) and e.errno in (errno.EROFS, errno.EACCES, errno.EPERM): return 'read-only'
+    if isinstance(e, sqlite3.OperationalError):
+        m = str(e).lower()
+        if 'disk is full' in m: return 'full'
+        if 'readonly' in m or 'read-only' in m: return 'read-only'
+    return None
+
+def disk_full(where, e) -> CampaignError:
+    return CampaignError(f'{where}: no space left on the disk ({type(e).__name__}: {e}); the attempts stored so far '
+                         'are kept. Free some space, then run the same command again: it resumes')
+
+def _writable(path:Path) -> bool:
+    "Whether `path` (or, not there yet, its folder) can be written: a read-only mount says no even to root."
+    return os.access(path if path.exists() else path.parent, os.W_OK) and os.access(path.parent, os.W_OK)
+
 class AttemptStore:
     "A crash-proof store of attempt records: SQLite, WAL, synchronous=FULL, keyed by (campaign, task uid, repetition)."
     def __init__(self, path:str|Path,
-                 check:bool=True): # run SQLite's quick_check first (a campaign's shards skip it: their parent ran it)
-        self.path = Path(path); self.path.parent.mkdir(parents=True, exist_ok=True)
-        # shards write to one store: a writer waits (up to a minute) for another's transaction to commit
-        self.db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=60)
+                 check:bool=True,      # run SQLite's quick_check first (a campaign's shards skip it: their parent did)
+                 readonly:bool=False): # only read it (`tbt aggregate`, results): nothing written, a read-only one read
+        self.path, self.db = Path(path), None
+        if not readonly:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not _writable(self.path): raise self._readonly('no write permission')
+            # shards write to one store: a writer waits (up to a minute) for another's transaction to commit
+            self.db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=60)
         try:  # check before anything is written: a damaged store is left as it is
+            if readonly: self.db = self._open_readonly()
             problems = [r[0] for r in self.db.execute('PRAGMA quick_check')] if check else ['ok']
             if problems != ['ok']: raise sqlite3.DatabaseError('; '.join(problems[:3]))
-            self._setup()
+            if not readonly: self._setup()
         except sqlite3.DatabaseError as e:
-            self.db.close(); raise self._damaged(e) from None
+            if self.db is not None: self.db.close()
+            kind = storage_problem(e)
+            if kind == 'read-only': raise self._readonly(e) from None
+            if kind == 'full': raise disk_full(self.path, e) from None
+            raise self._damaged(e) from None
+
+    def _open_readonly(self):
+        "A connection that cannot write; in a folder it cannot write to either, SQLite's immutable mode (no WAL left)."
+        if not self.path.exists(): raise CampaignError(f'{self.path}: no such store')
+        from urllib.parse import quote
+        uri = f'file:{quote(str(self.path.resolve()))}'  # a '?' or '#' in a folder's name is not the URI's
+        db = sqlite3.connect(uri + '?mode=ro', uri=True, check_same_thread=False)
+        try:
+            db.execute('SELECT count(*) FROM sqlite_master').fetchone()  # reads: a WAL index it cannot make fails here
+            return db
+        except sqlite3.DatabaseError as e:
+            db.close()
+            if not isinstance(e, sqlite3.OperationalError): raise  # a damaged file: named as such by the caller
+            wal = self.path.with_name(self.path.name + '-wal')
+            if wal.exists() and wal.stat().st_size:  # attempts committed to the WAL: immutable mode would not see them
+                raise self._readonly(f'{e}; its {wal.name} holds attempts that only a writable folder lets SQLite read'
+                                     ) from None
+            return sqlite3.connect(uri + '?immutable=1', uri=True, check_same_thread=False)
+
+    def _readonly(self, why) -> CampaignError:
+        return CampaignError(f'{self.path} is read-only ({why}); nothing was written to it. To add attempts, make it '
+                             'writable (or copy the campaign directory somewhere writable and run into that --out); '
+                             f'`tbt aggregate {self.path.parent}` reads it as it is')
 
     def _damaged(self, what) -> CampaignError:
         return CampaignError(f'{self.path} is damaged ({what}); it was left as it is. Restore it from a copy, or move '
@@ -70,7 +120,9 @@ class AttemptStore:
             self.db.execute('UPDATE invocations SET executed = executed + 1 WHERE id = ?', (invocation,))
             self.db.execute('COMMIT')
         except BaseException:
-            self.db.execute('ROLLBACK'); raise
+            try: self.db.execute('ROLLBACK')
+            except sqlite3.Error: pass  # a failed COMMIT (a full disk) may have ended the transaction already
+            raise
 
     def finish(self, invocation:int):
         self.db.execute('UPDATE invocations SET finished = ? WHERE id = ?', (time.time(), invocation))
@@ -112,15 +164,18 @@ def _sha(paths) -> str:
     for p in sorted(str(p) for p in paths): h.update(Path(p).read_bytes())
     return h.hexdigest()
 
-def _write_json(path:Path, obj):
-    tmp = path.with_suffix(path.suffix + '.tmp')
-    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True) + '\n'); os.replace(tmp, path)
+def _atomic_write(path:Path, text:str):
+    "Write `text` to `path` through a temporary file and a rename: the old file stays whole if the write fails."
+    tmp = path.with_name(path.name + '.tmp')
+    try: tmp.write_text(text); os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True); raise
+
+def _write_json(path:Path, obj): _atomic_write(path, json.dumps(obj, indent=1, sort_keys=True) + '\n')
 
 def export_jsonl(store:AttemptStore, campaign:str, path:Path):
     "Write the campaign's records as JSON Lines (atomically)."
-    tmp = path.with_suffix('.jsonl.tmp')
-    tmp.write_text(''.join(json.dumps(r, sort_keys=True) + '\n' for r in store.records(campaign)))
-    os.replace(tmp, path)
+    _atomic_write(path, ''.join(json.dumps(r, sort_keys=True) + '\n' for r in store.records(campaign)))
 
 class CampaignLock:
     "One campaign directory, one invocation: an exclusive `flock` on OUT/campaign.lock while a run holds it."
@@ -188,13 +243,25 @@ def run_campaign(out:str|Path,             # the campaign directory (created, or
                  progress:bool=True,
                  runner_kw:dict=None,
                  budgets:dict=None,        # a run's budgets in place of each task's own (probing); None: theirs
-                 shards:int=1) -> dict:    # worker processes, each running its share of the attempts (see below)
+                 shards:int=1,             # worker processes, each running its share of the attempts (see below)
+                 lost_store:str='refuse'   # `out` holds an export but no store: refuse, rebuild or regenerate (below)
+                ) -> dict:
     "Run (or resume) tasks x k attempts into `out`; returns counts of what this invocation did and what is left."
     if shards < 1: raise ValueError(f'shards must be at least 1, got {shards}')
-    out = Path(out); out.mkdir(parents=True, exist_ok=True)
-    with CampaignLock(out) as lock:
-        return _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency, error_retries, task_files,
-                           progress, runner_kw, budgets, shards, lock)
+    if lost_store not in LOST_STORE: raise ValueError(f'lost_store must be one of {LOST_STORE}, got {lost_store!r}')
+    out = Path(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with CampaignLock(out) as lock:
+            return _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency, error_retries,
+                               task_files, progress, runner_kw, budgets, shards, lock, lost_store)
+    except (OSError, sqlite3.OperationalError) as e:  # the disk under the campaign: one line that says what to do
+        kind = storage_problem(e)
+        if kind == 'full': raise disk_full(out, e) from None
+        if kind == 'read-only':
+            raise CampaignError(f'{out} is read-only ({type(e).__name__}: {e}); nothing was written to it. Make it '
+                                'writable, or copy it somewhere writable and run into that --out') from None
+        raise
 
 def _is_recipe(x, method:str) -> bool:
     "Whether `x` makes the thing (a class or a function called with no argument) rather than being it (has `method`)."
@@ -224,7 +291,7 @@ def _run_rounds(store:AttemptStore, name:str, inv:int, runner:EpisodeRunner, job
         rounds += 1
 
 def _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency, error_retries, task_files, progress,
-                runner_kw, budgets=None, shards=1, lock=None):
+                runner_kw, budgets=None, shards=1, lock=None, lost_store='refuse'):
     name = name or out.name
     sampling = sampling or SamplingConfig()
     if budgets is not None: tasks = [metrics.apply_budgets(t, budgets) for t in tasks]
@@ -232,6 +299,8 @@ def _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency
     pool, bar, threads = None, None, None
     setup = _shard_setup(policy, grader, sampling, user, concurrency, error_retries, runner_kw) if shards > 1 else None
     grader, pol = _grader_from(grader), _policy_from(policy, sampling)
+    try: check_judge(tasks, grader.judge)  # a rubric item its judge cannot read: refused before anything is written
+    except ValueError as e: raise CampaignError(str(e)) from None
     meta = {'campaign': name, 'policy': pol.policy_id, 'k': k, 'user': user, 'sampling': vars(sampling),
             'judge': _judge_name(grader),
             'tool_timeout_s': runner_kw.get('tool_timeout_s',
@@ -240,9 +309,14 @@ def _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency
             'task_files_sha256': _sha(task_files) if task_files else None}
     meta['budgets'] = metrics.budgets_record(tasks, sampling.max_tokens, 'tasks' if budgets is None else 'run')
     mpath = out/'campaign.json'
+    lost = _lost_store(out, lost_store)          # an export without its store: refused unless told what to do
     if mpath.exists(): _resume_check(out, read_meta(out), meta)
+    if lost == 'regenerate':
+        print(f'({out}: no attempts.sqlite beside its export: every attempt runs again, and the export is replaced '
+              'when the run ends)', file=sys.stderr)
     store = AttemptStore(out/'attempts.sqlite')  # refuses a damaged store before anything is written
     try:
+        if lost == 'rebuild': _rebuild_store(out, store, name)
         store.records(name)                      # and a damaged record
         refuse_defective(tasks)
     except BaseException: store.close(); raise
@@ -269,10 +343,11 @@ def _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency
         if threads: torch.set_num_threads(threads)
         if pool: pool.stop()
         if bar: bar.close()
-        export_jsonl(store, name, out/'attempts.jsonl')
-        executed = next(i['executed'] for i in store.invocations(name) if i['id'] == inv)
-        left = [r for r in store.records(name) if r['status'] == 'system_error']
-        store.close()
+        try:
+            export_jsonl(store, name, out/'attempts.jsonl')
+            executed = next(i['executed'] for i in store.invocations(name) if i['id'] == inv)
+            left = [r for r in store.records(name) if r['status'] == 'system_error']
+        finally: store.close()
     kinds = collections.Counter(_error_kind(r['verdict'].get('system_error') or '') for r in left)
     return {'campaign': name, 'executed': executed, 'expected': len(tasks) * k, 'system_errors_left': len(left),
             'system_errors': dict(kinds.most_common()), 'stats': stats}
@@ -285,11 +360,54 @@ def _error_kind(msg:str) -> str:
     import re
     return re.sub(r'\d+(\.\d+)?', 'N', msg)[:160]
 
+def _export_records(out:Path) -> list[dict]:
+    "The records of a campaign's export, attempts.jsonl; `CampaignError` naming a line it cannot read."
+    path = out/'attempts.jsonl'
+    if not path.exists(): raise CampaignError(f'{out} holds neither attempts.sqlite nor attempts.jsonl: no attempts')
+    try: return metrics.read_attempts(path)
+    except ValueError as e:
+        raise CampaignError(f'{e}: the export is cut or damaged; it was left as it is. Restore it, or the store '
+                            f'attempts.sqlite it came from, beside {out/"campaign.json"}') from None
+
+LOST_STORE = ('refuse', 'rebuild', 'regenerate')
+
+def _lost_store(out:Path, how:str) -> str|None:
+    """What to do with a directory that holds an export (campaign.json, attempts.jsonl) but not the store it comes
+    from: None when nothing is lost; `CampaignError` unless `how` says to rebuild the store or regenerate."""
+    if (out/'attempts.sqlite').exists(): return None
+    present = [f for f in ('campaign.json', 'attempts.jsonl') if (out/f).exists()]
+    if not present: return None
+    held, readable = '', True
+    if (out/'attempts.jsonl').exists():
+        try: held = f' ({len(_export_records(out))} attempt(s) in attempts.jsonl)'
+        except CampaignError as e: held, readable = f' ({e})', False
+    if how == 'regenerate' or (how == 'rebuild' and readable): return how
+    raise CampaignError(f'{out} holds {" and ".join(present)} but not attempts.sqlite, the store they come from{held}: '
+                        'it was left as it is, and running would start the campaign over. Put attempts.sqlite (with '
+                        'any attempts.sqlite-wal) back beside them to resume, '
+                        + ('rebuild the store from the export and run only what it lacks (--rebuild-store), '
+                           if readable else '') +
+                        f'or run into a new --out; `tbt aggregate {out}` reads attempts.jsonl as it is')
+
+def _rebuild_store(out:Path, store:AttemptStore, name:str):
+    "A new store holding every attempt of the export, as one invocation (appended: the export is left as it is)."
+    recs = _export_records(out)
+    inv = store.begin(name, ['(rebuilt from attempts.jsonl)'])
+    for i, r in enumerate(recs, 1):
+        try: rec = AttemptRecord(**r)
+        except (TypeError, ValueError) as e:
+            raise CampaignError(f'{out/"attempts.jsonl"}:{i}: not an attempt record ({str(e).splitlines()[0]}); '
+                                f'the store rebuilt so far is {store.path}: move it away before trying again') from None
+        if rec.campaign == name: store.put(rec, inv)
+    store.finish(inv)
+    print(f'({out}: rebuilt attempts.sqlite from attempts.jsonl: {len(store.keys(name))} clean attempt(s))',
+          file=sys.stderr)
+
 def campaign_records(out:str|Path) -> list[dict]:
-    "The stored attempt records of the campaign in `out` (from its store, else its export)."
+    "The stored attempt records of the campaign in `out` (from its store, read-only, else its export)."
     out, meta = Path(out), read_meta(out)
-    if not (out/'attempts.sqlite').exists(): return metrics.read_attempts(out/'attempts.jsonl')
-    s = AttemptStore(out/'attempts.sqlite')
+    if not (out/'attempts.sqlite').exists(): return _export_records(out)
+    s = AttemptStore(out/'attempts.sqlite', readonly=True)
     try: return s.records(meta['campaign'])
     finally: s.close()
 
@@ -441,9 +559,11 @@ def _tasks_from(paths:str, split:str=None, held_out:bool=True) -> tuple:
     if not tasks: raise SystemExit(f'no tasks in {paths}' + (f' with split={split}' if split else ''))
     return tasks, files
 
-def _judge(spec:str):
+def _judge(spec:str, max_tokens:int=None): # max_tokens: an LLM judge's budget (None or 0: JUDGE_MAX_TOKENS)
+    if max_tokens is not None and max_tokens < 0:
+        raise SystemExit(f'--judge-max-tokens must be at least 1 (0: the default), got {max_tokens}')
     if spec in (None, '', 'rule'): return Grader(judge=RuleJudge())
-    if spec.startswith('openai:'): return Grader(judge=OpenAIJudge(model=spec[7:]))
+    if spec.startswith('openai:'): return Grader(judge=OpenAIJudge(model=spec[7:], max_tokens=max_tokens or None))
     raise SystemExit(f"unknown judge {spec!r}: use 'rule' or 'openai:MODEL'")
 
 def recipe_budgets(path:str) -> tuple:
@@ -454,7 +574,7 @@ def recipe_budgets(path:str) -> tuple:
     if missing: raise SystemExit(f'{path} does not state {", ".join(missing)}: a probe follows the budgets it states')
     return ({f: int(r[f]) for f in metrics.BUDGETS},
             dict(temperature=float(r.get('temperature', 1.0)), top_p=float(r.get('top_p', 1.0)),
-                 top_k=int(r.get('top_k') or 0)))
+                 top_k=int(r.get('top_k') or 0), judge_max_tokens=int(r.get('judge_max_tokens') or 0)))
 
 @command(pos=[])
 def evaluate(tasks:str=None,            # task files (JSON Lines), comma-separated (required)
@@ -464,6 +584,7 @@ def evaluate(tasks:str=None,            # task files (JSON Lines), comma-separat
              split:str='bench',         # which split of the files to run ('' = all)
              user:str='scripted',       # simulated user: scripted or openai:MODEL
              judge:str='rule',          # rubric judge: rule (offline) or openai:MODEL
+             judge_max_tokens:int=0,    # an LLM judge's budget, its reasoning included (0: a recipe's, else 2048)
              temperature:float=1.0, top_p:float=1.0, top_k:int=0,
              max_tokens:int=0,          # a cap on sampled tokens a turn below each task's own limit (0: none)
              seed:int=0,                # base sampling seed
@@ -472,7 +593,8 @@ def evaluate(tasks:str=None,            # task files (JSON Lines), comma-separat
              quiet:bool=False,
              tool_transport:str='mcp', # the tools' transport: mcp (a real MCP session per episode) or inprocess
              recipe:str=None,           # a training recipe (YAML): run under its budgets and sampling, not the tasks'
-             shards:int=1):             # worker processes sharing the attempts (one a core); results are the same
+             shards:int=1,              # worker processes sharing the attempts (one a core); results are the same
+             rebuild_store:bool=False): # OUT lost attempts.sqlite: rebuild it from attempts.jsonl, run what it lacks
     "Run (or resume) an evaluation campaign: every task x k attempts into a crash-proof store (each task's own limits)."
     ts, files = _tasks_from(tasks, split or None)
     out = out or f"data/runs/eval-{Path(policy).name.replace(':', '_')}"
@@ -480,15 +602,17 @@ def evaluate(tasks:str=None,            # task files (JSON Lines), comma-separat
     if recipe:
         budgets, samp = recipe_budgets(recipe)
         temperature, top_p, top_k = samp['temperature'], samp['top_p'], samp['top_k']
+        judge_max_tokens = judge_max_tokens or samp['judge_max_tokens']
         max_tokens = budgets['max_tokens_per_turn']
     s = SamplingConfig(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
                        max_tokens=max_tokens or max(t.limits.max_tokens_per_turn for t in ts))
-    grader = functools.partial(_judge, judge) if shards > 1 else _judge(judge)  # shards make their own
+    grader = functools.partial(_judge, judge, judge_max_tokens) if shards > 1 else _judge(judge, judge_max_tokens)
     # a local policy decodes (or acts) fastest at about 16 live episodes (the sweep below); a server batches more
     concurrency = concurrency or (64 if policy.split(':')[0] in ('vllm', 'endpoint', 'chat') else 16)
     try: r = run_campaign(out, ts, policy, k, user=user, sampling=s, grader=grader, concurrency=concurrency,
                           error_retries=error_retries, task_files=files, progress=not quiet, budgets=budgets,
-                          runner_kw={'tool_transport': tool_transport}, shards=shards)
+                          runner_kw={'tool_transport': tool_transport}, shards=shards,
+                          lost_store='rebuild' if rebuild_store else 'refuse')
     except CampaignError as e: print(f'tbt evaluate: {e}', file=sys.stderr); return 2
     print(f"{r['campaign']}: executed {r['executed']} attempt(s) this run; {r['expected']} expected; "
           f"{r['system_errors_left']} system error(s) left -> {out}")
@@ -500,17 +624,22 @@ def probe(tasks:str=None,               # task files (JSON Lines), comma-separat
           policy:str='scripted',        # the base policy
           k:int=8,                      # probes per task
           out:str='data/runs/probe',    # campaign directory; then `tbt select OUT/attempts.jsonl`
-          user:str='scripted', temperature:float=1.0, max_tokens:int=0, seed:int=0,
+          user:str='scripted',
+          judge:str='rule',             # rubric judge: rule (offline; items that list phrases) or openai:MODEL
+          judge_max_tokens:int=0,       # an LLM judge's budget (0: the recipe's, else 2048)
+          temperature:float=1.0, max_tokens:int=0, seed:int=0,
           concurrency:int=0,            # episodes live at once in each process (0: 16 local, 64 for an endpoint)
           quiet:bool=False,
           recipe:str=None,              # the training recipe: probe under its budgets and sampling (recommended)
-          shards:int=1):                # worker processes sharing the attempts (one a core); results are the same
+          shards:int=1,                 # worker processes sharing the attempts (one a core); results are the same
+          rebuild_store:bool=False):    # OUT lost attempts.sqlite: rebuild it from attempts.jsonl, run what it lacks
     "Probe the training tasks with the base policy (k attempts each): the input of `tbt select`."
-    return evaluate(tasks=tasks, policy=policy, k=k, out=out, split='train', user=user, judge='rule',
+    return evaluate(tasks=tasks, policy=policy, k=k, out=out, split='train', user=user, judge=judge,
+                    judge_max_tokens=judge_max_tokens,
                     temperature=temperature,
                     max_tokens=max_tokens, seed=seed, concurrency=concurrency, quiet=quiet, recipe=recipe,
                     tool_transport='inprocess',  # the texts of MCP without its transport (tests/test_tools.py)
-                    shards=shards)
+                    shards=shards, rebuild_store=rebuild_store)
 
 def _prices_or_none(camp):
     try:

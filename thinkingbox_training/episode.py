@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from .interpret import TokenTrajectory, parse_assistant
 from .tasks import Task, get_domain
 from .tools import tool_session, transport_class
-from .grader import Grader, RuleJudge, Usage, Verdict, expected_state, void_verdict
+from .grader import Grader, RuleJudge, Usage, Verdict, check_judge, expected_state, void_verdict
 from .users import UserEndpointError, make_user, visible_messages
 from .policies import GenRequest, SamplingConfig
 
@@ -299,8 +299,8 @@ class EpisodeRunner:
                  ) -> list[Episode]:
         """Run `jobs`; episodes come back in the order of `jobs`. If `on_done` raises, no new episode starts, the live
         ones finish (unstored) and the exception ends the run."""
-        if self.grader.judge is None and (t := next((t for t, _ in jobs if t.rubric), None)):
-            raise ValueError(f'task {t.uid} has a rubric but no judge is configured')
+        # a rubric item no judge can read is refused here, before any episode (never passed, never a system error)
+        check_judge(list({id(t): t for t, _ in jobs}.values()), self.grader.judge)
         batcher = _Batcher(self.policy, self.stats)
         # the weights may have changed since the last run
         if hasattr(self.policy, 'reset_cache'): self.policy.reset_cache()

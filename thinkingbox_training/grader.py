@@ -10,8 +10,9 @@ from .tasks import Task, RubricItem, get_domain
 from .backend import EpisodeDB, ToolError, canonical_state, diff_states, episode_state
 
 # %% auto #0
-__all__ = ['DefectiveTask', 'expected_state', 'check_defects', 'Usage', 'CheckResult', 'Verdict', 'JudgeAnswer', 'RuleJudge',
-           'JudgeError', 'OpenAIJudge', 'Grader', 'void_verdict', 'self_check']
+__all__ = ['JUDGE_MAX_TOKENS', 'DefectiveTask', 'expected_state', 'check_defects', 'Usage', 'CheckResult', 'Verdict',
+           'JudgeAnswer', 'JudgeError', 'RuleJudge', 'check_judge', 'judge_answer_text', 'OpenAIJudge', 'Grader',
+           'void_verdict', 'self_check']
 
 # %% ../nbs/04_grader.ipynb #c004
 class DefectiveTask(ValueError):
@@ -94,15 +95,41 @@ class JudgeAnswer(BaseModel):
     explanation: str = ''
     usage: Usage = Field(default_factory=Usage)
 
+class JudgeError(RuntimeError):
+    "The judge gave no usable answer (no choices, no content, not yes/no): the episode's grading fails, a system error."
+
 class RuleJudge:
     "Offline judge: a rubric item's `require`/`forbid` phrases checked in the agent's final message."
     name = 'rule'
+    def readable(self, item:RubricItem) -> bool:
+        "Whether this judge can answer `item`: only an item that lists phrases to look for."
+        return bool(item.require or item.forbid)
+
     async def ask(self, item:RubricItem, final_message:str, transcript:list|None=None) -> JudgeAnswer:
+        if not self.readable(item):
+            raise JudgeError(f'the rule judge cannot read rubric item {item.question!r}: it lists no require or forbid '
+                             'phrases; an LLM judge must answer it (--judge openai:MODEL)')
         text = (final_message or '').lower()
         missing = [p for p in item.require if p.lower() not in text]
         present = [p for p in item.forbid if p.lower() in text]
         why = '; '.join([f'missing {p!r}' for p in missing] + [f'contains forbidden {p!r}' for p in present])
         return JudgeAnswer(yes=not (missing or present), explanation=why)
+
+def check_judge(tasks:list, judge) -> list:
+    """`tasks`, once `judge` can answer every rubric item of them; else a one-line `ValueError` naming the first task
+    and item it cannot (no judge at all, or one whose `readable` refuses the item)."""
+    for t in tasks:
+        if not t.rubric: continue
+        if judge is None: raise ValueError(f'task {t.uid} has a rubric but no judge is configured')
+        readable = getattr(judge, 'readable', None)
+        bad = [it for it in t.rubric if readable is not None and not readable(it)]
+        if bad:
+            n = sum(1 for u in tasks if any(readable is not None and not readable(it) for it in u.rubric))
+            raise ValueError(f'{n} task(s) have rubric items the {getattr(judge, "name", "given")} judge cannot read '
+                             f'(they list no require or forbid phrases), e.g. {t.uid}: {bad[0].question!r}; '
+                             'give an LLM judge (--judge openai:MODEL)')
+    return tasks
+
 
 # %% ../nbs/04_grader.ipynb #c009
 _JUDGE_PROMPT = """You are grading a customer-support agent. Answer the question about the agent's final message \
@@ -117,12 +144,23 @@ Agent's final message:
 Question: {question}
 Answer (yes or no):"""
 
-class JudgeError(RuntimeError):
-    "The judge gave no usable answer (no choices, no content, not yes/no): the episode's grading fails, a system error."
+JUDGE_MAX_TOKENS = 2048  # a judge's budget: room for a model that reasons before it answers (4 left none)
+
+_ANSWER = re.compile(r'^[\s*_"\'`>#-]*(?:answer\s*:\s*)?[*_"\'`]*(yes|no)\b', re.IGNORECASE)
+
+def judge_answer_text(content:str) -> str|None:
+    "'yes' or 'no': the judge's answer after any reasoning it wrote first (a `<think>` block); None when neither."
+    text = (content or '').rsplit('</think>', 1)[-1]
+    m = _ANSWER.match(text)
+    return m.group(1).lower() if m else None
 
 class OpenAIJudge:
     "A judge on any OpenAI-compatible chat endpoint, temperature 0; any failure raises (the episode: a system error)."
-    def __init__(self, model:str=None, base_url:str=None, api_key:str=None, timeout_s:float=None, max_retries:int=None):
+    def __init__(self, model:str=None, base_url:str=None, api_key:str=None, timeout_s:float=None, max_retries:int=None,
+                 max_tokens:int=None): # tokens the judge may write, its reasoning included (default JUDGE_MAX_TOKENS)
+        if max_tokens is not None and max_tokens < 1:
+            raise ValueError(f'judge max_tokens must be >= 1, got {max_tokens}')
+        self.max_tokens = max_tokens or JUDGE_MAX_TOKENS
         timeout_s = float(os.environ.get('TBT_JUDGE_TIMEOUT_S', 60)) if timeout_s is None else timeout_s
         max_retries = int(os.environ.get('TBT_JUDGE_MAX_RETRIES', 3)) if max_retries is None else max_retries
         from openai import AsyncOpenAI
@@ -137,17 +175,22 @@ class OpenAIJudge:
         visible = '\n'.join(f"{m['role']}: {m.get('content') or ''}"
                             for m in (transcript or []) if m['role'] in ('user', 'assistant'))
         prompt = _JUDGE_PROMPT.format(transcript=visible, final=final_message, question=item.question)
-        r = await self.client.chat.completions.create(model=self.model, temperature=0, max_tokens=4,
+        r = await self.client.chat.completions.create(model=self.model, temperature=0, max_tokens=self.max_tokens,
                                                       messages=[{'role': 'user', 'content': prompt}])
+        spent = bool(getattr(r, 'choices', None)) and getattr(r.choices[0], 'finish_reason', None) == 'length'
+        if spent and judge_answer_text(getattr(r.choices[0].message, 'content', None) or '') is None:
+            # all of it reasoning (in the content, or apart from it with the content empty): no answer yet
+            raise JudgeError(f'judge {self.model} used its whole budget of {self.max_tokens} tokens without a '
+                             'yes or no (raise it: --judge-max-tokens, or judge_max_tokens in a recipe)')
         if not getattr(r, 'choices', None) or getattr(r.choices[0].message, 'content', None) is None:
             raise JudgeError(f'judge {self.model} answered no message content: {str(r)[:200]}')
-        text = r.choices[0].message.content.strip().lower()
+        text = r.choices[0].message.content
         u = r.usage
         usage = Usage(model=self.model, input=getattr(u, 'prompt_tokens', 0) or 0,
                       output=getattr(u, 'completion_tokens', 0) or 0, calls=1)
-        if not re.match(r'^(yes|no)\b', text):
-            raise JudgeError(f'judge {self.model} answered {text[:200]!r}, not yes/no')
-        return JudgeAnswer(yes=text.startswith('yes'), explanation=text, usage=usage)
+        answer = judge_answer_text(text)
+        if answer is None: raise JudgeError(f'judge {self.model} answered {text.strip()[-200:]!r}, not yes/no')
+        return JudgeAnswer(yes=answer == 'yes', explanation=text.rsplit('</think>', 1)[-1].strip()[:500], usage=usage)
 
 # %% ../nbs/04_grader.ipynb #c011
 class Grader:
@@ -171,7 +214,7 @@ class Grader:
         checks = [CheckResult(name='state', passed=d.equal, reasons=d.reasons)]
         usage = Usage()
         if task.rubric:
-            if self.judge is None: raise ValueError(f'task {task.uid} has a rubric but no judge is configured')
+            check_judge([task], self.judge)
             answers = await asyncio.gather(*[self.judge.ask(it, final_message, transcript) for it in task.rubric])
             for i, (it, a) in enumerate(zip(task.rubric, answers)):
                 usage.add(a.usage)

@@ -112,6 +112,8 @@ class TBTConfig(GRPOConfig):
         "Rubric judge: 'rule' (offline phrases), 'openai:MODEL', or 'none' (tasks with a rubric fail)."})
     judge_base_url: str|None = field(default=None, metadata={'help':
         "OpenAI-compatible endpoint of an 'openai:' judge (default: TBT_JUDGE_BASE_URL)."})
+    judge_max_tokens: int = field(default=0, metadata={'help':
+        "Tokens an 'openai:' judge may write, its reasoning included (0: grader.JUDGE_MAX_TOKENS)."})
     # --- model and launch
     policy_model: str|None = field(default=None, metadata={'help':
         'The policy to train: a Hugging Face model directory or hub name (with its tokenizer).'})
@@ -297,11 +299,13 @@ def load_pool(args:TBTConfig) -> list:
     return pool
 
 def make_judge(spec:str, # 'rule', 'openai:MODEL' or 'none'
-               base_url:str=None):
+               base_url:str=None,
+               max_tokens:int=0): # an 'openai:' judge's budget (0: JUDGE_MAX_TOKENS)
     "The rubric judge a run names."
     if spec in (None, '', 'none'): return None
     if spec == 'rule': return RuleJudge()
-    if spec.startswith('openai:'): return OpenAIJudge(model=spec.split(':', 1)[1], base_url=base_url)
+    if spec.startswith('openai:'): return OpenAIJudge(model=spec.split(':', 1)[1], base_url=base_url,
+                                                       max_tokens=max_tokens or None)
     raise ValueError(f"unknown judge {spec!r}: use 'rule', 'openai:MODEL' or 'none'")
 
 # %% ../nbs/10_grpo.ipynb #c025
@@ -642,7 +646,7 @@ class TBTTrainer(GRPOTrainer):
             if isinstance(getattr(policy, "sampling", None), SamplingConfig):
                 check_sampling(args, policy.sampling)
         self.policy = policy
-        self.grader = grader or Grader(judge=make_judge(args.judge, args.judge_base_url))
+        self.grader = grader or Grader(judge=make_judge(args.judge, args.judge_base_url, args.judge_max_tokens))
         self.user_kw = {"base_url": args.user_base_url} if args.user_base_url else {}
         self.step_log: list = []  # per step: its groups, the decision, skipped or not (the same on every process)
         self.last_batch: list = []  # the rollouts this process trained on in the last step

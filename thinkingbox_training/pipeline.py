@@ -243,7 +243,9 @@ def run_main(job:MainJob) -> dict:
 
     t0 = time.perf_counter()
     base = HFPolicy(job.base_model, sampling=sampling)
-    r = run_campaign(d/'probe', train, base, job.probe_k, concurrency=job.concurrency, task_files=files, **how['probe'])
+    # the exports committed under data/runs have no store beside them (stores are not committed): regenerated
+    r = run_campaign(d/'probe', train, base, job.probe_k, concurrency=job.concurrency, task_files=files,
+                     lost_store='regenerate', **how['probe'])
     times['probe_s'] = time.perf_counter() - t0
     print(f"[probe] {r['executed']} episodes this run ({r['expected']} in all), {times['probe_s']:.0f} s, "
           "under the recipe's budgets: "
@@ -282,10 +284,10 @@ def run_main(job:MainJob) -> dict:
 
     t0 = time.perf_counter()
     run_campaign(d/'eval-base', bench, base, job.bench_k, concurrency=job.concurrency, task_files=files,
-                 **how['evaluate'])
+                 lost_store='regenerate', **how['evaluate'])
     trained = HFPolicy(model_dir, sampling=sampling, name='tiny-qwen3-grpo')
     run_campaign(d/'eval-trained', bench, trained, job.bench_k, concurrency=job.concurrency, task_files=files,
-                 **how['evaluate'])
+                 lost_store='regenerate', **how['evaluate'])
     times['evaluate_s'] = time.perf_counter() - t0
     own = metrics.budgets_record(bench, how['evaluate']['sampling'].max_tokens)
     print(f"[evaluate] under each bench task's own limits: {metrics.show_budgets(own)}")

@@ -7,14 +7,14 @@ from __future__ import annotations
 import asyncio, ctypes, hashlib, itertools, math, os, random, re, time
 from dataclasses import dataclass, field
 from typing import Any
-from .interpret import ChatFormat, assistant_text
+from .interpret import ChatFormat, ToolCall, assistant_text, parse_assistant
 from .tasks import Task, get_domain
 from .grader import Usage
 
 # %% auto #0
 __all__ = ['ASK', 'READ_TOOL', 'SamplingConfig', 'GenRequest', 'Generation', 'uniforms', 'draw', 'HFPolicy', 'tiny_qwen3',
-           'VLLMPolicy', 'EndpointPolicy', 'ChatEndpointPolicy', 'call_values', 'seen_text', 'ScriptedPolicy',
-           'make_policy', 'generation_speed']
+           'VLLMPolicy', 'EndpointPolicy', 'ChatEndpointPolicy', 'chat_messages', 'chat_request_problems',
+           'call_values', 'seen_text', 'ScriptedPolicy', 'make_policy', 'generation_speed']
 
 # %% ../nbs/06_policies.ipynb #c004
 @dataclass
@@ -497,10 +497,12 @@ class ChatEndpointPolicy:
         api_key: str = None,
         sampling: SamplingConfig = None,
         timeout_s: float = 120.0,
+        reasoning_back: bool = False,  # send the model's reasoning back on its earlier turns (vLLM reads it)
     ):
         from openai import AsyncOpenAI
 
         self.model, self.sampling, self.fmt = model, sampling or SamplingConfig(), None
+        self.reasoning_back = reasoning_back
         self.client = AsyncOpenAI(
             base_url=base_url or os.environ.get("TBT_POLICY_BASE_URL"),
             api_key=api_key or os.environ.get("TBT_POLICY_API_KEY", "none"),
@@ -509,34 +511,7 @@ class ChatEndpointPolicy:
         self.policy_id = f"chat:{model}"
 
     async def _one(self, r: GenRequest) -> Generation:
-        import json as _json
-
-        msgs = []
-        for m in r.messages:
-            if m["role"] == "tool":
-                msgs.append(
-                    {"role": "tool", "tool_call_id": m.get("tool_call_id", m["name"]), "content": m["content"]}
-                )
-            elif m["role"] == "assistant" and m.get("tool_calls"):
-                msgs.append(
-                    {
-                        "role": "assistant",
-                        "content": m.get("content") or None,
-                        "tool_calls": [
-                            {
-                                "id": tc["function"]["name"],
-                                "type": "function",
-                                "function": {
-                                    "name": tc["function"]["name"],
-                                    "arguments": _json.dumps(tc["function"]["arguments"]),
-                                },
-                            }
-                            for tc in m["tool_calls"]
-                        ],
-                    }
-                )
-            else:
-                msgs.append({"role": m["role"], "content": m.get("content") or ""})
+        msgs = chat_messages(r.messages, r.tools, reasoning=self.reasoning_back)
         o = await self.client.chat.completions.create(
             model=self.model,
             messages=msgs,
@@ -546,17 +521,18 @@ class ChatEndpointPolicy:
             seed=r.seed % 2**31,
         )
         ch = o.choices[0].message
-        calls = [
-            {
-                "type": "function",
-                "function": {"name": tc.function.name, "arguments": _json.loads(tc.function.arguments or "{}")},
-            }
-            for tc in (ch.tool_calls or [])
-        ]
-        text = assistant_text({"role": "assistant", "content": ch.content or "", "tool_calls": calls}) + "<|im_end|>"
+        # a call whose arguments are not JSON stays as written: the engine's parser makes it a failed call
+        calls = [{"type": "function", "function": {"name": tc.function.name, "arguments": _json_or_text(tc)}}
+                 for tc in (ch.tool_calls or [])]
+        # reasoning the endpoint returns apart from the content (vLLM, DeepSeek): kept as the turn's reasoning
+        reasoning = getattr(ch, "reasoning_content", None) or getattr(ch, "reasoning", None)
+        message = {"role": "assistant", "content": ch.content or "", "tool_calls": calls,
+                   "reasoning_content": reasoning if isinstance(reasoning, str) else None}
+        text = assistant_text(message) + "<|im_end|>"
         u = o.usage
         return Generation(
             text=text,
+            finish="length" if o.choices[0].finish_reason == "length" else "stop",
             usage=Usage(
                 model=self.model,
                 input=getattr(u, "prompt_tokens", 0) or 0,
@@ -567,6 +543,156 @@ class ChatEndpointPolicy:
 
     async def generate(self, requests: list) -> list[Generation]:
         return list(await asyncio.gather(*[self._one(r) for r in requests]))
+
+
+def _json_or_text(tc):
+    "A call's arguments: the object its JSON text holds, else the text itself (rendered raw, parsed as a failed call)."
+    import json as _json
+
+    try:
+        return _json.loads(tc.function.arguments or "{}")
+    except ValueError:
+        return tc.function.arguments
+
+
+def _blocks(message: dict, tools) -> list:
+    """The tool calls an assistant message wrote, in the order written, as (name, arguments text, results, ok): the
+    results the episode engine gave it (one for a well-formed call, one per problem for a failed one)."""
+    import json as _json
+
+    text = assistant_text(message)
+    loose = parse_assistant(text, None)  # without schemas: each <tool_call> block is one call or one error
+    found = []
+    for b in sorted(loose.tool_calls + loose.errors, key=lambda b: text.find(b.raw) if b.raw else len(text)):
+        strict = parse_assistant(b.raw, tools)  # the block alone, as the engine parsed it
+        if isinstance(b, ToolCall):
+            name, args = b.name, _json.dumps(b.arguments, ensure_ascii=False)
+        else:
+            body = b.raw.replace("<tool_call>", "", 1).replace("</tool_call>", "").strip()
+            try:
+                obj = _json.loads(body)
+                args = obj.get("arguments", obj.get("parameters", {})) if isinstance(obj, dict) else body
+                args = args if isinstance(args, str) else _json.dumps(args, ensure_ascii=False)
+            except ValueError:  # as `assistant_text` renders a call whose arguments are not JSON: that text back
+                m = re.fullmatch(r'\{"name": "[^"]*", "arguments": (.*)\}', body, re.DOTALL)
+                args = m.group(1) if m else body
+            name = b.tool if b.tool and re.fullmatch(r"[A-Za-z0-9_-]{1,64}", b.tool) else "invalid_tool_call"
+        ok = bool(strict.tool_calls) and not strict.errors
+        found.append((name, args, len(strict.tool_calls) + len(strict.errors), ok))
+    return found
+
+
+def chat_messages(messages: list,  # the conversation as the episode records it
+                  tools: list = None,  # the tools the agent was shown (how the engine parsed each call)
+                  reasoning: bool = False,  # keep `reasoning_content` on assistant turns (not in OpenAI's API)
+                  ) -> list:
+    """The conversation as OpenAI's chat API takes it: every call the model wrote, well-formed or not, is a
+    `tool_calls` entry with an id of its own, answered by one `tool` message (its result, or the error the agent
+    was shown); tool results name no tool; content is text."""
+    out, n, i = [], 0, 0
+    while i < len(messages):
+        m = messages[i]
+        if m["role"] != "assistant":
+            role = "user" if m["role"] == "tool" else m["role"]  # a tool result that answers no call: a user turn
+            out.append({"role": role, "content": m.get("content") or ""})
+            i += 1
+            continue
+        results = []
+        j = i + 1
+        while j < len(messages) and messages[j]["role"] == "tool":
+            results.append(messages[j].get("content") or "")
+            j += 1
+        blocks = _blocks(m, tools) if results or m.get("tool_calls") else []
+        visible = parse_assistant(assistant_text(m), None).content
+        msg = {"role": "assistant", "content": visible if visible or not blocks else None}
+        if reasoning and isinstance(m.get("reasoning_content"), str):
+            msg["reasoning_content"] = m["reasoning_content"]
+        if blocks:
+            ids = [f"call_{n + k}" for k in range(len(blocks))]
+            n += len(blocks)
+            msg["tool_calls"] = [{"id": c, "type": "function", "function": {"name": b[0], "arguments": b[1]}}
+                                 for c, b in zip(ids, blocks)]
+            # the engine's order: results of the well-formed calls, then the errors of the failed ones
+            oks = [k for k, b in enumerate(blocks) if b[3]]
+            answers, pos = {}, 0
+            for k in oks:
+                answers[k] = results[pos] if pos < len(results) else ""
+                pos += 1
+            for k, b in enumerate(blocks):
+                if not b[3]:
+                    answers[k] = "\n".join(results[pos:pos + b[2]])
+                    pos += b[2]
+            if pos < len(results):  # more results than calls (never from our engine): kept, on the last call
+                answers[len(blocks) - 1] = "\n".join([answers[len(blocks) - 1]] + results[pos:])
+            out.append(msg)
+            out += [{"role": "tool", "tool_call_id": c, "content": answers[k]} for k, c in enumerate(ids)]
+        else:
+            if msg["content"] is None:
+                msg["content"] = ""
+            out.append(msg)
+            out += [{"role": "user", "content": t} for t in results]  # results without a call: never ours
+        i = j
+    return out
+
+
+def chat_request_problems(body: dict) -> list[str]:
+    """What OpenAI's chat API would refuse in a request body: every message and tool checked against the `openai`
+    package's own types (no unknown field), and the rules between messages (each call answered by one `tool` message
+    right after it, tool call ids unique, a `tool` message only after the calls it answers)."""
+    from openai.types.chat import (ChatCompletionMessageParam, ChatCompletionMessageFunctionToolCallParam,
+                                   ChatCompletionFunctionToolParam)
+    from pydantic import ConfigDict, TypeAdapter, ValidationError
+
+    strict = ConfigDict(extra="forbid", strict=True)
+    problems = []
+
+    def check(adapter, value, where):
+        try:  # in a list: a TypedDict takes no config of its own, a list of them does
+            TypeAdapter(list[adapter], config=strict).validate_python([value])
+        except ValidationError as e:
+            errs = [{**x, "loc": x["loc"][1:]} for x in e.errors()]
+            role = value.get("role") if isinstance(value, dict) else None
+            # of a union's errors, those of the member the message claims to be (its role)
+            own = [x for x in errs if role and x["loc"] and f"{role.capitalize()}Message" in str(x["loc"][0])]
+            shown = [{**x, "loc": x["loc"][1:]} for x in own] or errs
+            problems.append(f"{where}: " + "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}"
+                                                      for x in shown[:3]))
+
+    for k, t in enumerate(body.get("tools") or []):
+        check(ChatCompletionFunctionToolParam, t, f"tools[{k}]")
+        name = (t.get("function") or {}).get("name", "") if isinstance(t, dict) else ""
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", str(name)):
+            problems.append(f"tools[{k}].function.name {name!r} does not match ^[a-zA-Z0-9_-]{{1,64}}$")
+    seen, pending = set(), []
+    for k, m in enumerate(body.get("messages") or []):
+        check(ChatCompletionMessageParam, m, f"messages[{k}]")
+        role = m.get("role")
+        if pending and role != "tool":
+            problems.append(f"messages[{k}] ({role}): tool call(s) {pending} of the assistant message before are "
+                            "not answered by tool messages")
+            pending = []
+        if role == "assistant":
+            calls = m.get("tool_calls") or []
+            if m.get("content") is None and not calls:
+                problems.append(f"messages[{k}]: an assistant message without tool_calls needs content")
+            for c, tc in enumerate(calls):
+                check(ChatCompletionMessageFunctionToolCallParam, tc, f"messages[{k}].tool_calls[{c}]")
+                i = tc.get("id") if isinstance(tc, dict) else None
+                if i in seen:
+                    problems.append(f"messages[{k}].tool_calls[{c}]: id {i!r} is used by an earlier call")
+                seen.add(i)
+                pending.append(i)
+        elif role == "tool":
+            i = m.get("tool_call_id")
+            if i not in pending:
+                problems.append(f"messages[{k}]: a tool message answers {i!r}, which is no pending call of the "
+                                "assistant message before it")
+            else:
+                pending.remove(i)
+    if pending:
+        problems.append(f"the request ends with tool call(s) {pending} unanswered")
+    return problems
+
 
 # %% ../nbs/06_policies.ipynb #c023
 ASK = 'Could you give me your {fact}, please?'  # the expert's question for a fact the conversation has not shown

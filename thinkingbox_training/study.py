@@ -325,6 +325,7 @@ def run_stage(study:Study, st:Stage) -> dict:
         pol = partial(HFPolicy, model, sampling=sampling_config(study.args), name=st.policy_name)
     r = run_campaign(study.path/st.out, study.tasks(st.tasks), pol, st.k, concurrency=study.concurrency,
                      task_files=study.files(st.tasks), runner_kw=study.runner_kw, shards=study.shards,
+                     lost_store='regenerate',  # a committed export without its store (a fresh clone): as before
                      **study.settings())
     return {k: r[k] for k in ('executed', 'expected', 'system_errors_left')}
 
@@ -394,7 +395,7 @@ class Reprobe(TrainerCallback):
         was = t.model.training; t.model.eval()
         try:
             run_campaign(self.out/f'reprobe-step{step}', tasks, pol, REPROBE_K, concurrency=self.study.concurrency,
-                         task_files=files, runner_kw=self.study.runner_kw, **how)
+                         task_files=files, runner_kw=self.study.runner_kw, lost_store='regenerate', **how)
         finally: t.model.train(was)
         recs = campaign_records(self.out/f'reprobe-step{step}')
         bench = set(bench_uids) | {x.uid for x in self.study.tasks('bench')}

@@ -18,14 +18,18 @@ from .tasks import (Task, ToolCallSpec, RubricItem, Limits, UserSpec, TaskProble
 from .backend import ToolError
 
 # %% auto #0
-__all__ = ['ENV', 'RELEASES', 'CLAUSE', 'CONFIG_VALUE', 'HASH_TABLE', 'FLAWS', 'ThinkingBoxDataError', 'data_dir',
-           'import_servers', 'TaskDef', 'read_task_module', 'read_test_list', 'release_uids', 'tb_limits', 'to_task',
-           'load_thinkingbox', 'Server', 'load_server', 'fresh_module', 'refused_arguments_text', 'result_text',
-           'ModuleBackend', 'ScenarioDomain', 'scenario_domain', 'KnowledgeBase', 'ScenarioEpisode', 'their_checks',
-           'flawed_calls', 'GoldenWithFlaws', 'their_verdict', 'make_tb_policy', 'thinkingbox_bench']
+__all__ = ['ENV', 'DATA_HINT', 'DATA_UNSET', 'RELEASES', 'CLAUSE', 'TASK_IMPORT_TIMEOUT_S', 'CONFIG_VALUE', 'HASH_TABLE', 'FLAWS',
+           'ThinkingBoxDataError', 'data_dir', 'import_servers', 'TaskDef', 'read_task_module', 'read_test_list',
+           'release_uids', 'task_module', 'tb_limits', 'to_task', 'source_file', 'load_thinkingbox', 'Server',
+           'load_server', 'fresh_module', 'refused_arguments_text', 'result_text', 'ModuleBackend', 'ScenarioDomain',
+           'scenario_domain', 'KnowledgeBase', 'ScenarioEpisode', 'their_checks', 'flawed_calls', 'GoldenWithFlaws',
+           'their_verdict', 'make_tb_policy', 'thinkingbox_bench']
 
 # %% ../nbs/13_thinkingbox.ipynb #c005
 ENV = 'THINKINGBOX_DATA'   # the variable their harness uses too
+DATA_HINT = '../shared/thinkingbox-data'  # where the project expects the clone, from the project's folder
+DATA_UNSET = (f'{ENV} is not set: point it at a clone of microsoft/thinkingbox-data '
+              f'(from the project\'s folder: export {ENV}=$PWD/{DATA_HINT})')
 RELEASES = {  # release -> its test list, relative to the data checkout; these tasks are for evaluation only
     'thinkingbox_bench_v1': 'releases/thinkingbox_bench_v1/testlist_thinkingbox_bench_v1.yaml',
     'dataset_2604_airline_tau_bench': 'releases/dataset_2604_airline_tau_bench/testlist_2604_airline_tau_bench.yaml'}
@@ -36,8 +40,7 @@ class ThinkingBoxDataError(RuntimeError):
 def data_dir(path=None) -> Path:
     "The thinkingbox-data checkout: `path`, else $THINKINGBOX_DATA; an error naming the variable when neither works."
     p = path or os.environ.get(ENV)
-    if not p: raise ThinkingBoxDataError(f'{ENV} is not set: point it at a clone of microsoft/thinkingbox-data '
-                                         f'(e.g. export {ENV}=../shared/thinkingbox-data)')
+    if not p: raise ThinkingBoxDataError(DATA_UNSET)
     p = Path(p).expanduser().resolve()
     need = ['dataset/test_case', 'dataset/scenario', 'servers/servers.yaml', *RELEASES.values()]
     missing = [r for r in need if not (p/r).exists()]
@@ -170,7 +173,15 @@ def read_task_module(path, only:set=None) -> list[TaskDef]:
     try: tree = ast.parse(path.read_text(), filename=str(path))
     except SyntaxError as e:
         raise TaskFileError([TaskProblem(file=str(path), line=e.lineno or 0, message=f'not Python: {e.msg}')]) from None
-    top, out = {}, []
+    top, out, seen, twice = {}, [], {}, []
+    for node in tree.body:  # a name defined twice: Python keeps the last silently, so which task is meant is unclear
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if node.name in seen:
+                twice.append(TaskProblem(file=str(path), line=node.lineno, uid=f'{path.name}:{node.name}',
+                                         message=f'function {node.name} is defined twice (lines {seen[node.name]} and '
+                                                 f'{node.lineno}); Python would keep the last: remove or rename one'))
+            seen.setdefault(node.name, node.lineno)
+    if twice: raise TaskFileError(twice)
     for node in tree.body:
         if (obj := _yaml_of(node, path, None)) is not None: top.update(obj)
         elif isinstance(node, ast.FunctionDef) and node.body and (only is None or node.name in only):
@@ -206,15 +217,49 @@ def release_uids(data=None) -> dict[str, str]:
 
 @lru_cache(maxsize=None)
 def _release_uids(d:Path) -> dict[str, str]:
-    out, modules = {}, _find_modules(d)
+    out, modules = {}, _all_modules(d)
     for rel, p in RELEASES.items():
         uids = read_test_list(d/p)
-        # every function of a listed module: the base definitions a list replaced are the same tasks
+        # every function of a listed module (of every module of that name): the base definitions a list replaced
+        # are the same tasks
         for name in sorted({u.split(':', 1)[0] for u in uids}):
-            if name in modules: uids = uids + [f'{name}:{f}' for f in _test_functions(modules[name])]
+            for path in modules.get(name, ()): uids = uids + [f'{name}:{f}' for f in _test_functions(path)]
         for u in uids: out.setdefault(u, rel)
         register_evaluation_only(uids, CLAUSE.format(release=rel, path=Path(p).parent/'README.md'))
     return out
+
+# %% ../nbs/13_thinkingbox.ipynb #c017b
+import hashlib, traceback
+TASK_IMPORT_TIMEOUT_S = 60.0  # seconds a task module's import may take before loading fails
+_TASK_MODULES: dict = {}      # (resolved path, sha256 of its text) -> the module's namespace
+_TASK_MODULES_LOCK = threading.Lock()
+
+def task_module(path) -> dict:
+    """The namespace of a task module, imported once (again only if its text changed). Whatever ends its import (an
+    exception, `SystemExit`, the time limit) is a `TaskFileError` naming the file."""
+    path = Path(path).resolve()
+    text = path.read_text()
+    key = (path, hashlib.sha256(text.encode()).hexdigest())
+    with _TASK_MODULES_LOCK:
+        if key in _TASK_MODULES: return _TASK_MODULES[key]
+    limit = float(os.environ.get('TBT_TASK_IMPORT_TIMEOUT_S') or TASK_IMPORT_TIMEOUT_S)
+    ns, box = {'__name__': f'thinkingbox_task_{path.stem}', '__file__': str(path)}, {}
+    def run():
+        try: exec(compile(text, str(path), 'exec'), ns)
+        except BaseException as e: box['error'] = e  # SystemExit and KeyboardInterrupt included: they end the import
+    t = threading.Thread(target=run, name=f'import {path.name}', daemon=True)
+    t.start(); t.join(limit)
+    def fail(line, msg): raise TaskFileError([TaskProblem(file=str(path), line=line, message=msg)])
+    if t.is_alive():
+        fail(0, f'importing it did not finish within {limit:g} s (TBT_TASK_IMPORT_TIMEOUT_S): a task module is trusted '
+                'code that runs in this process; this one is left running in a background thread')
+    if 'error' in box:
+        e = box['error']
+        frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == str(path)]
+        what = f'SystemExit({e.code!r})' if isinstance(e, SystemExit) else f'{type(e).__name__}: {e}'
+        fail(frames[-1].lineno if frames else 0, f'importing it failed: {what}')
+    with _TASK_MODULES_LOCK: _TASK_MODULES[key] = ns
+    return ns
 
 # %% ../nbs/13_thinkingbox.ipynb #c018
 @lru_cache(maxsize=None)
@@ -223,11 +268,24 @@ def _scenario_file(d:Path, name:str) -> dict:
     if not p.exists(): raise FileNotFoundError(p)
     return yaml.load(p.read_text(), Loader=_Loader) or {}
 
-def _find_modules(d:Path) -> dict[str, Path]:
-    "file name -> path of every task module under dataset/test_case."
+def _all_modules(d:Path) -> dict[str, tuple]:
+    "file name -> the paths of the task modules of that name under dataset/test_case (two folders may share one)."
     out = {}
-    for p in sorted((d/'dataset/test_case').rglob('*.py')): out.setdefault(p.name, p)
-    return out
+    for p in sorted((d/'dataset/test_case').rglob('*.py')): out.setdefault(p.name, []).append(p)
+    return {n: tuple(ps) for n, ps in out.items()}
+
+def _find_modules(d:Path) -> dict[str, Path]:
+    "file name -> path of every task module under dataset/test_case (the first, where two share a name)."
+    return {n: ps[0] for n, ps in _all_modules(d).items()}
+
+def _module_named(d:Path, name:str, where) -> Path:
+    "The one module called `name` (a uid's file part); a `TaskFileError` naming `where` when none or several are."
+    ps = _all_modules(d).get(name, ())
+    if len(ps) == 1: return ps[0]
+    msg = (f'no module {name} under {d}/dataset/test_case' if not ps else
+           f'{name} names {len(ps)} modules ({", ".join(str(p.relative_to(d)) for p in ps)}): a uid '
+           '"file.py:function" cannot tell them apart; load one by its path, or rename one')
+    raise TaskFileError([TaskProblem(file=str(where), line=0, message=msg)])
 
 def tb_limits() -> Limits:
     "Episode budgets for these tasks: their policies alone are 6-25k characters and golden paths reach 19 calls."
@@ -275,7 +333,15 @@ def to_task(td:TaskDef, d:Path, releases:dict) -> Task:
         for q in conf.get('rubrics_yesno') or []: rubric.append(RubricItem(question=str(q)))
     rel = releases.get(uid)
     if any(not dom.servers[s].sandbox for s in init):  # graded by the test function's own asserts (see `their_checks`)
-        dom.checks[uid] = (td.file, uid.split(':', 1)[1])
+        fname = uid.split(':', 1)[1]
+        had = dom.checks.get(uid)
+        if had and Path(had[0]).resolve() != td.file.resolve():
+            raise bad(None, f'{uid} is already loaded from {had[0]}: two modules with one file name cannot both be '
+                            'graded in one process (a uid names the file, not its folder); rename one')
+        ns = task_module(td.file)  # imported once, here: a module that fails to import is a load error
+        if not callable(ns.get(fname)): raise bad(None, f'importing {td.file.name} defines no function {fname}')
+        dom.checks[uid] = (td.file, fname)
+        dom.check_functions[uid] = ns[fname]
         rubric += [RubricItem(question=q) for q in _judge_questions(td)]
     task = Task(uid=uid, domain=dom.name, family=td.file.stem, split='bench' if rel else 'train',
                 held_out_family=bool(rel), query=cfg['query'].strip(),
@@ -291,6 +357,25 @@ def to_task(td:TaskDef, d:Path, releases:dict) -> Task:
     return task
 
 # %% ../nbs/13_thinkingbox.ipynb #c019
+def source_file(source, # a test list (.yaml), a task module (.py), a release name, or 'all'
+                data=None) -> Path|None:
+    """The file `source` names, found as the loader finds it: a release's test list in the checkout, a module by its
+    path or else by its name under `dataset/test_case`; None for 'all'. A `TaskFileError` naming it when there is
+    none."""
+    d, src = data_dir(data), str(source)
+    if src == 'all': return None
+    if src in RELEASES: return d/RELEASES[src]
+    p = Path(src)
+    if p.suffix == '.py':
+        if p.exists(): return p.resolve()
+        if p.name in _all_modules(d): return _module_named(d, p.name, src).resolve()
+        raise TaskFileError([TaskProblem(file=src, line=0, message='no such task module')])
+    if p.suffix in ('.yaml', '.yml'):
+        if not p.exists(): raise TaskFileError([TaskProblem(file=src, line=0, message='no such test list')])
+        return p.resolve()
+    msg = f'expected a test list (.yaml), a task module (.py), a release name ({", ".join(RELEASES)}) or all'
+    raise TaskFileError([TaskProblem(file=src, line=0, message=msg)])
+
 def load_thinkingbox(source, # a test list (.yaml), a task module (.py), a release name, or 'all' (every module)
                      data=None, # the thinkingbox-data checkout (default $THINKINGBOX_DATA)
                     ) -> list[Task]:
@@ -298,40 +383,34 @@ def load_thinkingbox(source, # a test list (.yaml), a task module (.py), a relea
     d = data_dir(data)
     import_servers(d)
     releases = release_uids(d)
-    modules = _find_modules(d)
-    src = str(source)
-    if src in RELEASES: src = str(d/RELEASES[src])
-    p = Path(src)
-    if src == 'all': wanted, files = None, list(modules.values())
-    elif p.suffix == '.py':
-        if not p.exists() and p.name in modules: p = modules[p.name]
-        if not p.exists(): raise TaskFileError([TaskProblem(file=src, line=0, message='no such task module')])
-        wanted, files = None, [p]
-    elif p.suffix in ('.yaml', '.yml'):
-        if not p.exists(): raise TaskFileError([TaskProblem(file=src, line=0, message='no such test list')])
-        wanted = read_test_list(p)
-        names = sorted({u.split(':', 1)[0] for u in wanted})
-        lost = [n for n in names if n not in modules]
-        if lost:
-            raise TaskFileError([TaskProblem(file=str(p), line=0, message=f'no module {n} under {d}/dataset/test_case')
-                                 for n in lost])
-        files = [modules[n] for n in names]
+    p = source_file(source, d)
+    if p is None: wanted, files = None, [f for ps in _all_modules(d).values() for f in ps]
+    elif p.suffix == '.py': wanted, files = None, [p]
     else:
-        msg = 'expected a test list (.yaml), a task module (.py) or a release name'
-        raise TaskFileError([TaskProblem(file=src, line=0, message=msg)])
+        wanted, files, lost = read_test_list(p), [], []
+        for n in sorted({u.split(':', 1)[0] for u in wanted}):
+            try: files.append(_module_named(d, n, p))
+            except TaskFileError as e: lost += e.problems
+        if lost: raise TaskFileError(lost)
     defs, problems = {}, []
     only = None if wanted is None else {}
     for u in wanted or []: only.setdefault(u.split(':', 1)[0], set()).add(u.split(':', 1)[1])
     for f in files:
         try:
-            for td in read_task_module(f, None if only is None else only.get(f.name, set())): defs[td.uid] = td
+            for td in read_task_module(f, None if only is None else only.get(f.name, set())):
+                if td.uid in defs:  # 'all': two modules of one name define the same uid
+                    problems.append(TaskProblem(file=str(f), line=td.line, uid=td.uid, message=(
+                        f'{defs[td.uid].file} defines the same uid: two modules share the file name {f.name}, '
+                        'which a uid cannot tell apart; rename one')))
+                defs[td.uid] = td
         except TaskFileError as e: problems += e.problems
     order = wanted if wanted is not None else list(defs)
     tasks = []
     for u in order:
         if u not in defs:
             fname, fn = u.split(':', 1)
-            problems.append(TaskProblem(file=str(p), line=0, uid=u, message=f'no test function {fn} in {fname}'))
+            problems.append(TaskProblem(file=str(p or source), line=0, uid=u,
+                                        message=f'no test function {fn} in {fname}'))
             continue
         try: tasks.append(to_task(defs[u], d, releases))
         except TaskFileError as e: problems += e.problems
@@ -445,6 +524,7 @@ class ScenarioDomain:
         self.families, self.expert, self.unstable = {}, None, {}  # no generator or expert: the golden path decides
         self._templates, self._lock = {}, threading.Lock()
         self.checks: dict = {}  # task uid -> (module file, function) for tasks graded by their own asserts
+        self.check_functions: dict = {}  # task uid -> that function, of the module imported once when it loaded
         probe = self._system_set()
         self._tool_server = {n: s for s, sys_ in probe.items() for n in sys_._tool_map}
         self._tables = {stem: s for s, sys_ in probe.items() if servers[s].sandbox
@@ -662,10 +742,8 @@ def their_checks(dom:ScenarioDomain, uid:str|None, effects:dict) -> dict:
     "Run a task's own test function on the episode's effects: {uid: {'passed': ...}}, and the failed assert's text."
     if uid is None or uid not in dom.checks: return {}
     path, fname = dom.checks[uid]
-    ns = {'__name__': f'thinkingbox_task_{path.stem}', '__file__': str(path)}
-    exec(compile(path.read_text(), str(path), 'exec'), ns)
     x = types.SimpleNamespace(effects=effects, response='')
-    try: ns[fname](x, _Judged())
+    try: dom.check_functions[uid](x, _Judged())  # the module was imported once, when the task loaded
     except AssertionError as e:
         import traceback
         line = traceback.extract_tb(e.__traceback__)[-1]
@@ -787,18 +865,23 @@ def thinkingbox_bench(release:str='thinkingbox_bench_v1', # a release name, a te
                       k:int=20,                  # attempts per task
                       out:str=None,              # campaign directory (default data/runs/thinkingbox-RELEASE)
                       user:str='stand-in',       # simulated user: openai:MODEL (TBT_USER_BASE_URL), or stand-in
-                      judge:str='rule',          # rubric judge: openai:MODEL (TBT_JUDGE_BASE_URL), or rule (offline)
+                      judge:str='rule',          # rubric judge: openai:MODEL (TBT_JUDGE_BASE_URL); rule: refused
+                      judge_max_tokens:int=0,    # an LLM judge's budget, its reasoning included (0: 2048)
                       data:str=None,             # the thinkingbox-data checkout (default $THINKINGBOX_DATA)
                       temperature:float=1.0, max_tokens:int=4096, seed:int=0,
                       concurrency:int=32,        # episodes live at once
-                      quiet:bool=False):
+                      quiet:bool=False,
+                      rebuild_store:bool=False): # OUT lost attempts.sqlite: rebuild it from attempts.jsonl
     "Run (or resume) a ThinkingBox release, every task x k attempts, into a campaign; then `tbt aggregate OUT`."
-    from thinkingbox_training.campaigns import run_campaign, _judge
+    from thinkingbox_training.campaigns import CampaignError, run_campaign, _judge
     from thinkingbox_training.policies import SamplingConfig
     from thinkingbox_training.users import StandInServer
-    tasks = load_thinkingbox(release, data)
-    d = data_dir(data)
-    files = [d/RELEASES[release]] if release in RELEASES else [Path(release)]
+    try:
+        tasks = load_thinkingbox(release, data)
+        src = source_file(release, data)  # the file the tasks came from, found as the loader found it
+        files = [src] if src is not None else list(_find_modules(data_dir(data)).values())
+    except (ThinkingBoxDataError, TaskFileError) as e:
+        print(f'tbt thinkingbox-bench: {e}', file=sys.stderr); return 2
     out = out or f'data/runs/thinkingbox-{Path(release).stem}'
     s = SamplingConfig(temperature=temperature, max_tokens=max_tokens, seed=seed)
     pol = make_tb_policy(policy, s)
@@ -807,8 +890,10 @@ def thinkingbox_bench(release:str='thinkingbox_bench_v1', # a release name, a te
         srv = StandInServer().__enter__()
         user, kw = 'openai:stand-in', {'user_kw': {'base_url': srv.base_url}}
     try:
-        r = run_campaign(out, tasks, pol, k, user=user, sampling=s, grader=_judge(judge), concurrency=concurrency,
-                         task_files=files, progress=not quiet, runner_kw=kw)
+        r = run_campaign(out, tasks, pol, k, user=user, sampling=s, grader=_judge(judge, judge_max_tokens),
+                         concurrency=concurrency, task_files=files, progress=not quiet, runner_kw=kw,
+                         lost_store='rebuild' if rebuild_store else 'refuse')
+    except CampaignError as e: print(f'tbt thinkingbox-bench: {e}', file=sys.stderr); return 2
     finally:
         if srv: srv.__exit__(None, None, None)
     print(f"{r['campaign']}: executed {r['executed']} attempt(s) this run; {r['expected']} expected; "
