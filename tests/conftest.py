@@ -12,3 +12,8 @@ def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="slow: run with `make test-slow`")
     for item in items:
         if "slow" in item.keywords: item.add_marker(skip)
+
+def skip_unless_ci(reason:str):
+    "Skip on a developer's machine that lacks what a test needs; under `CI=true` the same lack fails the run."
+    if os.environ.get('CI') == 'true': pytest.fail(reason)
+    pytest.skip(reason)

@@ -6,6 +6,7 @@ under CI=true, where a skip would hide a missing install step: there it fails.""
 import fcntl, json, os, shutil, socket, subprocess, sys, time
 from pathlib import Path
 import pytest
+from conftest import skip_unless_ci
 
 ROOT = Path(__file__).parent.parent
 INSPECTOR = '@modelcontextprotocol/inspector@2.12.0'
@@ -30,9 +31,7 @@ def inspector_cli() -> Path:
 @pytest.fixture(scope='module')
 def cli():
     try: return inspector_cli()
-    except Exception as e:
-        if os.environ.get('CI') == 'true': pytest.fail(f'the MCP Inspector could not be installed: {e}')
-        pytest.skip(f'the MCP Inspector could not be installed: {e}')
+    except Exception as e: skip_unless_ci(f'the MCP Inspector could not be installed: {e}')
 
 def inspect(cli, *args) -> tuple:
     "(exit code, the JSON result, seconds): one Inspector CLI call with its defaults (15 s to connect)."

@@ -8,6 +8,7 @@ environment fails the run instead of skipping."""
 import fcntl, hashlib, json, os, shutil, socket, subprocess, sys, venv
 from pathlib import Path
 import pytest
+from conftest import skip_unless_ci
 from thinkingbox_training.tasks import load_tasks
 from thinkingbox_training.users import StandInServer
 
@@ -39,9 +40,7 @@ def openenv_python() -> Path:
 @pytest.fixture(scope='module')
 def py():
     try: return openenv_python()
-    except Exception as e:
-        if os.environ.get('CI') == 'true': pytest.fail(f'the OpenEnv environment could not be built: {e}')
-        pytest.skip(f'the OpenEnv environment could not be built: {e}')
+    except Exception as e: skip_unless_ci(f'the OpenEnv environment could not be built: {e}')
 
 def free_port():
     with socket.socket() as s:
