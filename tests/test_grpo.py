@@ -602,15 +602,17 @@ def test_passk_zero_variance_groups_are_replaced_like_all_pass_ones():
     assert s.kinds == ['zero_variance', 'useful', 'useful'] and s.selected == [1, 2]
     assert dynamic_sample([[1, 1, 1, 0], [1, 0, 0, 0]], lambda k, need: 1 / 0, 2, max_rounds=2).selected == [0, 1]
 
-def test_passk_option_trains_on_transformed_group_rewards_with_k_annealed(tmp_path):
+def test_passk_option_weights_each_groups_advantages_with_k_annealed(tmp_path):
     """advantage: passk: each step's k follows the schedule (2, 2, 1 over 3 steps), only groups useful under it are
-    chosen, and TRL's advantages are the group-normalised transformed rewards; the step log keeps the Verdicts."""
-    from thinkingbox_training.grpo import passk_kind, passk_rewards
+    chosen, and the advantages are TRL's of the Verdicts times the group's pass@k weight, which are the centred
+    transformed rewards over the Verdicts' group std; TRL's rewards and the step log keep the Verdicts."""
+    from thinkingbox_training.grpo import passk_kind, passk_rewards, passk_weight
     t = trainer(tmp_path, advantage='passk', passk_k=2, passk_k_end=1, max_steps=3)
     cap = capture(t)
     t.train()
     assert [rec['passk_k'] for rec in t.step_log] == [2, 2, 1]
     assert [h['tbt/passk_k'] for h in t.state.log_history if 'loss' in h] == [2, 2, 1]
+    weighted = 0
     for rec, (rows, out) in zip(t.step_log, cap):
         k = rec['passk_k']
         for i, g in enumerate(rec['groups']):
@@ -619,9 +621,12 @@ def test_passk_option_trains_on_transformed_group_rewards_with_k_annealed(tmp_pa
         for j in range(0, len(rows), 4):
             g = rows[j:j + 4]
             if g[0].filler: continue
-            assert [r.shaped for r in g] == passk_rewards([r.reward for r in g], k)
-            s = torch.tensor([r.shaped for r in g])
-            assert torch.allclose(out['advantages'][j:j + 4], (s - s.mean()) / (s.std() + 1e-4), atol=1e-5)
+            f = torch.tensor([float(r.reward) for r in g])
+            assert {r.weight for r in g} == {passk_weight(int(f.sum()), 4, k)}
+            s = torch.tensor(passk_rewards([r.reward for r in g], k))
+            assert torch.allclose(out['advantages'][j:j + 4], (s - s.mean()) / (f.std() + 1e-4), atol=1e-5)
+            weighted += g[0].weight < 1
+    assert weighted > 0                                        # some group was down-weighted, not only filtered
     assert {rw for rec in t.step_log for g in rec['groups'] for _, _, rw in g} <= {0, 1}
 
 def test_passk_at_k_1_trains_exactly_as_plain_grpo(tmp_path):
