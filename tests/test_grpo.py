@@ -664,3 +664,16 @@ def test_passk_recipe_differs_from_the_tiny_recipe_only_in_the_option(tmp_path, 
         bad.write_text((recipes / 'tiny_cpu_passk.yaml').read_text().replace(*change))
         with pytest.raises(ConfigError, match=key) as e: parse_config(['--config', str(bad), '--dry_run', 'true'])
         assert str(bad) in str(e.value) and '\n' not in str(e.value)
+
+def test_an_episode_budget_ends_the_run_and_paces_the_passk_schedule(tmp_path):
+    """episode_budget: training stops after the step past which the next step's 8 episodes would not fit (max_steps
+    is far), and the pass@k k moves with the share of the budget spent before each step, down to passk_k_end."""
+    from thinkingbox_training.grpo import passk_k_at
+    t = trainer(tmp_path, advantage='passk', passk_k=3, passk_k_end=1, max_steps=30, episode_budget=48)
+    t.train()
+    spent = [sum(len(g) for g in rec['groups']) for rec in t.step_log]
+    assert t.state.global_step == len(spent) < 30
+    assert sum(spent[:-1]) + 8 <= 48 < sum(spent) + 8 and t.training_episodes == sum(spent)
+    assert [rec['passk_k'] for rec in t.step_log] == [passk_k_at(sum(spent[:i]), 49, 3, 1) for i in range(len(spent))]
+    assert t.step_log[0]['passk_k'] == 3
+    with pytest.raises(ValueError, match='episode_budget=7'): cfg(tmp_path, episode_budget=7)

@@ -33,7 +33,7 @@ __all__ = ['logger', 'TASK_PROMPT', 'TRL_PRIVATE', 'TRL_BATCH_KEYS', 'TBT_STATE'
            'trl_private_problem', 'trl_private_problems', 'micro_batches', 'padding_share', 'server_url',
            'check_vllm_server', 'EpochSampler', 'TBTTrainer', 'passk_rewards', 'passk_weight', 'passk_kind',
            'passk_group', 'passk_k_at', 'ConfigError', 'checkpoint_problem', 'resume_checkpoint', 'StopWhenFinished',
-           'check_recipe', 'parse_config', 'describe', 'report_callbacks', 'main']
+           'EpisodeBudget', 'check_recipe', 'parse_config', 'describe', 'report_callbacks', 'main']
 
 # %% ../nbs/10_grpo.ipynb #c004
 logger = logging.getLogger(__name__)
@@ -158,6 +158,9 @@ class TBTConfig(GRPOConfig):
         '1 <= k < group_size (k = 1 is plain GRPO).'})
     passk_k_end: int|None = field(default=None, metadata={'help': 'advantage: passk: the k at the last step, reached '
         'linearly (rounded) from passk_k; None: passk_k throughout.'})
+    episode_budget: int|None = field(default=None, metadata={'help': 'Training episodes the run may generate, dropped '
+        'groups included: it stops after the step past which the next could not fit (max_steps still bounds it); '
+        "with advantage: passk, k moves over the budget spent instead of the steps. None: max_steps ends the run."})
     num_iterations: int = field(default=1, metadata={'help':
         'Optimizer passes per batch; must be 1 (one step = one update on fresh episodes).'})
     logging_steps: float = field(default=1, metadata={'help': 'Log every step.'})
@@ -191,6 +194,9 @@ class TBTConfig(GRPOConfig):
             if v is not None and not 1 <= v < self.group_size:
                 raise ValueError(f'{name}={v} must be at least 1 and below group_size={self.group_size} (at k = '
                                  f'group_size every useful group\'s transformed rewards are all 1: no signal)')
+        if self.episode_budget is not None and self.episode_budget < plan.episodes_per_step:
+            raise ValueError(f'episode_budget={self.episode_budget} is less than one step ({plan.episodes_per_step} '
+                             'episodes)')
         self.num_generations, self.per_device_train_batch_size = self.group_size, plan.per_device_train_batch_size
         self.gradient_accumulation_steps = plan.gradient_accumulation_steps
         self.max_completion_length = self.max_episode_tokens
@@ -910,6 +916,8 @@ def passk_k_at(step:int, # the step, from 0
 def _passk_k(self:TBTTrainer) -> int:
     "This step's k (advantage: passk): the schedule over the run's steps."
     a = self.args
+    if a.episode_budget:   # over the budget: the share spent before this step, as step / (steps - 1)
+        return passk_k_at(self.training_episodes, a.episode_budget + 1, a.passk_k, a.passk_k_end)
     return passk_k_at(self.state.global_step, self.state.max_steps or a.max_steps, a.passk_k, a.passk_k_end)
 
 # %% ../nbs/10_grpo.ipynb #tr051
@@ -1141,6 +1149,8 @@ def train(self:TBTTrainer, resume_from_checkpoint=None, **kwargs):
     if ckpt: self.load_tbt_state(ckpt)
     if not any(isinstance(c, StopWhenFinished) for c in self.callback_handler.callbacks):
         self.add_callback(StopWhenFinished)
+    if self.args.episode_budget and not any(isinstance(c, EpisodeBudget) for c in self.callback_handler.callbacks):
+        self.add_callback(EpisodeBudget(self))
     try: return super(TBTTrainer, self).train(resume_from_checkpoint=ckpt, **kwargs)
     except _Finished:
         logger.warning(f'{ckpt} is step {self.state.global_step} of max_steps={self.state.max_steps}: the run is '
@@ -1189,6 +1199,14 @@ def training_episodes(self:TBTTrainer) -> int:
 def episodes_used(self:TBTTrainer) -> int:
     "The run's episode budget so far: training episodes plus those spent choosing pools (`set_pool`)."
     return self.training_episodes + sum(p['probe_episodes'] for p in self.pool_log)
+
+# %% ../nbs/10_grpo.ipynb #pk10
+class EpisodeBudget(TrainerCallback):
+    "Stop training once the next step could pass `episode_budget` (a step generates at least its groups' episodes)."
+    def __init__(self, trainer:TBTTrainer): self.trainer = trainer
+    def on_step_end(self, args, state, control, **kw):
+        if self.trainer.training_episodes + args.groups_per_step * args.group_size > args.episode_budget:
+            control.should_training_stop = True
 
 # %% ../nbs/10_grpo.ipynb #rc001
 class _Parser(TrlParser):
