@@ -677,3 +677,28 @@ def test_an_episode_budget_ends_the_run_and_paces_the_passk_schedule(tmp_path):
     assert [rec['passk_k'] for rec in t.step_log] == [passk_k_at(sum(spent[:i]), 49, 3, 1) for i in range(len(spent))]
     assert t.step_log[0]['passk_k'] == 3
     with pytest.raises(ValueError, match='episode_budget=7'): cfg(tmp_path, episode_budget=7)
+
+def test_passk_refills_system_error_groups_and_a_resumed_budgeted_run_stops_where_the_whole_one_did(tmp_path):
+    """Under advantage: passk a group with a voided episode is a system-error group: refilled, never weighted or trained
+    on. A budgeted pass@k run resumed from a checkpoint takes the same k and stops at the same step as the run that
+    went on (the budget is counted from the step records the checkpoint keeps)."""
+    import shutil
+    pool = [crash_task(0), crash_task(1)] + [pay_task(i) for i in range(4)]
+    t = trainer(tmp_path / 'crash', pool=pool, train_dataset=task_dataset(pool[:2]), max_refill_rounds=4,
+                advantage='passk', passk_k=2)
+    t.train()
+    rec = t.step_log[0]
+    assert rec['kinds'][:2] == ['system_error'] * 2 and len(rec['selected']) == 2
+    assert not any(r.reward is None for r in t.last_batch) and all(r.weight > 0 for r in t.last_batch)
+
+    run = dict(pool=TASKS[:4], advantage='passk', passk_k=3, passk_k_end=1, max_steps=30, episode_budget=48,
+               save_strategy='steps', save_steps=2)
+    full = trainer(tmp_path / 'full', **run)
+    full.train()
+    (tmp_path / 'resumed' / 'out').mkdir(parents=True)
+    shutil.copytree(tmp_path / 'full' / 'out' / 'checkpoint-2', tmp_path / 'resumed' / 'out' / 'checkpoint-2')
+    again = trainer(tmp_path / 'resumed', **run)
+    again.train(resume_from_checkpoint='true')
+    assert again.state.global_step == full.state.global_step > 2
+    assert [r['passk_k'] for r in again.step_log] == [r['passk_k'] for r in full.step_log]
+    assert again.training_episodes == full.training_episodes
