@@ -564,3 +564,141 @@ def test_every_private_trl_name_the_trainer_uses_is_listed():
     # the trainer overrides no private TRL method that is not listed
     ours = {n for n, v in vars(TBTTrainer).items() if n.startswith('_') and not n.startswith('__') and callable(v)}
     assert {n for n in ours if hasattr(GRPOTrainer, n)} - listed == set()
+
+
+# ---------------------------------------------------------------- the pass@k advantage option
+
+def test_passk_rewards_are_an_unbiased_pass_at_k_gradient():
+    """Over every outcome vector of a group (n <= 6, every k <= n), exactly: the transformed rewards' group mean has
+    expectation pass@k, and sum_i s_i dlog P(x_i) has expectation n/k times pass@k's gradient (a Bernoulli logit)."""
+    import itertools
+    from fractions import Fraction
+    from thinkingbox_training.grpo import passk_rewards
+    p = Fraction(2, 7)
+    for n in range(2, 7):
+        for k in range(1, n + 1):
+            mean = grad = Fraction(0)
+            for x in itertools.product((0, 1), repeat=n):
+                w, s = p ** sum(x) * (1 - p) ** (n - sum(x)), passk_rewards(list(x), k, exact=True)
+                mean += w * sum(s) / n
+                grad += w * sum(si * (xi - p) for si, xi in zip(s, x))
+            assert mean == 1 - (1 - p) ** k, (n, k)
+            assert grad == Fraction(n, k) * k * p * (1 - p) ** k, (n, k)
+    assert passk_rewards([1, 0, 0, 0], 2) == [1.0, 1 / 3, 1 / 3, 1 / 3]
+    assert passk_rewards([0, 1, 1, 0], 1) == [0.0, 1.0, 1.0, 0.0]          # k = 1: the Verdicts
+    with pytest.raises(ValueError, match='binary rewards'): passk_rewards([1, 2], 1)
+    with pytest.raises(ValueError, match='k=5'): passk_rewards([1, 0, 0, 0], 5)
+
+def test_passk_zero_variance_groups_are_replaced_like_all_pass_ones():
+    """Under the transform a group of n with more than n - k successes carries no signal (all its transformed rewards
+    are 1), as all-0 and all-1 groups do: dynamic sampling replaces it; a system error is still a system error."""
+    import functools
+    from thinkingbox_training.grpo import passk_kind
+    assert [passk_kind([1] * c + [0] * (8 - c), 4) for c in range(9)] == (
+        ['zero_variance'] + ['useful'] * 4 + ['zero_variance'] * 4)
+    assert passk_kind([None, 1, 0, 0], 2) == 'system_error'
+    s = dynamic_sample([[1, 1, 1, 0], [1, 0, 0, 0]], lambda k, need: [[1, 1, 0, 0]] * need, 2, max_rounds=2,
+                       kind=functools.partial(passk_kind, k=2))
+    assert s.kinds == ['zero_variance', 'useful', 'useful'] and s.selected == [1, 2]
+    assert dynamic_sample([[1, 1, 1, 0], [1, 0, 0, 0]], lambda k, need: 1 / 0, 2, max_rounds=2).selected == [0, 1]
+
+def test_passk_option_weights_each_groups_advantages_with_k_annealed(tmp_path):
+    """advantage: passk: each step's k follows the schedule (2, 2, 1 over 3 steps), only groups useful under it are
+    chosen, and the advantages are TRL's of the Verdicts times the group's pass@k weight, which are the centred
+    transformed rewards over the Verdicts' group std; TRL's rewards and the step log keep the Verdicts."""
+    from thinkingbox_training.grpo import passk_kind, passk_rewards, passk_weight
+    t = trainer(tmp_path, advantage='passk', passk_k=2, passk_k_end=1, max_steps=3)
+    cap = capture(t)
+    t.train()
+    assert [rec['passk_k'] for rec in t.step_log] == [2, 2, 1]
+    assert [h['tbt/passk_k'] for h in t.state.log_history if 'loss' in h] == [2, 2, 1]
+    weighted = 0
+    for rec, (rows, out) in zip(t.step_log, cap):
+        k = rec['passk_k']
+        for i, g in enumerate(rec['groups']):
+            assert rec['kinds'][i] == passk_kind([rw for _, _, rw in g], k)
+        assert all(rec['kinds'][i] == 'useful' for i in rec['selected'])
+        for j in range(0, len(rows), 4):
+            g = rows[j:j + 4]
+            if g[0].filler: continue
+            f = torch.tensor([float(r.reward) for r in g])
+            assert {r.weight for r in g} == {passk_weight(int(f.sum()), 4, k)}
+            s = torch.tensor(passk_rewards([r.reward for r in g], k))
+            assert torch.allclose(out['advantages'][j:j + 4], (s - s.mean()) / (f.std() + 1e-4), atol=1e-5)
+            weighted += g[0].weight < 1
+    assert weighted > 0                                        # some group was down-weighted, not only filtered
+    assert {rw for rec in t.step_log for g in rec['groups'] for _, _, rw in g} <= {0, 1}
+
+def test_passk_at_k_1_trains_exactly_as_plain_grpo(tmp_path):
+    "With k = 1 the transformed rewards are the Verdicts: the same steps, logs and weights as advantage: grpo."
+    runs = {}
+    for adv in ('grpo', 'passk'):
+        t = trainer(tmp_path / adv, advantage=adv, passk_k=1, max_steps=2)
+        t.train()
+        logs = [{k: v for k, v in h.items() if k not in ('step_time', 'train_runtime', 'train_samples_per_second',
+                                                          'train_steps_per_second', 'tbt/passk_k')}
+                for h in t.state.log_history]
+        runs[adv] = (logs, [{k: v for k, v in r.items() if k != 'passk_k'} for r in t.step_log],
+                     [p.detach().clone() for p in t.model.parameters()], [r.get('passk_k') for r in t.step_log])
+    assert runs['grpo'][0] == runs['passk'][0] and runs['grpo'][1] == runs['passk'][1]
+    assert all(torch.equal(a, b) for a, b in zip(runs['grpo'][2], runs['passk'][2]))
+    assert runs['grpo'][3] == [None, None] and runs['passk'][3] == [1, 1]     # plain GRPO records no k
+
+def test_passk_recipe_differs_from_the_tiny_recipe_only_in_the_option(tmp_path, capsys):
+    """The pass@k arm's recipe is tiny_cpu.yaml with the option (and its own output folder); bad option values are
+    refused in one line naming the key."""
+    import yaml
+    from thinkingbox_training.grpo import ConfigError, parse_config
+    recipes = HERE.parent / 'scripts' / 'recipes'
+    plain, passk = (yaml.safe_load((recipes / f).read_text()) for f in ('tiny_cpu.yaml', 'tiny_cpu_passk.yaml'))
+    differ = {k for k in plain.keys() | passk.keys() if plain.get(k) != passk.get(k)}
+    assert differ == {'advantage', 'passk_k', 'passk_k_end', 'output_dir'}
+    args = parse_config(['--config', str(recipes / 'tiny_cpu_passk.yaml'), '--dry_run', 'true'])
+    assert (args.advantage, args.passk_k, args.passk_k_end) == ('passk', passk['passk_k'], passk['passk_k_end'])
+    from thinkingbox_training.grpo import describe
+    assert f"advantage: 'passk', k = {passk['passk_k']} -> {passk['passk_k_end']} over the steps" in describe(args)
+    assert 'advantage' not in describe(parse_config(['--config', str(recipes / 'tiny_cpu.yaml'), '--dry_run', 'true']))
+    for change, key in ((('passk_k: 4', 'passk_k: 8'), 'passk_k'),
+                        (('advantage: passk', 'advantage: pass'), 'advantage')):
+        bad = tmp_path / 'bad.yaml'
+        bad.write_text((recipes / 'tiny_cpu_passk.yaml').read_text().replace(*change))
+        with pytest.raises(ConfigError, match=key) as e: parse_config(['--config', str(bad), '--dry_run', 'true'])
+        assert str(bad) in str(e.value) and '\n' not in str(e.value)
+
+def test_an_episode_budget_ends_the_run_and_paces_the_passk_schedule(tmp_path):
+    """episode_budget: training stops after the step past which the next step's 8 episodes would not fit (max_steps
+    is far), and the pass@k k moves with the share of the budget spent before each step, down to passk_k_end."""
+    from thinkingbox_training.grpo import passk_k_at
+    t = trainer(tmp_path, advantage='passk', passk_k=3, passk_k_end=1, max_steps=30, episode_budget=48)
+    t.train()
+    spent = [sum(len(g) for g in rec['groups']) for rec in t.step_log]
+    assert t.state.global_step == len(spent) < 30
+    assert sum(spent[:-1]) + 8 <= 48 < sum(spent) + 8 and t.training_episodes == sum(spent)
+    assert [rec['passk_k'] for rec in t.step_log] == [passk_k_at(sum(spent[:i]), 49, 3, 1) for i in range(len(spent))]
+    assert t.step_log[0]['passk_k'] == 3
+    with pytest.raises(ValueError, match='episode_budget=7'): cfg(tmp_path, episode_budget=7)
+
+def test_passk_refills_system_error_groups_and_a_resumed_budgeted_run_stops_where_the_whole_one_did(tmp_path):
+    """Under advantage: passk a group with a voided episode is a system-error group: refilled, never weighted or trained
+    on. A budgeted pass@k run resumed from a checkpoint takes the same k and stops at the same step as the run that
+    went on (the budget is counted from the step records the checkpoint keeps)."""
+    import shutil
+    pool = [crash_task(0), crash_task(1)] + [pay_task(i) for i in range(4)]
+    t = trainer(tmp_path / 'crash', pool=pool, train_dataset=task_dataset(pool[:2]), max_refill_rounds=4,
+                advantage='passk', passk_k=2)
+    t.train()
+    rec = t.step_log[0]
+    assert rec['kinds'][:2] == ['system_error'] * 2 and len(rec['selected']) == 2
+    assert not any(r.reward is None for r in t.last_batch) and all(r.weight > 0 for r in t.last_batch)
+
+    run = dict(pool=TASKS[:4], advantage='passk', passk_k=3, passk_k_end=1, max_steps=30, episode_budget=48,
+               save_strategy='steps', save_steps=2)
+    full = trainer(tmp_path / 'full', **run)
+    full.train()
+    (tmp_path / 'resumed' / 'out').mkdir(parents=True)
+    shutil.copytree(tmp_path / 'full' / 'out' / 'checkpoint-2', tmp_path / 'resumed' / 'out' / 'checkpoint-2')
+    again = trainer(tmp_path / 'resumed', **run)
+    again.train(resume_from_checkpoint='true')
+    assert again.state.global_step == full.state.global_step > 2
+    assert [r['passk_k'] for r in again.step_log] == [r['passk_k'] for r in full.step_log]
+    assert again.training_episodes == full.training_episodes

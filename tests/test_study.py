@@ -437,3 +437,23 @@ def test_a_campaigns_wall_time_counts_a_stopped_invocation_until_the_next_one_st
     con.commit(); con.close()
     assert S.store_wall_s(tmp_path) == 300.0 + 100.0
     assert S.store_wall_s(tmp_path / 'none') is None
+
+
+def test_the_passk_comparison_runs_on_the_study_runner_with_each_arms_recipe_and_budget():
+    """data/runs/passk/design.json becomes stages of the study's runner: an arm's seed trains under {arm}-seed{n}/ with
+    the recipe and arguments its item names (pass@k: its episode budget), and is evaluated at k=20; the study's own
+    stages are unchanged."""
+    passk = S.Study(root=ROOT, dir='data/runs/passk')
+    budgets = passk.design['arms']['passk']['episode_budget_by_seed']
+    for s in (0, 1, 2):
+        argv = S.train_argv(passk, passk.stage(f'passk-seed{s}/model'))
+        assert argv[argv.index('--config') + 1] == 'scripts/recipes/tiny_cpu_passk.yaml'
+        assert argv[argv.index('--episode_budget') + 1] == str(budgets[str(s)])
+        assert argv[argv.index('--seed') + 1] == str(s)
+        assert passk.stage(f'passk-seed{s}/bench-k20').policy == f'passk-seed{s}/model'
+    argv = S.train_argv(passk, passk.stage('plain-seed1/model'))
+    assert argv[argv.index('--config') + 1] == 'scripts/recipes/tiny_cpu.yaml' and '--episode_budget' not in argv
+    assert [round(sum(x.estimated_min for x in passk.part(p)), 1) for p in (1, 2, 3, 4)] == [
+        p['minutes'] for p in passk.design['parts']]
+    assert {x.out for x in S.study_stages(DESIGN) if x.kind == 'train'} == {
+        'seed0/model', 'seed1/model', 'seed2/model', 'reprobed/model'}

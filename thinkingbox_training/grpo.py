@@ -6,6 +6,7 @@
 from __future__ import annotations
 import argparse, dataclasses, functools, inspect, json, logging, math, os, random, re, sys, time, urllib.request
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from pathlib import Path
 import torch
 from fastcore.basics import patch
@@ -30,8 +31,9 @@ __all__ = ['logger', 'TASK_PROMPT', 'TRL_PRIVATE', 'TRL_BATCH_KEYS', 'TBT_STATE'
            'run_budgets', 'with_budgets', 'check_pool_budgets', 'load_pool', 'make_judge', 'Rollout', 'rollout_fields',
            'verdict', 'group_kind', 'Sampled', 'dynamic_sample', 'step_metrics', 'check_rollout_contract',
            'trl_private_problem', 'trl_private_problems', 'micro_batches', 'padding_share', 'server_url',
-           'check_vllm_server', 'EpochSampler', 'TBTTrainer', 'ConfigError', 'checkpoint_problem', 'resume_checkpoint',
-           'StopWhenFinished', 'check_recipe', 'parse_config', 'describe', 'report_callbacks', 'main']
+           'check_vllm_server', 'EpochSampler', 'TBTTrainer', 'passk_rewards', 'passk_weight', 'passk_kind',
+           'passk_group', 'passk_k_at', 'ConfigError', 'checkpoint_problem', 'resume_checkpoint', 'StopWhenFinished',
+           'EpisodeBudget', 'check_recipe', 'parse_config', 'describe', 'report_callbacks', 'main']
 
 # %% ../nbs/10_grpo.ipynb #c004
 logger = logging.getLogger(__name__)
@@ -150,6 +152,17 @@ class TBTConfig(GRPOConfig):
         "'dapo': token mean over every sampled token of the step's batch, all processes (reference)."})
     scale_rewards: str = field(default='group', metadata={'help':
         "'group': advantage = (reward - group mean) / group std, as the released run did."})
+    # --- the advantage: plain GRPO, or pass@k-transformed group rewards
+    advantage: str = field(default='grpo', metadata={'help': "'grpo': each episode's Verdict is its reward, as the "
+        "reference run. 'passk': each group's rewards transformed so that the step optimises pass@k (Walder and "
+        "Karkhanis' unbiased estimator), with k from passk_k to passk_k_end over the steps."})
+    passk_k: int = field(default=4, metadata={'help': 'advantage: passk: the k of pass@k at the first step; '
+        '1 <= k < group_size (k = 1 is plain GRPO).'})
+    passk_k_end: int|None = field(default=None, metadata={'help': 'advantage: passk: the k at the last step, reached '
+        'linearly (rounded) from passk_k; None: passk_k throughout.'})
+    episode_budget: int|None = field(default=None, metadata={'help': 'Training episodes the run may generate, dropped '
+        'groups included: it stops after the step past which the next could not fit (max_steps still bounds it); '
+        "with advantage: passk, k moves over the budget spent instead of the steps. None: max_steps ends the run."})
     num_iterations: int = field(default=1, metadata={'help':
         'Optimizer passes per batch; must be 1 (one step = one update on fresh episodes).'})
     logging_steps: float = field(default=1, metadata={'help': 'Log every step.'})
@@ -176,6 +189,16 @@ class TBTConfig(GRPOConfig):
         if self.num_iterations != 1:
             raise ValueError('num_iterations must be 1: one step is one optimizer update on fresh episodes')
         check_sampler(self)
+        if self.advantage not in ('grpo', 'passk'):
+            raise ValueError(f"advantage={self.advantage!r} is not one of 'grpo', 'passk'")
+        for name in ('passk_k', 'passk_k_end') if self.advantage == 'passk' else ():
+            v = getattr(self, name)
+            if v is not None and not 1 <= v < self.group_size:
+                raise ValueError(f'{name}={v} must be at least 1 and below group_size={self.group_size} (at k = '
+                                 f'group_size every useful group\'s transformed rewards are all 1: no signal)')
+        if self.episode_budget is not None and self.episode_budget < plan.episodes_per_step:
+            raise ValueError(f'episode_budget={self.episode_budget} is less than one step ({plan.episodes_per_step} '
+                             'episodes)')
         self.num_generations, self.per_device_train_batch_size = self.group_size, plan.per_device_train_batch_size
         self.gradient_accumulation_steps = plan.gradient_accumulation_steps
         self.max_completion_length = self.max_episode_tokens
@@ -324,6 +347,7 @@ class Rollout:
     env_mask: list                      # 1 on sampled tokens only
     logprobs: list                      # sampling logprob; 0.0 on observation tokens
     filler: bool = False                # holds a place in the batch, carries no loss
+    weight: float = 1.0                 # the advantage's factor: 1, or the group's pass@k weight (the option)
 
     @property
     def prompt(self) -> str: return task_prompt(self.uid)
@@ -379,20 +403,21 @@ def dynamic_sample(first:list, # the step's groups (lists of rewards, or of obje
                    n_groups:int, # useful groups a step wants
                    max_rounds:int, # refill rounds allowed
                    agree=None, # go -> go, the same on every process (an all-reduce); None: one process
+                   kind=group_kind, # rewards -> 'useful', 'zero_variance' or 'system_error'
                   ) -> Sampled:
     "Drop zero-variance and system-error groups, refill within `max_rounds`, then fill a shortfall with masked groups."
     groups, rounds = list(first), [0] * len(first)
     if len(groups) < n_groups: raise ValueError(f'a step needs {n_groups} groups to start with, got {len(groups)}')
     k = 0
     while True:
-        useful = sum(group_kind(g) == 'useful' for g in groups)
+        useful = sum(kind(g) == 'useful' for g in groups)
         go = useful < n_groups and k < max_rounds
         if agree is not None: go = agree(go)
         if not go: break
         k += 1
         new = list(refill(k, n_groups - useful))
         groups += new; rounds += [k] * len(new)
-    kinds = [group_kind(g) for g in groups]
+    kinds = [kind(g) for g in groups]
     selected = [i for i, kd in enumerate(kinds) if kd == 'useful'][:n_groups]
     spare = ([i for i, kd in enumerate(kinds) if kd == 'zero_variance']
              + [i for i, kd in enumerate(kinds) if kd == 'system_error'])
@@ -801,6 +826,7 @@ def _sample_step(self:TBTTrainer, prompts:list) -> list:
     G, n = self.num_generations, self.args.groups_per_step
     P, rank = self.accelerator.num_processes, self.accelerator.process_index
     check_rollout_contract(gather_object(list(prompts)), G, n)
+    pk = self._passk_k() if self.args.advantage == 'passk' else None   # pass@k's k at this step (below)
     if self.use_vllm: self._sync_weights()  # once, before the first round: no update happens between a step's rounds
     every = gather_object(self._run(self._jobs_for(list(prompts), G)))
     used = {r.uid for r in every}
@@ -812,8 +838,9 @@ def _sample_step(self:TBTTrainer, prompts:list) -> list:
         got = gather_object(self._run(jobs[lo:hi]))
         return [got[i:i + G] for i in range(0, len(got), G)]
     s = dynamic_sample([every[i:i + G] for i in range(0, len(every), G)], refill, n, self.args.max_refill_rounds,
-                       agree=self._agree)
-    batch = ([r for i in s.selected for r in s.groups[i]]
+                       agree=self._agree, kind=group_kind if pk is None else functools.partial(passk_kind, k=pk))
+    chosen = [s.groups[i] if pk is None else passk_group(s.groups[i], pk) for i in s.selected]
+    batch = ([r for g in chosen for r in g]
              + [replace(r, filler=True) for i in s.fillers for r in s.groups[i]])
     per = len(batch) // P
     if per != len(prompts): raise RuntimeError(f'{per} rollouts per process chosen for {len(prompts)} prompts')
@@ -826,6 +853,9 @@ def _sample_step(self:TBTTrainer, prompts:list) -> list:
     self.step_log.append({'step': step, 'groups': [[(r.uid, r.repetition, r.reward) for r in g] for g in s.groups],
                           'kinds': s.kinds, 'rounds': s.rounds, 'selected': s.selected, 'fillers': s.fillers,
                           'rows_per_process': per})
+    if pk is not None:
+        self.step_log[-1]['passk_k'] = pk
+        self._metrics['train']['tbt/passk_k'].append(pk)
     return batch[rank * per:(rank + 1) * per]
 
 # %% ../nbs/10_grpo.ipynb #tr041
@@ -836,7 +866,63 @@ def _score(self:TBTTrainer, rows:list) -> dict:
     try: out = super(TBTTrainer, self)._generate_and_score_completions([{'prompt': r.prompt} for r in rows])
     finally: self._finished_batch = None   # taken by `_rollout`; never left for a later call
     out['advantages'][torch.tensor([r.filler for r in rows], device=out['advantages'].device)] = 0.0
+    if any(r.weight != 1.0 for r in rows):   # the pass@k option (below): each group's weight
+        out['advantages'] *= torch.tensor([r.weight for r in rows], device=out['advantages'].device)
     return out
+
+# %% ../nbs/10_grpo.ipynb #pk02
+def passk_rewards(rewards:list, # one group's binary rewards (0 or 1)
+                  k:int, # the k of pass@k, 1 <= k <= len(rewards)
+                  exact:bool=False, # Fractions instead of floats
+                 ) -> list:
+    "Pass@k-transformed rewards: 1 for a success; for a failure, the chance that k-1 others of the group hold one."
+    n = len(rewards)
+    if any(r not in (0, 1) for r in rewards): raise ValueError(f'pass@k needs binary rewards, got {list(rewards)}')
+    if not 1 <= k <= n: raise ValueError(f'k={k} must be at least 1 and at most the group size {n}')
+    fail = 1 - passk_weight(sum(int(r) for r in rewards), n, k, exact=True)
+    return [Fraction(1) if r else fail for r in rewards] if exact else [1.0 if r else float(fail) for r in rewards]
+
+def passk_weight(c:int, # successes in the group
+                 n:int, # the group's size
+                 k:int, # the k of pass@k
+                 exact:bool=False, # a Fraction instead of a float
+                ):
+    "A group's pass@k weight: the chance that k-1 of its n-1 others, drawn at random, all fail (1 at k = 1)."
+    w = Fraction(math.comb(max(n - 1 - c, 0), k - 1), math.comb(n - 1, k - 1))
+    return w if exact else float(w)
+
+def passk_kind(rewards:list, # a group's rewards (or rollouts)
+               k:int, # the k of pass@k
+              ) -> str:
+    "`group_kind` under the pass@k transform: a group is also zero-variance when its weight is 0 (more than n-k pass)."
+    kd = group_kind(rewards)
+    if kd != 'useful': return kd
+    rewards = [getattr(r, 'reward', r) for r in rewards]
+    return 'useful' if passk_weight(sum(rewards), len(rewards), k) > 0 else 'zero_variance'
+
+def passk_group(group:list, # a useful group's rollouts
+                k:int, # the k of pass@k
+               ) -> list:
+    "The group's rollouts, each with the group's pass@k weight, by which `_score` multiplies TRL's advantages."
+    w = passk_weight(sum(r.reward for r in group), len(group), k)
+    return [replace(r, weight=w) for r in group]
+
+def passk_k_at(step:int, # the step, from 0
+               steps:int, # the run's steps
+               k:int, # k at the first step
+               k_end:int=None, # k at the last step; None: k throughout
+              ) -> int:
+    "The k of a step: `k` at the first, `k_end` at the last, linear between, rounded half up."
+    if k_end is None or steps <= 1: return k
+    return math.floor(k + (k_end - k) * min(step, steps - 1) / (steps - 1) + 0.5)
+
+@patch
+def _passk_k(self:TBTTrainer) -> int:
+    "This step's k (advantage: passk): the schedule over the run's steps."
+    a = self.args
+    if a.episode_budget:   # over the budget: the share spent before this step, as step / (steps - 1)
+        return passk_k_at(self.training_episodes, a.episode_budget + 1, a.passk_k, a.passk_k_end)
+    return passk_k_at(self.state.global_step, self.state.max_steps or a.max_steps, a.passk_k, a.passk_k_end)
 
 # %% ../nbs/10_grpo.ipynb #tr051
 @patch
@@ -1067,6 +1153,8 @@ def train(self:TBTTrainer, resume_from_checkpoint=None, **kwargs):
     if ckpt: self.load_tbt_state(ckpt)
     if not any(isinstance(c, StopWhenFinished) for c in self.callback_handler.callbacks):
         self.add_callback(StopWhenFinished)
+    if self.args.episode_budget and not any(isinstance(c, EpisodeBudget) for c in self.callback_handler.callbacks):
+        self.add_callback(EpisodeBudget(self))
     try: return super(TBTTrainer, self).train(resume_from_checkpoint=ckpt, **kwargs)
     except _Finished:
         logger.warning(f'{ckpt} is step {self.state.global_step} of max_steps={self.state.max_steps}: the run is '
@@ -1115,6 +1203,14 @@ def training_episodes(self:TBTTrainer) -> int:
 def episodes_used(self:TBTTrainer) -> int:
     "The run's episode budget so far: training episodes plus those spent choosing pools (`set_pool`)."
     return self.training_episodes + sum(p['probe_episodes'] for p in self.pool_log)
+
+# %% ../nbs/10_grpo.ipynb #pk10
+class EpisodeBudget(TrainerCallback):
+    "Stop training once the next step could pass `episode_budget` (a step generates at least its groups' episodes)."
+    def __init__(self, trainer:TBTTrainer): self.trainer = trainer
+    def on_step_end(self, args, state, control, **kw):
+        if self.trainer.training_episodes + args.groups_per_step * args.group_size > args.episode_budget:
+            control.should_training_stop = True
 
 # %% ../nbs/10_grpo.ipynb #rc001
 class _Parser(TrlParser):
@@ -1189,6 +1285,10 @@ def describe(args:TBTConfig) -> str:
     lines = [f'{k}: {show(getattr(args, k))}' for k in _SHOWN]
     eff = (f'effective episode budgets: {args.max_turns} turns, {args.max_tokens_per_turn} tokens a turn, '
            f"{args.max_episode_tokens} tokens an episode, for every task (in place of each task's own limits)")
+    if args.advantage == 'passk':
+        end = args.passk_k if args.passk_k_end is None else args.passk_k_end
+        lines.append(f"advantage: 'passk', k = {args.passk_k}" + (f' -> {end} over the steps' if end != args.passk_k
+                                                                  else ' throughout'))
     return '\n'.join(lines + [f'batch: {args.plan}', eff])
 
 def report_callbacks(args:TBTConfig) -> list:

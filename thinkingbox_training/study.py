@@ -47,15 +47,19 @@ class Stage:
     reprobe_steps: tuple = () # train: re-probe the pool before these steps (the second arm)
     estimated_min: float = 0.0  # the design's estimate for the whole stage
     after: str = None         # the training stage whose model this campaign evaluates
+    recipe: str = None        # train: its recipe (default: the study's)
+    argv: tuple = ()          # train: more scripts/train.py arguments (an episode budget, checkpoints)
 
-_EVAL = re.compile(r'(base|seed (\d+)(?: step (\d+))?|re-probed arm) k=(\d+)')
-_TRAIN = re.compile(r'train (?:seed (\d+)|re-probed arm \(seed (\d+)\))')
+_EVAL = re.compile(r'(base|(?:(\w+) )?seed (\d+)(?: step (\d+))?|re-probed arm) k=(\d+)')
+# an arm's seed ('train passk seed 0', 'passk seed 0 k=20') trains and is evaluated under {arm}-seed{n}/
+_TRAIN = re.compile(r'train (?:(?:(\w+) )?seed (\d+)|re-probed arm \(seed (\d+)\))')
 
 def _policy_of(m) -> tuple:
     "(directory, model directory, policy name) of the policy an evaluation item names."
-    who, seed, step = m.group(1), m.group(2), m.group(3)
+    who, arm, seed, step = m.group(1), m.group(2), m.group(3), m.group(4)
     if who == 'base': return 'base', 'base', None
     if who == 're-probed arm': return 'reprobed', 'reprobed/model', 'tiny-qwen3-grpo-reprobed'
+    if arm: return f'{arm}-seed{seed}', f'{arm}-seed{seed}/model', f'tiny-qwen3-grpo-{arm}-seed{seed}'
     if step:
         return f'seed{seed}-step{step}', f'seed{seed}/model/checkpoint-{step}', f'tiny-qwen3-grpo-seed{seed}-step{step}'
     return f'seed{seed}', f'seed{seed}/model', f'tiny-qwen3-grpo-seed{seed}'
@@ -71,12 +75,16 @@ def study_stages(design:dict, # the parsed design.json
             if it['kind'] == 'train':
                 m = _TRAIN.fullmatch(it['name'])
                 if not m: raise ValueError(f"design item {it['name']!r}: not a training item this study knows")
-                if m.group(1) is not None:
-                    s = int(m.group(1))
+                if m.group(1) is not None:   # an arm's seed, with its recipe and arguments (the pass@k comparison)
+                    s = int(m.group(2))
+                    st = Stage(i, it['name'], 'train', f'{m.group(1)}-seed{s}/model', seed=s,
+                               estimated_min=it['minutes'], recipe=it.get('recipe'), argv=tuple(it.get('argv', ())))
+                elif m.group(2) is not None:
+                    s = int(m.group(2))
                     st = Stage(i, it['name'], 'train', f'seed{s}/model', seed=s, estimated_min=it['minutes'],
                                save_steps=int(np.gcd.reduce(lc['steps'])) if s == lc['seed'] else 0)
                 else:
-                    st = Stage(i, it['name'], 'train', 'reprobed/model', seed=int(m.group(2)),
+                    st = Stage(i, it['name'], 'train', 'reprobed/model', seed=int(m.group(3)),
                                reprobe_steps=REPROBE_STEPS, estimated_min=it['minutes'])
                 trains[st.out] = st.name; out.append(st)
                 continue
@@ -84,7 +92,7 @@ def study_stages(design:dict, # the parsed design.json
             if not m or it['kind'] != 'eval':
                 raise ValueError(f"design item {it['name']!r}: not an item this study knows")
             d, model, name = _policy_of(m)
-            k = int(m.group(4)); assert k == it['k'], it
+            k = int(m.group(5)); assert k == it['k'], it
             after = None if model == 'base' else model.split('/checkpoint-')[0]
             out.append(Stage(i, f"{it['name']}: bench", 'campaign', f'{d}/bench-k{k}', 'bench', k, model, name,
                              estimated_min=per_ep(it['held_out'] * k, it['in_family'] * k), after=after))
@@ -268,12 +276,14 @@ def plan_rows(study:Study, parts:list) -> list:
 def train_argv(study:Study, st:Stage) -> list:
     "The `scripts/train.py` arguments of a training stage, resuming from its last checkpoint if it has one."
     import yaml
-    files = yaml.safe_load((study.root/study.recipe).read_text())['task_files']
-    argv = ['--config', _rel(study.root/study.recipe), '--output_dir', _rel(study.path/st.out),
+    recipe = st.recipe or study.recipe
+    files = yaml.safe_load((study.root/recipe).read_text())['task_files']
+    argv = ['--config', _rel(study.root/recipe), '--output_dir', _rel(study.path/st.out),
             '--policy_model', _rel(study.root/study.base_model),
             '--pool_file', _rel(study.root/study.design['pool']['path']),
             '--task_files', *[_rel(study.root/f) for f in files], '--seed', str(st.seed)]
     if st.save_steps: argv += ['--save_strategy', 'steps', '--save_steps', str(st.save_steps)]
+    argv += list(st.argv)
     ck = checkpoints(study.path/st.out)
     if ck and not trained(study.path/st.out): argv += ['--resume_from_checkpoint', _rel(ck[max(ck)])]
     return argv
@@ -470,7 +480,7 @@ def _parts(part:str) -> list:
 
 def _side_by_side(study:Study, p:int, side:list, log:dict, inv:dict, t_part:float):
     "Part `p`'s training stages `side` at once (`train_side_by_side`), each recorded in the invocation as it ends."
-    inv['side_by_side'] = [s.out for s in side]
+    inv.setdefault('side_by_side', []).extend(s.out for s in side)
     for s in side: inv['stages'][s.out] = {'state_before': stage_status(study, s).state}
     def done(o, r):
         inv['stages'][o].update(r, state_after=stage_status(study, study.stage(o)).state)
@@ -500,8 +510,9 @@ def reproduce(study:Study, parts:list, dry_run:bool=False) -> list:
         log['parts'].setdefault(str(p), {'invocations': []})['invocations'].append(inv)
         _write_parts(study, log)
         t_part = time.perf_counter()
-        side = [s for s in todo if s.kind == 'train' and not s.reprobe_steps][:study.train_procs]
-        if len(side) > 1:   # training runs first: the part's campaigns of their policies come after them
+        trains = [s for s in todo if s.kind == 'train' and not s.reprobe_steps]
+        while study.train_procs > 1 and len(trains) > 1:   # training first, train_procs at a time; campaigns after
+            side, trains = trains[:study.train_procs], trains[study.train_procs:]
             _side_by_side(study, p, side, log, inv, t_part)
             todo = [s for s in todo if s not in side]
         for i, st in enumerate(todo, 1):
@@ -530,11 +541,15 @@ def reproduce_cli(part:str='all',       # the design's part: 1, 2, 3, 4 or all
                   dry_run:bool=False,   # print the plan and the estimate, run nothing
                   concurrency:int=16,   # episodes live at once (the design's 16)
                   shards:int=1,         # processes per campaign (`tbt evaluate --shards`; the same records)
-                  train_procs:int=1):   # a part's training runs side by side (2 on a 2-core machine: one core each)
+                  train_procs:int=1,    # a part's training runs side by side (2 on a 2-core machine: one core each)
+                  study:str=STUDY):     # the design's folder: data/runs/study, or data/runs/passk (pass@k comparison)
     "The pre-registered study of issue 32, part by part (resumable): campaigns, training runs, wall times."
-    study = Study(concurrency=concurrency, shards=shards, train_procs=train_procs)
-    reproduce(study, _parts(part), dry_run)
-    if not dry_run: print(f"[report] {', '.join(study_report(study)['figures'])} in {_rel(study.path)}/figures")
+    if not (project_dir()/study/'design.json').is_file():
+        raise SystemExit(f'--study {study}: no design.json there (data/runs/study or data/runs/passk)')
+    st = Study(dir=study, concurrency=concurrency, shards=shards, train_procs=train_procs)
+    reproduce(st, _parts(part), dry_run)
+    if not dry_run and st.dir == STUDY:   # the study's own report; the pass@k comparison has its results notebook
+        print(f"[report] {', '.join(study_report(st)['figures'])} in {_rel(st.path)}/figures")
     return 0
 
 # %% ../nbs/15_study.ipynb #s025
