@@ -74,3 +74,10 @@ def test_readme_is_short_and_opens_with_a_first_minute_that_prints():
     assert first.count('```python') == 3 and first.count('\n```\n') >= 6 and 'rewards [' in first and 'pass@1 ' in first
     import re
     assert not re.search(r'issue \d|METHOD\.md|(?<!study/)DESIGN\.md', readme)
+
+
+def test_episode_notebook_keeps_an_episode():
+    nb = json.loads((Path(__file__).parent.parent/'nbs'/'07_episode.ipynb').read_text())
+    shown = ''.join(''.join(o.get('text', '')) for c in nb['cells'] if nb_outputs.kept(c) for o in c['outputs'])
+    assert "call:  pay(account_id='AC-1', amount_cents=3000)" in shown and 'reward 1: state ok' in shown, shown
+    assert 'reward 0: state FAILED' in shown and 'account[AC-1].balance_cents: expected 7000, got 10000' in shown
