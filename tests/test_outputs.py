@@ -53,3 +53,31 @@ def test_a_raising_cell_fails_the_check(tmp_path):
     p = _nb(tmp_path/'boom.ipynb', [('#| keep_output\nprint(1)', '1\n'), ("raise ValueError('boom in cell 1')", None)])
     probs = nb_outputs._stale_or_error(p)
     assert len(probs) == 1 and 'a cell failed' in probs[0] and 'boom in cell 1' in probs[0], probs
+
+
+def test_readme_shows_what_kept_cells_print(tmp_path):
+    from thinkingbox_training.cli import render_readme
+    p = _nb(tmp_path/'index.ipynb', [('#| keep_output\nprint("pass@1 78.1%")', 'pass@1 78.1%\n'),
+                                     ('print("a temp path")', 'a temp path\n'),
+                                     ('#| hide\n#| keep_output\nprint("hidden")', 'hidden\n')])
+    text = render_readme(p)
+    assert '```python\nprint("pass@1 78.1%")\n```\n\n```\npass@1 78.1%\n```' in text, text
+    assert 'a temp path\n```' not in text and 'hidden' not in text and '#|' not in text
+
+
+def test_readme_is_short_and_opens_with_a_first_minute_that_prints():
+    readme = (Path(__file__).parent.parent/'README.md').read_text()
+    heads = [l for l in readme.splitlines() if l.startswith('## ')]
+    assert len(readme.splitlines()) <= 150 and heads[:2] == ['## The two commands', '## A first minute'], heads
+    assert 'make train' in readme and 'make test' in readme and '[tool.nbdev]' in readme
+    first = readme.split('## A first minute')[1].split('\n## ')[0]
+    assert first.count('```python') == 3 and first.count('\n```\n') >= 6 and 'rewards [' in first and 'pass@1 ' in first
+    import re
+    assert not re.search(r'issue \d|METHOD\.md|(?<!study/)DESIGN\.md', readme)
+
+
+def test_episode_notebook_keeps_an_episode():
+    nb = json.loads((Path(__file__).parent.parent/'nbs'/'07_episode.ipynb').read_text())
+    shown = ''.join(''.join(o.get('text', '')) for c in nb['cells'] if nb_outputs.kept(c) for o in c['outputs'])
+    assert "call:  pay(account_id='AC-1', amount_cents=3000)" in shown and 'reward 1: state ok' in shown, shown
+    assert 'reward 0: state FAILED' in shown and 'account[AC-1].balance_cents: expected 7000, got 10000' in shown

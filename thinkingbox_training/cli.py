@@ -247,8 +247,15 @@ def project_dir() -> Path:
                                 '(`make install`)')
     return d
 
+def _output_text(o) -> str:
+    "What a kept output shows as text: a stream's stdout, a result's plain text (stderr and images: nothing)."
+    if o.output_type == 'stream': return o.text if o.get('name') == 'stdout' else ''
+    if o.output_type == 'execute_result': return o.get('data', {}).get('text/plain', '') + '\n'
+    return ''
+
 def render_readme(index:Path) -> str:
-    "README markdown from the index notebook: markdown verbatim, code cells fenced, directives and outputs dropped."
+    """README markdown from the index notebook: markdown verbatim, code cells fenced without their directives, and
+    the committed outputs of `#| keep_output` cells (stdout, results) fenced after them."""
     import nbformat
     nb = nbformat.read(str(index), as_version=4)
     parts = []
@@ -260,6 +267,9 @@ def render_readme(index:Path) -> str:
             if any(l.strip() in ('#| hide', '#|hide') for l in lines): continue
             code = '\n'.join(l for l in lines if not l.startswith('#|')).strip()
             if code: parts.append(f'```python\n{code}\n```')
+            if any(l.strip() == '#| keep_output' for l in lines):
+                out = ''.join(_output_text(o) for o in c.get('outputs', [])).strip('\n')
+                if out: parts.append(f'```\n{out}\n```')
     return ('<!-- generated from nbs/index.ipynb by `tbt readme`: edit the notebook, not this file -->\n\n'
             + '\n\n'.join(parts) + '\n')
 
