@@ -9,7 +9,7 @@ from transformers.utils import get_json_schema
 from trl import GRPOConfig, GRPOTrainer
 from thinkingbox_training.ecosystem import (compare_parsers, domain_tool_specs, environment_class, trl_environment,
                                             trl_tool_method, verdict_reward, trl_tokenizer)
-from thinkingbox_training.grader import Grader, OpenAIJudge
+from thinkingbox_training.grader import Grader, JudgeAnswer, OpenAIJudge
 from thinkingbox_training.tasks import EvaluationOnly, load_tasks
 from thinkingbox_training.users import StandInServer
 from grpo_fixtures import crash_task
@@ -184,13 +184,20 @@ def test_void_episodes_get_no_advantage_in_trls_step(trainer):
     assert all('grading failed' in e.system_error for e, v in zip(trainer.environments, void) if v)
     assert torch.all(out['advantages'][torch.tensor(void)] == 0)
 
+class Agrees:
+    "A judge for tests of the state check: yes to every rubric item (their test function decides here)."
+    name = 'agrees'
+    async def ask(self, item, final_message, transcript=None): return JudgeAnswer(yes=True, explanation='test stub')
+
 def test_a_thinkingbox_development_task_runs_as_a_trl_environment():
     "ThinkingBox's email server (their development tasks) behind the same environment: their test function decides."
     if not os.environ.get('THINKINGBOX_DATA'):
         pytest.skip('THINKINGBOX_DATA is not set: point it at a thinkingbox-data checkout')
     from thinkingbox_training.thinkingbox import load_thinkingbox
     task = next(t for t in load_thinkingbox('email_system_org.py') if t.uid.endswith(':test_email_manager_of_manager'))
-    Env = trl_environment([task]).environment_factory
+    with pytest.raises(ValueError, match='rule judge cannot read'):   # its judge questions: the rule judge reads none
+        trl_environment([task])
+    Env = trl_environment([task], grader=Grader(judge=Agrees())).environment_factory
     def reward(to):
         e = Env(); e.reset(task_uid=task.uid)
         async def go():

@@ -8,7 +8,7 @@ import asyncio, inspect, json, typing
 from dataclasses import dataclass
 from .tasks import Task, get_domain, refuse_evaluation_only
 from .tools import InProcessToolSession
-from .grader import Grader, RuleJudge, expected_state
+from .grader import Grader, RuleJudge, check_judge, expected_state
 from .users import UserEndpointError, make_user
 
 # %% auto #0
@@ -207,6 +207,7 @@ def trl_environment(tasks:list,             # our tasks (any registered domains)
     tasks = list(tasks)
     if not tasks: raise ValueError('trl_environment needs at least one task')
     refuse_evaluation_only(tasks, 'training')
+    check_judge(tasks, (grader or Grader(judge=RuleJudge())).judge)  # a rubric no judge can read: refused now
     if len({t.uid for t in tasks}) != len(tasks): raise ValueError('duplicate task uids')
     by = {}
     for t in tasks: by.setdefault(t.domain, []).append(t)
