@@ -207,6 +207,7 @@ OPTION_RULES: dict = {  # option (parameter) name -> rule; a value of None is a 
     'recipe': _optional(existing_file), 'attempts': existing_file, 'reference': _optional(existing_file),
     'bench': _optional(existing_file), 'data': _optional(existing_dir), 'base': existing_dir, 'trained': existing_dir,
     'host': lambda v: None if v.strip() else 'names no address',
+    'campaign': existing_dir, 'attempt': at_least(0), 'width': at_least(0),
 }
 
 COMMAND_RULES: dict = {  # (command, option) -> rule, where the option means something else in that command
