@@ -82,6 +82,13 @@ def test_tbt_show_as_a_command(camp):
     cli = 'import sys; from thinkingbox_training.cli import main; sys.exit(main())'
     h = subprocess.run([sys.executable, '-c', cli, '--help'], capture_output=True, text=True, cwd=ROOT)
     assert h.returncode == 0 and any(l.split()[:2] == ['show', 'Print'] for l in h.stdout.splitlines()), h.stdout
+    light = ('import contextlib, io, sys; from thinkingbox_training.cli import main\n'
+             'with contextlib.redirect_stdout(io.StringIO()) as o:\n'
+             "    try: main(['show', '--help'])\n"
+             '    except SystemExit: pass\n'
+             "print('torch' in sys.modules, 'usage: tbt show' in o.getvalue())")
+    assert subprocess.run([sys.executable, '-c', light], capture_output=True, text=True, cwd=ROOT).stdout.split() == [
+        'False', 'True']  # its help is read from the source: nothing of the command imported
     p = subprocess.run([sys.executable, '-c', cli, 'show', str(camp), '--width', '12'], capture_output=True, text=True,
                        cwd=ROOT)
     assert p.returncode == 0 and p.stdout.startswith('demo/pay/'), p.stderr
