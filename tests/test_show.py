@@ -1,5 +1,5 @@
 "`tbt show`: one attempt of a campaign read back from its store, or from its export, readably; bad input named."
-import contextlib, io, shutil, subprocess, sys
+import contextlib, io, json, shutil, subprocess, sys
 from pathlib import Path
 import pytest
 from thinkingbox_training.tasks import Task, ToolCallSpec
@@ -56,12 +56,25 @@ def test_show_reads_the_export_where_the_store_is_absent(camp, tmp_path):
         a, b = tbt('show', str(camp), *args), tbt('show', str(exported), *args)
         assert a[0] == b[0] == 0 and a[1] == b[1] and 'conversation:\n  user:' in a[1], (a, b)
 
-def test_show_reads_a_committed_run_written_before_records_kept_the_conversation():
+def test_show_reads_a_committed_run():
     rc, out, err = tbt('show', str(COMMITTED), '--task', UID, '--attempt', '0')
     assert rc == 0, err
-    assert 'conversation: not in this record' in out, out
+    assert out.startswith(f"{UID} attempt 0 of campaign 'eval-base', policy tiny-qwen3: reward 0"), out
     assert ("  - shipment[SH-589561].address: expected '13 Meadow Way, Brighton BN1 1UG', "
             "got '13 Church Lane, Brighton BN1 1UG'") in out, out
+
+def test_show_reads_records_written_before_they_kept_the_conversation(camp, tmp_path):
+    old = tmp_path/'old'; old.mkdir()
+    shutil.copy(camp/'campaign.json', old/'campaign.json')
+    recs = [{k: v for k, v in r.items() if k != 'messages'} for r in campaign_records(camp)]
+    for r in recs: r['verdict'].pop('checks')
+    (old/'attempts.jsonl').write_text(''.join(json.dumps(r) + '\n' for r in recs))
+    rc, out, err = tbt('show', str(old))
+    assert rc == 0, err
+    new = tbt('show', str(camp))[1].splitlines()
+    assert out.splitlines()[0] == new[0] and 'conversation: not in this record' in out, out
+    assert 'verdict: reward 0' in out.splitlines() and [l for l in new if l.startswith(('state diff', '  - '))] == [
+        l for l in out.splitlines() if l.startswith(('state diff', '  - '))], out
 
 @pytest.mark.parametrize('args,msg,code', [
     (('/no/such/campaign',), 'tbt show: campaign /no/such/campaign: no such directory', 2),
