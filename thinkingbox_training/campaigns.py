@@ -16,7 +16,7 @@ from . import metrics
 # %% auto #0
 __all__ = ['LOST_STORE', 'CampaignError', 'storage_problem', 'disk_full', 'AttemptStore', 'export_jsonl', 'CampaignLock',
            'read_meta', 'refuse_defective', 'run_campaign', 'campaign_records', 'agent_exceptions', 'load_campaign',
-           'recipe_budgets', 'evaluate', 'probe', 'aggregate', 'compare']
+           'recipe_budgets', 'evaluate', 'probe', 'aggregate', 'compare', 'show_attempt', 'pick_attempt', 'show']
 
 # %% ../nbs/08_campaigns.ipynb #c004
 class CampaignError(RuntimeError):
@@ -688,4 +688,87 @@ def compare(base:str,                   # the base policy's campaign directory
         Path(out).mkdir(parents=True, exist_ok=True)
         if head: metrics.write_tables(head, Path(out)/'headline'); metrics.write_tables(lines, Path(out)/'costs')
         metrics.plot_transitions(cmp, Path(out)/'transitions.png')
+    return 0
+
+# %% ../nbs/08_campaigns.ipynb #c021
+def _cut(s:str, width:int) -> str:
+    "`s` on one line, shortened to `width` characters (0: whole)."
+    s = ' '.join(str(s).split())
+    return s if not width or len(s) <= width else s[:width - 3] + '...'
+
+def _call_text(tc:dict) -> str:
+    f = tc.get('function') or tc
+    args = f.get('arguments')
+    if isinstance(args, dict): args = ', '.join(f'{k}={v!r}' for k, v in args.items())
+    return f"{f.get('name')}({args or ''})"
+
+def show_attempt(rec:dict,      # an attempt record (`AttemptRecord` as a dict, from a store or an export)
+                 width:int=300, # tool results and long messages shortened to this many characters (0: whole)
+                ) -> str:
+    "An attempt record as text: what it was, the conversation with its tool calls and results, the verdict, the diff."
+    v = rec.get('verdict') or {}
+    out = [f"{rec['task_uid']} attempt {rec['repetition']} of campaign {rec.get('campaign')!r}, policy "
+           f"{rec.get('policy_id')}: reward {rec.get('reward')}, {rec.get('status')}, ended by "
+           f"{rec.get('termination') or '?'}; {rec.get('turns', 0)} turns, {rec.get('tool_calls', 0)} tool calls"
+           + (f", {rec['malformed_calls']} malformed" if rec.get('malformed_calls') else '')]
+    msgs = rec.get('messages') or []
+    out.append('conversation:' if msgs else 'conversation: not in this record (written before records kept it)')
+    indent = lambda s: s.replace('\n', '\n' + ' ' * 10)
+    for m in msgs:
+        role, text = m.get('role'), (m.get('content') or '').strip()
+        if role == 'user': out.append(f'  user:   {indent(text)}')
+        elif role == 'tool': out.append(f'  result: {_cut(text, width)}')
+        elif role == 'assistant':
+            if text: out.append(f'  agent:  {indent(text)}')
+            for tc in m.get('tool_calls') or []: out.append(f'  call:   {_cut(_call_text(tc), width)}')
+        else: out.append(f'  {role}: {_cut(text, width)}')
+    if v.get('system_error'):
+        out.append(f"verdict: void, a system error (not the policy's failure): {v['system_error']}")
+        return '\n'.join(out)
+    checks = v.get('checks') or {}
+    said = ', '.join(f"{n} {'ok' if ok else 'FAILED'}" for n, ok in checks.items())
+    out.append(f"verdict: reward {v.get('reward', rec.get('reward'))}" + (f' ({said})' if said else ''))
+    reasons = v.get('reasons') or []
+    state, other = [r for r in reasons if not r.startswith('rubric')], [r for r in reasons if r.startswith('rubric')]
+    bad = [t for t, ok in (v.get('tables') or {}).items() if not ok]
+    if bad or state:
+        out.append(f"state diff (expected vs final) in {', '.join(bad) or 'the state'}:")
+        out += [f'  - {r}' for r in state]
+    else: out.append('state diff: none (every table as expected)')
+    if other: out += ['rubric:'] + [f'  - {r}' for r in other]
+    if len(reasons) >= 20: out.append('  (a record keeps the first 20 reasons)')
+    return '\n'.join(out)
+
+def pick_attempt(records:list,    # a campaign's attempt records
+                 task:str=None,   # a task uid; None: the first task with a failed attempt
+                 attempt:int=None # an attempt (repetition) of that task; None: its first failed, else its first
+                ) -> dict:
+    "The attempt to show; `SystemExit` naming a task uid or an attempt the records do not hold."
+    import difflib
+    if attempt is not None and task is None: raise SystemExit('--attempt needs --task: the attempt of which task?')
+    if not records: raise SystemExit('the campaign holds no attempts yet')
+    rs = sorted(records, key=lambda r: (r['task_uid'], r['repetition']))
+    if task is not None:
+        rs = [r for r in rs if r['task_uid'] == task]
+        if not rs:
+            uids = sorted({r['task_uid'] for r in records})
+            close = difflib.get_close_matches(task, uids, n=1, cutoff=0.5)
+            raise SystemExit(f'no task {task!r} in this campaign ({len(uids)} tasks'
+                             + (f"; did you mean '{close[0]}'?)" if close else f', e.g. {uids[0]!r})'))
+    if attempt is not None:
+        r = next((r for r in rs if r['repetition'] == attempt), None)
+        if r is None:
+            raise SystemExit(f"task {task!r} has no attempt {attempt} (attempts stored: "
+                             f"{', '.join(str(r['repetition']) for r in rs)})")
+        return r
+    return next((r for r in rs if r.get('reward') == 0), rs[0])
+
+@command(pos=['campaign'])
+def show(campaign:str,      # a campaign directory (its attempts.sqlite, else its attempts.jsonl)
+         task:str=None,     # a task uid (default: the first task with a failed attempt)
+         attempt:int=None,  # the task's attempt, 0..k-1 (default: its first failed attempt, else its first)
+         width:int=300):    # tool results shortened to this many characters (0: whole)
+    "Print one attempt of a campaign: its conversation, tool calls and results, verdict with reasons, state diff."
+    records = campaign_records(campaign)
+    print(show_attempt(pick_attempt(records, task, attempt), width))
     return 0

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 # %% auto #0
-__all__ = ['COMMANDS', 'OPTION_RULES', 'COMMAND_RULES', 'REQUIRED', 'command', 'command_modules', 'Entry', 'command_index',
-           'signature_of', 'parser', 'main', 'at_least', 'in_range', 'one_of', 'spec', 'known_domains', 'existing_file',
-           'existing_dir', 'new_dir', 'new_file', 'check_options', 'project_dir', 'render_readme', 'readme']
+__all__ = ['COMMANDS', 'OPTION_RULES', 'COMMAND_RULES', 'REQUIRED', 'PACKAGED', 'command', 'command_modules', 'Entry',
+           'command_index', 'signature_of', 'parser', 'main', 'at_least', 'in_range', 'one_of', 'spec', 'known_domains',
+           'existing_file', 'existing_dir', 'new_dir', 'new_file', 'check_options', 'project_dir', 'render_readme',
+           'readme', 'checkout_dir', 'data_path', 'data_cli']
 
 # %% ../nbs/11_cli.ipynb #c004
 COMMANDS: dict = {}  # subcommand name -> (function, positional parameter names), filled as modules are imported
@@ -207,6 +208,7 @@ OPTION_RULES: dict = {  # option (parameter) name -> rule; a value of None is a 
     'recipe': _optional(existing_file), 'attempts': existing_file, 'reference': _optional(existing_file),
     'bench': _optional(existing_file), 'data': _optional(existing_dir), 'base': existing_dir, 'trained': existing_dir,
     'host': lambda v: None if v.strip() else 'names no address',
+    'campaign': existing_dir, 'attempt': at_least(0), 'width': at_least(0),
 }
 
 COMMAND_RULES: dict = {  # (command, option) -> rule, where the option means something else in that command
@@ -244,7 +246,7 @@ def project_dir() -> Path:
     d = Path(list(thinkingbox_training.__path__)[0]).resolve().parent
     if not (d/'pyproject.toml').is_file():
         raise FileNotFoundError(f'{d} holds no pyproject.toml: the package is not installed from a checkout '
-                                '(`make install`)')
+                                '(`make install`); the data a wheel carries is found by `data_path` (`tbt data`)')
     return d
 
 def _output_text(o) -> str:
@@ -285,3 +287,36 @@ def readme(check:bool=False, # only check that README.md is current; exit 1 if n
             return 1
         print('README.md is current'); return 0
     dst.write_text(text); print(f'wrote {dst}'); return 0
+
+# %% ../nbs/11_cli.ipynb #c007b
+PACKAGED = ('prices.yaml', 'tasks', 'models/tiny-qwen3')  # what the wheel carries of data/ (pyproject's package-data)
+
+def checkout_dir() -> Path|None:
+    "The checkout the package lives in (holding pyproject.toml beside it), or None when it is installed from a wheel."
+    d = _package_root().resolve().parent
+    return d if (d/'pyproject.toml').is_file() else None
+
+def data_path(*parts:str) -> Path:
+    """A file or folder of the project's data, `data_path('tasks', 'retail_bench.jsonl')`: the checkout's data/ when
+    the package sits in a checkout, else the copy a wheel installs as `thinkingbox_training/data/`;
+    `FileNotFoundError` naming it when neither holds it."""
+    rel = Path(*parts) if parts else Path()
+    root = checkout_dir()
+    bases = ([root/'data'] if root else []) + [_package_root()/'data']
+    for b in bases:
+        if (b/rel).exists(): return (b/rel).resolve()
+    where = ' or '.join(str(b) for b in bases)
+    raise FileNotFoundError(f'no {rel} in {where}' + ('' if root else
+                            f": an installed wheel carries only {', '.join(PACKAGED)}; the rest is a checkout's"))
+
+@command('data', pos=['name'])
+def data_cli(name:str=''): # a path under the data folder, e.g. tasks/retail_bench.jsonl or models/tiny-qwen3
+    "Where the project's data lives (checkout or installed wheel): the path of NAME, or the folder and what it holds."
+    if name: print(data_path(*Path(name).parts)); return 0
+    root = data_path()
+    print(root)
+    for what in PACKAGED:
+        p = root/what
+        if p.is_dir(): print('\n'.join(f'  {q.relative_to(root)}' for q in sorted(p.iterdir()) if q.is_file()))
+        elif p.exists(): print(f'  {what}')
+    return 0

@@ -85,6 +85,7 @@ class AttemptRecord(BaseModel):
     malformed_calls: int = 0
     agent_exceptions: dict = Field(default_factory=dict)  # tool -> calls where domain code raised on the agent's input
     tokens: int = 0                   # completion tokens of the trajectory (sampled + observations)
+    messages: list = Field(default_factory=list)  # the conversation after the system prompt ([] in older records)
 
     @classmethod
     def from_episode(cls, ep:Episode, campaign:str='', max_reasons:int=20) -> 'AttemptRecord':
@@ -93,10 +94,11 @@ class AttemptRecord(BaseModel):
                    held_out_family=t.held_out_family, repetition=ep.repetition, policy_id=ep.policy_id,
                    status=tr.status, reward=v.reward, termination=tr.termination,
                    verdict={'reward': v.reward, 'tables': v.tables, 'reasons': v.reasons[:max_reasons],
-                            'system_error': v.system_error},
+                            'system_error': v.system_error, 'checks': {c.name: c.passed for c in v.checks}},
                    usage={k: u.model_dump() for k, u in tr.usage.items()}, duration_s=tr.wall_s, turns=tr.turns,
                    tool_calls=tr.tool_calls, malformed_calls=tr.malformed_calls,
-                   agent_exceptions=dict(tr.agent_exceptions), tokens=len(tr.completion_ids))
+                   agent_exceptions=dict(tr.agent_exceptions), tokens=len(tr.completion_ids),
+                   messages=[m for m in tr.messages if m.get('role') != 'system'])
 
 # %% ../nbs/07_episode.ipynb #c009
 class _Batcher:

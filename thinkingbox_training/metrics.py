@@ -12,7 +12,7 @@ import numpy as np
 import yaml
 from scipy import stats
 from matplotlib.figure import Figure
-from .cli import project_dir
+from .cli import data_path, project_dir
 
 # %% auto #0
 __all__ = ['DOMAINS', 'STATUSES', 'INTERVALS', 'PARTS', 'TOKENS', 'BUDGETS', 'read_attempts', 'synthetic_records',
@@ -281,7 +281,7 @@ def metrics_table(camp:Campaign, # a validated campaign
 PARTS = ('agent', 'user', 'judge')  # the parts of an attempt's token usage
 TOKENS = ('input', 'cached_input', 'output')  # the counts of each part, priced separately
 
-def _default_prices() -> Path: return project_dir()/'data'/'prices.yaml'
+def _default_prices() -> Path: return data_path('prices.yaml')  # a checkout's, or the wheel's copy
 
 def load_prices(path:str|Path=None, # a YAML price table; default: the project's data/prices.yaml
                ) -> dict:
