@@ -257,6 +257,8 @@ def test_each_step_samples_with_the_weights_just_updated(tmp_path, stand_in):
     for c in stand_in.completions:  # every sample, refill rounds included, used the weights of the latest sync
         assert c["digest"] == (d1 if c["t"] > t1 else d0) and c["t"] > t0
     assert {c["weights_version"] for c in stand_in.completions} == {1, 2}
+    # after each sync the server scored the probe with exactly the trainer's weights
+    assert [s["step"] for s in t.sync_log] == [0, 1] and max(s["weight_gap"] for s in t.sync_log) < 1e-5, t.sync_log
     gaps = [h["tbt/logprob_gap/mean"] for h in t.state.log_history if "loss" in h]
     assert len(gaps) == 2 and max(gaps) < 1e-4, gaps  # the gap is logged every step
     assert all(
@@ -284,7 +286,8 @@ def test_a_sampler_recording_zero_logprobs_stops_training(tmp_path, stand_in, mo
     def zeroed(body):
         out = real(body)
         for c in out["choices"]:
-            c["logprobs"]["token_logprobs"] = [0.0] * len(c["token_ids"])
+            if c["logprobs"]:  # not the weight check's probe, which asks for prompt_logprobs only
+                c["logprobs"]["token_logprobs"] = [0.0] * len(c["token_ids"])
         return out
 
     monkeypatch.setattr(stand_in, "complete", zeroed)
@@ -338,9 +341,23 @@ def test_truncated_sampling_without_recorded_logprobs_stops(tmp_path, stand_in, 
     def unknown(body):
         out = real(body)
         for c in out["choices"]:
-            c["logprobs"]["token_logprobs"] = [None] * len(c["token_ids"])
+            if c["logprobs"]:  # not the weight check's probe, which asks for prompt_logprobs only
+                c["logprobs"]["token_logprobs"] = [None] * len(c["token_ids"])
         return out
 
     monkeypatch.setattr(stand_in, "complete", unknown)
     with pytest.raises(RuntimeError, match="have no recorded logprob"):
         train(tmp_path, stand_in, steps=1, top_k=5)
+
+
+def test_a_server_that_misses_weight_syncs_stops_the_run_at_the_tiny_recipes_lr(tmp_path):
+    """A server that answers every weight update but keeps its old weights: the probe scored after the sync of step 1
+    differs from the trained model's (0.035 nats measured, tolerance 1e-3), and the run stops there; the sampled
+    tokens' logprob gap alone (0.5 nats) lets such a run train."""
+    with VLLMStandIn(HFPolicy(tiny_qwen3(TOK), TOK), model_name="tiny", ignore_weight_updates=True) as srv:
+        t, _, _ = train(tmp_path / "unchecked", srv, steps=2, learning_rate=2e-4, weight_check_tolerance=None)
+        gaps = [h["tbt/logprob_gap/mean"] for h in t.state.log_history if "loss" in h]
+        assert len(gaps) == 2 and max(gaps) < 0.1, gaps  # both steps trained on stale samples
+        with pytest.raises(RuntimeError, match=r"sync of step 1: .* not serving the weights just sent"):
+            train(tmp_path / "checked", srv, steps=2, learning_rate=2e-4)
+        assert srv.weight_loads and not any(w["applied"] for w in srv.weight_loads)
