@@ -564,3 +564,23 @@ def test_every_private_trl_name_the_trainer_uses_is_listed():
     # the trainer overrides no private TRL method that is not listed
     ours = {n for n, v in vars(TBTTrainer).items() if n.startswith('_') and not n.startswith('__') and callable(v)}
     assert {n for n in ours if hasattr(GRPOTrainer, n)} - listed == set()
+
+
+def test_report_to_trackio_and_wandb_log_a_run_offline(tmp_path):
+    """report_to trackio and wandb (the train extra) through scripts/train.py, no network: Trackio writes the run's
+    metrics, ours (tbt/*) and TRL's, to its local SQLite store; W&B writes an offline run."""
+    import sqlite3
+    recipe = _recipe(tmp_path, report_to=['trackio', 'wandb'], policy_model=str(HERE.parent / 'data/models/tiny-qwen3'),
+                     max_steps=1, max_turns=2, max_tokens_per_turn=8, disable_tqdm=True, project='tbt-test',
+                     run_name='offline')
+    env = {**os.environ, 'OMP_NUM_THREADS': '1', 'HF_HUB_OFFLINE': '1', 'TRACKIO_DIR': str(tmp_path / 'trackio'),
+           'WANDB_MODE': 'offline', 'WANDB_DIR': str(tmp_path), 'WANDB_PROJECT': 'tbt-test', 'WANDB_SILENT': 'true'}
+    r = subprocess.run([sys.executable, str(HERE.parent / 'scripts' / 'train.py'), '--config', recipe], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    with sqlite3.connect(tmp_path / 'trackio' / 'tbt-test.db') as db:
+        rows = db.execute('select run_name, metrics from metrics').fetchall()
+    keys = set().union(*(json.loads(m) for _, m in rows))
+    assert {name for name, _ in rows} == {'offline'}
+    assert {'train/tbt/skipped', 'train/rewards/verdict/mean', 'train/loss'} <= keys, sorted(keys)
+    assert list((tmp_path / 'wandb').glob('offline-run-*/run-*.wandb')), list(tmp_path.rglob('*'))[:20]

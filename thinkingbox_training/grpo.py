@@ -1263,8 +1263,9 @@ def report_callbacks(args:TBTConfig) -> list:
     for cb in get_reporting_integration_callbacks(args.report_to):
         try: out.append(cb())
         except Exception as e:
-            raise RuntimeError(f'report_to={args.report_to}: {cb.__name__} cannot start ({e}); install the gpu extra '
-                               '(pip install -e ".[gpu]") or set report_to: none') from e
+            raise RuntimeError(f'report_to={args.report_to}: {cb.__name__} cannot start ({e}); install the train extra '
+                               '(pip install -e ".[train]": Trackio, W&B, TensorBoard; TensorBoard is also in '
+                               'pip install -e ".[gpu]") or set report_to: none') from e
     return out
 
 def main(argv:list=None) -> int:
