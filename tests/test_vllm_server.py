@@ -198,7 +198,7 @@ class Batches(TrainerCallback):
         self.steps.append([r.completion_ids for r in self.trainer.last_batch])
 
 
-def train(tmp_path, srv=None, steps=2, **kw):
+def train(tmp_path, srv=None, steps=2, peft_config=None, **kw):
     "Two real steps on the tiny model, episodes sampled in process or (srv) by the stand-in through the client path."
     model = tiny_qwen3(TOK)  # seeded: the same initial weights every call
     base = dict(
@@ -223,7 +223,8 @@ def train(tmp_path, srv=None, steps=2, **kw):
     cb, sync = Batches(), types.SimpleNamespace(calls=[])  # sync.calls: (time, the trainer's digest) of every sync
     with cpu_weight_transfer(timeout_s=60) if srv is not None else contextlib.nullcontext():
         cfg = TBTConfig(**{**base, **kw})
-        t = TBTTrainer(model, cfg, TASKS, processing_class=TOK, grader=ParityGrader(), callbacks=[cb])
+        t = TBTTrainer(model, cfg, TASKS, processing_class=TOK, grader=ParityGrader(), callbacks=[cb],
+                       peft_config=peft_config)
         if srv is not None:  # TRL's VLLMGeneration; its sync_weights recorded as it starts
             real = t.vllm_generation.sync_weights
 
@@ -361,3 +362,17 @@ def test_a_server_that_misses_weight_syncs_stops_the_run_at_the_tiny_recipes_lr(
         with pytest.raises(RuntimeError, match=r"sync of step 1: .* not serving the weights just sent"):
             train(tmp_path / "checked", srv, steps=2, learning_rate=2e-4)
         assert srv.weight_loads and not any(w["applied"] for w in srv.weight_loads)
+
+
+def test_lora_syncs_the_merged_weights_into_the_server(tmp_path, stand_in):
+    """With LoRA, TRL's _iter_named_params merges the adapters and sends base-model names: the server then holds the
+    merged weights (the weight check, tolerance 1e-3, passes after each step's sync) and samples with them."""
+    from peft import LoraConfig
+
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0, task_type="CAUSAL_LM")
+    t, _, _ = train(tmp_path, stand_in, peft_config=lora, learning_rate=5e-2)
+    assert not any(r["skipped"] for r in t.step_log) and [s["step"] for s in t.sync_log] == [0, 1]
+    assert max(s["weight_gap"] for s in t.sync_log) < 1e-5 and t.sync_log[1]["weights_moved"] > 1e-3, t.sync_log
+    merged = copy.deepcopy(t.model).merge_and_unload()
+    assert stand_in.digest != weights_digest(merged)  # step 1 trained after the last sync
+    assert stand_in.weight_loads[-1]["tensors"] == len(list(merged.parameters()))
