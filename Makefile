@@ -22,7 +22,7 @@ $(STAMP):
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e ".[dev,thinkingbox]"
+	$(BIN)/python -m pip install -q -e ".[dev,thinkingbox,train]"
 	rm -f $(VENV)/.installed*
 	touch $@
 

@@ -702,3 +702,91 @@ def test_passk_refills_system_error_groups_and_a_resumed_budgeted_run_stops_wher
     assert again.state.global_step == full.state.global_step > 2
     assert [r['passk_k'] for r in again.step_log] == [r['passk_k'] for r in full.step_log]
     assert again.training_episodes == full.training_episodes
+
+
+def test_report_to_trackio_and_wandb_log_a_run_offline(tmp_path):
+    """report_to trackio and wandb (the train extra) through scripts/train.py, no network: Trackio writes the run's
+    metrics, ours (tbt/*) and TRL's, to its local SQLite store; W&B writes an offline run."""
+    import sqlite3
+    recipe = _recipe(tmp_path, report_to=['trackio', 'wandb'], policy_model=str(HERE.parent / 'data/models/tiny-qwen3'),
+                     max_steps=1, max_turns=2, max_tokens_per_turn=8, disable_tqdm=True, project='tbt-test',
+                     run_name='offline')
+    env = {**os.environ, 'OMP_NUM_THREADS': '1', 'HF_HUB_OFFLINE': '1', 'TRACKIO_DIR': str(tmp_path / 'trackio'),
+           'WANDB_MODE': 'offline', 'WANDB_DIR': str(tmp_path), 'WANDB_PROJECT': 'tbt-test', 'WANDB_SILENT': 'true'}
+    r = subprocess.run([sys.executable, str(HERE.parent / 'scripts' / 'train.py'), '--config', recipe], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    with sqlite3.connect(tmp_path / 'trackio' / 'tbt-test.db') as db:
+        rows = db.execute('select run_name, metrics from metrics').fetchall()
+    keys = set().union(*(json.loads(m) for _, m in rows))
+    assert {name for name, _ in rows} == {'offline'}
+    assert {'train/tbt/skipped', 'train/rewards/verdict/mean', 'train/loss'} <= keys, sorted(keys)
+    assert list((tmp_path / 'wandb').glob('offline-run-*/run-*.wandb')), list(tmp_path.rglob('*'))[:20]
+
+
+# ---------------------------------------------------------------- LoRA through TRL's peft_config
+
+from thinkingbox_training.grader import Grader, Verdict
+
+
+class _ParityGrader(Grader):
+    "Reward 1 when the last message has an even length: a random model's groups are mixed, and steps train."
+    async def grade(self, task, db, final_message='', transcript=None):
+        return Verdict(reward=int(len(final_message) % 2 == 0))
+
+
+class _Steps(TrainerCallback):
+    "Counts the steps this process ran (a resumed run's restored steps are not counted)."
+    n = 0
+    def on_step_end(self, args, state, control, **kw): self.n += 1
+
+
+def _lora_run(out, steps, resume=None):
+    from peft import LoraConfig
+    tok = tokenizer()
+    args = TBTConfig(output_dir=str(out), groups_per_step=2, group_size=4, max_steps=steps, max_refill_rounds=1,
+                     learning_rate=5e-2, seed=0, use_cpu=True, bf16=False, gradient_checkpointing=False,
+                     report_to='none', save_strategy='steps', save_steps=1, disable_tqdm=True, max_turns=2,
+                     max_tokens_per_turn=10)
+    peft = LoraConfig(r=4, lora_alpha=8, target_modules=['q_proj', 'v_proj'], lora_dropout=0.0, task_type='CAUSAL_LM')
+    t = TBTTrainer(tiny_qwen3(tok), args, TASKS, processing_class=tok, grader=_ParityGrader(), peft_config=peft,
+                   callbacks=[_Steps()])
+    t.remove_callback(PrinterCallback)
+    t.train(resume_from_checkpoint=resume)
+    return t
+
+
+def test_lora_trains_only_the_adapters_serves_merged_and_resumes(tmp_path):
+    """LoRA through TRL's peft_config on the tiny policy: only the adapters move (the base weights are bit for bit the
+    initial ones), the merged model saved as a plain checkpoint is a policy that samples what the adapted model
+    samples, and a run resumed from its step-1 checkpoint ends with the adapters of the uninterrupted run."""
+    from peft import PeftModel
+    from thinkingbox_training.policies import HFPolicy
+    tok = tokenizer()
+    base0 = {k: v.clone() for k, v in tiny_qwen3(tok).state_dict().items()}
+    t = _lora_run(tmp_path / 'full', 2)
+    assert isinstance(t.model, PeftModel) and sum(not r['skipped'] for r in t.step_log) == 2, t.step_log
+    trainable = {n for n, p in t.model.named_parameters() if p.requires_grad}
+    assert trainable and all('lora_' in n for n in trainable)
+    lora = {n: p.detach().clone() for n, p in t.model.named_parameters() if 'lora_B' in n}
+    assert any(float(p.abs().max()) > 0 for p in lora.values())  # B starts at zero: the adapters moved
+    for n, p in t.model.get_base_model().named_parameters():
+        if 'lora_' not in n:
+            assert torch.equal(p, base0[n.replace('.base_layer', '')]), n
+    # the merged checkpoint serves as a policy: token for token what the adapted model samples
+    prompt = t.fmt.prompt_ids([{'role': 'user', 'content': 'Please pay 300 cents from AC-1.'}])
+    adapted = HFPolicy(t.model, tok, SamplingConfig(max_tokens=10)).sample([prompt] * 2, [3, 4], 10)
+    merged = t.model.merge_and_unload()
+    merged.save_pretrained(tmp_path / 'merged')
+    from transformers import AutoModelForCausalLM
+    served = HFPolicy(AutoModelForCausalLM.from_pretrained(tmp_path / 'merged'), tok, SamplingConfig(max_tokens=10))
+    again = served.sample([prompt] * 2, [3, 4], 10)
+    assert [g.token_ids for g in again] == [g.token_ids for g in adapted]
+    for a, b in zip(again, adapted):
+        assert max(abs(x - y) for x, y in zip(a.logprobs, b.logprobs)) < 1e-4
+    # resume from the step-1 checkpoint (an adapter checkpoint): the same adapters as the uninterrupted run
+    r = _lora_run(tmp_path / 'full', 2, resume=str(tmp_path / 'full' / 'checkpoint-1'))
+    ran = next(c for c in r.callback_handler.callbacks if isinstance(c, _Steps))
+    assert ran.n == 1 and r.state.global_step == 2 and [s['step'] for s in r.step_log] == [0, 1]
+    got = {n: p.detach() for n, p in r.model.named_parameters() if 'lora_B' in n}
+    assert got.keys() == lora.keys() and all(torch.allclose(got[n], lora[n], atol=1e-6) for n in lora)

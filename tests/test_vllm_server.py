@@ -1,12 +1,35 @@
-"The stand-in vLLM server: TRL's VLLMClient against it, EndpointPolicy token-exact through it, weight loads recorded."
+"""The stand-in vLLM server: TRL's VLLMClient against it, EndpointPolicy token-exact through it, TRL's weight sync into
+it over vLLM's endpoints (the gloo transport in place of NCCL), weight loads recorded."""
 
-import asyncio, copy
+import asyncio, contextlib, copy, socket, time, types
 import pytest, torch
 from thinkingbox_training.policies import EndpointPolicy, GenRequest, HFPolicy, SamplingConfig, tiny_qwen3
-from thinkingbox_training.vllm_server import VLLMStandIn, StandInWeightSync, weights_digest
+from thinkingbox_training.vllm_server import BadRequest, VLLMStandIn, cpu_weight_transfer, weights_digest
 from grpo_fixtures import tokenizer
 
 TOK = tokenizer()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def trl_generation(model, srv):
+    "TRL's server-mode VLLMGeneration on `model` (call inside cpu_weight_transfer()), joined to the stand-in's group."
+    from accelerate import Accelerator
+    from trl.generation.vllm_generation import VLLMGeneration
+
+    return VLLMGeneration(
+        model=model,
+        accelerator=Accelerator(cpu=True),
+        processing_class=TOK,
+        mode="server",
+        server_base_url=srv.url,
+        group_port=free_port(),
+        server_timeout=10,
+    )
 
 
 @pytest.fixture
@@ -78,26 +101,70 @@ def test_a_server_reading_other_prompt_ids_is_refused(served, monkeypatch):
 
 
 def test_weight_sync_loads_the_trainers_weights_and_is_recorded(served):
+    "TRL's own VLLMGeneration.sync_weights (transport replaced) over vLLM's endpoints, with TRL's JSON."
     local, srv = served
-    sync = StandInWeightSync(local.model, srv.url)
     with torch.no_grad():
         for q in local.model.parameters():
             q.add_(0.01 * torch.randn_like(q))
     assert srv.digest != weights_digest(local.model)
-    sync.sync_weights()
+    with cpu_weight_transfer(timeout_s=30):
+        gen = trl_generation(local.model, srv)
+        gen.sync_weights()
     assert srv.digest == weights_digest(local.model) and [w["version"] for w in srv.weight_loads] == [1]
     assert srv.weight_loads[0]["tensors"] == len(list(local.model.parameters()))
-    assert [p for _, m, p in srv.calls if m == "POST"] == ["/stand_in/load_weights", "/reset_prefix_cache"]
+    assert [p for _, m, p in srv.calls if m == "POST"] == [
+        "/init_weight_transfer_engine",
+        "/start_weight_update",
+        "/update_weights",
+        "/finish_weight_update",
+        "/reset_prefix_cache",
+    ]
     p = prompt(local)
     out = srv.complete({"prompt": p, "seed": 3, "max_tokens": 10, "return_token_ids": True})
     assert out["choices"][0]["token_ids"] == local.sample([p], [3], 10)[0].token_ids
     assert srv.completions[-1]["weights_version"] == 1
 
 
-def test_nccl_weight_transfer_is_refused_with_the_reason(served):
+def test_trl_sync_weights_serves_exactly_the_trainers_weights(served):
+    "After TRL's sync the stand-in samples, through TRL's own client, the tokens and logprobs of the trainer's model."
+    local, srv = served
+    p = prompt(local)
+    with torch.no_grad():
+        for q in local.model.parameters():
+            q.mul_(1.5)
+    want = local.sample([p, p], [7, 8], 10)
+    with cpu_weight_transfer(timeout_s=30):
+        gen = trl_generation(local.model, srv)
+        before = gen.vllm_client.generate([p], n=2, temperature=1.0, max_tokens=10, generation_kwargs={"seed": 7})
+        assert before["completion_ids"] != [g.token_ids for g in want]  # the server still holds the old weights
+        for _ in range(2):  # a second sync, on the same group
+            gen.sync_weights()
+        out = gen.vllm_client.generate([p], n=2, temperature=1.0, max_tokens=10, generation_kwargs={"seed": 7})
+    assert out["completion_ids"] == [g.token_ids for g in want]
+    for row, w in zip(out["logprobs"], want):
+        assert torch.allclose(torch.tensor([x[0] for x in row]), torch.tensor(w.logprobs), atol=1e-5)
+    assert [w["version"] for w in srv.weight_loads] == [1, 2] and srv.digest == weights_digest(local.model)
+
+
+def test_weight_transfer_without_an_engine_is_refused_naming_it(served):
     _, srv = served
-    code, body = srv.handle("POST", "/init_weight_transfer_engine", {})
-    assert code == 501 and "needs CUDA" in body["error"]["message"]
+    for path in ("/start_weight_update", "/update_weights", "/finish_weight_update"):
+        with pytest.raises(BadRequest, match="init_weight_transfer_engine: no weight-transfer engine"):
+            srv.handle("POST", path, {"update_info": {}})  # answered 400 by the HTTP layer (see reliability)
+    assert srv.digest == weights_digest(srv.policy.model) and srv.weight_loads == []
+
+
+def test_the_gloo_transport_stands_in_only_without_vllm(monkeypatch):
+    import trl.generation.vllm_client as vc
+
+    monkeypatch.setattr(vc, "NCCLWeightTransferEngine", object(), raising=False)  # as where vLLM is installed
+    with pytest.raises(RuntimeError, match="vLLM is installed"):
+        with cpu_weight_transfer():
+            pass
+    monkeypatch.undo()
+    with cpu_weight_transfer():
+        assert vc.is_vllm_available()
+    assert not hasattr(vc, "NCCLWeightTransferEngine")  # restored as it was
 
 
 # ---------------------------------------------------------------- training with use_vllm, through the stand-in
@@ -131,7 +198,7 @@ class Batches(TrainerCallback):
         self.steps.append([r.completion_ids for r in self.trainer.last_batch])
 
 
-def train(tmp_path, srv=None, steps=2, **kw):
+def train(tmp_path, srv=None, steps=2, peft_config=None, **kw):
     "Two real steps on the tiny model, episodes sampled in process or (srv) by the stand-in through the client path."
     model = tiny_qwen3(TOK)  # seeded: the same initial weights every call
     base = dict(
@@ -152,21 +219,23 @@ def train(tmp_path, srv=None, steps=2, **kw):
         disable_tqdm=True,
     )
     if srv is not None:
-        base.update(use_vllm=True, vllm_server_base_url=srv.url)
-    sync = StandInWeightSync(model, srv.url) if srv is not None else None
-    cb = Batches()
-    t = TBTTrainer(
-        model,
-        TBTConfig(**{**base, **kw}),
-        TASKS,
-        processing_class=TOK,
-        grader=ParityGrader(),
-        weight_sync=sync,
-        callbacks=[cb],
-    )
-    t.remove_callback(PrinterCallback)
-    cb.trainer = t
-    t.train()
+        base.update(use_vllm=True, vllm_server_base_url=srv.url, vllm_group_port=free_port())
+    cb, sync = Batches(), types.SimpleNamespace(calls=[])  # sync.calls: (time, the trainer's digest) of every sync
+    with cpu_weight_transfer(timeout_s=60) if srv is not None else contextlib.nullcontext():
+        cfg = TBTConfig(**{**base, **kw})
+        t = TBTTrainer(model, cfg, TASKS, processing_class=TOK, grader=ParityGrader(), callbacks=[cb],
+                       peft_config=peft_config)
+        if srv is not None:  # TRL's VLLMGeneration; its sync_weights recorded as it starts
+            real = t.vllm_generation.sync_weights
+
+            def recorded():
+                sync.calls.append((time.monotonic(), weights_digest(t.model)))
+                real()
+
+            t.vllm_generation.sync_weights = recorded
+        t.remove_callback(PrinterCallback)
+        cb.trainer = t
+        t.train()
     return t, cb.steps, sync
 
 
@@ -189,6 +258,8 @@ def test_each_step_samples_with_the_weights_just_updated(tmp_path, stand_in):
     for c in stand_in.completions:  # every sample, refill rounds included, used the weights of the latest sync
         assert c["digest"] == (d1 if c["t"] > t1 else d0) and c["t"] > t0
     assert {c["weights_version"] for c in stand_in.completions} == {1, 2}
+    # after each sync the server scored the probe with exactly the trainer's weights
+    assert [s["step"] for s in t.sync_log] == [0, 1] and max(s["weight_gap"] for s in t.sync_log) < 1e-5, t.sync_log
     gaps = [h["tbt/logprob_gap/mean"] for h in t.state.log_history if "loss" in h]
     assert len(gaps) == 2 and max(gaps) < 1e-4, gaps  # the gap is logged every step
     assert all(
@@ -216,7 +287,8 @@ def test_a_sampler_recording_zero_logprobs_stops_training(tmp_path, stand_in, mo
     def zeroed(body):
         out = real(body)
         for c in out["choices"]:
-            c["logprobs"]["token_logprobs"] = [0.0] * len(c["token_ids"])
+            if c["logprobs"]:  # not the weight check's probe, which asks for prompt_logprobs only
+                c["logprobs"]["token_logprobs"] = [0.0] * len(c["token_ids"])
         return out
 
     monkeypatch.setattr(stand_in, "complete", zeroed)
@@ -270,9 +342,37 @@ def test_truncated_sampling_without_recorded_logprobs_stops(tmp_path, stand_in, 
     def unknown(body):
         out = real(body)
         for c in out["choices"]:
-            c["logprobs"]["token_logprobs"] = [None] * len(c["token_ids"])
+            if c["logprobs"]:  # not the weight check's probe, which asks for prompt_logprobs only
+                c["logprobs"]["token_logprobs"] = [None] * len(c["token_ids"])
         return out
 
     monkeypatch.setattr(stand_in, "complete", unknown)
     with pytest.raises(RuntimeError, match="have no recorded logprob"):
         train(tmp_path, stand_in, steps=1, top_k=5)
+
+
+def test_a_server_that_misses_weight_syncs_stops_the_run_at_the_tiny_recipes_lr(tmp_path):
+    """A server that answers every weight update but keeps its old weights: the probe scored after the sync of step 1
+    differs from the trained model's (0.035 nats measured, tolerance 1e-3), and the run stops there; the sampled
+    tokens' logprob gap alone (0.5 nats) lets such a run train."""
+    with VLLMStandIn(HFPolicy(tiny_qwen3(TOK), TOK), model_name="tiny", ignore_weight_updates=True) as srv:
+        t, _, _ = train(tmp_path / "unchecked", srv, steps=2, learning_rate=2e-4, weight_check_tolerance=None)
+        gaps = [h["tbt/logprob_gap/mean"] for h in t.state.log_history if "loss" in h]
+        assert len(gaps) == 2 and max(gaps) < 0.1, gaps  # both steps trained on stale samples
+        with pytest.raises(RuntimeError, match=r"sync of step 1: .* not serving the weights just sent"):
+            train(tmp_path / "checked", srv, steps=2, learning_rate=2e-4)
+        assert srv.weight_loads and not any(w["applied"] for w in srv.weight_loads)
+
+
+def test_lora_syncs_the_merged_weights_into_the_server(tmp_path, stand_in):
+    """With LoRA, TRL's _iter_named_params merges the adapters and sends base-model names: the server then holds the
+    merged weights (the weight check, tolerance 1e-3, passes after each step's sync) and samples with them."""
+    from peft import LoraConfig
+
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0, task_type="CAUSAL_LM")
+    t, _, _ = train(tmp_path, stand_in, peft_config=lora, learning_rate=5e-2)
+    assert not any(r["skipped"] for r in t.step_log) and [s["step"] for s in t.sync_log] == [0, 1]
+    assert max(s["weight_gap"] for s in t.sync_log) < 1e-5 and t.sync_log[1]["weights_moved"] > 1e-3, t.sync_log
+    merged = copy.deepcopy(t.model).merge_and_unload()
+    assert stand_in.digest != weights_digest(merged)  # step 1 trained after the last sync
+    assert stand_in.weight_loads[-1]["tensors"] == len(list(merged.parameters()))

@@ -26,14 +26,15 @@ from .policies import SamplingConfig, HFPolicy, EndpointPolicy
 from .episode import EpisodeRunner, Episode, run_blocking
 
 # %% auto #0
-__all__ = ['logger', 'TASK_PROMPT', 'TRL_PRIVATE', 'TRL_BATCH_KEYS', 'TBT_STATE', 'BatchPlan', 'batch_plan', 'TBTConfig',
-           'check_sampler', 'sampling_config', 'check_sampling', 'task_prompt', 'prompt_task_uid', 'task_dataset',
-           'run_budgets', 'with_budgets', 'check_pool_budgets', 'load_pool', 'make_judge', 'Rollout', 'rollout_fields',
-           'verdict', 'group_kind', 'Sampled', 'dynamic_sample', 'step_metrics', 'check_rollout_contract',
-           'trl_private_problem', 'trl_private_problems', 'micro_batches', 'padding_share', 'server_url',
-           'check_vllm_server', 'EpochSampler', 'TBTTrainer', 'passk_rewards', 'passk_weight', 'passk_kind',
-           'passk_group', 'passk_k_at', 'ConfigError', 'checkpoint_problem', 'resume_checkpoint', 'StopWhenFinished',
-           'EpisodeBudget', 'check_recipe', 'parse_config', 'describe', 'report_callbacks', 'main']
+__all__ = ['logger', 'TASK_PROMPT', 'TRL_PRIVATE', 'TRL_BATCH_KEYS', 'TBT_STATE', 'WEIGHT_PROBE', 'BatchPlan', 'batch_plan',
+           'TBTConfig', 'check_sampler', 'sampling_config', 'check_sampling', 'task_prompt', 'prompt_task_uid',
+           'task_dataset', 'run_budgets', 'with_budgets', 'check_pool_budgets', 'load_pool', 'make_judge', 'Rollout',
+           'rollout_fields', 'verdict', 'group_kind', 'Sampled', 'dynamic_sample', 'step_metrics',
+           'check_rollout_contract', 'trl_private_problem', 'trl_private_problems', 'micro_batches', 'padding_share',
+           'server_url', 'check_vllm_server', 'EpochSampler', 'TBTTrainer', 'server_prompt_logprobs', 'passk_rewards',
+           'passk_weight', 'passk_kind', 'passk_group', 'passk_k_at', 'ConfigError', 'checkpoint_problem',
+           'resume_checkpoint', 'StopWhenFinished', 'EpisodeBudget', 'check_recipe', 'parse_config', 'describe',
+           'report_callbacks', 'main']
 
 # %% ../nbs/10_grpo.ipynb #c004
 logger = logging.getLogger(__name__)
@@ -131,8 +132,15 @@ class TBTConfig(GRPOConfig):
         '(kept mass) <= 1, and an episode of thousands of tokens would multiply them into a sequence ratio near 0.'})
     max_logprob_gap: float|None = field(default=0.5, metadata={'help': "Stop training when the sampled tokens' "
         "recorded logprobs differ from the trained model's recomputed ones by more than this on average (nats; with "
-        'top-p/top-k, by more than truncation explains): the sampler is not the model being trained (a policy '
-        'recording 0.0, stale or other weights, another template or temperature). None: log only.'})
+        'top-p/top-k, by more than truncation explains). It catches a sampler far from the model being trained: a '
+        'policy recording 0.0, other weights, another template or temperature. It cannot catch weights that are '
+        'stale by a few steps at a small learning rate (at the tiny recipe\'s 2e-4 a server that never received new '
+        'weights showed gaps of 0.015-0.026 nats): weight_check_tolerance does. None: log only.'})
+    weight_check_tolerance: float|None = field(default=1e-3, metadata={'help': "With use_vllm: after every weight "
+        "sync the server scores a fixed short sequence (vLLM's prompt_logprobs) and the run stops when any of its "
+        "token logprobs differs from the trained model's by more than this (nats): the server is not serving the "
+        'weights just sent (a missed, partial or misrouted sync), whatever the learning rate that moved them. Any '
+        'server that answers prompt_logprobs, a real vLLM included (it reports no weights version). None: no check.'})
     # --- derived from the fields above (a value that contradicts them is an error)
     num_generations: int|None = field(default=None, metadata={'help': 'Derived: group_size.'})
     per_device_train_batch_size: int|None = field(default=None, metadata={'help':
@@ -787,10 +795,71 @@ def _vllm_generation(self:TBTTrainer):
 
 @patch
 def _sync_weights(self:TBTTrainer):
-    "Send the current weights to the vLLM server, every process together; TRL's own sync of the step is a no-op."
+    "Send the current weights to the vLLM server, every process together, and check that it serves them."
     self.vllm_generation.sync_weights()
-    self._last_loaded_step = self.state.global_step
+    self._last_loaded_step = self.state.global_step   # TRL's own sync of the step is then a no-op
     self.sync_log.append({'step': self.state.global_step, 't': time.monotonic()})
+    self._check_weights()
+
+WEIGHT_PROBE = 'Weights check: pay 300 cents from AC-1 to AC-2, then tell me the balance.'   # scored after each sync
+
+def server_prompt_logprobs(url:str, # the server's root URL
+                           ids:list, # token ids
+                           timeout:float=60.0) -> list:
+    "The server's logprob of each token of `ids` after the first: vLLM's `prompt_logprobs`, at temperature 1."
+    def call(path, body=None):
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(url + path, data=data, headers={'Content-Type': 'application/json'})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r: return json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            raise RuntimeError(f'{path}: HTTP {e.code} {e.read()[:200].decode(errors="replace")}') from None
+    model = call('/v1/models')['data'][0]['id']
+    out = call('/v1/completions', {'model': model, 'prompt': ids, 'max_tokens': 1, 'temperature': 1.0,
+                                   'prompt_logprobs': 0})['choices'][0]['prompt_logprobs']
+    return [float(out[i][str(t)]['logprob']) for i, t in enumerate(ids) if i > 0]
+
+@patch
+def _probe_logprobs(self:TBTTrainer, ids:list) -> list:
+    "The trained model's logprob of each token of `ids` after the first (all ranks: ZeRO-3 forwards are collective)."
+    model, was = self.model, self.model.training
+    x = torch.tensor([ids], device=self.accelerator.device)
+    model.eval()
+    try:
+        with torch.no_grad(): logits = model(input_ids=x).logits[0, :-1].float()
+    finally: model.train(was)
+    return torch.log_softmax(logits, -1).gather(-1, x[0, 1:, None])[:, 0].tolist()
+
+@patch
+def _check_weights(self:TBTTrainer):
+    """The server scores `WEIGHT_PROBE` (as token ids) right after a sync; its logprobs must be the trained model's
+    within `weight_check_tolerance`, or the run stops, naming how far the server is from these weights and from those
+    of the previous sync. The decision is the main process's, broadcast: every process stops together."""
+    tol = self.args.weight_check_tolerance
+    if tol is None: return
+    from accelerate.utils import broadcast_object_list
+    ids = self.fmt.prompt_ids([{'role': 'user', 'content': WEIGHT_PROBE}])
+    mine, theirs = self._probe_logprobs(ids), [None]
+    if self.accelerator.is_main_process:
+        try: theirs[0] = server_prompt_logprobs(server_url(self.args), ids, self.args.vllm_server_timeout)
+        except Exception as e: theirs[0] = f'{type(e).__name__}: {e}'[:300]
+    if self.accelerator.num_processes > 1: theirs = broadcast_object_list(theirs, from_process=0)
+    theirs, prev, step = theirs[0], getattr(self, '_probe_prev', None), self.state.global_step
+    if isinstance(theirs, str):
+        raise RuntimeError(f'weight check after the sync of step {step}: the vLLM server did not score the probe '
+                           f'({theirs}); weight_check_tolerance: null to train without the check')
+    gap = max(abs(a - b) for a, b in zip(theirs, mine, strict=True))
+    moved = None if prev is None else max(abs(a - b) for a, b in zip(mine, prev, strict=True))
+    self.sync_log[-1].update(weight_gap=gap, weights_moved=moved)
+    self._metrics['train']['tbt/weight_check_gap'].append(gap)
+    self._probe_prev = mine
+    if gap > tol:
+        old = '' if prev is None else (f', and {max(abs(a - b) for a, b in zip(theirs, prev, strict=True)):.3g} '
+                                       f'from those of the previous sync (this step moved them by {moved:.3g})')
+        raise RuntimeError(f'weight check after the sync of step {step}: the server\'s logprobs of a fixed probe are '
+                           f'{gap:.3g} nats from the trained model\'s (tolerance {tol:g}){old}: the server is not '
+                           'serving the weights just sent (a missed or partial sync, other weights); '
+                           'weight_check_tolerance: null to train anyway')
 
 # %% ../nbs/10_grpo.ipynb #tr031
 @patch
@@ -1298,8 +1367,9 @@ def report_callbacks(args:TBTConfig) -> list:
     for cb in get_reporting_integration_callbacks(args.report_to):
         try: out.append(cb())
         except Exception as e:
-            raise RuntimeError(f'report_to={args.report_to}: {cb.__name__} cannot start ({e}); install the gpu extra '
-                               '(pip install -e ".[gpu]") or set report_to: none') from e
+            raise RuntimeError(f'report_to={args.report_to}: {cb.__name__} cannot start ({e}); install the train extra '
+                               '(pip install -e ".[train]": Trackio, W&B, TensorBoard; TensorBoard is also in '
+                               'pip install -e ".[gpu]") or set report_to: none') from e
     return out
 
 def main(argv:list=None) -> int:

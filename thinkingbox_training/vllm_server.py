@@ -4,13 +4,16 @@
 
 # %% ../nbs/06b_vllm_server.ipynb #c002
 from __future__ import annotations
-import base64, hashlib, json, math, random, re, socket, threading, time
+import hashlib, json, math, random, re, socket, threading, time
+from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlparse
 from .policies import HFPolicy, SamplingConfig
 
 # %% auto #0
-__all__ = ['UnsupportedRequest', 'BadRequest', 'weights_digest', 'body_bound', 'VLLMStandIn', 'StandInWeightSync']
+__all__ = ['UnsupportedRequest', 'BadRequest', 'weights_digest', 'body_bound', 'VLLMStandIn', 'GlooEndpoint', 'gloo_group',
+           'GlooSendArgs', 'GlooTransfer', 'cpu_weight_transfer']
 
 # %% ../nbs/06b_vllm_server.ipynb #c004
 class UnsupportedRequest(ValueError):
@@ -37,8 +40,8 @@ def weights_digest(model) -> str:
 
 
 def body_bound(model) -> int:
-    """Bytes one request may carry: 16 MiB for prompts, plus three times the model's weights, so that a full weight
-    load fits (as base64 in JSON it is 4/3 of their bytes) with room for the cluster path's own payloads."""
+    """Bytes one request may carry: 16 MiB for prompts, plus three times the model's weights (room for a payload
+    that carries weights as base64 JSON; vLLM's weight-transfer requests carry only names, dtypes and shapes)."""
     return 16 * 2**20 + 3 * sum(p.numel() * p.element_size() for p in model.parameters())
 
 
@@ -104,6 +107,8 @@ class VLLMStandIn:
         max_body_bytes: int | None = None,  # a request's bound (413 above it); None: `body_bound(model)`
         max_sequences: int = 1024,  # sequences one completion request may ask for (prompts times n)
         body_timeout_s: float = 30.0,  # a body that stops arriving for this long is answered 408
+        transfer_timeout_s: float = 120.0,  # the weight-transfer group's rendezvous and each tensor's receive
+        ignore_weight_updates: bool = False,  # receive weight updates and answer 200, but keep the old weights (tests)
     ):
         self.policy, self.model_name, self.lock = policy, model_name, _FairLock()
         self.max_body_bytes = max_body_bytes or body_bound(policy.model)
@@ -111,6 +116,10 @@ class VLLMStandIn:
         self.max_model_len = int(getattr(policy.model.config, "max_position_embeddings", 0) or 2**31)
         self.vocab_size = policy.model.get_input_embeddings().num_embeddings
         self.weights_version = 0
+        self.transfer_timeout_s, self.ignore_weight_updates = transfer_timeout_s, ignore_weight_updates
+        self.engine = None  # the weight-transfer group (GlooEndpoint), once /init_weight_transfer_engine joined it
+        self._staged = None  # between /start_weight_update and /finish_weight_update: the tensors received
+        self._transfer = threading.Lock()  # one weight-transfer request at a time
         self.calls: list = []  # (time, method, path) of every request
         self.completions: list = []  # per sampled sequence: time, weights (version, digest), seed, sizes
         self.weight_loads: list = []  # per weight load: time, version, digest, tensors
@@ -239,7 +248,10 @@ class VLLMStandIn:
             }
         if method == "GET" and path == "/server_info":
             return 200, {
-                "vllm_config": {"model_config": {"model": self.model_name, "logprobs_mode": "processed_logprobs"}}
+                "vllm_config": {
+                    "model_config": {"model": self.model_name, "logprobs_mode": "processed_logprobs"},
+                    "weight_transfer_config": {"backend": "gloo"},  # vLLM's names "nccl"; ours travels over gloo
+                }
             }
         if method == "GET" and path == "/get_world_size":
             return 200, {"world_size": 1}
@@ -249,20 +261,14 @@ class VLLMStandIn:
             with self.lock:
                 self.policy.reset_cache()
             return 200, {}
-        if method == "POST" and path == "/stand_in/load_weights":
-            return 200, self.load_weights(body)
-        if path in (
-            "/init_weight_transfer_engine",
-            "/start_weight_update",
-            "/update_weights",
-            "/finish_weight_update",
-        ):
-            return 501, {
-                "error": {
-                    "message": "weight transfer streams tensors over NCCL and needs CUDA in every vLLM backend; "
-                    "the stand-in loads weights sent to /stand_in/load_weights (StandInWeightSync)"
-                }
-            }
+        if method == "POST" and path == "/init_weight_transfer_engine":
+            return 200, self.init_weight_transfer_engine(body)
+        if method == "POST" and path == "/start_weight_update":
+            return 200, self.start_weight_update(body)
+        if method == "POST" and path == "/update_weights":
+            return 200, self.update_weights(body)
+        if method == "POST" and path == "/finish_weight_update":
+            return 200, self.finish_weight_update(body)
         return 404, {"error": {"message": f"the stand-in serves no {method} {path}"}}
 
     def _prompts(self, body: dict) -> list[list[int]]:
@@ -310,6 +316,11 @@ class VLLMStandIn:
         ):
             if body.get(k, off) not in (off, [] if off is None else off):
                 raise UnsupportedRequest(f"the stand-in does not implement {k}={body[k]!r}")
+        scored = _integer(body, "prompt_logprobs", None, 0, self.vocab_size)
+        if scored is not None and body.get("temperature", 1.0) not in (None, 1, 1.0):
+            raise UnsupportedRequest(
+                f"prompt_logprobs with temperature={body['temperature']}: the stand-in scores prompts at temperature 1"
+            )
         if body.get("logprobs") not in (None, 0):
             raise UnsupportedRequest(
                 f"logprobs={body['logprobs']}: the stand-in returns the sampled token's logprob only (logprobs=0)"
@@ -358,6 +369,7 @@ class VLLMStandIn:
                     "finish_reason": g.finish,
                     "stop_reason": fmt.eos_id if g.finish == "stop" else None,
                     "prompt_token_ids": p if body.get("return_token_ids") else None,
+                    "prompt_logprobs": self.prompt_logprobs(p, scored) if scored is not None and j == 0 else None,
                     "token_ids": ids if body.get("return_token_ids") else None,
                     "logprobs": None,
                 }
@@ -381,92 +393,282 @@ class VLLMStandIn:
             "usage": {"prompt_tokens": ptoks, "completion_tokens": used, "total_tokens": ptoks + used},
         }
 
-    def load_weights(self, body: dict) -> dict:
-        """/stand_in/load_weights: named float tensors (base64) copied into the served model; caches forgotten. Every
-        tensor is checked (name, dtype, shape, bytes) before any is copied: a refused load changes nothing."""
+    def prompt_logprobs(self, ids: list, k: int) -> list:
+        """vLLM's `prompt_logprobs` of one prompt: None for the first token, then for each token {token id: {logprob,
+        rank, decoded_token}} of the prompt's token and the `k` likeliest, from one forward pass of the served model."""
         import torch
 
-        params = dict(self.policy.model.named_parameters())
-        tensors = body.get("tensors")
-        if not isinstance(tensors, dict) or not tensors:
-            raise BadRequest("tensors", "expected an object of named tensors {name: {dtype, shape, b64}}")
-        unknown = [k for k in tensors if k not in params]
-        if unknown:
-            raise UnsupportedRequest(f"unknown parameter(s) {unknown[:3]}: the served model has no such name")
-        loaded = {}
-        for name, t in tensors.items():
-            where = f"tensors[{name!r}]"
-            if not isinstance(t, dict):
-                raise BadRequest(where, "expected an object {dtype, shape, b64}")
-            dtype = getattr(torch, str(t.get("dtype")), None)
-            if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-                raise BadRequest(f"{where}.dtype", f"{json.dumps(t.get('dtype'))[:40]} is not a torch float dtype")
-            if t.get("shape") != list(params[name].shape):
-                have = json.dumps(t.get("shape"))[:60]
-                raise BadRequest(f"{where}.shape", f"{have}, the served model's is {list(params[name].shape)}")
-            try:
-                raw = base64.b64decode(t.get("b64"), validate=True)
-            except (TypeError, ValueError):
-                raise BadRequest(f"{where}.b64", "not base64") from None
-            want = params[name].numel() * dtype.itemsize
-            if len(raw) != want:
-                raise BadRequest(f"{where}.b64", f"{len(raw)} bytes, the shape and dtype need {want}")
-            loaded[name] = torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(dtype).view(params[name].shape)
         with self.lock, torch.no_grad():
-            for name, x in loaded.items():
-                params[name].copy_(x)
+            logits = self.policy.model(input_ids=torch.tensor([ids])).logits[0, :-1].float()
+        lps = torch.log_softmax(logits, -1)
+        out = [None]
+        for pos, tok in enumerate(ids[1:]):
+            row = lps[pos]
+            keep = ([tok] + row.topk(k).indices.tolist()) if k else [tok]
+            out.append(
+                {
+                    str(t): {
+                        "logprob": float(row[t]),
+                        "rank": int((row > row[t]).sum()) + 1,
+                        "decoded_token": self.policy.tokenizer.decode([t]),
+                    }
+                    for t in keep
+                }
+            )
+        return out
+
+    def _need_engine(self):
+        if self.engine is None:
+            raise BadRequest("init_weight_transfer_engine", "no weight-transfer engine: POST it first (TRL's "
+                             "init_communicator does)")
+
+    def init_weight_transfer_engine(self, body: dict) -> dict:
+        """/init_weight_transfer_engine: join the trainer's weight-transfer group as TRL's `init_info` describes it (the
+        trainer is rank 0 and the store's host at master_address:master_port; this server's one worker is rank
+        `rank_offset`). The group is gloo: the tensors travel over TCP on the CPU, where vLLM's travel over NCCL."""
+        info = body.get("init_info")
+        if not isinstance(info, dict):
+            raise BadRequest("init_info", "expected an object {master_address, master_port, rank_offset, world_size}")
+        addr = info.get("master_address")
+        if not isinstance(addr, str) or not addr:
+            raise BadRequest("init_info.master_address", f"{json.dumps(addr)[:40]}: expected a host name or address")
+        try:
+            port = _integer(info, "master_port", None, 1, 65535)
+            rank = _integer(info, "rank_offset", 1, 1)
+            world = _integer(info, "world_size", None, 2)
+        except BadRequest as e:
+            raise BadRequest(f"init_info.{e.field}", str(e).split(": ", 1)[1]) from None
+        if port is None or world is None:
+            raise BadRequest(f"init_info.{'master_port' if port is None else 'world_size'}", "required")
+        if world != rank + 1:
+            raise BadRequest("init_info.world_size", f"{world}: the stand-in has one worker, so it is rank_offset + 1")
+        with self._transfer:
+            self.engine = gloo_group(addr, port, rank, world, self.transfer_timeout_s, is_master=False)
+        return {}
+
+    def start_weight_update(self, body: dict) -> dict:
+        "/start_weight_update: what the next /update_weights receive is held until /finish_weight_update."
+        self._need_engine()
+        self._staged = {}
+        return {}
+
+    def _update_specs(self, body: dict) -> list:
+        "(name, dtype, shape) per tensor of TRL's `update_info`, each checked against the served model; a `BadRequest`."
+        import torch
+
+        info = body.get("update_info")
+        if not isinstance(info, dict):
+            raise BadRequest("update_info", "expected an object {names, dtype_names, shapes}")
+        cols = {k: info.get(k) for k in ("names", "dtype_names", "shapes")}
+        for k, v in cols.items():
+            if not isinstance(v, list) or not v:
+                raise BadRequest(f"update_info.{k}", f"{json.dumps(v)[:40]}: expected a non-empty list")
+        if len({len(v) for v in cols.values()}) > 1:
+            raise BadRequest("update_info.names", "names, dtype_names and shapes differ in length")
+        if not isinstance(info.get("packed", False), bool):
+            raise BadRequest("update_info.packed", f"{json.dumps(info['packed'])[:40]}: expected true or false")
+        params, specs, seen = dict(self.policy.model.named_parameters()), [], set()
+        for j, (name, dtype_name, shape) in enumerate(zip(*cols.values())):
+            if not isinstance(name, str) or name not in params:
+                raise BadRequest(f"update_info.names[{j}]", f"{json.dumps(name)[:60]}: the served model has no such "
+                                 "parameter")
+            if name in seen:
+                raise BadRequest(f"update_info.names[{j}]", f"{name} is sent twice")
+            seen.add(name)
+            dtype = getattr(torch, dtype_name, None) if isinstance(dtype_name, str) else None
+            if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+                raise BadRequest(f"update_info.dtype_names[{j}]", f"{json.dumps(dtype_name)[:40]} is not a float dtype")
+            if shape != list(params[name].shape):
+                raise BadRequest(f"update_info.shapes[{j}]", f"{json.dumps(shape)[:60]}, the served model's {name} is "
+                                 f"{list(params[name].shape)}")
+            specs.append((name, dtype, params[name].shape))
+        return specs
+
+    def update_weights(self, body: dict) -> dict:
+        """/update_weights: TRL's `update_info` (names, dtype_names, shapes, in the order the tensors are broadcast) is
+        checked whole against the served model and the answer broadcast to the trainer (refused: it sends nothing and
+        reads this 400); then each tensor is received over the group, and held until /finish_weight_update."""
+        import torch
+
+        self._need_engine()
+        with self._transfer:
+            try:
+                specs = self._update_specs(body)
+                if self._staged is None:
+                    raise BadRequest("start_weight_update", "no weight update started: POST it first")
+            except BadRequest:
+                _broadcast(self.engine, torch.zeros(1, dtype=torch.int64), src=self.engine.rank)
+                raise
+            _broadcast(self.engine, torch.ones(1, dtype=torch.int64), src=self.engine.rank)
+            got = {}
+            for name, dtype, shape in specs:
+                buf = torch.empty(shape.numel() * dtype.itemsize, dtype=torch.uint8)
+                _broadcast(self.engine, buf, src=0)
+                got[name] = buf.view(dtype).view(shape)
+            self._staged.update(got)
+        return {}
+
+    def finish_weight_update(self, body: dict) -> dict:
+        """/finish_weight_update: the tensors received since /start_weight_update are copied into the served model at
+        once (under the sampling lock: no sequence samples with half of them) and the caches forgotten. With
+        `ignore_weight_updates` they are dropped: a server that missed the sync, for the checks that catch one."""
+        import torch
+
+        self._need_engine()
+        if self._staged is None:
+            raise BadRequest("start_weight_update", "no weight update started: POST it first")
+        staged, self._staged = self._staged, None
+        params = dict(self.policy.model.named_parameters())
+        with self.lock, torch.no_grad():
+            if not self.ignore_weight_updates:
+                for name, x in staged.items():
+                    params[name].copy_(x)
+                self.weights_version += 1
+                self.digest = weights_digest(self.policy.model)
             self.policy.reset_cache()
-            self.weights_version += 1
-            self.digest = weights_digest(self.policy.model)
             self.weight_loads.append(
-                {"t": time.monotonic(), "version": self.weights_version, "digest": self.digest, "tensors": len(loaded)}
+                {
+                    "t": time.monotonic(),
+                    "version": self.weights_version,
+                    "digest": self.digest,
+                    "tensors": len(staged),
+                    "applied": not self.ignore_weight_updates,
+                }
             )
         return {"version": self.weights_version, "digest": self.digest}
 
+
 # %% ../nbs/06b_vllm_server.ipynb #c005
-class StandInWeightSync:
-    "Weight sync to a VLLMStandIn: the trainer's parameters over HTTP (TRL's sync_weights sends them over NCCL)."
+class GlooEndpoint:
+    "One side of a weight-transfer group: a gloo process group, its store (TRL's `close_communicator` drops it), rank."
 
-    def __init__(
-        self,
-        model,  # the model being trained
-        url: str,  # the stand-in's root URL (VLLMStandIn.url)
-        is_main: bool = True,  # only the main process sends (as in TRL)
-    ):
-        self.model, self.url, self.is_main = model, url.rstrip("/").removesuffix("/v1"), is_main
-        self.calls: list = []  # (time, digest) of every sync
-        self.hooks: list = []  # callables run at every sync (tests record the trainer's state here)
+    def __init__(self, pg, store, rank: int):
+        import types
 
-    def _post(self, path: str, obj: dict) -> dict:
-        import urllib.request
+        self.pg, self.rank, self.group = pg, rank, types.SimpleNamespace(store=store, socket=None)
 
-        req = urllib.request.Request(
-            self.url + path, data=json.dumps(obj).encode(), headers={"Content-Type": "application/json"}
-        )
-        with urllib.request.urlopen(req, timeout=600) as r:
-            return json.loads(r.read() or b"{}")
 
-    def sync_weights(self):
-        "Send every parameter, then reset the server's prefix cache (what TRL does after a sync)."
-        for h in self.hooks:
-            h()
-        digest = weights_digest(self.model)
-        self.calls.append((time.monotonic(), digest))
-        if not self.is_main:
-            return
+def _local_address(peer: str) -> str:
+    "The address of this machine that `peer` is reached from (the interface a gloo group binds)."
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect((socket.gethostbyname(peer), 9))  # UDP: nothing is sent
+        return s.getsockname()[0]
+
+
+def gloo_group(address: str, port: int, rank: int, world_size: int, timeout_s: float, is_master: bool):
+    "A gloo process group of its own (not torch.distributed's default group) over a TCPStore at address:port."
+    import datetime
+    import torch.distributed as dist
+
+    timeout = datetime.timedelta(seconds=timeout_s)
+    store = dist.TCPStore(address, port, world_size, is_master=is_master, timeout=timeout, wait_for_workers=False)
+    opts = dist.ProcessGroupGloo._Options()
+    opts._timeout = timeout
+    opts._devices = [dist.ProcessGroupGloo.create_device(hostname=_local_address(address))]
+    return GlooEndpoint(dist.ProcessGroupGloo(store, rank, world_size, opts), store, rank)
+
+
+def _broadcast(endpoint: GlooEndpoint, tensor, src: int):
+    import torch.distributed as dist
+
+    opts = dist.BroadcastOptions()
+    opts.rootRank = src
+    endpoint.pg.broadcast([tensor], opts).wait()
+
+
+@dataclass
+class GlooSendArgs:
+    "What TRL hands the trainer-side send (vLLM's NCCLTrainerSendWeightsArgs): the group, and whether to pack."
+
+    group: GlooEndpoint | None
+    packed: bool = True  # accepted; the gloo transport sends tensor by tensor
+
+
+class GlooTransfer:
+    """The trainer's half of the CPU weight transfer, in the shape of vLLM's `NCCLWeightTransferEngine` that TRL 1.16
+    calls for vLLM before 0.28: `trainer_init(init_info)` joins the group as rank 0 (the store's host),
+    `trainer_send_weights(iterator, trainer_args)` broadcasts each (name, tensor) as raw bytes, after the server's
+    answer to the update's metadata: a refused update sends nothing."""
+
+    timeout_s = 120.0
+
+    @staticmethod
+    def trainer_init(init_info: dict) -> GlooEndpoint:
+        return gloo_group(init_info["master_address"], init_info["master_port"], 0, init_info["world_size"],
+                          GlooTransfer.timeout_s, is_master=True)
+
+    @staticmethod
+    def trainer_send_weights(iterator, trainer_args: GlooSendArgs):
         import torch
 
-        tensors = {
-            n: {
-                "dtype": str(p.dtype).removeprefix("torch."),
-                "shape": list(p.shape),
-                "b64": base64.b64encode(
-                    p.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
-                ).decode(),
-            }
-            for n, p in self.model.named_parameters()
-        }
-        got = self._post("/stand_in/load_weights", {"tensors": tensors})
-        if got.get("digest") != digest:
-            raise RuntimeError(f"weight sync: the server holds {got.get('digest')}, the trainer {digest}")
-        self._post("/reset_prefix_cache", {})
+        ep = trainer_args.group
+        if ep is None:
+            raise RuntimeError("weight sync: no weight-transfer group (init_communicator was not called)")
+        ok = torch.zeros(1, dtype=torch.int64)
+        _broadcast(ep, ok, src=1)
+        if not ok.item():
+            return  # the server refused the update's metadata: its 400 is what TRL raises next
+        for _, t in iterator:
+            _broadcast(ep, t.detach().cpu().contiguous().reshape(-1).view(torch.uint8), src=0)
+
+
+def _cpu_client_class():
+    from trl.generation.vllm_client import VLLMClient
+
+    class CPUVLLMClient(VLLMClient):
+        "TRL's VLLMClient with the communicator setup over gloo (TRL's needs CUDA); every other method is TRL's."
+
+        def init_communicator(self, device=0):
+            "TRL's requests, payload for payload; the trainer joins a gloo group where TRL joins vLLM's NCCL one."
+            import atexit
+            from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+
+            if self.get_server_info()["weight_transfer_config"] is None:
+                raise RuntimeError(f"The vLLM server at {self.base_url} has no weight-transfer engine")
+            init_info = {"master_address": _local_address(self.host), "master_port": self.group_port,
+                         "rank_offset": 1, "world_size": self.get_world_size() + 1}
+            pool = ThreadPoolExecutor(max_workers=2)
+            url = f"{self.base_url}/init_weight_transfer_engine"
+            asked = pool.submit(self._post, url, json={"init_info": init_info})
+            joined = pool.submit(GlooTransfer.trainer_init, init_info)
+            wait([asked, joined], return_when=FIRST_EXCEPTION)
+            pool.shutdown(wait=False)
+            asked.result()  # a refusal is raised at once, not after the group's timeout
+            self.communicator = joined.result()
+            atexit.register(self.close_communicator)
+
+    return CPUVLLMClient
+
+
+_MISSING = object()
+
+
+@contextmanager
+def cpu_weight_transfer(timeout_s: float = 120.0):
+    """TRL's vLLM weight sync with its two NCCL parts replaced by the gloo transport, for as long as the block lasts:
+    the communicator setup (`init_communicator`, TRL's raises on a non-CUDA device) and the broadcast inside
+    `update_named_params` (`GlooTransfer.trainer_send_weights` where TRL calls vLLM's). The rest runs as TRL ships it:
+    `VLLMGeneration.sync_weights`, `_iter_named_params` (ZeRO-3 gathers, PEFT merges, names), the HTTP requests and
+    their JSON. Where vLLM is installed, its NCCL transfer is the one to use, and this refuses."""
+    import trl.generation.vllm_client as vc
+    import trl.generation.vllm_generation as vg
+
+    if vc._HAS_STATEFUL_TRAINER_ENGINE or getattr(vc, "NCCLWeightTransferEngine", GlooTransfer) is not GlooTransfer:
+        raise RuntimeError("vLLM is installed: weight sync goes over its NCCL transfer (the gloo one stands in for it)")
+    patches = {(vc, "is_vllm_available"): lambda *a, **k: True, (vg, "is_vllm_available"): lambda *a, **k: True,
+               (vc, "NCCLWeightTransferEngine"): GlooTransfer, (vc, "NCCLTrainerSendWeightsArgs"): GlooSendArgs,
+               (vg, "VLLMClient"): _cpu_client_class()}
+    saved = {key: key[0].__dict__.get(key[1], _MISSING) for key in patches}
+    old_timeout, GlooTransfer.timeout_s = GlooTransfer.timeout_s, timeout_s
+    for (mod, name), value in patches.items():
+        setattr(mod, name, value)
+    try:
+        yield
+    finally:
+        GlooTransfer.timeout_s = old_timeout
+        for (mod, name), value in saved.items():
+            if value is _MISSING:
+                delattr(mod, name)
+            else:
+                setattr(mod, name, value)
+

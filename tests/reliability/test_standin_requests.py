@@ -4,10 +4,12 @@ Every malformed request is answered at once with a 4xx whose message starts with
 OpenAI-style `param` is that field); none closes the connection without an answer or hangs. A body over the bound
 (sized from the model: a full weight load fits) is refused before it is read, and one request's generation is bounded
 (n, max_tokens) and takes the lock a sequence at a time, so that other clients are served in between."""
-import base64, contextlib, copy, json, socket, threading, time
+import contextlib, copy, json, re, socket, threading, time
 import pytest, torch
 from thinkingbox_training.policies import HFPolicy, tiny_qwen3
-from thinkingbox_training.vllm_server import StandInWeightSync, VLLMStandIn, body_bound, weights_digest
+from concurrent.futures import ThreadPoolExecutor
+from thinkingbox_training.vllm_server import (GlooSendArgs, GlooTransfer, VLLMStandIn, body_bound, cpu_weight_transfer,
+                                              weights_digest)
 from grpo_fixtures import tokenizer
 
 TOK = tokenizer()
@@ -83,6 +85,8 @@ BAD_JSON = {  # case: (body, the field the answer names)
     'seed_a_string': ({'prompt': P, 'seed': 'x'}, 'seed'),
     'stop_token_ids_a_string': ({'prompt': P, 'stop_token_ids': 'x'}, 'stop_token_ids'),
     'stop_token_ids_nested': ({'prompt': P, 'stop_token_ids': [[1]]}, 'stop_token_ids'),
+    'prompt_logprobs_negative': ({'prompt': P, 'prompt_logprobs': -1}, 'prompt_logprobs'),
+    'prompt_logprobs_a_string': ({'prompt': P, 'prompt_logprobs': 'all'}, 'prompt_logprobs'),
 }
 
 
@@ -125,34 +129,87 @@ def test_a_body_that_ends_early_is_answered():
     assert b' 400 ' in answer.split(b'\r\n')[0] and b'the body ended after 9 of 100 bytes' in answer, answer
 
 
-def test_the_bound_leaves_room_for_a_full_weight_load(srv):
-    model = srv.policy.model
-    payload = {'tensors': {n: {'dtype': 'float32', 'shape': list(p.shape),
-                               'b64': base64.b64encode(p.detach().numpy().tobytes()).decode()}
-                           for n, p in model.named_parameters()}}
-    size = len(json.dumps(payload))
-    assert srv.max_body_bytes == body_bound(model) and 2 * size < srv.max_body_bytes - 16 * 2**20, size
-    assert post(srv, payload, '/stand_in/load_weights')[0] == 200
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
 
 
-def test_a_refused_weight_load_changes_nothing(srv):
-    params = dict(srv.policy.model.named_parameters())
-    (name, p), (other, q) = list(params.items())[:2]
-    b64 = lambda t: base64.b64encode(t.detach().numpy().tobytes()).decode()  # noqa: E731
-    good, shape = {'dtype': 'float32', 'shape': list(p.shape), 'b64': b64(p * 2)}, list(q.shape)
-    before = weights_digest(srv.policy.model)
-    for bad, field in [({'dtype': 'float32', 'shape': shape, 'b64': '!!'}, 'b64'),
-                       ({'dtype': 'float32', 'shape': shape, 'b64': 'AAAA'}, 'b64'),
-                       ({'dtype': 'int64', 'shape': shape, 'b64': b64(q)}, 'dtype'),
-                       ({'dtype': 'float32', 'shape': shape[::-1] + [1], 'b64': b64(q)}, 'shape'),
-                       ('x', None)]:
-        status, answer, _ = post(srv, {'tensors': {name: good, other: bad}}, '/stand_in/load_weights')
-        want = f"tensors['{other}']" + (f'.{field}' if field else '')
-        assert status == 400 and answer['error']['param'] == want, (status, answer)
-    for body, field in [({}, 'tensors'), ({'tensors': []}, 'tensors')]:
-        status, answer, _ = post(srv, body, '/stand_in/load_weights')
-        assert status == 400 and answer['error']['param'] == field, (status, answer)
-    assert weights_digest(srv.policy.model) == before == srv.digest
+def trl_generation(model, s):
+    "TRL's server-mode VLLMGeneration on `model` (inside cpu_weight_transfer()), joined to stand-in `s`'s group."
+    from accelerate import Accelerator
+    from trl.generation.vllm_generation import VLLMGeneration
+    return VLLMGeneration(model=model, accelerator=Accelerator(cpu=True), processing_class=TOK, mode='server',
+                          server_base_url=s.url, group_port=free_port(), server_timeout=10)
+
+
+def test_the_bound_leaves_room_for_a_full_weight_sync():
+    "The weights travel over the transfer group; the requests of a full sync carry their names, dtypes and shapes only."
+    model = tiny_qwen3(TOK)
+    with VLLMStandIn(HFPolicy(copy.deepcopy(model), TOK)) as s, cpu_weight_transfer(timeout_s=30):
+        gen, sent = trl_generation(model, s), []
+        real = gen.vllm_client.session.post
+        def post_(url, **kw):
+            sent.append(len(json.dumps(kw.get('json'))))
+            return real(url, **kw)
+        gen.vllm_client.session.post = post_
+        gen.sync_weights()
+    assert s.max_body_bytes == body_bound(model) and max(sent) < 2**20 < s.max_body_bytes, sent
+    assert s.weight_loads[-1]['tensors'] == len(list(model.parameters()))
+
+
+def test_a_refused_weight_load_changes_nothing():
+    """Metadata that does not fit the served model is refused whole (400 naming the field, before a tensor is sent);
+    TRL's client raises it, nothing is copied, and the group still carries the next sync."""
+    model = tiny_qwen3(TOK)
+    with VLLMStandIn(HFPolicy(copy.deepcopy(model), TOK)) as s, cpu_weight_transfer(timeout_s=30):
+        gen = trl_generation(model, s)
+        client = gen.vllm_client
+        with torch.no_grad(): model.model.norm.weight.mul_(2.0)
+        before = weights_digest(s.policy.model)
+        (name, p), (other, q) = list(model.named_parameters())[:2]
+        good = (name, 'float32', list(p.shape))
+        for meta, field in [([good, ('no.such.weight', 'float32', list(q.shape))], 'update_info.names[1]'),
+                            ([good, (other, 'int64', list(q.shape))], 'update_info.dtype_names[1]'),
+                            ([good, (other, 'float32', list(q.shape)[::-1] + [1])], 'update_info.shapes[1]'),
+                            ([good, (name, 'float32', list(p.shape))], 'update_info.names[1]')]:
+            with pytest.raises(Exception, match=re.escape(f'"param": "{field}"')):
+                client.update_named_params(meta, iter([(name, p.data * 2), (other, q.data)]))
+        for body, field in [({}, 'update_info'), ({'update_info': []}, 'update_info'),
+                            ({'update_info': {'names': [name], 'dtype_names': [], 'shapes': []}},
+                             'update_info.dtype_names'),
+                            ({'update_info': {'names': [name], 'dtype_names': ['float32'], 'shapes': [list(p.shape)],
+                                              'packed': 'yes'}}, 'update_info.packed')]:
+            client._start_weight_update()
+            with pytest.raises(Exception, match=re.escape(f'"param": "{field}"')):
+                with ThreadPoolExecutor(1) as ex:  # the server answers the refusal over the group too: receive it
+                    answer = ex.submit(client._post, f'{s.url}/update_weights', json=body)
+                    GlooTransfer.trainer_send_weights(iter([]), GlooSendArgs(client.communicator))
+                    answer.result()
+        assert weights_digest(s.policy.model) == before == s.digest and s.weight_loads == []
+        gen.sync_weights()  # the group is still in step: the next sync loads every weight
+        assert s.digest == weights_digest(model) != before and [w['version'] for w in s.weight_loads] == [1]
+
+
+@pytest.fixture
+def fresh():
+    "A stand-in no trainer has joined (the module's `srv` may have been)."
+    with VLLMStandIn(HFPolicy(tiny_qwen3(TOK), TOK)) as s:
+        yield s
+
+
+def test_a_weight_update_request_before_the_engine_is_refused(fresh):
+    srv = fresh
+    for path in ('/init_weight_transfer_engine', '/start_weight_update', '/update_weights', '/finish_weight_update'):
+        status, answer, _ = post(srv, {}, path)
+        field = 'init_info' if path == '/init_weight_transfer_engine' else 'init_weight_transfer_engine'
+        assert status == 400 and answer['error']['param'] == field, (path, status, answer)
+    info = {'master_address': '127.0.0.1', 'master_port': 1, 'rank_offset': 1, 'world_size': 2}
+    for bad, field in [({'master_address': 5}, 'master_address'), ({'master_port': 70000}, 'master_port'),
+                       ({'master_port': 'x'}, 'master_port'), ({'rank_offset': 0}, 'rank_offset'),
+                       ({'world_size': 3}, 'world_size'), ({'world_size': None}, 'world_size')]:
+        status, answer, _ = post(srv, {'init_info': {**info, **bad}}, '/init_weight_transfer_engine')
+        assert status == 400 and answer['error']['param'] == f'init_info.{field}', (bad, status, answer)
 
 
 def test_a_large_request_does_not_hold_the_lock(srv):
@@ -172,8 +229,8 @@ def test_a_large_request_does_not_hold_the_lock(srv):
 def test_a_stand_in_of_a_deep_copy_serves_what_it_syncs():
     "The bounds do not stand in the way of the cluster path: a full sync of the trainer's weights, then a sample."
     model = tiny_qwen3(TOK)
-    with VLLMStandIn(HFPolicy(copy.deepcopy(model), TOK)) as s:
+    with VLLMStandIn(HFPolicy(copy.deepcopy(model), TOK)) as s, cpu_weight_transfer(timeout_s=30):
         with torch.no_grad(): model.model.norm.weight.mul_(2.0)
-        StandInWeightSync(model, s.url).sync_weights()
+        trl_generation(model, s).sync_weights()
         assert s.digest == weights_digest(model)
         assert post(s, {'prompt': P, 'max_tokens': 3, 'seed': 1})[0] == 200
