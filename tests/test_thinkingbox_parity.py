@@ -100,6 +100,10 @@ def runs(tmp_path_factory):
     shutil.rmtree(work, ignore_errors=True)
 
 def check_closed_list(diffs:dict, listed:dict, policy:str):
+    if os.environ.get('TBT_PARITY_REPORT'):  # what was compared, for the notebook's table: {policy: {field: examples}}
+        path = Path(os.environ['TBT_PARITY_REPORT'])
+        report = json.loads(path.read_text()) if path.exists() else {}
+        path.write_text(json.dumps({**report, policy: diffs}, indent=1))
     unlisted = {k: v[:2] for k, v in diffs.items() if k not in listed}
     gone = sorted(set(listed) - set(diffs))
     assert not unlisted, f'{policy}: differences from their harness that the list does not name: {unlisted}'
