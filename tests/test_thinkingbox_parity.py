@@ -71,10 +71,13 @@ def runs(tmp_path_factory):
     "Their run and our two, each behind its own recording server, with the tasks' scripts."
     from thinkingbox_training.tasks import load_tasks
     from transformers import AutoTokenizer
-    data = Path(os.environ.get('THINKINGBOX_DATA') or ROOT.parent / 'shared' / 'thinkingbox-data')
+    from thinkingbox_training.thinkingbox import data_dir
+    if not os.environ.get('THINKINGBOX_DATA'):
+        skip_unless_ci('THINKINGBOX_DATA is not set (the thinkingbox-data checkout)')
+    data = data_dir()  # set but wrong: the error names the variable
     harness = harness_dir(data)
-    if not (data / 'releases').is_dir() or not (harness / 'pyproject.toml').is_file():
-        skip_unless_ci(f'no thinkingbox-data checkout at {data} or no harness at {harness} (THINKINGBOX_HARNESS)')
+    if not (harness / 'pyproject.toml').is_file():
+        skip_unless_ci(f'no ThinkingBox harness checkout at {harness} (set THINKINGBOX_HARNESS)')
     try: py = their_python(data, harness)
     except Exception as e: skip_unless_ci(f"their harness's environment could not be built: {e}")
     tasks = {t.uid: t for t in load_tasks(data / 'releases/thinkingbox_bench_v1/testlist_thinkingbox_bench_v1.yaml')}
@@ -99,11 +102,13 @@ def runs(tmp_path_factory):
     yield dict(theirs=theirs, chat=chat, endpoint=endpoint, scripts=scripts, tok=tok, tasks=tasks)
     shutil.rmtree(work, ignore_errors=True)
 
+def report(policy:str, diffs:dict):
+    "With TBT_PARITY_REPORT=FILE, keep what was compared (the notebook table's numbers): {policy: {field: examples}}."
+    if not os.environ.get('TBT_PARITY_REPORT'): return
+    path = Path(os.environ['TBT_PARITY_REPORT'])
+    path.write_text(json.dumps({**(json.loads(path.read_text()) if path.exists() else {}), policy: diffs}, indent=1))
+
 def check_closed_list(diffs:dict, listed:dict, policy:str):
-    if os.environ.get('TBT_PARITY_REPORT'):  # what was compared, for the notebook's table: {policy: {field: examples}}
-        path = Path(os.environ['TBT_PARITY_REPORT'])
-        report = json.loads(path.read_text()) if path.exists() else {}
-        path.write_text(json.dumps({**report, policy: diffs}, indent=1))
     unlisted = {k: v[:2] for k, v in diffs.items() if k not in listed}
     gone = sorted(set(listed) - set(diffs))
     assert not unlisted, f'{policy}: differences from their harness that the list does not name: {unlisted}'
@@ -120,14 +125,17 @@ def test_every_task_ran_in_both_harnesses_and_the_verdicts_agree(runs):
 
 @pytest.mark.slow
 def test_chat_policy_differs_from_their_harness_only_as_listed(runs):
-    check_closed_list(compare(runs['theirs'], runs['chat'], runs['scripts']), CHAT_DIFFERENCES, 'chat:')
+    diffs = compare(runs['theirs'], runs['chat'], runs['scripts'])
+    report('chat:', diffs)
+    check_closed_list(diffs, CHAT_DIFFERENCES, 'chat:')
 
 @pytest.mark.slow
 def test_endpoint_prompts_are_the_chat_requests_rendered_and_differ_only_as_listed(runs):
     records, differ = endpoint_as_chat(runs['endpoint']['requests'], runs['chat']['requests'], runs['tok'])
     assert not differ, f'endpoint: prompts that are not the chat: requests rendered by our template: {differ[:3]}'
-    check_closed_list(compare(runs['theirs'], {**runs['endpoint'], 'requests': records}, runs['scripts']),
-                      ENDPOINT_DIFFERENCES, 'endpoint:')
+    diffs = compare(runs['theirs'], {**runs['endpoint'], 'requests': records}, runs['scripts'])
+    report('endpoint:', diffs)
+    check_closed_list(diffs, ENDPOINT_DIFFERENCES, 'endpoint:')
 
 def test_the_comparison_names_each_difference_and_the_closed_list_catches_both_ways():
     "The comparison on two hand-made recordings (no harness needed): one field differs, and the list is checked."
