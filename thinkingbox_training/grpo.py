@@ -613,8 +613,8 @@ def check_vllm_server(
         except OSError as e:
             if time.monotonic() - t0 > timeout_s:
                 raise ConnectionError(
-                    f"no vLLM server answers at {url}/health after {timeout_s:.0f} s; start it (see the README) or set "
-                    "vllm_server_base_url"
+                    f"no vLLM server answers at {url}/health after {timeout_s:.0f} s; start it (06b_vllm_server) or "
+                    "set vllm_server_base_url"
                 ) from e
             time.sleep(2)
     try:
