@@ -13,7 +13,7 @@ from . import metrics
 
 # %% auto #0
 __all__ = ['TRAINED_BY', 'MainJob', 'job_tasks', 'report', 'headline_rows', 'training_spend', 'training_steps', 'training_inputs',
-           'mark_trained', 'reuse_model', 'campaign_settings', 'run_main', 'main_cli', 'results_cli']
+           'mark_trained', 'reuse_model', 'campaign_settings', 'write_pool', 'run_main', 'main_cli', 'results_cli']
 
 # %% ../nbs/12_pipeline.ipynb #c004
 @dataclass
@@ -223,12 +223,25 @@ def _prices():
     try: return metrics.load_prices()
     except (ValueError, FileNotFoundError): return None
 
+def write_pool(run_dir:str|Path, # the run's directory: its probe/campaign.json is read, its pool/ written
+               probes:list, # the probing campaign's attempt records
+               bench_uids, # uids selection must exclude
+               figures:bool=True, # also draw the selection's figures
+              ) -> tuple:
+    """Select the pool from `probes` and write it under `run_dir/pool`; the selection and its manifest. The manifest
+    names its inputs by a hash over what selection reads, never by the bytes of the exported attempts: those carry
+    each attempt's `duration_s`, so the same inputs would hash differently on every run."""
+    from thinkingbox_training.difficulty import SelectionConfig, select_pool, write_selection
+    d = Path(run_dir)
+    sel = select_pool(probes, SelectionConfig(), bench_uids=bench_uids)
+    probe_budgets = json.loads((d/'probe'/'campaign.json').read_text()).get('budgets')
+    return sel, write_selection(sel, d/'pool', figures=figures, probe_budgets=probe_budgets)
+
 def run_main(job:MainJob) -> dict:
     "Probe, select, train, evaluate, report; each stage skipped or resumed when its artifacts exist."
     if not job.adopt_model: reuse_model(job.dir/'model')  # a model the job did not train stops it before any work
     from trl import TrlParser
     from thinkingbox_training.campaigns import run_campaign, AttemptStore
-    from thinkingbox_training.difficulty import SelectionConfig, select_pool, write_selection
     from thinkingbox_training.grpo import TBTConfig, sampling_config, main as grpo_main
     from thinkingbox_training.policies import HFPolicy
     t_start, times = time.perf_counter(), {}
@@ -253,10 +266,8 @@ def run_main(job:MainJob) -> dict:
 
     t0 = time.perf_counter()
     s = AttemptStore(d/'probe'/'attempts.sqlite'); probes = s.records('probe'); s.close()
-    sel = select_pool(probes, SelectionConfig(), bench_uids=bench_uids)
-    probe_budgets = json.loads((d/'probe'/'campaign.json').read_text()).get('budgets')
-    man = write_selection(sel, d/'pool', {'probes': str(d/'probe'/'attempts.jsonl')}, figures=True,
-                          probe_budgets=probe_budgets)
+    sel, man = write_pool(d, probes, bench_uids)
+    probe_budgets = man['probe_budgets']
     times['select_s'] = time.perf_counter() - t0
     bands = man['counts']['bands']
     print('[select] bands: ' + ', '.join(f"{b} {v['tasks']}" for b, v in bands.items()) + f"; pool {len(sel.pool)}")
