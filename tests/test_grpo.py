@@ -854,3 +854,21 @@ def test_lora_recipe_dry_run_plans_one_gpu(tmp_path, capsys):
     assert peft.r == 32 and peft.lora_alpha == 64 and set(peft.target_modules) == {
         'q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'}
     assert lora_config(parse_config(['--config', str(RECIPES / 'tiny_cpu.yaml'), '--dry_run', 'true'])) is None
+
+
+def test_gpu_smoke_cpu_check_runs_the_gpu_code_on_tiny_shapes(tmp_path):
+    """benchmarks/gpu_smoke.sh --cpu-check: the GPU smoke's LoRA GRPO-loss steps on a tiny Qwen3 on CPU, each with
+    its tokens/s, measured peak and the memory plan (read from the trainer module's source) within a factor of 1.5;
+    without CUDA and without --cpu-check it refuses with status 2 and a line saying why."""
+    root = Path(__file__).parent.parent
+    env = {**os.environ, 'OMP_NUM_THREADS': '1', 'CUDA_VISIBLE_DEVICES': ''}
+    r = subprocess.run(['bash', 'benchmarks/gpu_smoke.sh', '--cpu-check', '--out', str(tmp_path / 's.json')],
+                       cwd=root, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads((tmp_path / 's.json').read_text())
+    assert [s['tokens'] for s in got['steps']] == [256, 512] and got['failed'] == []
+    assert 0 < got['trainable'] < got['parameters']           # only the adapters train
+    for s in got['steps']:
+        assert s['tokens_per_s'] > 0 and 1 / 1.5 < s['plan_over_peak'] < 1.5, s
+    r = subprocess.run(['bash', 'benchmarks/gpu_smoke.sh'], cwd=root, env=env, capture_output=True, text=True)
+    assert r.returncode == 2 and 'no CUDA device here' in r.stderr
