@@ -790,3 +790,85 @@ def test_lora_trains_only_the_adapters_serves_merged_and_resumes(tmp_path):
     assert ran.n == 1 and r.state.global_step == 2 and [s['step'] for s in r.step_log] == [0, 1]
     got = {n: p.detach() for n, p in r.model.named_parameters() if 'lora_B' in n}
     assert got.keys() == lora.keys() and all(torch.allclose(got[n], lora[n], atol=1e-6) for n in lora)
+
+
+# ---------------------------------------------------------------- the memory plan, its refusal, the LoRA recipe
+
+from thinkingbox_training.grpo import ConfigError, parse_config  # noqa: E402
+
+RECIPES = Path(__file__).parent.parent / 'scripts' / 'recipes'
+
+
+def test_memory_plan_matches_a_measured_cpu_peak():
+    """The plan's gradients + activations + logits for the tiny policy at 2,048 tokens (float32, checkpointing) are
+    within 20% of the measured growth of the peak RSS of one forward and backward (its own process)."""
+    from transformers import AutoConfig
+    from thinkingbox_training.grpo import memory_plan
+    root = Path(__file__).parent.parent
+    out = subprocess.run([sys.executable, 'benchmarks/train_step_memory.py', '--one', 'tiny', '2048'], cwd=root,
+                         capture_output=True, text=True, check=True, env={**os.environ, 'OMP_NUM_THREADS': '1'})
+    got = int(out.stdout.split()[-1])
+    p = memory_plan(AutoConfig.from_pretrained(root / 'data/models/tiny-qwen3'), 2048, dtype_bytes=4)
+    assert 0.8 < (p.gradients + p.activations + p.logits) / got < 1.2, (p, got)
+
+
+def _ref_shape(d):
+    from transformers import Qwen3Config
+    Qwen3Config(hidden_size=5120, num_hidden_layers=64, intermediate_size=17408, num_attention_heads=64,
+                num_key_value_heads=8, head_dim=128, vocab_size=151936, tie_word_embeddings=False).save_pretrained(d)
+    return str(d)
+
+
+def test_reference_recipe_refused_up_front_when_an_episode_cannot_fit(tmp_path, capsys):
+    """The reference recipe's 133,120 tokens an episode on a 141 GiB GPU: refused in one line naming the option and
+    the length that fits, before any model loads (a 27B-shaped config.json, no weights); 32,768 tokens pass."""
+    model = _ref_shape(tmp_path / 'm')
+    argv = ['--config', str(RECIPES / 'reference_qwen3.yaml'), '--dry-run', '--policy_model', model,
+            '--gpu_memory_gb', '141']
+    with pytest.raises(ConfigError, match=r'^max_episode_tokens=133120: the memory plan needs 354 GiB a GPU, over '
+                                          r'gpu_memory_gb=141 .*at most 50944 tokens fit\)$'):
+        main(argv)
+    assert main(argv + ['--max_episode_tokens', '32768']) == 0
+    assert 'memory: plan 32768 tokens: 93.1 GiB' in capsys.readouterr().out
+    # without a GPU and without gpu_memory_gb nothing is checked (a CPU run has no GPU memory to plan for)
+    assert main(argv[:-2]) == 0 and 'memory:' not in capsys.readouterr().out
+
+
+def test_lora_recipe_dry_run_plans_one_gpu(tmp_path, capsys):
+    """The one-GPU LoRA recipe parses, builds TRL's peft_config, samples locally (no vLLM) and its plan fits an
+    80 GiB GPU at its 16,384 tokens (an 8B-shaped config.json, no weights); 32,768 tokens would not."""
+    from transformers import Qwen3Config
+    from thinkingbox_training.grpo import lora_config
+    Qwen3Config(hidden_size=4096, num_hidden_layers=36, intermediate_size=12288, num_attention_heads=32,
+                num_key_value_heads=8, head_dim=128, vocab_size=151936,
+                tie_word_embeddings=False).save_pretrained(tmp_path / 'q8')
+    argv = ['--config', str(RECIPES / 'lora_qwen3_8b.yaml'), '--dry-run', '--policy_model', str(tmp_path / 'q8'),
+            '--gpu_memory_gb', '80']
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert 'LoRA: rank 32, alpha 64' in out and 'use_vllm: False' in out and 'num_processes: 1' in out
+    assert 'memory: plan 16384 tokens: 50.7 GiB' in out
+    with pytest.raises(ConfigError, match='max_episode_tokens=32768: .* at most 30208 tokens fit'):
+        main(argv + ['--max_episode_tokens', '32768'])
+    peft = lora_config(parse_config(argv))
+    assert peft.r == 32 and peft.lora_alpha == 64 and set(peft.target_modules) == {
+        'q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'}
+    assert lora_config(parse_config(['--config', str(RECIPES / 'tiny_cpu.yaml'), '--dry_run', 'true'])) is None
+
+
+def test_gpu_smoke_cpu_check_runs_the_gpu_code_on_tiny_shapes(tmp_path):
+    """benchmarks/gpu_smoke.sh --cpu-check: the GPU smoke's LoRA GRPO-loss steps on a tiny Qwen3 on CPU, each with
+    its tokens/s, measured peak and the memory plan (read from the trainer module's source) within a factor of 1.5;
+    without CUDA and without --cpu-check it refuses with status 2 and a line saying why."""
+    root = Path(__file__).parent.parent
+    env = {**os.environ, 'OMP_NUM_THREADS': '1', 'CUDA_VISIBLE_DEVICES': ''}
+    r = subprocess.run(['bash', 'benchmarks/gpu_smoke.sh', '--cpu-check', '--out', str(tmp_path / 's.json')],
+                       cwd=root, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads((tmp_path / 's.json').read_text())
+    assert [s['tokens'] for s in got['steps']] == [256, 512] and got['failed'] == []
+    assert 0 < got['trainable'] < got['parameters']           # only the adapters train
+    for s in got['steps']:
+        assert s['tokens_per_s'] > 0 and 1 / 1.5 < s['plan_over_peak'] < 1.5, s
+    r = subprocess.run(['bash', 'benchmarks/gpu_smoke.sh'], cwd=root, env=env, capture_output=True, text=True)
+    assert r.returncode == 2 and 'no CUDA device here' in r.stderr

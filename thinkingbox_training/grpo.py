@@ -33,8 +33,8 @@ __all__ = ['logger', 'TASK_PROMPT', 'TRL_PRIVATE', 'TRL_BATCH_KEYS', 'TBT_STATE'
            'check_rollout_contract', 'trl_private_problem', 'trl_private_problems', 'micro_batches', 'padding_share',
            'server_url', 'check_vllm_server', 'EpochSampler', 'TBTTrainer', 'server_prompt_logprobs', 'passk_rewards',
            'passk_weight', 'passk_kind', 'passk_group', 'passk_k_at', 'ConfigError', 'checkpoint_problem',
-           'resume_checkpoint', 'StopWhenFinished', 'EpisodeBudget', 'check_recipe', 'parse_config', 'describe',
-           'report_callbacks', 'main']
+           'resume_checkpoint', 'StopWhenFinished', 'EpisodeBudget', 'MemoryPlan', 'memory_plan', 'max_fitting_tokens',
+           'lora_config', 'check_memory', 'check_recipe', 'parse_config', 'describe', 'report_callbacks', 'main']
 
 # %% ../nbs/10_grpo.ipynb #c004
 logger = logging.getLogger(__name__)
@@ -124,6 +124,14 @@ class TBTConfig(GRPOConfig):
         "launcher's WORLD_SIZE. A recipe sets it so that --dry-run checks a cluster's batch arithmetic anywhere."})
     dry_run: bool = field(default=False, metadata={'help':
         'Print the resolved configuration and its batch arithmetic, load no model, train nothing.'})
+    lora_rank: int = field(default=0, metadata={'help': "0: train every parameter. Else LoRA adapters of this rank "
+        "on lora_target_modules, through TRL's peft_config (the base frozen; a checkpoint is the adapters)."})
+    lora_alpha: int = field(default=32, metadata={'help': 'LoRA scaling numerator (scale = lora_alpha / lora_rank).'})
+    lora_target_modules: list[str] = field(default_factory=lambda: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj',
+        'up_proj', 'down_proj'], metadata={'help': 'With lora_rank: the linear layers that get adapters.'})
+    gpu_memory_gb: float|None = field(default=None, metadata={'help': "One GPU's memory (GiB) for the memory plan: a "
+        'run whose plan at max_episode_tokens exceeds it is refused before a model loads (no sequence parallelism is '
+        "built). None: the GPU's own on a CUDA machine, no check without one."})
     # --- the sampler: transformers in process, or a vLLM server (use_vllm); its logprobs
     vllm_mode: str = field(default='server', metadata={'help': "With use_vllm: 'server', episodes sampled by a vLLM "
         "server on its own node (vllm_server_base_url or vllm_server_host/port). 'colocate' is refused."})
@@ -1281,6 +1289,90 @@ class EpisodeBudget(TrainerCallback):
         if self.trainer.training_episodes + args.groups_per_step * args.group_size > args.episode_budget:
             control.should_training_stop = True
 
+# %% ../nbs/10_grpo.ipynb #mp001
+@dataclass(frozen=True)
+class MemoryPlan:
+    "Estimated peak bytes of one GPU during one micro-batch's forward and backward, by part (`total`: their sum)."
+    tokens: int; weights: int; gradients: int; optimizer: int; activations: int; logits: int
+    @property
+    def total(self) -> int: return self.weights + self.gradients + self.optimizer + self.activations + self.logits
+    def __str__(self):
+        def gb(b): return f'{b / 2**30:.1f}'
+        return (f'{self.tokens} tokens: {gb(self.total)} GiB (weights {gb(self.weights)}, gradients '
+                f'{gb(self.gradients)}, optimizer {gb(self.optimizer)}, activations {gb(self.activations)}, '
+                f'logits {gb(self.logits)})')
+
+def memory_plan(cfg, # a transformers config of a Qwen3-shaped model (hidden_size, num_hidden_layers, ...)
+                tokens:int, # one episode, prompt and completion: a micro-batch of one
+                processes:int=1, # ZeRO-3 shards weights, gradients and optimizer over this many GPUs (1: no ZeRO)
+                offload:bool=False, # ZeRO-3 offload of parameters and optimizer to CPU memory
+                lora_rank:int=0, # 0: every parameter trains; else LoRA adapters of this rank
+                lora_targets:tuple=('q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'),
+                checkpointing:bool=True, # gradient checkpointing
+                dtype_bytes:int=2, # bf16 weights and activations (4: float32, as on a CPU)
+               ) -> MemoryPlan:
+    "Peak memory of one GPU for one episode's forward and backward, the optimizer's states resident."
+    h, L, I, V = cfg.hidden_size, cfg.num_hidden_layers, cfg.intermediate_size, cfg.vocab_size
+    hd = getattr(cfg, 'head_dim', None) or h // cfg.num_attention_heads
+    q, kv = cfg.num_attention_heads * hd, cfg.num_key_value_heads * hd
+    shapes = dict(q_proj=(h, q), k_proj=(h, kv), v_proj=(h, kv), o_proj=(q, h), gate_proj=(h, I), up_proj=(h, I),
+                  down_proj=(I, h))
+    layer = sum(a * b for a, b in shapes.values())
+    head = V * h * (1 if getattr(cfg, 'tie_word_embeddings', False) else 2)
+    P, w = L * layer + head, dtype_bytes
+    if lora_rank:   # the frozen base whole; float32 adapters: weight, gradient, AdamW's m and v
+        A = L * lora_rank * sum(sum(shapes[t]) for t in lora_targets)
+        weights, grads, opt = P * w + A * 4, A * 4, A * 8
+    elif processes == 1 and not offload:
+        weights, grads, opt = P * w, P * w, P * (8 if w == 4 else 12)   # under bf16 an fp32 master copy too
+    else:           # ZeRO-3
+        live = (2 * layer + head) * w
+        weights = live + (0 if offload else P * w // processes)
+        grads = (layer + head) * w + (0 if offload else P * w // processes)
+        opt = 0 if offload else P * 12 // processes
+    # one layer's saved tensors: norms, q/k/v before and after their norms and rotary, attention out, the MLP's
+    per_layer = tokens * w * (6 * h + 4 * q + 4 * kv + 5 * I)
+    acts = L * tokens * h * w + 2 * per_layer if checkpointing else L * per_layer
+    return MemoryPlan(tokens, weights, grads, opt, acts, tokens * V * (w + 4 + 4))
+
+def max_fitting_tokens(cfg, gpu_bytes:int, **kw) -> int:
+    "The longest episode (a multiple of 256 tokens) whose `memory_plan(cfg, tokens, **kw)` fits `gpu_bytes`; 0: none."
+    lo, hi = 0, 1 << 24
+    while hi - lo > 256:
+        mid = (lo + hi) // 2 // 256 * 256
+        lo, hi = (mid, hi) if memory_plan(cfg, mid, **kw).total <= gpu_bytes else (lo, mid)
+    return lo
+
+# %% ../nbs/10_grpo.ipynb #mp007
+def lora_config(args:TBTConfig):
+    "TRL's `peft_config` for `args.lora_rank` (None: every parameter trains)."
+    if not args.lora_rank: return None
+    from peft import LoraConfig
+    return LoraConfig(r=args.lora_rank, lora_alpha=args.lora_alpha, target_modules=list(args.lora_target_modules),
+                      lora_dropout=0.0, task_type='CAUSAL_LM')
+
+def check_memory(args:TBTConfig) -> str|None:
+    "A line with the memory plan at `max_episode_tokens`, or a ConfigError when it does not fit `gpu_memory_gb`."
+    gb = args.gpu_memory_gb
+    if gb is None and torch.cuda.is_available(): gb = torch.cuda.get_device_properties(0).total_memory / 2**30
+    if gb is None: return None
+    from transformers import AutoConfig
+    try: cfg = AutoConfig.from_pretrained(args.policy_model)
+    except Exception: return f'memory: not checked ({args.policy_model}: no config.json here)'
+    zero = int(os.environ.get('ACCELERATE_DEEPSPEED_ZERO_STAGE', '3' if args.num_processes > 1 else '0')) == 3
+    kw = dict(processes=args.num_processes if zero else 1, lora_rank=args.lora_rank,
+              lora_targets=tuple(args.lora_target_modules), checkpointing=bool(args.gradient_checkpointing),
+              offload=zero and os.environ.get('ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE', 'cpu') == 'cpu',
+              dtype_bytes=2 if args.bf16 or args.fp16 else 4)
+    p = memory_plan(cfg, args.max_episode_tokens * args.per_device_train_batch_size, **kw)
+    if p.total > gb * 2**30:
+        fit = max_fitting_tokens(cfg, int(gb * 2**30), **kw) // args.per_device_train_batch_size
+        raise ConfigError(f'max_episode_tokens={args.max_episode_tokens}: the memory plan needs '
+                          f'{p.total / 2**30:.0f} GiB a GPU, over gpu_memory_gb={gb:.0f} (no sequence parallelism; '
+                          f'at most {fit} tokens fit)')
+    return f'memory: plan {p} of {gb:.0f} GiB a GPU'
+
+
 # %% ../nbs/10_grpo.ipynb #rc001
 class _Parser(TrlParser):
     def error(self, message): raise ConfigError(f'command line: {message}')   # argparse would print its usage and exit
@@ -1358,6 +1450,8 @@ def describe(args:TBTConfig) -> str:
         end = args.passk_k if args.passk_k_end is None else args.passk_k_end
         lines.append(f"advantage: 'passk', k = {args.passk_k}" + (f' -> {end} over the steps' if end != args.passk_k
                                                                   else ' throughout'))
+    if args.lora_rank: lines.append(f'LoRA: rank {args.lora_rank}, alpha {args.lora_alpha}, on '
+                                    f'{", ".join(args.lora_target_modules)} (the base frozen)')
     return '\n'.join(lines + [f'batch: {args.plan}', eff])
 
 def report_callbacks(args:TBTConfig) -> list:
@@ -1381,6 +1475,7 @@ def main(argv:list=None) -> int:
     except RuntimeError as e:
         if not args.dry_run: raise
         say(f'error: {e}'); return 1
+    if (line := check_memory(args)): say(line)   # a ConfigError if it cannot fit
     if args.dry_run:   # the configuration and its arithmetic are checked; the pool too when its files exist already
         try: pool = load_pool(args)
         except (OSError, ValueError) as e:
@@ -1395,7 +1490,7 @@ def main(argv:list=None) -> int:
     if not args.policy_model: raise SystemExit('policy_model is required')
     from transformers import AutoTokenizer
     tok = AutoTokenizer.from_pretrained(args.policy_model)
-    trainer = TBTTrainer(args.policy_model, args, pool, processing_class=tok)
+    trainer = TBTTrainer(args.policy_model, args, pool, processing_class=tok, peft_config=lora_config(args))
     trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
     trainer.save_model(args.output_dir)
     if trainer.accelerator.is_main_process:  # what each step sampled, dropped, refilled and skipped, beside the model
