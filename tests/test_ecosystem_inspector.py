@@ -7,10 +7,10 @@ import fcntl, json, os, shutil, socket, subprocess, sys, time
 from pathlib import Path
 import pytest
 from conftest import skip_unless_ci
+from venvs import CACHE
 
 ROOT = Path(__file__).parent.parent
 INSPECTOR = '@modelcontextprotocol/inspector@2.12.0'
-CACHE = Path(os.environ.get('TBT_CHECKPOINT_CACHE', Path.home() / '.cache' / 'thinkingbox_training'))
 TBT = [sys.executable, '-c', 'import sys; from thinkingbox_training.cli import main; sys.exit(main())']
 
 def inspector_cli() -> Path:

@@ -5,37 +5,19 @@ ThinkingBox stand-in step aside for one that lacks what their servers import). S
 its own once, cached under ~/.cache/thinkingbox_training/ (keyed by a hash of its requirements), with no torch: the
 server side imports only the package's light modules, from this checkout (PYTHONPATH). Under CI=true a missing
 environment fails the run instead of skipping."""
-import fcntl, hashlib, json, os, shutil, socket, subprocess, sys, venv
+import json, os, socket, subprocess
 from pathlib import Path
 import pytest
 from conftest import skip_unless_ci
+from venvs import cached_venv
 from thinkingbox_training.tasks import load_tasks
 from thinkingbox_training.users import StandInServer
 
 ROOT = Path(__file__).parent.parent
 REQUIREMENTS = ['openenv-core==0.3.0', 'mcp>=2.0,<3', 'sqlmodel>=0.0.24', 'fastcore>=1.8', 'pyyaml', 'pydantic>=2.7']
-CACHE = Path(os.environ.get('TBT_CHECKPOINT_CACHE', Path.home() / '.cache' / 'thinkingbox_training'))
-
 def openenv_python() -> Path:
-    "The Python of the OpenEnv environment, built on first use (a lock keeps parallel builds apart)."
-    key = hashlib.sha256(json.dumps([REQUIREMENTS, sys.version_info[:2]]).encode()).hexdigest()[:12]
-    home = CACHE / f'openenv-venv-{key}'
-    py = home / 'bin' / 'python'
-    if py.exists(): return py
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / f'openenv-venv-{key}.lock', 'w') as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if py.exists(): return py
-        tmp = home.with_name(home.name + '.building')
-        shutil.rmtree(tmp, ignore_errors=True)
-        venv.create(tmp, with_pip=True)
-        r = subprocess.run([tmp / 'bin' / 'python', '-m', 'pip', 'install', '-q', *REQUIREMENTS],
-                           capture_output=True, text=True)
-        if r.returncode:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise RuntimeError(f'pip install {" ".join(REQUIREMENTS)} failed: {r.stderr[-2000:]}')
-        tmp.rename(home)  # the environment's scripts name their folder, but only `python -m` is used here
-    return py
+    "The Python of the OpenEnv environment, built on first use."
+    return cached_venv('openenv-venv', REQUIREMENTS)
 
 @pytest.fixture(scope='module')
 def py():

@@ -7,12 +7,12 @@ and a task by its first user message. The agent's script, the same for both harn
 the task's first golden tool with one argument left out, call a tool that does not exist, make the golden calls one a
 turn, then a final message ending in `<DONE>`. The user answers the question, and once the agent's last message ends in
 `<DONE>` answers with our stop marker (their harness ends on `<DONE>` before asking it). The judge answers `Yes`."""
-import fcntl, hashlib, json, os, shutil, socket, subprocess, sys, threading, time, venv
+import json, os, shutil, socket, subprocess, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from venvs import cached_venv
 
 ROOT = Path(__file__).parent.parent
-CACHE = Path(os.environ.get('TBT_CHECKPOINT_CACHE', Path.home() / '.cache' / 'thinkingbox_training'))
 PINS = ['fastmcp==3.4.11', 'mcp==1.30.0']  # the pair that runs both their harness and their servers (STACK.md)
 SERVER_PACKAGES = ['servers/tb_business_ops_servers_202606', 'servers/thinkingbox_tools']
 # two release tasks of every benchmark domain, both rubric variants among them, each with a short golden path
@@ -134,28 +134,11 @@ def their_python(data:Path, harness:Path) -> Path:
                    for d in tomllib.loads((data / p / 'pyproject.toml').read_text())['project']['dependencies']})
     reqs = [*PINS, str(harness), *deps]
     paths = [str((data / p).resolve()) for p in SERVER_PACKAGES]
-    stamp = [reqs, paths, sys.version_info[:2], (harness / 'pyproject.toml').read_text()]
-    key = hashlib.sha256(json.dumps(stamp).encode()).hexdigest()[:12]
-    home = CACHE / f'thinkingbox-venv-{key}'
-    py = home / 'bin' / 'python'
-    if py.exists(): return py
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / f'thinkingbox-venv-{key}.lock', 'w') as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if py.exists(): return py
-        tmp = home.with_name(home.name + '.building')
-        shutil.rmtree(tmp, ignore_errors=True)
-        venv.create(tmp, with_pip=True)
-        r = subprocess.run([tmp / 'bin' / 'python', '-m', 'pip', 'install', '-q', *reqs],
-                           capture_output=True, text=True)
-        if r.returncode:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise RuntimeError(f'pip install {" ".join(reqs)} failed: {r.stderr[-2000:]}')
-        site = subprocess.run([tmp / 'bin' / 'python', '-c', 'import sysconfig; print(sysconfig.get_path("purelib"))'],
+    def servers_on_path(py):
+        site = subprocess.run([py, '-c', 'import sysconfig; print(sysconfig.get_path("purelib"))'],
                               capture_output=True, text=True, check=True).stdout.strip()
         (Path(site) / 'thinkingbox_servers.pth').write_text(''.join(f'{p}\n' for p in paths))
-        tmp.rename(home)  # only `python -m` is used: the scripts' shebangs name the build folder
-    return py
+    return cached_venv('thinkingbox-venv', reqs, [paths, (harness / 'pyproject.toml').read_text()], servers_on_path)
 
 def dataset_without_sources(data:Path, out:Path) -> Path:
     """A copy of their `dataset/` whose scenarios carry no knowledge-base `sources`: their session proxy indexes those
