@@ -11,8 +11,8 @@ from typing import Callable, NamedTuple
 # %% auto #0
 __all__ = ['COMMANDS', 'OPTION_RULES', 'COMMAND_RULES', 'REQUIRED', 'PACKAGED', 'command', 'command_modules', 'Entry',
            'command_index', 'signature_of', 'parser', 'main', 'at_least', 'in_range', 'one_of', 'spec', 'known_domains',
-           'existing_file', 'existing_dir', 'new_dir', 'new_file', 'check_options', 'project_dir', 'render_readme',
-           'readme', 'checkout_dir', 'data_path', 'data_cli']
+           'existing_file', 'existing_dir', 'new_dir', 'new_file', 'check_options', 'checkout_dir', 'project_dir',
+           'render_readme', 'readme', 'data_path', 'data_cli']
 
 # %% ../nbs/11_cli.ipynb #c004
 COMMANDS: dict = {}  # subcommand name -> (function, positional parameter names), filled as modules are imported
@@ -239,14 +239,19 @@ def check_options(cmd:str, # the subcommand
     return None
 
 # %% ../nbs/11_cli.ipynb #c007
+def checkout_dir() -> Path|None:
+    "The checkout the package lives in (holding pyproject.toml beside it), or None when it is installed from a wheel."
+    d = _package_root().resolve().parent
+    return d if (d/'pyproject.toml').is_file() else None
+
 def project_dir() -> Path:
     """The checkout the package lives in, which holds data/, nbs/ and pyproject.toml (`make install` installs the
-    package editable from it). `__path__`, not `__file__`: an editable install may import it as a namespace package."""
-    import thinkingbox_training
-    d = Path(list(thinkingbox_training.__path__)[0]).resolve().parent
-    if not (d/'pyproject.toml').is_file():
-        raise FileNotFoundError(f'{d} holds no pyproject.toml: the package is not installed from a checkout '
-                                '(`make install`); the data a wheel carries is found by `data_path` (`tbt data`)')
+    package editable from it); `FileNotFoundError` when it is installed from a wheel."""
+    d = checkout_dir()
+    if d is None:
+        raise FileNotFoundError(f'{_package_root().resolve().parent} holds no pyproject.toml: the package is not '
+                                'installed from a checkout (`make install`); the data a wheel carries is found by '
+                                '`data_path` (`tbt data`)')
     return d
 
 def _output_text(o) -> str:
@@ -290,11 +295,6 @@ def readme(check:bool=False, # only check that README.md is current; exit 1 if n
 
 # %% ../nbs/11_cli.ipynb #c007b
 PACKAGED = ('prices.yaml', 'tasks', 'models/tiny-qwen3')  # what the wheel carries of data/ (pyproject's package-data)
-
-def checkout_dir() -> Path|None:
-    "The checkout the package lives in (holding pyproject.toml beside it), or None when it is installed from a wheel."
-    d = _package_root().resolve().parent
-    return d if (d/'pyproject.toml').is_file() else None
 
 def data_path(*parts:str) -> Path:
     """A file or folder of the project's data, `data_path('tasks', 'retail_bench.jsonl')`: the checkout's data/ when
