@@ -308,7 +308,7 @@ def _arm(tiny, tmp_path, budget, probe_tasks):
     return t, cb
 
 
-def test_the_second_arm_reprobes_before_its_step_trains_on_the_new_pool_and_stops_at_its_budget(tiny, tmp_path):
+def test_the_second_arm_reprobes_before_its_step_trains_on_the_new_pool_until_its_budget_is_spent(tiny, tmp_path):
     from grpo_fixtures import pay_task
     from thinkingbox_training.campaigns import campaign_records
     from thinkingbox_training.difficulty import SelectionConfig, select_pool
