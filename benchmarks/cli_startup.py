@@ -9,13 +9,17 @@ The goal is `tbt --help` under one second. The modules a run imported are counte
 transformers or the commands' own modules may load for these three (the test suite asserts the same without
 timing: tests/reliability/test_cli_options.py). The last line: `cli_help_s=<median wall of tbt --help>`.
 """
+
 import argparse, os, resource, statistics, subprocess, sys, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = 'import sys; from thinkingbox_training.cli import main; sys.exit(main())'
-CASES = {'tbt --help': ['--help'], 'tbt evaluate --help': ['evaluate', '--help'],
-         'tbt evaluate --k -3': ['evaluate', '--tasks', str(ROOT / 'data/tasks/retail_bench.jsonl'), '--k', '-3']}
+CASES = {
+    'tbt --help': ['--help'],
+    'tbt evaluate --help': ['evaluate', '--help'],
+    'tbt evaluate --k -3': ['evaluate', '--tasks', str(ROOT / 'data/tasks/retail_bench.jsonl'), '--k', '-3'],
+}
 HEAVY = ('torch', 'transformers', 'thinkingbox_training.campaigns', 'mcp')
 
 
@@ -30,8 +34,10 @@ def run(argv) -> tuple:
 
 
 def heavy_imports(argv) -> list:
-    code = (f'import sys\nfrom thinkingbox_training.cli import main\ntry: main({argv!r})\nexcept SystemExit: pass\n'
-            f'print([m for m in {HEAVY!r} if m in sys.modules])')
+    code = (
+        f'import sys\nfrom thinkingbox_training.cli import main\ntry: main({argv!r})\nexcept SystemExit: pass\n'
+        f'print([m for m in {HEAVY!r} if m in sys.modules])'
+    )
     out = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True).stdout
     return out.strip().splitlines()[-1]
 
@@ -45,10 +51,12 @@ def main():
     for name, argv in CASES.items():
         runs = [run(argv) for _ in range(a.reps)]
         medians[name] = statistics.median(w for w, _ in runs)
-        print(f'{name:22} wall {medians[name]:.3f} s  cpu {statistics.median(c for _, c in runs):.3f} s  '
-              f'heavy modules imported: {heavy_imports(argv)}')
+        print(
+            f'{name:22} wall {medians[name]:.3f} s  cpu {statistics.median(c for _, c in runs):.3f} s  '
+            f'heavy modules imported: {heavy_imports(argv)}'
+        )
     print('load average after: ', open('/proc/loadavg').read().split()[:3])
-    print(f"cli_help_s={medians['tbt --help']:.3f}")
+    print(f'cli_help_s={medians["tbt --help"]:.3f}')
 
 
 if __name__ == '__main__':

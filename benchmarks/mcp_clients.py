@@ -22,15 +22,18 @@ from test_ecosystem_inspector import inspector_cli  # noqa: E402
 TBT = [sys.executable, '-c', 'import sys; from thinkingbox_training.cli import main; sys.exit(main())']
 ENV = dict(os.environ, PYTHONPATH=str(ROOT))
 
-def seconds(cmd:list, **kw) -> tuple:
+
+def seconds(cmd: list, **kw) -> tuple:
     t0 = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True, env=ENV, **kw)
     return time.perf_counter() - t0, r
 
-async def stdio_start(domain:str) -> float:
+
+async def stdio_start(domain: str) -> float:
     "Seconds from spawning `tbt mcp-serve` to its answer to initialize."
     import mcp
     from mcp.client.stdio import StdioServerParameters
+
     params = StdioServerParameters(command=TBT[0], args=TBT[1:] + ['mcp-serve', '--domain', domain], env=ENV)
     t0 = time.perf_counter()
     async with mcp.Client(params) as c:
@@ -38,28 +41,40 @@ async def stdio_start(domain:str) -> float:
         await c.list_tools()
     return dt
 
+
 def inspector_list(cli, *target, timeout_ms=None) -> tuple:
     extra = ['--connect-timeout', str(timeout_ms)] if timeout_ms else []
     dt, r = seconds([str(cli), '--cli', '--format', 'json', *extra, '--method', 'tools/list', *target], timeout=600)
-    try: ok = 'result' in json.loads(r.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError): ok = False
+    try:
+        ok = 'result' in json.loads(r.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        ok = False
     return dt, ok
 
-def http_run(cli, domain:str) -> tuple:
+
+def http_run(cli, domain: str) -> tuple:
     with socket.socket() as s:
-        s.bind(('127.0.0.1', 0)); port = s.getsockname()[1]
+        s.bind(('127.0.0.1', 0))
+        port = s.getsockname()[1]
     t0 = time.perf_counter()
-    p = subprocess.Popen(TBT + ['mcp-serve', '--domain', domain, '--transport', 'http', '--port', str(port)],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+    p = subprocess.Popen(
+        TBT + ['mcp-serve', '--domain', domain, '--transport', 'http', '--port', str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=ENV,
+    )
     try:
         while True:
             with socket.socket() as s:
-                if s.connect_ex(('127.0.0.1', port)) == 0: break
+                if s.connect_ex(('127.0.0.1', port)) == 0:
+                    break
             time.sleep(0.05)
         listen = time.perf_counter() - t0
         return listen, *inspector_list(cli, f'http://127.0.0.1:{port}/mcp')
     finally:
-        p.terminate(); p.wait(30)
+        p.terminate()
+        p.wait(30)
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -72,15 +87,21 @@ def main():
     for i in range(a.n):
         imp, _ = seconds([sys.executable, '-c', 'import thinkingbox_training.serve'])
         helps, _ = seconds(TBT + ['--help'])
-        start = asyncio.run(stdio_start(a.domain)); starts.append(start)
+        start = asyncio.run(stdio_start(a.domain))
+        starts.append(start)
         d_default, ok_default = inspector_list(cli, *stdio)
         d_long, ok_long = inspector_list(cli, *stdio, timeout_ms=180000)
         listen, d_http, ok_http = http_run(cli, a.domain)
         oks += ok_default
         load = os.getloadavg()[0]
-        print(f'rep {i}: load {load:.1f}; import serve {imp:.2f}s, tbt --help {helps:.2f}s; stdio start {start:.2f}s; '
-              f'inspector stdio default {d_default:.2f}s ok={ok_default}, 180 s timeout {d_long:.2f}s ok={ok_long}; '
-              f'http listens after {listen:.2f}s, inspector {d_http:.2f}s ok={ok_http}', flush=True)
+        print(
+            f'rep {i}: load {load:.1f}; import serve {imp:.2f}s, tbt --help {helps:.2f}s; stdio start {start:.2f}s; '
+            f'inspector stdio default {d_default:.2f}s ok={ok_default}, 180 s timeout {d_long:.2f}s ok={ok_long}; '
+            f'http listens after {listen:.2f}s, inspector {d_http:.2f}s ok={ok_http}',
+            flush=True,
+        )
     print(f'stdio_start_s={statistics.median(starts):.2f} inspector_default_stdio_ok={oks}/{a.n}')
 
-if __name__ == '__main__': main()
+
+if __name__ == '__main__':
+    main()

@@ -11,7 +11,9 @@ shape below, as the trainer spreads them; for every shape (processes, episodes a
 the share of the token positions the forward and backward pass run over that are padding, both ways, and
 `padding_ratio_<shape>=` (TRL's padded positions over ours: how much less work the same tokens take).
 """
+
 import argparse, os, random
+
 os.environ.setdefault('OMP_NUM_THREADS', '1')
 import torch
 from transformers import AutoTokenizer
@@ -22,17 +24,21 @@ from thinkingbox_training.episode import EpisodeRunner, run_blocking
 from thinkingbox_training.policies import ScriptedPolicy
 from thinkingbox_training.grpo import Rollout, micro_batches, padding_share
 
-def padded(rows:list, pad:int) -> dict:
+
+def padded(rows: list, pad: int) -> dict:
     "A process's share of a step as TRL pads it: prompts on the left, completions on the right."
     P, C = max(len(r.prompt_ids) for r in rows), max(len(r.completion_ids) for r in rows)
     left = lambda ids: [pad] * (P - len(ids)) + ids
     right = lambda ids, fill: ids + [fill] * (C - len(ids))
-    return {'prompt_ids': torch.tensor([left(r.prompt_ids) for r in rows]),
-            'prompt_mask': torch.tensor([[0] * (P - len(r.prompt_ids)) + [1] * len(r.prompt_ids) for r in rows]),
-            'completion_ids': torch.tensor([right(r.completion_ids, pad) for r in rows]),
-            'completion_mask': torch.tensor([right([1] * len(r.completion_ids), 0) for r in rows]),
-            'tool_mask': torch.tensor([right(r.env_mask, 0) for r in rows]),
-            'advantages': torch.zeros(len(rows))}
+    return {
+        'prompt_ids': torch.tensor([left(r.prompt_ids) for r in rows]),
+        'prompt_mask': torch.tensor([[0] * (P - len(r.prompt_ids)) + [1] * len(r.prompt_ids) for r in rows]),
+        'completion_ids': torch.tensor([right(r.completion_ids, pad) for r in rows]),
+        'completion_mask': torch.tensor([right([1] * len(r.completion_ids), 0) for r in rows]),
+        'tool_mask': torch.tensor([right(r.env_mask, 0) for r in rows]),
+        'advantages': torch.zeros(len(rows)),
+    }
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -47,18 +53,24 @@ def main():
     tasks = load_tasks('data/tasks/travel_train.jsonl', 'data/tasks/retail_train.jsonl')
     tasks = [t for t in tasks if t.split == 'train']
     rng = random.Random(0)
-    tasks = rng.sample([t for t in tasks if t.domain == 'travel'], a.tasks // 2) + \
-        rng.sample([t for t in tasks if t.domain == 'retail'], a.tasks - a.tasks // 2)
-    eps = run_blocking(EpisodeRunner(ScriptedPolicy(flaw=a.flaw, tokenizer=tok), concurrency=16).run(
-        [(t, r) for t in tasks for r in range(a.group_size)]))
+    tasks = rng.sample([t for t in tasks if t.domain == 'travel'], a.tasks // 2) + rng.sample(
+        [t for t in tasks if t.domain == 'retail'], a.tasks - a.tasks // 2
+    )
+    eps = run_blocking(
+        EpisodeRunner(ScriptedPolicy(flaw=a.flaw, tokenizer=tok), concurrency=16).run(
+            [(t, r) for t in tasks for r in range(a.group_size)]
+        )
+    )
     rows = [Rollout.from_episode(e, fmt) for e in eps]
-    groups = [rows[i:i + a.group_size] for i in range(0, len(rows), a.group_size)]
+    groups = [rows[i : i + a.group_size] for i in range(0, len(rows), a.group_size)]
     rng.shuffle(groups)
     n = a.groups * a.group_size
-    steps = [[r for g in groups[i:i + a.groups] for r in g] for i in range(0, len(groups) - a.groups + 1, a.groups)]
+    steps = [[r for g in groups[i : i + a.groups] for r in g] for i in range(0, len(groups) - a.groups + 1, a.groups)]
     tokens = [r.tokens for r in rows]
-    print(f'{len(rows)} episodes ({len(tasks)} tasks x {a.group_size}), {len(steps)} steps of {n}; episode tokens '
-          f'min {min(tokens)}, median {sorted(tokens)[len(tokens) // 2]}, max {max(tokens)}')
+    print(
+        f'{len(rows)} episodes ({len(tasks)} tasks x {a.group_size}), {len(steps)} steps of {n}; episode tokens '
+        f'min {min(tokens)}, median {sorted(tokens)[len(tokens) // 2]}, max {max(tokens)}'
+    )
     # (processes, micro-batch size): one micro-batch a process (the CPU recipe), 4 or 8 a process, one episode each
     # (as the reference run's 6 episodes a process, one a micro-batch)
     shapes = [(1, n), (1, n // 4), (1, n // 8), (1, 1), (n // 8, 1)]
@@ -68,15 +80,18 @@ def main():
         for step in steps:
             per = len(step) // procs
             for p in range(procs):
-                batch = padded(step[p * per:(p + 1) * per], fmt.pad_id)
+                batch = padded(step[p * per : (p + 1) * per], fmt.pad_id)
                 trl_mbs += split_tensor_dict(shuffle_sequence_dict(batch), per // mb)
                 ours += micro_batches(batch, per // mb)
         held = lambda mbs: sum(m['prompt_ids'].numel() + m['completion_ids'].numel() for m in mbs)
         name = f'{procs}x{n // procs}_mb{mb}'
-        print(f'{procs} process(es) x {n // procs} episodes, micro-batches of {mb}: padding share '
-              f'TRL {padding_share(trl_mbs):.1%}, by length {padding_share(ours):.1%}; positions '
-              f'{held(trl_mbs):,} -> {held(ours):,}')
+        print(
+            f'{procs} process(es) x {n // procs} episodes, micro-batches of {mb}: padding share '
+            f'TRL {padding_share(trl_mbs):.1%}, by length {padding_share(ours):.1%}; positions '
+            f'{held(trl_mbs):,} -> {held(ours):,}'
+        )
         print(f'padding_ratio_{name}={held(trl_mbs) / held(ours):.3f}')
+
 
 if __name__ == '__main__':
     main()

@@ -12,38 +12,52 @@
    run), so memory growth across runs shows.
 The last lines are `batched_speedup_cpu_32=<ratio of process CPU times>` and `batched_speedup_32=<ratio of wall times>`.
 """
+
 import argparse, asyncio, os, random, time
+
 os.environ.setdefault('OMP_NUM_THREADS', '1')
 from pathlib import Path
 import torch
+
 torch.set_num_threads(int(os.environ['OMP_NUM_THREADS']))
 from thinkingbox_training.tasks import generate_tasks, get_domain, Limits
 from thinkingbox_training.episode import EpisodeRunner
 from thinkingbox_training.policies import ScriptedPolicy, HFPolicy, SamplingConfig, tiny_qwen3
 from thinkingbox_training.interpret import make_tokenizer
 
+
 def domains():
     out = []
     for d in ('travel', 'retail'):
-        try: get_domain(d); out.append(d)
-        except KeyError: pass
+        try:
+            get_domain(d)
+            out.append(d)
+        except KeyError:
+            pass
     return out
+
 
 def bench_tasks(n):
     ts = [t for d in domains() for t in generate_tasks(d, 'bench', seed=11, n=8)]
     random.Random(0).shuffle(ts)
     return (ts * (n // max(1, len(ts)) + 1))[:n]
 
+
 def rss_mb(field='VmRSS') -> float:
     "This process's resident memory (VmRSS) or its peak since the last reset (VmHWM), in MB (Linux)."
     for line in open('/proc/self/status'):
-        if line.startswith(field): return int(line.split()[1]) / 1024
+        if line.startswith(field):
+            return int(line.split()[1]) / 1024
     return float('nan')
+
 
 def reset_peak():
     "Start a new peak-RSS window (Linux: writing 5 to clear_refs resets VmHWM)."
-    try: open('/proc/self/clear_refs', 'w').write('5')
-    except OSError: pass
+    try:
+        open('/proc/self/clear_refs', 'w').write('5')
+    except OSError:
+        pass
+
 
 def run(policy, jobs, concurrency):
     r = EpisodeRunner(policy, concurrency=concurrency)
@@ -52,10 +66,13 @@ def run(policy, jobs, concurrency):
     r.stats['cpu_s'] = time.process_time() - c0  # all threads; unlike wall time, not inflated by other processes
     return eps, time.perf_counter() - t0, r.stats
 
+
 def load_model(path):
-    if path and Path(path).exists(): return HFPolicy(path, sampling=SAMPLING, name=Path(path).name)
+    if path and Path(path).exists():
+        return HFPolicy(path, sampling=SAMPLING, name=Path(path).name)
     shipped = sorted(Path('data/models').glob('*/config.json')) if Path('data/models').exists() else []
-    if shipped: return HFPolicy(shipped[0].parent, sampling=SAMPLING, name=shipped[0].parent.name)
+    if shipped:
+        return HFPolicy(shipped[0].parent, sampling=SAMPLING, name=shipped[0].parent.name)
     texts = []
     for t in bench_tasks(64):
         dom = get_domain(t.domain)
@@ -63,14 +80,16 @@ def load_model(path):
     tok = make_tokenizer(texts, vocab_size=2048)
     return HFPolicy(tiny_qwen3(tok, hidden_size=128, layers=2, intermediate=384), tok, SAMPLING, name='tiny-random')
 
+
 if __name__ == '__main__':
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument('--model', default=None)
     p.add_argument('--n', default='8,32,64')
     p.add_argument('--max-tokens', type=int, default=48)
     p.add_argument('--turns', type=int, default=3)
-    p.add_argument('--concurrency', default='',
-                   help='comma-separated concurrencies for the probe-like sweep (e.g. 16,32,64)')
+    p.add_argument(
+        '--concurrency', default='', help='comma-separated concurrencies for the probe-like sweep (e.g. 16,32,64)'
+    )
     p.add_argument('--probe', type=int, default=96, help='episodes of the probe-like sweep')
     p.add_argument('--probe-turns', type=int, default=6)
     a = p.parse_args()
@@ -82,42 +101,56 @@ if __name__ == '__main__':
     print(f'scripted expert: {len(eps)} episodes in {wall:.2f} s = {len(eps) / wall:.1f} episodes/s (concurrency 64)')
     eps1, wall1, st1 = run(ScriptedPolicy(), jobs[:64], 1)  # one at a time: stage times do not overlap
     stages = ('setup_s', 'model_s', 'tool_s', 'user_s', 'grade_s')
-    print(f'  at concurrency 1: {64 / wall1:.1f} episodes/s; share of wall time: '
-          + ', '.join(f'{k[:-2]} {st1[k] / wall1:.0%}' for k in stages)
-          + f', engine/other {1 - sum(st1[k] for k in stages) / wall1:.0%}')
+    print(
+        f'  at concurrency 1: {64 / wall1:.1f} episodes/s; share of wall time: '
+        + ', '.join(f'{k[:-2]} {st1[k] / wall1:.0%}' for k in stages)
+        + f', engine/other {1 - sum(st1[k] for k in stages) / wall1:.0%}'
+    )
 
     pol = load_model(a.model)
-    print(f'model {pol.policy_id}: {sum(p.numel() for p in pol.model.parameters())/1e6:.2f}M parameters, '
-          f'max {a.max_tokens} tokens per turn, {a.turns} turns per episode, '
-          f'OMP_NUM_THREADS={os.environ["OMP_NUM_THREADS"]}')
+    print(
+        f'model {pol.policy_id}: {sum(p.numel() for p in pol.model.parameters()) / 1e6:.2f}M parameters, '
+        f'max {a.max_tokens} tokens per turn, {a.turns} turns per episode, '
+        f'OMP_NUM_THREADS={os.environ["OMP_NUM_THREADS"]}'
+    )
     speed, cpu = {}, {}
     for n in [int(x) for x in a.n.split(',')]:
         lim = Limits(max_turns=a.turns, max_tokens_per_turn=a.max_tokens, max_episode_tokens=8192)
         tasks = [t.model_copy(update={'limits': lim}) for t in bench_tasks(n)]
         jobs = [(t, 0) for t in tasks]
-        p0 = dict(pol.stats); eb, wb, sb = run(pol, jobs, n)
-        p1 = dict(pol.stats); es, ws, ss = run(pol, jobs, 1)
+        p0 = dict(pol.stats)
+        eb, wb, sb = run(pol, jobs, n)
+        p1 = dict(pol.stats)
+        es, ws, ss = run(pol, jobs, 1)
         p2 = dict(pol.stats)
+
         def split(a, b, w):
             pre, dec = b['prefill_s'] - a['prefill_s'], b['decode_s'] - a['decode_s']
             return f'prefill {pre:.2f} s, decode {dec:.2f} s, rest {w - pre - dec:.2f} s'
+
         same = sum(x.trajectory.completion_ids == y.trajectory.completion_ids for x, y in zip(eb, es))
         toks = sum(sum(e.trajectory.mask) for e in eb)
         speed[n] = ws / wb
-        print(f'  N={n:3}: batched {wb:7.2f} s ({n / wb:6.2f} ep/s, {toks / wb:7.0f} sampled tok/s, '
-              f'{sb["model_calls"]} model calls) | sequential {ws:7.2f} s ({n / ws:6.2f} ep/s)'
-              f' | speedup {ws / wb:5.2f}x | identical samples {same}/{n}')
+        print(
+            f'  N={n:3}: batched {wb:7.2f} s ({n / wb:6.2f} ep/s, {toks / wb:7.0f} sampled tok/s, '
+            f'{sb["model_calls"]} model calls) | sequential {ws:7.2f} s ({n / ws:6.2f} ep/s)'
+            f' | speedup {ws / wb:5.2f}x | identical samples {same}/{n}'
+        )
         print(f'         where the time goes: batched {split(p0, p1, wb)} | sequential {split(p1, p2, ws)}')
         cpu[n] = ss['cpu_s'] / sb['cpu_s']
-        print(f'         process CPU: batched {sb["cpu_s"]:.2f} s, sequential {ss["cpu_s"]:.2f} s, '
-              f'speedup {cpu[n]:.2f}x')
+        print(
+            f'         process CPU: batched {sb["cpu_s"]:.2f} s, sequential {ss["cpu_s"]:.2f} s, speedup {cpu[n]:.2f}x'
+        )
     if a.concurrency:
-        lim = Limits(max_turns=a.probe_turns, max_tokens_per_turn=a.max_tokens, max_episode_tokens=8192,
-                     wall_clock_s=3600)
+        lim = Limits(
+            max_turns=a.probe_turns, max_tokens_per_turn=a.max_tokens, max_episode_tokens=8192, wall_clock_s=3600
+        )
         jobs = [(t.model_copy(update={'limits': lim}), rep) for rep, t in enumerate(bench_tasks(a.probe))]
         first = None
-        print(f'probe-like sweep: {len(jobs)} episodes of up to {a.probe_turns} turns, '
-              'each concurrency twice in this process')
+        print(
+            f'probe-like sweep: {len(jobs)} episodes of up to {a.probe_turns} turns, '
+            'each concurrency twice in this process'
+        )
         for rnd in (1, 2):
             for c in [int(x) for x in a.concurrency.split(',')]:
                 reset_peak()
@@ -127,8 +160,11 @@ if __name__ == '__main__':
                 toks = sum(sum(x.trajectory.mask) for x in e)
                 live = sum(st['batch_sizes']) / max(1, len(st['batch_sizes']))
                 same = sum(x == y for x, y in zip(ids, first))
-                print(f'  run {rnd} concurrency {c:3}: {w:7.2f} s ({len(e) / w:5.2f} ep/s, '
-                      f'{toks / w:6.0f} sampled tok/s, mean live batch {live:5.1f})'
-                      f' | peak RSS {rss_mb("VmHWM"):6.0f} MB, after {rss_mb():6.0f} MB'
-                      f' | samples identical to the first run: {same}/{len(ids)}')
-    if 32 in speed: print(f'batched_speedup_cpu_32={cpu[32]:.2f}\nbatched_speedup_32={speed[32]:.2f}')
+                print(
+                    f'  run {rnd} concurrency {c:3}: {w:7.2f} s ({len(e) / w:5.2f} ep/s, '
+                    f'{toks / w:6.0f} sampled tok/s, mean live batch {live:5.1f})'
+                    f' | peak RSS {rss_mb("VmHWM"):6.0f} MB, after {rss_mb():6.0f} MB'
+                    f' | samples identical to the first run: {same}/{len(ids)}'
+                )
+    if 32 in speed:
+        print(f'batched_speedup_cpu_32={cpu[32]:.2f}\nbatched_speedup_32={speed[32]:.2f}')

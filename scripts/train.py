@@ -8,9 +8,12 @@
 
 Everything is in `thinkingbox_training.grpo.main` (nbs/10_grpo.ipynb); every other job is a `tbt` subcommand.
 """
+
 import sys
 from thinkingbox_training.grpo import ConfigError, main
 
 if __name__ == '__main__':
-    try: sys.exit(main())
-    except ConfigError as e: sys.exit(f'error: {e}')   # a bad recipe or option: one line, no traceback
+    try:
+        sys.exit(main())
+    except ConfigError as e:
+        sys.exit(f'error: {e}')  # a bad recipe or option: one line, no traceback

@@ -1,8 +1,10 @@
 """The slab attention as first written, out of place with the mask repeated per query head: the reference that
 `tests/test_policies.py` and `benchmarks/sampler_profile.py` hold HFPolicy's in-place attention to, bit for bit."""
+
 import torch
 
-def plain_slab_attention(module, query, key, value, attention_mask, scaling:float=None, slab=None, **kw):
+
+def plain_slab_attention(module, query, key, value, attention_mask, scaling: float = None, slab=None, **kw):
     "The slab attention as first written (out of place, the mask repeated per query head): the reference."
     B, H, Q, D = query.shape
     G = key.shape[1]

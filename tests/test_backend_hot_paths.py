@@ -1,5 +1,6 @@
 """The environment's hot paths (issue 29): driver-SQL reads in a tool's transaction, and grading from the template's
 canonical state. Each must give exactly what the slower, plain path gives."""
+
 from thinkingbox_training.tasks import generate_tasks, get_domain
 from thinkingbox_training.backend import Domain, canonical_state, diff_states, episode_state
 from thinkingbox_training.grader import expected_state
@@ -23,12 +24,15 @@ def test_episode_state_is_the_full_canonical_state_after_every_kind_of_move():
             for calls in _moves(task):
                 with dom.provision(task) as db:
                     for name, args in calls:
-                        try: db.run_tool(name, args)
-                        except Exception: pass  # a wrong move may be refused: its state is still graded
+                        try:
+                            db.run_tool(name, args)
+                        except Exception:
+                            pass  # a wrong move may be refused: its state is still graded
                     full, fast = canonical_state(dom, db.snapshot(), initial), episode_state(db, task)
                 assert fast == full and list(fast) == list(full), (task.uid, calls)
                 assert diff_states(expected_state(task), fast) == diff_states(expected_state(task), full)
-                n += 1; changed += fast != canonical_state(dom, initial, initial)
+                n += 1
+                changed += fast != canonical_state(dom, initial, initial)
     assert n >= 30 and changed >= n // 2  # most of the states checked differ from the initial one
 
 
@@ -39,7 +43,8 @@ def test_tables_changed_back_or_reordered_give_the_full_state():
         # inserted again (the same rows in another order)
         db.conn.execute("UPDATE account SET balance_cents = 10000 WHERE id = 'AC-1'")
         db.conn.execute("DELETE FROM account WHERE id = 'AC-2'")
-        db.conn.execute("INSERT INTO account (id, balance_cents, note) VALUES ('AC-2', 500, '')"); db.conn.commit()
+        db.conn.execute("INSERT INTO account (id, balance_cents, note) VALUES ('AC-2', 500, '')")
+        db.conn.commit()
         full = canonical_state(demo, db.snapshot(), demo.template().initial)
         assert episode_state(db) == full
     assert full['account']['AC-1']['balance_cents'] == 10_000 and len(full['payment']) == 1
@@ -57,10 +62,12 @@ def test_sql_reads_see_what_the_session_has_not_flushed_yet():
 
 def test_a_call_that_only_reads_opens_no_transaction_and_a_write_is_committed():
     dom = Domain('reads', DemoBase, seed=demo.seed, policy='', register=False)
+
     @dom.tool
     def balance(ctx, account_id: str) -> dict:
         "The balance, read as driver SQL."
         return ctx.sql('SELECT balance_cents FROM account WHERE id = ?', account_id)[0]
+
     dom.tool(demo.tools['pay'])
     with dom.provision() as db:
         assert db.run_tool('balance', {'account_id': 'AC-1'}) == {'balance_cents': 10_000}

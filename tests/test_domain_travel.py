@@ -1,4 +1,5 @@
 """The travel domain: self-checks of every generated task, determinism and splits, tool error paths, rollback."""
+
 import asyncio, json
 import pytest
 from thinkingbox_training.tasks import Task, generate_tasks, exclude
@@ -10,22 +11,30 @@ from thinkingbox_training.domains.travel import SEED, travel
 TRAIN = dict(split='train', seed=0, n=40)
 BENCH = dict(split='bench', seed=1, n=20)
 
-@pytest.fixture(scope='module')
-def train(): return generate_tasks('travel', **TRAIN)
 
 @pytest.fixture(scope='module')
-def bench(): return generate_tasks('travel', **BENCH)
+def train():
+    return generate_tasks('travel', **TRAIN)
+
+
+@pytest.fixture(scope='module')
+def bench():
+    return generate_tasks('travel', **BENCH)
+
 
 async def _check_all(tasks, batch=40):
     problems = []
     for i in range(0, len(tasks), batch):
-        for ps in await asyncio.gather(*[self_check(t) for t in tasks[i:i + batch]]): problems += ps
+        for ps in await asyncio.gather(*[self_check(t) for t in tasks[i : i + batch]]):
+            problems += ps
     return problems
+
 
 def test_self_check_every_task(train, bench):
     "Golden path passes through MCP, doing nothing fails (unless noop_ok), each wrong move fails for its stated reason."
     problems = asyncio.run(_check_all(train + bench))
     assert problems == [], '\n'.join(problems[:10])
+
 
 def test_families_and_splits(train, bench):
     fams = travel.families
@@ -48,12 +57,15 @@ def test_families_and_splits(train, bench):
     assert sum(1 for t in train if t.rubric) > 0
     assert all(f.wrong_moves for f in fams.values() if f.policy_sensitive)
 
+
 def test_deterministic(bench):
     again = generate_tasks('travel', **BENCH)
     assert [t.model_dump() for t in again] == [t.model_dump() for t in bench]
     other = generate_tasks('travel', split='bench', seed=2, n=20)
-    assert not {t.query for t in other} & {t.query for t in bench} or \
-        sum(a.init != b.init for a, b in zip(other, bench)) == len(bench)
+    assert not {t.query for t in other} & {t.query for t in bench} or sum(
+        a.init != b.init for a, b in zip(other, bench)
+    ) == len(bench)
+
 
 def test_task_ids_avoid_the_seed(train, bench):
     seed_ids = {r['id'] for rows in SEED.values() for r in rows}
@@ -62,17 +74,23 @@ def test_task_ids_avoid_the_seed(train, bench):
             for r in rows:
                 assert r['id'] not in seed_ids, (t.uid, table, r['id'])  # init only adds rows, never patches the seed
 
+
 # ---- tool error paths: each refusal names the thing at fault and changes nothing
+
 
 def _seed(status, **kw):
     return next(b for b in SEED['booking'] if b['status'] == status and all(b[k] == v for k, v in kw.items()))
 
+
 def _refused(db, name, args, *phrases):
     before = db.snapshot()
-    with pytest.raises(ToolError) as e: db.run_tool(name, args)
-    for p in phrases: assert p in str(e.value), (name, str(e.value), p)
+    with pytest.raises(ToolError) as e:
+        db.run_tool(name, args)
+    for p in phrases:
+        assert p in str(e.value), (name, str(e.value), p)
     assert db.snapshot() == before
     return str(e.value)
+
 
 def test_read_tool_errors():
     with travel.provision() as db:
@@ -83,15 +101,22 @@ def test_read_tool_errors():
         hotel = next(r['hotel_id'] for r in SEED['room'] if r['id'] == b['room_id'])
         other_hotel_room = next(r['id'] for r in SEED['room'] if r['hotel_id'] != hotel)
         _refused(db, 'quote_change', {'booking_id': b['id'], 'room_id': other_hotel_room}, other_hotel_room, b['id'])
-        _refused(db, 'quote_change', {'booking_id': b['id'], 'check_in': '2026-09-01'},
-                 'check_in 2026-09-01 is in the past')
-        _refused(db, 'quote_change', {'booking_id': b['id'], 'check_in': '2026-11-10', 'check_out': '2026-11-10'},
-                 'check_out 2026-11-10 must be after')
-        _refused(db, 'quote_change', {'booking_id': b['id'], 'check_in': '2026-11-01', 'check_out': '2026-12-15'},
-                 '30-night')
+        _refused(
+            db, 'quote_change', {'booking_id': b['id'], 'check_in': '2026-09-01'}, 'check_in 2026-09-01 is in the past'
+        )
+        _refused(
+            db,
+            'quote_change',
+            {'booking_id': b['id'], 'check_in': '2026-11-10', 'check_out': '2026-11-10'},
+            'check_out 2026-11-10 must be after',
+        )
+        _refused(
+            db, 'quote_change', {'booking_id': b['id'], 'check_in': '2026-11-01', 'check_out': '2026-12-15'}, '30-night'
+        )
         _refused(db, 'quote_change', {'booking_id': _seed('checked_in')['id']}, _seed('checked_in')['id'], 'checked_in')
         first = SEED['traveller'][0]
         assert db.run_tool('find_traveller', {'email': first['email'].upper()})['traveller_id'] == first['id']
+
 
 def test_write_tool_errors():
     with travel.provision() as db:
@@ -105,43 +130,80 @@ def test_write_tool_errors():
         _refused(db, 'cancel_booking', {'booking_id': canc['id']}, canc['id'], 'is cancelled')
         _refused(db, 'cancel_booking', {'booking_id': done['id']}, done['id'], 'is completed')
         _refused(db, 'cancel_booking', {'booking_id': inn['id']}, inn['id'], 'is checked_in')
-        _refused(db, 'change_dates',
-                 {'booking_id': conf['id'], 'check_in': str(conf['check_in']), 'check_out': str(conf['check_out'])},
-                 'already runs')
-        _refused(db, 'change_dates', {'booking_id': inn['id'], 'check_in': '2026-11-01', 'check_out': '2026-11-02'},
-                 inn['id'], 'checked_in')
-        _refused(db, 'change_room', {'booking_id': conf['id'], 'room_id': conf['room_id']},
-                 'already in room', conf['room_id'])
+        _refused(
+            db,
+            'change_dates',
+            {'booking_id': conf['id'], 'check_in': str(conf['check_in']), 'check_out': str(conf['check_out'])},
+            'already runs',
+        )
+        _refused(
+            db,
+            'change_dates',
+            {'booking_id': inn['id'], 'check_in': '2026-11-01', 'check_out': '2026-11-02'},
+            inn['id'],
+            'checked_in',
+        )
+        _refused(
+            db,
+            'change_room',
+            {'booking_id': conf['id'], 'room_id': conf['room_id']},
+            'already in room',
+            conf['room_id'],
+        )
         _refused(db, 'change_room', {'booking_id': conf['id'], 'room_id': 'RM-0'}, "room 'RM-0' not found")
-        _refused(db, 'request_approval', {'booking_id': conf['id'], 'kind': 'rate_cap'},
-                 'nothing to approve', conf['id'])
+        _refused(
+            db, 'request_approval', {'booking_id': conf['id'], 'kind': 'rate_cap'}, 'nothing to approve', conf['id']
+        )
         if pricier:
-            _refused(db, 'request_approval',
-                     {'booking_id': conf['id'], 'kind': 'room_downgrade', 'room_id': pricier[0]['id']},
-                     pricier[0]['id'], 'not a downgrade')
-        _refused(db, 'request_approval', {'booking_id': conf['id'], 'kind': 'room_downgrade',
-                                          'check_in': '2026-12-01', 'check_out': '2026-12-02'}, 'room_id')
+            _refused(
+                db,
+                'request_approval',
+                {'booking_id': conf['id'], 'kind': 'room_downgrade', 'room_id': pricier[0]['id']},
+                pricier[0]['id'],
+                'not a downgrade',
+            )
+        _refused(
+            db,
+            'request_approval',
+            {'booking_id': conf['id'], 'kind': 'room_downgrade', 'check_in': '2026-12-01', 'check_out': '2026-12-02'},
+            'room_id',
+        )
         _refused(db, 'request_approval', {'booking_id': conf['id'], 'kind': 'other'}, 'kind')  # argument validation
         pay = next(p for p in SEED['payment'] if p['booking_id'] == canc['id'])
         _refused(db, 'refund_payment', {'payment_id': pay['id'], 'reason': 'test'}, pay['id'], 'already fully refunded')
         _refused(db, 'refund_payment', {'payment_id': 'PM-1', 'reason': 'test'}, "payment 'PM-1' not found")
-        _refused(db, 'open_ticket',
-                 {'booking_id': 'BK-2', 'category': 'complaint', 'summary': 'The room is noisy at night.'},
-                 "booking 'BK-2' not found")
+        _refused(
+            db,
+            'open_ticket',
+            {'booking_id': 'BK-2', 'category': 'complaint', 'summary': 'The room is noisy at night.'},
+            "booking 'BK-2' not found",
+        )
         _refused(db, 'open_ticket', {'booking_id': conf['id'], 'category': 'complaint', 'summary': 'bad'}, 'summary')
         open_t = next(t for t in SEED['ticket'] if t['status'] == 'open')
-        _refused(db, 'open_ticket', {'booking_id': open_t['booking_id'], 'category': open_t['category'],
-                                     'summary': 'Still not fixed, please help.'},
-                 f"ticket {open_t['id']}", 'already open')
+        _refused(
+            db,
+            'open_ticket',
+            {
+                'booking_id': open_t['booking_id'],
+                'category': open_t['category'],
+                'summary': 'Still not fixed, please help.',
+            },
+            f'ticket {open_t["id"]}',
+            'already open',
+        )
         if pricier:
-            _refused(db, 'upgrade_with_points',
-                     {'booking_id': conf['id'], 'room_id': cheaper[0]['id'] if cheaper else conf['room_id']},
-                     'not an upgrade')
+            _refused(
+                db,
+                'upgrade_with_points',
+                {'booking_id': conf['id'], 'room_id': cheaper[0]['id'] if cheaper else conf['room_id']},
+                'not an upgrade',
+            )
         # a filed request cannot be filed twice while pending
         if cheaper:
             downgrade = {'booking_id': conf['id'], 'kind': 'room_downgrade', 'room_id': cheaper[0]['id']}
             db.run_tool('request_approval', downgrade)
             _refused(db, 'request_approval', downgrade, 'already pending')
+
 
 def test_failed_write_leaves_no_partial_change():
     "upgrade_with_points changes the room and deducts the points before it finds the points short: both rolled back."
@@ -150,15 +212,29 @@ def test_failed_write_leaves_no_partial_change():
     trav = b['traveller_id']
     hotel = room_of[b['room_id']]['hotel_id']
     suite = next(r['id'] for r in SEED['room'] if r['hotel_id'] == hotel and r['kind'] == 'suite')
-    task = Task(uid='travel/test/no-points', domain='travel', family='test', split='train', query='upgrade me',
-                init={'traveller': [{'id': trav, 'loyalty_points': 10}]})
+    task = Task(
+        uid='travel/test/no-points',
+        domain='travel',
+        family='test',
+        split='train',
+        query='upgrade me',
+        init={'traveller': [{'id': trav, 'loyalty_points': 10}]},
+    )
     with travel.provision(task) as db:
         before = db.snapshot()
-        _refused(db, 'upgrade_with_points', {'booking_id': b['id'], 'room_id': suite},
-                 trav, b['id'], suite, 'has 10 loyalty points')
+        _refused(
+            db,
+            'upgrade_with_points',
+            {'booking_id': b['id'], 'room_id': suite},
+            trav,
+            b['id'],
+            suite,
+            'has 10 loyalty points',
+        )
         assert db.snapshot() == before
         view = db.run_tool('get_booking', {'booking_id': b['id']})  # the session sees the rolled-back values too
         assert view['room']['id'] == b['room_id'] and view['traveller']['loyalty_points'] == 10
+
 
 def test_errors_reach_the_agent_through_mcp():
     async def run():
@@ -166,16 +242,22 @@ def test_errors_reach_the_agent_through_mcp():
             async with ToolSession(db) as ts:
                 r = await ts.call('cancel_booking', {'booking_id': 'BK-404'})
                 assert r.is_error and "booking 'BK-404' not found" in r.text and r.system_error is None
-                r = await ts.call('change_dates',
-                                  {'booking_id': 'BK-404', 'check_in': 'soon', 'check_out': '2026-11-02'})
+                r = await ts.call(
+                    'change_dates', {'booking_id': 'BK-404', 'check_in': 'soon', 'check_out': '2026-11-02'}
+                )
                 assert r.is_error and 'check_in' in r.text and r.system_error is None
                 assert {s['function']['name'] for s in await ts.tool_specs()} == set(travel.tools)
+
     asyncio.run(run())
+
 
 def test_amounts_follow_the_policy():
     "A late cancellation keeps exactly the first night; a downgrade request changes no booking, payment or refund."
-    late = next(t for t in generate_tasks('travel', 'train', seed=3, n=6)
-                if t.family == 'cancel_late_fee' and 'noop_ok' not in t.tags)
+    late = next(
+        t
+        for t in generate_tasks('travel', 'train', seed=3, n=6)
+        if t.family == 'cancel_late_fee' and 'noop_ok' not in t.tags
+    )
     with travel.provision(late) as db:
         b = late.golden[0].arguments['booking_id']
         view = db.run_tool('get_booking', {'booking_id': b})
@@ -186,14 +268,17 @@ def test_amounts_follow_the_policy():
     assert down.family == 'downgrade_needs_approval'
     with travel.provision(down) as db:
         init = travel.template(down).initial
-        for c in down.golden: db.run_tool(c.name, c.arguments)
+        for c in down.golden:
+            db.run_tool(c.name, c.arguments)
         s0, s1 = canonical_state(travel, init, init), canonical_state(travel, db.snapshot(), init)
         assert {t for t in s0 if s0[t] != s1[t]} == {'approval_request'}
+
 
 def test_task_file_round_trip(tmp_path, bench):
     "Written as JSON Lines and loaded back (init timestamps and dates as ISO text), a task keeps its expected state."
     from thinkingbox_training.tasks import write_tasks, load_tasks
     from thinkingbox_training.grader import expected_state
+
     write_tasks(bench, tmp_path / 'travel.jsonl')
     loaded = load_tasks(tmp_path / 'travel.jsonl')
     assert [t.model_dump() for t in loaded] == [t.model_dump() for t in bench]
@@ -202,13 +287,16 @@ def test_task_file_round_trip(tmp_path, bench):
     assert expected_state(fresh) == expected_state(next(b for b in bench if b.uid == t.uid))
     assert asyncio.run(self_check(fresh)) == []
 
+
 def test_every_task_serves_one_traveller_or_their_company(train, bench):
     """A task serves its traveller; group rebooking serves the coordinator's company. Cross-customer moves cover
     every tool."""
     for t in train + bench:
         travellers = {r['id']: r for r in t.init['traveller']}
-        if t.family == 'group_rebooking': assert {r['company_id'] for r in travellers.values()} == {t.customer}
-        else: assert list(travellers) == [t.customer]
+        if t.family == 'group_rebooking':
+            assert {r['company_id'] for r in travellers.values()} == {t.customer}
+        else:
+            assert list(travellers) == [t.customer]
     moves = travel.cross_customer_moves(bench[0])
     # the hotels are public
     assert {c['name'] for calls, _ in moves for c in calls} == set(travel.tools) - {'list_rooms'}

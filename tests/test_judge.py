@@ -1,4 +1,5 @@
 "Rubric judges: an item the rule judge cannot read is never passed; an LLM judge gets a budget it can reason in."
+
 import pytest
 from thinkingbox_training.episode import EpisodeRunner
 from thinkingbox_training.grader import Grader, JudgeError, OpenAIJudge, RuleJudge, JUDGE_MAX_TOKENS
@@ -10,25 +11,37 @@ PAY = ToolCallSpec(name='pay', arguments={'account_id': 'AC-1', 'amount_cents': 
 
 
 def task(uid, *items):
-    return Task(uid=uid, domain='demo', family='pay', split='bench', query='Please pay 30.00 from AC-1.',
-                golden=[PAY], reply='Paid: your balance is 70.00.', rubric=list(items))
+    return Task(
+        uid=uid,
+        domain='demo',
+        family='pay',
+        split='bench',
+        query='Please pay 30.00 from AC-1.',
+        golden=[PAY],
+        reply='Paid: your balance is 70.00.',
+        rubric=list(items),
+    )
 
 
-UNREAD = RubricItem(question='Does the agent confirm the payment?')           # as every ThinkingBox item: no phrases
+UNREAD = RubricItem(question='Does the agent confirm the payment?')  # as every ThinkingBox item: no phrases
 READ = RubricItem(question='Does the agent state the balance?', require=['70.00'])
 
 
 def test_the_rule_judge_never_answers_an_item_it_cannot_read():
     with pytest.raises(JudgeError, match='cannot read rubric item'):
         import asyncio
+
         asyncio.run(RuleJudge().ask(UNREAD, 'Paid: your balance is 70.00.'))
 
 
 def test_a_task_the_rule_judge_cannot_read_is_refused_before_any_episode():
     runner = EpisodeRunner(ScriptedPolicy(), grader=Grader(judge=RuleJudge()))
-    with pytest.raises(ValueError, match=r"1 task\(s\) have rubric items the rule judge cannot read .* "
-                                         r"e\.g\. demo/pay/unread: 'Does the agent confirm the payment\?'; "
-                                         r"give an LLM judge \(--judge openai:MODEL\)"):
+    with pytest.raises(
+        ValueError,
+        match=r'1 task\(s\) have rubric items the rule judge cannot read .* '
+        r"e\.g\. demo/pay/unread: 'Does the agent confirm the payment\?'; "
+        r'give an LLM judge \(--judge openai:MODEL\)',
+    ):
         runner.run_sync([(task('demo/pay/read', READ), 0), (task('demo/pay/unread', UNREAD), 0)])
     [e] = runner.run_sync([(task('demo/pay/read', READ), 0)])  # our domains' items list phrases: judged as before
     assert e.reward == 1
@@ -36,21 +49,32 @@ def test_a_task_the_rule_judge_cannot_read_is_refused_before_any_episode():
 
 def test_a_campaign_with_such_a_task_is_refused_and_writes_nothing(tmp_path):
     from thinkingbox_training.campaigns import CampaignError, run_campaign
+
     with pytest.raises(CampaignError, match='rule judge cannot read'):
-        run_campaign(tmp_path/'c', [task('demo/pay/unread', UNREAD)], 'scripted', 1, progress=False)
-    assert sorted(p.name for p in (tmp_path/'c').iterdir()) == ['campaign.lock']
+        run_campaign(tmp_path / 'c', [task('demo/pay/unread', UNREAD)], 'scripted', 1, progress=False)
+    assert sorted(p.name for p in (tmp_path / 'c').iterdir()) == ['campaign.lock']
 
 
 def reasoning_judge(answer, finish='stop', apart=False):
     """A judge model that thinks aloud before it answers: in its content, as a server without a reasoning parser sends
     it, or (`apart`) in `reasoning_content`, as vLLM's reasoning parser does, with the content None until it answers."""
+
     def chat(messages):
         thought = 'The agent says it paid 30.00.'
-        msg = ({'role': 'assistant', 'content': answer or None, 'reasoning_content': thought} if apart else
-               {'role': 'assistant', 'content': f'<think>\n{thought}\n</think>\n\n{answer}'})
-        return {'id': 'c', 'object': 'chat.completion', 'created': 0, 'model': 'j',
-                'choices': [{'index': 0, 'finish_reason': finish, 'message': msg}],
-                'usage': {'prompt_tokens': 9, 'completion_tokens': 300, 'total_tokens': 309}}
+        msg = (
+            {'role': 'assistant', 'content': answer or None, 'reasoning_content': thought}
+            if apart
+            else {'role': 'assistant', 'content': f'<think>\n{thought}\n</think>\n\n{answer}'}
+        )
+        return {
+            'id': 'c',
+            'object': 'chat.completion',
+            'created': 0,
+            'model': 'j',
+            'choices': [{'index': 0, 'finish_reason': finish, 'message': msg}],
+            'usage': {'prompt_tokens': 9, 'completion_tokens': 300, 'total_tokens': 309},
+        }
+
     return chat
 
 
@@ -77,8 +101,9 @@ def test_a_judge_that_spends_its_budget_is_a_system_error_that_says_so(apart):
 def test_the_judge_budget_is_a_cli_and_recipe_value(tmp_path, monkeypatch):
     from thinkingbox_training.campaigns import _judge, recipe_budgets
     from thinkingbox_training.grpo import TBTConfig, make_judge
+
     assert _judge('openai:j', 300).judge.max_tokens == 300 and _judge('openai:j').judge.max_tokens == JUDGE_MAX_TOKENS
-    r = tmp_path/'r.yaml'
+    r = tmp_path / 'r.yaml'
     r.write_text('max_turns: 4\nmax_tokens_per_turn: 64\nmax_episode_tokens: 512\njudge_max_tokens: 900\n')
     assert recipe_budgets(str(r))[1]['judge_max_tokens'] == 900
     assert make_judge('openai:j', 'http://127.0.0.1:9/v1', 700).max_tokens == 700

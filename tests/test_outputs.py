@@ -1,27 +1,42 @@
 "The check of committed notebook outputs (scripts/nb_outputs.py) fails on a stale output and passes on a fresh one."
+
 import importlib.util, json
 from pathlib import Path
 
-_spec = importlib.util.spec_from_file_location('nb_outputs', Path(__file__).parent.parent/'scripts'/'nb_outputs.py')
-nb_outputs = importlib.util.module_from_spec(_spec); _spec.loader.exec_module(nb_outputs)
+_spec = importlib.util.spec_from_file_location('nb_outputs', Path(__file__).parent.parent / 'scripts' / 'nb_outputs.py')
+nb_outputs = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(nb_outputs)
 
 
-def _nb(path:Path, cells:list) -> Path:
+def _nb(path: Path, cells: list) -> Path:
     "A notebook at `path` of code cells given as (source, committed stdout or None)."
+
     def cell(i, src, out):
         outs = [] if out is None else [{'name': 'stdout', 'output_type': 'stream', 'text': [out]}]
-        return {'cell_type': 'code', 'execution_count': None, 'id': f'c{i}', 'metadata': {}, 'outputs': outs,
-                'source': src}
-    nb = {'cells': [cell(i, s, o) for i, (s, o) in enumerate(cells)], 'metadata': {}, 'nbformat': 4,
-          'nbformat_minor': 5}
+        return {
+            'cell_type': 'code',
+            'execution_count': None,
+            'id': f'c{i}',
+            'metadata': {},
+            'outputs': outs,
+            'source': src,
+        }
+
+    nb = {
+        'cells': [cell(i, s, o) for i, (s, o) in enumerate(cells)],
+        'metadata': {},
+        'nbformat': 4,
+        'nbformat_minor': 5,
+    }
     path.write_text(json.dumps(nb, indent=1))
     return path
 
 
 def test_stale_output_fails_with_cell_and_diff(tmp_path):
-    p = _nb(tmp_path/'demo.ipynb', [('x = 2', None),
-                                    ('#| keep_output\nprint(x + 1)', '3\n'),
-                                    ('#| keep_output\nprint(x * 10)', '10\n')])  # stale: x is 2 now
+    p = _nb(
+        tmp_path / 'demo.ipynb',
+        [('x = 2', None), ('#| keep_output\nprint(x + 1)', '3\n'), ('#| keep_output\nprint(x * 10)', '10\n')],
+    )  # stale: x is 2 now
     probs = nb_outputs.stale(p)
     assert len(probs) == 1, probs
     assert 'demo.ipynb cell 2 (c2): committed output is stale' in probs[0]
@@ -29,18 +44,22 @@ def test_stale_output_fails_with_cell_and_diff(tmp_path):
 
 
 def test_fresh_outputs_pass_and_images_compare_by_kind():
-    committed = [{'output_type': 'display_data', 'data': {'image/png': 'AAAA', 'text/plain': ['<Image>']},
-                  'metadata': {}}]
+    committed = [
+        {'output_type': 'display_data', 'data': {'image/png': 'AAAA', 'text/plain': ['<Image>']}, 'metadata': {}}
+    ]
     fresh = [{'output_type': 'display_data', 'data': {'image/png': 'BBBB', 'text/plain': ['<Image>']}, 'metadata': {}}]
     assert nb_outputs.comparable(committed) == nb_outputs.comparable(fresh) == ['[image/png]']
 
 
 def test_lint_flags_untagged_outputs_and_empty_tagged_cells(tmp_path):
-    p = _nb(tmp_path/'lint.ipynb', [('print(1)', '1\n'), ('#| keep_output\nprint(2)', None),
-                                    ('#| keep_output\n1', '1')])
+    p = _nb(
+        tmp_path / 'lint.ipynb', [('print(1)', '1\n'), ('#| keep_output\nprint(2)', None), ('#| keep_output\n1', '1')]
+    )
     probs = nb_outputs.lint([p], root=tmp_path)
-    assert probs == [f'lint.ipynb cell 0 (c0): outputs on a cell without `{nb_outputs.KEEP}`',
-                     f'lint.ipynb cell 1 (c1): `{nb_outputs.KEEP}` but no output committed'], probs
+    assert probs == [
+        f'lint.ipynb cell 0 (c0): outputs on a cell without `{nb_outputs.KEEP}`',
+        f'lint.ipynb cell 1 (c1): `{nb_outputs.KEEP}` but no output committed',
+    ], probs
 
 
 def test_committed_notebooks_are_lint_clean():
@@ -50,34 +69,43 @@ def test_committed_notebooks_are_lint_clean():
 
 def test_a_raising_cell_fails_the_check(tmp_path):
     "The check replaces nbdev-test for the notebooks it runs, so an error in any cell (kept or not) fails it."
-    p = _nb(tmp_path/'boom.ipynb', [('#| keep_output\nprint(1)', '1\n'), ("raise ValueError('boom in cell 1')", None)])
+    p = _nb(
+        tmp_path / 'boom.ipynb', [('#| keep_output\nprint(1)', '1\n'), ("raise ValueError('boom in cell 1')", None)]
+    )
     probs = nb_outputs._stale_or_error(p)
     assert len(probs) == 1 and 'a cell failed' in probs[0] and 'boom in cell 1' in probs[0], probs
 
 
 def test_readme_shows_what_kept_cells_print(tmp_path):
     from thinkingbox_training.cli import render_readme
-    p = _nb(tmp_path/'index.ipynb', [('#| keep_output\nprint("pass@1 78.1%")', 'pass@1 78.1%\n'),
-                                     ('print("a temp path")', 'a temp path\n'),
-                                     ('#| hide\n#| keep_output\nprint("hidden")', 'hidden\n')])
+
+    p = _nb(
+        tmp_path / 'index.ipynb',
+        [
+            ('#| keep_output\nprint("pass@1 78.1%")', 'pass@1 78.1%\n'),
+            ('print("a temp path")', 'a temp path\n'),
+            ('#| hide\n#| keep_output\nprint("hidden")', 'hidden\n'),
+        ],
+    )
     text = render_readme(p)
     assert '```python\nprint("pass@1 78.1%")\n```\n\n```\npass@1 78.1%\n```' in text, text
     assert 'a temp path\n```' not in text and 'hidden' not in text and '#|' not in text
 
 
 def test_readme_is_short_and_opens_with_a_first_minute_that_prints():
-    readme = (Path(__file__).parent.parent/'README.md').read_text()
+    readme = (Path(__file__).parent.parent / 'README.md').read_text()
     heads = [l for l in readme.splitlines() if l.startswith('## ')]
     assert len(readme.splitlines()) <= 150 and heads[:2] == ['## The two commands', '## A first minute'], heads
     assert 'make train' in readme and 'make test' in readme and '[tool.nbdev]' in readme
     first = readme.split('## A first minute')[1].split('\n## ')[0]
     assert first.count('```python') == 3 and first.count('\n```\n') >= 6 and 'rewards [' in first and 'pass@1 ' in first
     import re
+
     assert not re.search(r'issue \d|METHOD\.md|(?<!study/)DESIGN\.md', readme)
 
 
 def test_episode_notebook_keeps_an_episode():
-    nb = json.loads((Path(__file__).parent.parent/'nbs'/'07_episode.ipynb').read_text())
+    nb = json.loads((Path(__file__).parent.parent / 'nbs' / '07_episode.ipynb').read_text())
     shown = ''.join(''.join(o.get('text', '')) for c in nb['cells'] if nb_outputs.kept(c) for o in c['outputs'])
     assert "call:  pay(account_id='AC-1', amount_cents=3000)" in shown and 'reward 1: state ok' in shown, shown
     assert 'reward 0: state FAILED' in shown and 'account[AC-1].balance_cents: expected 7000, got 10000' in shown

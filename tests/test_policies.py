@@ -1,4 +1,5 @@
 "HFPolicy's sampler on the shipped tiny model: per-request limits, seeds independent of batch mates, exact logprobs."
+
 import asyncio, os
 import pytest, torch
 from thinkingbox_training.policies import HFPolicy, SamplingConfig, GenRequest, _process
@@ -8,10 +9,12 @@ from slab_reference import plain_slab_attention
 
 MODEL = 'data/models/tiny-qwen3'
 
+
 @pytest.fixture(scope='module')
 def pol():
     torch.set_num_threads(int(os.environ.get('OMP_NUM_THREADS', '1')))
     return HFPolicy(MODEL, sampling=SamplingConfig(temperature=1.0, max_tokens=64, seed=0))
+
 
 @pytest.fixture(scope='module')
 def prompts(pol):
@@ -20,14 +23,27 @@ def prompts(pol):
     for d in ('travel', 'retail'):
         dom = get_domain(d)
         for t in generate_tasks(d, 'bench', seed=11, n=2)[:2]:
-            msgs = [{'role': 'system', 'content': SYSTEM_PROMPT.format(domain=dom.name, policy=dom.policy)},
-                    {'role': 'user', 'content': t.query}]
+            msgs = [
+                {'role': 'system', 'content': SYSTEM_PROMPT.format(domain=dom.name, policy=dom.policy)},
+                {'role': 'user', 'content': t.query},
+            ]
             out.append(pol.fmt.prompt_ids(msgs, dom.tool_specs()))
     return out
 
+
 def request(ids, seed, max_tokens, key=None):
-    return GenRequest(messages=[], tools=[], task=None, repetition=0, turn=0, seed=seed, max_tokens=max_tokens,
-                      prompt_ids=ids, key=key)
+    return GenRequest(
+        messages=[],
+        tools=[],
+        task=None,
+        repetition=0,
+        turn=0,
+        seed=seed,
+        max_tokens=max_tokens,
+        prompt_ids=ids,
+        key=key,
+    )
+
 
 def test_each_row_ends_at_its_own_limit(pol, prompts):
     "A request allowed 3 tokens gives the same 3 tokens and `length` whether alone or batched with a 64-token request."
@@ -39,6 +55,7 @@ def test_each_row_ends_at_its_own_limit(pol, prompts):
     assert (mixed[0].finish, mixed[0].token_ids) == ('length', alone.token_ids)
     assert max(abs(a - b) for a, b in zip(mixed[0].logprobs, alone.logprobs)) < 1e-5  # batched float sums: last bits
     assert len(mixed[1].token_ids) > 3
+
 
 def test_samples_independent_of_batch_mates(pol, prompts):
     "Each attempt's tokens depend on its seed only: alone, in another order, with other mates and limits."
@@ -52,6 +69,7 @@ def test_samples_independent_of_batch_mates(pol, prompts):
         assert len(g.token_ids) <= limits[i] and g.finish == ('stop' if g.token_ids[-1] == pol.fmt.eos_id else 'length')
     assert len({tuple(g.token_ids) for g in pol.sample([prompts[0]] * 4, [1, 2, 3, 4])}) > 1  # seeds matter
 
+
 @pytest.mark.parametrize('cfg', [SamplingConfig(temperature=1.0), SamplingConfig(temperature=0.7, top_k=40, top_p=0.9)])
 def test_logprobs_match_a_fresh_forward_pass(pol, prompts, cfg):
     """Recorded logprobs are within 1e-5 of a fresh full forward pass over prompt + sample, under the same processing,
@@ -63,10 +81,11 @@ def test_logprobs_match_a_fresh_forward_pass(pol, prompts, cfg):
     second = p.sample([ids2, prompts[2]], [31, 32], keys=['b', None])
     for ids, g in [(prompts[0], first[0]), (prompts[3], first[3]), (ids2, second[0]), (prompts[2], second[1])]:
         with torch.no_grad():
-            logits = pol.model(torch.tensor([ids + g.token_ids])).logits[0, len(ids) - 1:-1].float()
+            logits = pol.model(torch.tensor([ids + g.token_ids])).logits[0, len(ids) - 1 : -1].float()
         lp = torch.log_softmax(_process(logits, p.sampling), -1)
         fresh = lp[torch.arange(len(g.token_ids)), torch.tensor(g.token_ids)]
         assert (torch.tensor(g.logprobs) - fresh).abs().max() < 1e-5
+
 
 def test_kept_caches_are_their_own(pol, prompts):
     "An episode's kept cache holds only its own tokens, not a view of the batch's buffers (that would keep them alive)."
@@ -76,11 +95,14 @@ def test_kept_caches_are_their_own(pol, prompts):
         for t in (t for kv in own for t in kv):
             assert t.untyped_storage().nbytes() == t.numel() * t.element_size() and t.shape[0] == 1
         assert prefix[0][0].shape[2] + own[0][0].shape[2] == len(ids)
-    p.release('a'); assert set(p._rows) == set('bcd')
+    p.release('a')
+    assert set(p._rows) == set('bcd')
+
 
 def test_counter_based_draws():
     "Each seed's stream is a pure function of (seed, draw number); draws follow the distribution, skip masked tokens."
     from thinkingbox_training.policies import uniforms, draw
+
     u = uniforms([5, 6, 7], 3)
     assert [uniforms([s], 3)[0] for s in (5, 6, 7)] == u and all(0 <= x < 1 for x in u) and u != uniforms([5, 6, 7], 4)
     lp = torch.log_softmax(torch.tensor([[0.0, 1.0, float('-inf'), 2.0]]), -1)
@@ -89,11 +111,13 @@ def test_counter_based_draws():
     freq = torch.bincount(got, minlength=4).double() / n
     assert freq[2] == 0 and (freq - lp[0].exp().double()).abs().max() < 0.01
 
+
 def test_slab_attention_is_bit_identical_to_the_plain_one(pol, prompts, monkeypatch):
     """The sampler's attention (in place, the mask broadcast) gives the very tokens and the very logprobs (==, not
     close) of the plain formulation: batched first turns over two domains' system turns and one domain's, a prompt
     without a shared prefix, and second turns from kept caches, so campaigns sampled before and after it agree."""
     import thinkingbox_training.policies as policies
+
     obs = pol.fmt.observation_ids([{'role': 'tool', 'name': 'get_order', 'content': '{"status": "placed"}'}])
     no_system = pol.fmt.prompt_ids([{'role': 'user', 'content': 'Where is my order?'}])
 

@@ -1,5 +1,6 @@
 """The study of issue 32 (`study`): its plan and resume logic and its analysis, on small real campaigns of the
 scripted expert (generated tasks, run with `run_campaign` into tmp dirs)."""
+
 import copy, json, sqlite3
 import numpy as np
 import pytest
@@ -21,14 +22,17 @@ def small_design(pool_uids):
     d['task_sets'] = {'bench_committed': {'files': ['tasks/bench.jsonl']}, 'bench_held_out_added': {'files': []}}
     d['pool'] = {'path': 'study/pool.txt', 'tasks': len(pool_uids)}
     ev = lambda name: {'kind': 'eval', 'name': name, 'held_out': 4, 'in_family': 10, 'k': 4, 'pool': 4, 'k_pool': 2}
-    d['parts'] = [{'name': 'part 1', 'items': [ev('base k=4')]},
-                  {'name': 'part 2', 'items': [ev('seed 0 k=4'), ev('seed 1 k=4')]}]
+    d['parts'] = [
+        {'name': 'part 1', 'items': [ev('base k=4')]},
+        {'name': 'part 2', 'items': [ev('seed 0 k=4'), ev('seed 1 k=4')]},
+    ]
     return d
 
 
 def scripted(st):
     "The base flaws half its attempts; each seed fewer, with its own attempt draws (seed 0 shares the base's)."
-    if st.policy == 'base': return ScriptedPolicy(flaw=0.5, seed=0, name='base')
+    if st.policy == 'base':
+        return ScriptedPolicy(flaw=0.5, seed=0, name='base')
     s = int(st.out.split('/')[0].removeprefix('seed'))
     return ScriptedPolicy(flaw=0.3, seed=s, name=st.policy_name)
 
@@ -42,9 +46,18 @@ def tiny_study(root, edit=None):
     pool = [t.uid for t in train[:4]]
     (root / 'study' / 'pool.txt').write_text(''.join(u + '\n' for u in pool))
     d = small_design(pool)
-    if edit: edit(d)
-    return S.Study(root=root, dir='study', recipe=str(ROOT / S.RECIPE), design=d, pool_files=('tasks/train.jsonl',),
-                   policy=scripted, runner_kw={'tool_transport': 'inprocess'}, concurrency=8)
+    if edit:
+        edit(d)
+    return S.Study(
+        root=root,
+        dir='study',
+        recipe=str(ROOT / S.RECIPE),
+        design=d,
+        pool_files=('tasks/train.jsonl',),
+        policy=scripted,
+        runner_kw={'tool_transport': 'inprocess'},
+        concurrency=8,
+    )
 
 
 @pytest.fixture(scope='module')
@@ -63,27 +76,37 @@ def test_the_committed_design_becomes_stages_whose_estimates_are_the_parts():
     assert {s.policy for s in lc} == {f'seed0/model/checkpoint-{n}' for n in (6, 12, 18)}
     assert all(s.part > 1 or s.after == 'seed0/model' for s in lc)
     assert {s.out: s.save_steps for s in stages if s.kind == 'train'} == {
-        'seed0/model': 6, 'seed1/model': 0, 'seed2/model': 0, 'reprobed/model': 0}
+        'seed0/model': 6,
+        'seed1/model': 0,
+        'seed2/model': 0,
+        'reprobed/model': 0,
+    }
     assert next(s for s in stages if s.out == 'reprobed/model').reprobe_steps == (9, 17)
     bad = copy.deepcopy(DESIGN)
     bad['parts'][0]['items'][0]['name'] = 'base policy, all tasks'
-    with pytest.raises(ValueError, match='base policy, all tasks'): S.study_stages(bad)
+    with pytest.raises(ValueError, match='base policy, all tasks'):
+        S.study_stages(bad)
 
 
 def test_a_part_runs_its_stages_once_and_resumes_a_campaign_from_its_store(tiny):
     rows = S.plan_rows(tiny, [1])
     assert [(r['stage'], r['state']) for r in rows] == [('base/bench-k4', 'todo'), ('base/pool-k2', 'todo')]
     c = tiny.design['costs']
-    assert rows[0]['left (min)'] == round((4 * 4 * c['s_per_episode_held_out'] + 10 * 4 * c['s_per_episode_in_family'])
-                                          / 60, 1)
+    assert rows[0]['left (min)'] == round(
+        (4 * 4 * c['s_per_episode_held_out'] + 10 * 4 * c['s_per_episode_in_family']) / 60, 1
+    )
     S.reproduce(tiny, [1])
-    assert {s.out: S.stage_status(tiny, s).state for s in tiny.part(1)} == {'base/bench-k4': 'done',
-                                                                           'base/pool-k2': 'done'}
+    assert {s.out: S.stage_status(tiny, s).state for s in tiny.part(1)} == {
+        'base/bench-k4': 'done',
+        'base/pool-k2': 'done',
+    }
     # a crash midway: 5 attempts never stored; the status says so and the next run stores just those
     db = tiny.path / 'base/bench-k4/attempts.sqlite'
     con = sqlite3.connect(db)
     gone = con.execute('SELECT task_uid, repetition FROM attempts ORDER BY task_uid, repetition LIMIT 5').fetchall()
-    con.executemany('DELETE FROM attempts WHERE task_uid=? AND repetition=?', gone); con.commit(); con.close()
+    con.executemany('DELETE FROM attempts WHERE task_uid=? AND repetition=?', gone)
+    con.commit()
+    con.close()
     st = tiny.stage('base/bench-k4')
     s = S.stage_status(tiny, st)
     assert (s.state, s.left, s.episodes) == ('partial', 5, 56)
@@ -104,14 +127,19 @@ def test_a_trained_policys_campaign_waits_for_its_model_and_training_resumes_fro
     real = S.Study(root=tiny.root, dir='study', recipe=tiny.recipe, design=tiny.design, pool_files=tiny.pool_files)
     st = real.stage('seed0/bench-k4')
     assert S.stage_status(real, st).state == 'waiting'
-    with pytest.raises(SystemExit, match='not trained yet'): S.run_stage(real, st)
+    with pytest.raises(SystemExit, match='not trained yet'):
+        S.run_stage(real, st)
     # training stages (the committed design's seed 0, on a scratch study directory)
     design = copy.deepcopy(DESIGN)
     design['pool']['path'] = str(ROOT / design['pool']['path'])
     ts = design['task_sets']
-    full = S.Study(root=tmp_path, dir='s', recipe=str(ROOT / S.RECIPE), design=design,
-                   bench_files=[str(ROOT / f) for f in (*ts['bench_committed']['files'],
-                                                        *ts['bench_held_out_added']['files'])])
+    full = S.Study(
+        root=tmp_path,
+        dir='s',
+        recipe=str(ROOT / S.RECIPE),
+        design=design,
+        bench_files=[str(ROOT / f) for f in (*ts['bench_committed']['files'], *ts['bench_held_out_added']['files'])],
+    )
     seed0 = full.stage('seed0/model')
     assert (S.stage_status(full, seed0).state, S.stage_status(full, seed0).left_min) == ('todo', 8.8)
     assert '--resume_from_checkpoint' not in S.train_argv(full, seed0)
@@ -126,20 +154,30 @@ def test_a_trained_policys_campaign_waits_for_its_model_and_training_resumes_fro
     assert S.stage_status(full, full.stage('seed0-step6/bench-k4')).state == 'waiting'
     (full.path / 'seed0/model/checkpoint-6/config.json').write_text('{}')
     assert S.stage_status(full, full.stage('seed0-step6/bench-k4')).state == 'todo'
-    for f in ('config.json', 'training_log.json'): (full.path / 'seed0/model' / f).write_text('{}')
+    for f in ('config.json', 'training_log.json'):
+        (full.path / 'seed0/model' / f).write_text('{}')
     assert S.stage_status(full, seed0).state == 'done' and '--resume_from_checkpoint' not in S.train_argv(full, seed0)
     assert S.stage_status(full, full.stage('seed0/bench-k20')).state == 'todo'
 
 
 def test_common_attempt_seeds_make_the_first_k_attempts_a_k_attempt_campaign(tiny, tmp_path):
     from thinkingbox_training.campaigns import run_campaign, load_campaign
+
     S.reproduce(tiny, [1])
     tasks = tiny.tasks('bench')
-    run_campaign(tmp_path / 'k2', tasks, scripted(tiny.stage('base/bench-k4')), 2, progress=False,
-                 runner_kw={'tool_transport': 'inprocess'}, **tiny.settings())
+    run_campaign(
+        tmp_path / 'k2',
+        tasks,
+        scripted(tiny.stage('base/bench-k4')),
+        2,
+        progress=False,
+        runner_kw={'tool_transport': 'inprocess'},
+        **tiny.settings(),
+    )
     four, two = load_campaign(tiny.path / 'base/bench-k4'), load_campaign(tmp_path / 'k2')
     assert np.array_equal(S.first_k(four, 2).rewards, two.rewards[[two.uids.index(u) for u in four.uids]])
-    with pytest.raises(ValueError): S.first_k(two, 4)
+    with pytest.raises(ValueError):
+        S.first_k(two, 4)
 
 
 def test_the_report_and_its_primary_statistic_computed_by_hand(tiny):
@@ -147,12 +185,15 @@ def test_the_report_and_its_primary_statistic_computed_by_hand(tiny):
     s = S.study_report(tiny)
     assert s['seeds'] == [0, 1] and s['seeds_evaluated'] == [0, 1]
     assert json.loads((tiny.path / 'summary.json').read_text())['seeds'] == [0, 1]
+
     # by hand, from the exported attempt records: per held-out task, the seeds' mean pass@1 minus the base's
     def rates(d):
         recs = [json.loads(x) for x in (tiny.path / d / 'attempts.jsonl').read_text().splitlines()]
         out = {}
-        for r in recs: out.setdefault(r['task_uid'], []).append(r['reward'])
+        for r in recs:
+            out.setdefault(r['task_uid'], []).append(r['reward'])
         return {u: np.mean(v) for u, v in out.items()}, {r['task_uid'] for r in recs if r['held_out_family']}
+
     (b, held), (s0, _), (s1, _) = rates('base/bench-k4'), rates('seed0/bench-k4'), rates('seed1/bench-k4')
     d = np.array([(s0[u] + s1[u]) / 2 - b[u] for u in sorted(held)])
     p = s['primary']
@@ -162,7 +203,7 @@ def test_the_report_and_its_primary_statistic_computed_by_hand(tiny):
     assert p['t'] == pytest.approx(t) and p['p'] == pytest.approx(2 * stats.t.sf(abs(t), len(d) - 1))
     assert p['diff_lo'] <= p['diff'] <= p['diff_hi']
     sd = d.std(ddof=1)
-    assert p['detectable_change'] == pytest.approx((stats.t.ppf(.975, 3) + stats.t.ppf(.8, 3)) * sd / 2)
+    assert p['detectable_change'] == pytest.approx((stats.t.ppf(0.975, 3) + stats.t.ppf(0.8, 3)) * sd / 2)
     seed_means = [np.mean([s0[u] - b[u] for u in held]), np.mean([s1[u] - b[u] for u in held])]
     assert p['per_seed_diff'] == pytest.approx(seed_means) and p['seed_sd'] == pytest.approx(np.std(seed_means, ddof=1))
     # the pooled rows are the same statistic per task group; the pool has its own
@@ -181,9 +222,11 @@ def test_the_report_and_its_primary_statistic_computed_by_hand(tiny):
     # the family as the unit: the mean of the family means of the same per-task changes, a t over families
     fams = {}
     for x in (tiny.path / 'base/bench-k4' / 'attempts.jsonl').read_text().splitlines():
-        r = json.loads(x); fams[r['task_uid']] = r['family']
+        r = json.loads(x)
+        fams[r['task_uid']] = r['family']
     by = {}
-    for u, x in zip(sorted(held), d): by.setdefault(fams[u], []).append(x)
+    for u, x in zip(sorted(held), d):
+        by.setdefault(fams[u], []).append(x)
     fm = np.array([np.mean(by[f]) for f in sorted(by)])
     f = s['family_level']['held_out_family']['family']
     assert f['families'] == len(fm) and f['df'] == len(fm) - 1 and f['diff'] == pytest.approx(fm.mean())
@@ -204,6 +247,7 @@ def test_the_family_clustered_interval_resamples_whole_families():
 def test_family_level_inference_takes_the_family_as_its_unit():
     "t over family means with F-1 df, the wild cluster bootstrap by brute force, the ICC of constant families."
     import itertools
+
     rng = np.random.default_rng(0)
     fam = np.repeat(list('abcde'), [3, 4, 5, 3, 4])
     v = rng.normal(0.02, 0.05, len(fam)) + np.repeat(rng.normal(0, 0.05, 5), [3, 4, 5, 3, 4])
@@ -224,7 +268,8 @@ def test_family_level_inference_takes_the_family_as_its_unit():
     # more families than enumerable: random sign patterns, still a p-value
     g = S.family_test(rng.normal(0, 1, 40), np.repeat(np.arange(20), 2), max_exact=12)
     assert not g['wild_exact'] and g['wild_patterns'] == 20000 and 0 <= g['wild_p'] <= 1
-    with pytest.raises(ValueError, match='at least 2 families'): S.family_test([1.0, 2.0], ['a', 'a'])
+    with pytest.raises(ValueError, match='at least 2 families'):
+        S.family_test([1.0, 2.0], ['a', 'a'])
 
 
 def test_the_seed_and_task_interval_adds_the_seeds_variance_to_the_tasks():
@@ -232,7 +277,7 @@ def test_the_seed_and_task_interval_adds_the_seeds_variance_to_the_tasks():
     r = S.seed_task_interval(D)
     a2, b2 = D.mean(0).var(ddof=1) / 5, D.mean(1).var(ddof=1) / 3
     assert r['se'] == pytest.approx(np.sqrt(a2 + b2)) and r['diff'] == pytest.approx(D.mean())
-    assert r['df'] == pytest.approx((a2 + b2) ** 2 / (a2 ** 2 / 4 + b2 ** 2 / 2))
+    assert r['df'] == pytest.approx((a2 + b2) ** 2 / (a2**2 / 4 + b2**2 / 2))
     q = stats.t.ppf(0.975, r['df'])
     assert r['diff_lo'] == pytest.approx(D.mean() - q * r['se'])
     assert r['diff_hi'] == pytest.approx(D.mean() + q * r['se'])
@@ -243,13 +288,15 @@ def test_the_seed_and_task_interval_adds_the_seeds_variance_to_the_tasks():
 def test_the_committed_study_at_the_family_level_recomputed_from_its_attempt_records():
     "The held-out change over the 7 family means, and the base each seed is paired with, from attempts.jsonl."
     from thinkingbox_training.campaigns import load_campaign
+
     st = S.Study()
     runs = {'base': 'base/bench-k20', 0: 'seed0/bench-k20', 1: 'seed1/bench-k8', 2: 'seed2/bench-k8'}
     rec = {}
     for who, d in runs.items():
         for x in (st.path / d / 'attempts.jsonl').read_text().splitlines():
             r = json.loads(x)
-            if r['held_out_family']: rec.setdefault(who, {}).setdefault(r['task_uid'], {})[r['repetition']] = r
+            if r['held_out_family']:
+                rec.setdefault(who, {}).setdefault(r['task_uid'], {})[r['repetition']] = r
     uids = sorted(rec['base'])
     rate = lambda who, u, k: np.mean([rec[who][u][j]['reward'] for j in range(k)])
     D = np.array([[rate(s, u, k) - rate('base', u, k) for u in uids] for s, k in ((0, 20), (1, 8), (2, 8))])
@@ -267,14 +314,37 @@ def test_the_committed_study_at_the_family_level_recomputed_from_its_attempt_rec
 
 def test_training_rows_read_zero_variance_groups_and_the_logprob_gap(tmp_path):
     g = lambda *rs: [['t', i, r] for i, r in enumerate(rs)]
-    steps = [{'step': 0, 'groups': [g(1, 0), g(1, 1), g(0, 1)], 'kinds': ['useful', 'zero_variance', 'useful'],
-              'rounds': [0, 1, 1], 'selected': [0, 2], 'fillers': [], 'skipped': False,
-              'logprob_gap': {'mean': 1e-6}},
-             {'step': 1, 'groups': [g(0, 0), g(1, 0)], 'kinds': ['zero_variance', 'useful'], 'rounds': [0, 0],
-              'selected': [1], 'fillers': [0], 'skipped': False}]
-    (tmp_path / 'training_log.json').write_text(json.dumps({'steps': steps, 'log_history': [],
-                                                            'pools': [{'step': 1, 'pool': [], 'probe_episodes': 8}],
-                                                            'reprobes': [{'step': 2, 'episodes': 4, 'used': False}]}))
+    steps = [
+        {
+            'step': 0,
+            'groups': [g(1, 0), g(1, 1), g(0, 1)],
+            'kinds': ['useful', 'zero_variance', 'useful'],
+            'rounds': [0, 1, 1],
+            'selected': [0, 2],
+            'fillers': [],
+            'skipped': False,
+            'logprob_gap': {'mean': 1e-6},
+        },
+        {
+            'step': 1,
+            'groups': [g(0, 0), g(1, 0)],
+            'kinds': ['zero_variance', 'useful'],
+            'rounds': [0, 0],
+            'selected': [1],
+            'fillers': [0],
+            'skipped': False,
+        },
+    ]
+    (tmp_path / 'training_log.json').write_text(
+        json.dumps(
+            {
+                'steps': steps,
+                'log_history': [],
+                'pools': [{'step': 1, 'pool': [], 'probe_episodes': 8}],
+                'reprobes': [{'step': 2, 'episodes': 4, 'used': False}],
+            }
+        )
+    )
     a, b = S.training_rows(tmp_path)
     assert (a['zero_variance_share'], a['episodes'], a['logprob_gap']) == (1 / 3, 6, 1e-6)
     assert (b['zero_variance_share'], b['logprob_gap']) == (0.5, None)
@@ -288,20 +358,40 @@ def test_training_rows_read_zero_variance_groups_and_the_logprob_gap(tmp_path):
 def _arm(tiny, tmp_path, budget, probe_tasks):
     "A tiny GRPO run (random tiny Qwen3, the scripted expert as its sampler) with the second arm's callback."
     import os, warnings
+
     os.environ.setdefault('TRL_EXPERIMENTAL_SILENCE', '1')
     warnings.filterwarnings('ignore', message='.*use_cache=True.*')
     from transformers import PrinterCallback
     from grpo_fixtures import flaw_by_family, pay_task, tokenizer
     from thinkingbox_training.grpo import TBTConfig, TBTTrainer
     from thinkingbox_training.policies import tiny_qwen3
+
     tok = tokenizer()
     write_tasks(probe_tasks, tmp_path / 'probe.jsonl')
-    args = TBTConfig(output_dir=str(tmp_path / 'model'), groups_per_step=2, group_size=4, max_steps=10,
-                     max_refill_rounds=0, learning_rate=1e-3, seed=0, use_cpu=True, bf16=False,
-                     gradient_checkpointing=False, report_to='none', save_strategy='no', disable_tqdm=True)
+    args = TBTConfig(
+        output_dir=str(tmp_path / 'model'),
+        groups_per_step=2,
+        group_size=4,
+        max_steps=10,
+        max_refill_rounds=0,
+        learning_rate=1e-3,
+        seed=0,
+        use_cpu=True,
+        bf16=False,
+        gradient_checkpointing=False,
+        report_to='none',
+        save_strategy='no',
+        disable_tqdm=True,
+    )
     cb = S.Reprobe(tiny, tmp_path, (3,), budget, 8, probe=([str(tmp_path / 'probe.jsonl')], probe_tasks, []))
-    t = TBTTrainer(tiny_qwen3(tok), args, [pay_task(i) for i in range(4)], processing_class=tok,
-                   policy=ScriptedPolicy(flaw=flaw_by_family, tokenizer=tok), callbacks=[cb])
+    t = TBTTrainer(
+        tiny_qwen3(tok),
+        args,
+        [pay_task(i) for i in range(4)],
+        processing_class=tok,
+        policy=ScriptedPolicy(flaw=flaw_by_family, tokenizer=tok),
+        callbacks=[cb],
+    )
     t.remove_callback(PrinterCallback)
     cb.trainer = t
     t.train()
@@ -312,7 +402,8 @@ def test_the_second_arm_reprobes_before_its_step_trains_on_the_new_pool_until_it
     from grpo_fixtures import pay_task
     from thinkingbox_training.campaigns import campaign_records
     from thinkingbox_training.difficulty import SelectionConfig, select_pool
-    probe = [pay_task(i) for i in range(10, 16)]                   # flawed half the time: mixed, most kept
+
+    probe = [pay_task(i) for i in range(10, 16)]  # flawed half the time: mixed, most kept
     # 2 steps x 8 episodes, a re-probe of 6 x 4 = 24 before step 3, then 2 more steps: 56 episodes, and no more
     t, cb = _arm(tiny, tmp_path / 'a', 56, probe)
     recs = campaign_records(tmp_path / 'a' / 'reprobe-step3')
@@ -320,7 +411,7 @@ def test_the_second_arm_reprobes_before_its_step_trains_on_the_new_pool_until_it
     want = select_pool(recs, SelectionConfig()).train
     assert len(want) >= 2 and (tmp_path / 'a' / 'pool-step3' / 'pool.txt').read_text().split() == want
     assert t.pool_log == [{'step': 2, 'pool': want, 'probe_episodes': 24}]
-    assert {g[0][0] for rec in t.step_log[2:] for g in rec['groups']} <= set(want)   # steps 3 and 4: the new pool
+    assert {g[0][0] for rec in t.step_log[2:] for g in rec['groups']} <= set(want)  # steps 3 and 4: the new pool
     assert {g[0][0] for rec in t.step_log[:2] for g in rec['groups']} <= {f'demo/pay/{i:04d}' for i in range(4)}
     assert t.state.global_step == 4 and t.episodes_used == cb.spent() == 56
     # a budget that leaves no room for the re-probe and a step after it skips the re-probe and trains on the old
@@ -334,17 +425,22 @@ def test_the_second_arm_reprobes_before_its_step_trains_on_the_new_pool_until_it
 
 class _Trainer:
     "What `Reprobe` reads of a trainer: the episodes it has spent and the pools it was given."
-    def __init__(self): self.episodes_used, self.pool_log = 0, []
+
+    def __init__(self):
+        self.episodes_used, self.pool_log = 0, []
 
 
 def _drive(cb, episodes):
     "Run `cb` as a trainer would, step by step, each step spending `episodes[i]`; the steps run and the log."
     from transformers import TrainerControl, TrainerState
+
     cb.trainer, state, control = _Trainer(), TrainerState(), TrainerControl()
 
-    def reprobe(step):   # what the real re-probe leaves: a new pool before `step`, its episodes counted
-        cb.trainer.pool_log.append({'step': step - 1}); cb.trainer.episodes_used += cb.reprobe_episodes
+    def reprobe(step):  # what the real re-probe leaves: a new pool before `step`, its episodes counted
+        cb.trainer.pool_log.append({'step': step - 1})
+        cb.trainer.episodes_used += cb.reprobe_episodes
         cb.log.append({'step': step, 'episodes': cb.reprobe_episodes, 'used': True})
+
     cb.reprobe = reprobe
     for n, ep in enumerate(episodes):
         state.global_step = n
@@ -352,7 +448,8 @@ def _drive(cb, episodes):
         cb.trainer.episodes_used += ep
         state.global_step = n + 1
         cb.on_step_end(None, state, control)
-        if control.should_training_stop: break
+        if control.should_training_stop:
+            break
     return state.global_step
 
 
@@ -383,15 +480,18 @@ def test_a_seed_evaluated_at_fewer_attempts_is_paired_with_the_bases_first_k(tmp
         recs = [json.loads(x) for x in (root / 'study' / camp / 'attempts.jsonl').read_text().splitlines()]
         out = {}
         for r in recs:
-            if r['repetition'] < k: out.setdefault(r['task_uid'], []).append(r['reward'])
+            if r['repetition'] < k:
+                out.setdefault(r['task_uid'], []).append(r['reward'])
         return {u: np.mean(v) for u, v in out.items()}, {r['task_uid'] for r in recs if r['held_out_family']}
+
     (b4, held), (b2, _) = rates('base/bench-k4', 4), rates('base/bench-k4', 2)
     (s0, _), (s1, _) = rates('seed0/bench-k4', 4), rates('seed1/bench-k2', 2)
     d = np.array([((s0[u] - b4[u]) + (s1[u] - b2[u])) / 2 for u in sorted(held)])
     p = s['primary']
     assert p['k_per_seed'] == [4, 2] and p['diff'] == pytest.approx(d.mean())
-    assert p['per_seed_diff'] == pytest.approx([np.mean([s0[u] - b4[u] for u in held]),
-                                                np.mean([s1[u] - b2[u] for u in held])])
+    assert p['per_seed_diff'] == pytest.approx(
+        [np.mean([s0[u] - b4[u] for u in held]), np.mean([s1[u] - b2[u] for u in held])]
+    )
     c1 = next(c for c in s['comparisons'] if c['policy'] == 'seed 1' and c['group'] == 'all bench')
     assert c1['k'] == 2 and c1['pass@1_diff'] == pytest.approx(np.mean([s1[u] - b2[u] for u in s1]))
     assert {r['k'] for r in s['policies'] if r['policy'] == 'seed 1' and r['group'] != 'pool'} == {2}
@@ -407,12 +507,14 @@ def test_a_seed_evaluated_at_fewer_attempts_is_paired_with_the_bases_first_k(tmp
 def test_a_parts_training_runs_run_side_by_side_and_are_recorded_as_each_ends(tmp_path):
     "Two 1-step runs of the real recipe (the shipped tiny policy, one group of 2), each in its own process."
     import yaml
+
     recipe = yaml.safe_load((ROOT / S.RECIPE).read_text())
     recipe.update(max_steps=1, groups_per_step=1, group_size=2, max_refill_rounds=0)
     (tmp_path / 'recipe.yaml').write_text(yaml.safe_dump(recipe))
     d = copy.deepcopy(DESIGN)
-    d['parts'] = [{'name': 'part 1', 'items': [{'kind': 'train', 'name': f'train seed {s}', 'minutes': 1.0}
-                                               for s in (1, 2)]}]
+    d['parts'] = [
+        {'name': 'part 1', 'items': [{'kind': 'train', 'name': f'train seed {s}', 'minutes': 1.0} for s in (1, 2)]}
+    ]
     st = S.Study(root=ROOT, dir=str(tmp_path / 's'), recipe=str(tmp_path / 'recipe.yaml'), design=d, train_procs=2)
     S.reproduce(st, [1])
     inv = S.read_parts(st)['parts']['1']['invocations'][-1]
@@ -430,11 +532,14 @@ def test_a_parts_training_runs_run_side_by_side_and_are_recorded_as_each_ends(tm
 
 def test_a_campaigns_wall_time_counts_a_stopped_invocation_until_the_next_one_started(tmp_path):
     con = sqlite3.connect(tmp_path / 'attempts.sqlite')
-    con.execute('CREATE TABLE invocations (id INTEGER PRIMARY KEY, campaign TEXT, started REAL, argv TEXT, '
-                'executed INTEGER, finished REAL)')
+    con.execute(
+        'CREATE TABLE invocations (id INTEGER PRIMARY KEY, campaign TEXT, started REAL, argv TEXT, '
+        'executed INTEGER, finished REAL)'
+    )
     # stopped at an unknown time (the next starts at 400), then one that ran 100 s to its end
     con.executemany('INSERT INTO invocations (started, finished) VALUES (?, ?)', [(100.0, None), (400.0, 500.0)])
-    con.commit(); con.close()
+    con.commit()
+    con.close()
     assert S.store_wall_s(tmp_path) == 300.0 + 100.0
     assert S.store_wall_s(tmp_path / 'none') is None
 
@@ -454,6 +559,11 @@ def test_the_passk_comparison_runs_on_the_study_runner_with_each_arms_recipe_and
     argv = S.train_argv(passk, passk.stage('plain-seed1/model'))
     assert argv[argv.index('--config') + 1] == 'scripts/recipes/tiny_cpu.yaml' and '--episode_budget' not in argv
     assert [round(sum(x.estimated_min for x in passk.part(p)), 1) for p in (1, 2, 3, 4)] == [
-        p['minutes'] for p in passk.design['parts']]
+        p['minutes'] for p in passk.design['parts']
+    ]
     assert {x.out for x in S.study_stages(DESIGN) if x.kind == 'train'} == {
-        'seed0/model', 'seed1/model', 'seed2/model', 'reprobed/model'}
+        'seed0/model',
+        'seed1/model',
+        'seed2/model',
+        'reprobed/model',
+    }

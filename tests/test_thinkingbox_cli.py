@@ -1,5 +1,6 @@
 """`tbt thinkingbox-bench` as a new user meets it: where the data goes, a task module by name from any folder, and
 rubric items that the offline judge cannot read."""
+
 import json, hashlib, os
 import pytest
 from thinkingbox_training.thinkingbox import DATA_HINT, DATA_UNSET, ENV, thinkingbox_bench
@@ -7,58 +8,66 @@ from thinkingbox_training.thinkingbox import DATA_HINT, DATA_UNSET, ENV, thinkin
 
 @pytest.fixture(scope='module')
 def data():
-    if not os.environ.get(ENV): pytest.skip(DATA_UNSET)
+    if not os.environ.get(ENV):
+        pytest.skip(DATA_UNSET)
     from thinkingbox_training.thinkingbox import data_dir
+
     return data_dir()
 
 
 def test_unset_data_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
     monkeypatch.delenv(ENV, raising=False)
-    assert thinkingbox_bench(release='banking.py', k=1, out=str(tmp_path/'c'), quiet=True) == 2
+    assert thinkingbox_bench(release='banking.py', k=1, out=str(tmp_path / 'c'), quiet=True) == 2
     err = capsys.readouterr().err
     assert err.strip() == f'tbt thinkingbox-bench: {DATA_UNSET}' and len(err.strip().splitlines()) == 1
-    assert f'export {ENV}=$PWD/{DATA_HINT}' in DATA_UNSET and not (tmp_path/'c').exists()
+    assert f'export {ENV}=$PWD/{DATA_HINT}' in DATA_UNSET and not (tmp_path / 'c').exists()
 
 
 def test_the_data_path_is_spelled_one_way():
     "The error, .ci/run and the test suites' skip reasons say where the clone goes in the same words."
     from pathlib import Path
+
     root = Path(__file__).parent.parent
     assert DATA_HINT == '../shared/thinkingbox-data'
-    assert f'$d/{DATA_HINT}/releases' in (root/'.ci'/'run').read_text()
+    assert f'$d/{DATA_HINT}/releases' in (root / '.ci' / 'run').read_text()
     for f in ('test_thinkingbox.py', 'test_thinkingbox_servers.py'):
-        assert 'DATA_UNSET as NEED' in (root/'tests'/f).read_text()
-    spelled = [p.name for p in (root/'nbs').glob('13*.ipynb') if '../thinkingbox-data' in p.read_text()
-               or "'../../shared/thinkingbox-data'" in p.read_text()]
+        assert 'DATA_UNSET as NEED' in (root / 'tests' / f).read_text()
+    spelled = [
+        p.name
+        for p in (root / 'nbs').glob('13*.ipynb')
+        if '../thinkingbox-data' in p.read_text() or "'../../shared/thinkingbox-data'" in p.read_text()
+    ]
     assert spelled == []
 
 
 def test_a_rubric_task_with_the_rule_judge_is_refused_naming_judge(data, tmp_path, capsys):
-    out = tmp_path/'c'
+    out = tmp_path / 'c'
     assert thinkingbox_bench(release='banking.py', k=1, out=str(out), quiet=True) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith('tbt thinkingbox-bench: 12 task(s) have rubric items the rule judge cannot read')
     assert err.endswith('give an LLM judge (--judge openai:MODEL)') and len(err.splitlines()) == 1
-    assert not (out/'campaign.json').exists() and not (out/'attempts.sqlite').exists()
+    assert not (out / 'campaign.json').exists() and not (out / 'attempts.sqlite').exists()
 
 
 def test_a_module_by_name_runs_from_any_folder(data, tmp_path, monkeypatch, capsys):
     from thinkingbox_training.users import StandInServer
+
     monkeypatch.chdir(tmp_path)  # no banking.py here: found under dataset/test_case, as the loader finds it
     with StandInServer(chat=lambda messages: 'yes') as judge:
         monkeypatch.setenv('TBT_JUDGE_BASE_URL', judge.base_url)
-        rc = thinkingbox_bench(release='banking.py', policy='scripted', k=1, out='c', judge='openai:j',
-                               judge_max_tokens=64, quiet=True)
+        rc = thinkingbox_bench(
+            release='banking.py', policy='scripted', k=1, out='c', judge='openai:j', judge_max_tokens=64, quiet=True
+        )
         asked = [b['max_tokens'] for p, b in judge.requests]
     assert rc == 0, capsys.readouterr().err
-    meta = json.loads((tmp_path/'c'/'campaign.json').read_text())
-    module = data/'dataset/test_case/banking.py'
+    meta = json.loads((tmp_path / 'c' / 'campaign.json').read_text())
+    module = data / 'dataset/test_case/banking.py'
     assert meta['task_files_sha256'] == hashlib.sha256(module.read_bytes()).hexdigest()
     assert meta['judge'] == 'openai:j' and len(meta['tasks']) == 12 and asked and set(asked) == {64}
 
 
 def test_a_source_that_names_nothing_is_one_error_and_exit_2(data, tmp_path, capsys):
-    assert thinkingbox_bench(release=str(tmp_path/'nope.py'), k=1, out=str(tmp_path/'c'), quiet=True) == 2
+    assert thinkingbox_bench(release=str(tmp_path / 'nope.py'), k=1, out=str(tmp_path / 'c'), quiet=True) == 2
     assert 'nope.py:0: no such task module' in capsys.readouterr().err
-    assert thinkingbox_bench(release='nope', k=1, out=str(tmp_path/'c'), quiet=True) == 2
+    assert thinkingbox_bench(release='nope', k=1, out=str(tmp_path / 'c'), quiet=True) == 2
     assert 'a release name (thinkingbox_bench_v1, dataset_2604_airline_tau_bench) or all' in capsys.readouterr().err

@@ -12,53 +12,67 @@ built once under ~/.cache/thinkingbox_training/. Their session proxy cannot crea
 server, which cannot run here, so their side runs on a copy of their dataset whose scenarios have no knowledge-base
 `sources` (none of these tasks' golden paths searches the knowledge base). Under CI=true a missing environment or
 checkout fails the run instead of skipping."""
+
 import json, os, shutil
 from pathlib import Path
 import pytest
 from conftest import skip_unless_ci
-from thinkingbox_parity import (TASKS, RecordingServer, agent_script, compare, endpoint_as_chat, endpoint_tokenizer,
-                                harness_dir, ours_summary, run_ours, run_theirs, their_python, theirs_summary)
+from thinkingbox_parity import (
+    TASKS,
+    RecordingServer,
+    agent_script,
+    compare,
+    endpoint_as_chat,
+    endpoint_tokenizer,
+    harness_dir,
+    ours_summary,
+    run_ours,
+    run_theirs,
+    their_python,
+    theirs_summary,
+)
 
 ROOT = Path(__file__).parent.parent
 
 # The differences between their harness and ours today: field -> reason. Shrink it as the protocol is brought over.
 CHAT_DIFFERENCES = {
     'agent.system.count': "theirs sends two system messages, their agent instructions then the scenario's "
-                          "`bot_instructions`; ours one",
-    'agent.system.text': "theirs: their agent instructions (the `<DONE>` rule, reporting instructions found in tool "
-                         "results, citations) apart from the scenario's text; ours: our own preamble before it",
+    '`bot_instructions`; ours one',
+    'agent.system.text': 'theirs: their agent instructions (the `<DONE>` rule, reporting instructions found in tool '
+    "results, citations) apart from the scenario's text; ours: our own preamble before it",
     'agent.first_user_message': "theirs keeps the query's trailing newline; ours strips it",
     'agent.tools.only_theirs': 'their built-in end-turn tool `InjectionAttackInToolResponse` is not offered by ours',
     'agent.tools.order': "theirs: the built-in tool first, then the server's order; ours: the scenario file's order",
-    'agent.tools.schema.additionalProperties': "their proxy sets `additionalProperties: false` on every schema; ours "
-                                               "keeps the server's (`true` on some)",
+    'agent.tools.schema.additionalProperties': 'their proxy sets `additionalProperties: false` on every schema; ours '
+    "keeps the server's (`true` on some)",
     'agent.tools.schema.required': 'ours adds `required: []` where the server declares none',
     'agent.sampling.max_completion_tokens': 'theirs sends `max_completion_tokens` 4096 ...',
     'agent.sampling.max_tokens': '... ours the same budget as `max_tokens`',
     'agent.sampling.parallel_tool_calls': 'theirs sends `parallel_tool_calls: false` (their agent file); ours none',
     'agent.sampling.seed': 'ours sends a seed per attempt; their agent none',
     'agent.tool_result.missing_argument': "theirs: the server's own validation error; ours: our parser refuses the "
-                                          'call in our words',
+    'call in our words',
     'agent.tool_result.unknown_tool': "theirs: `Error: function 'X' does not exist`; ours lists every tool",
     'end.reason': "theirs ends on the agent's `<DONE>`; ours only on the user's `###STOP###`",
     'end.user_requests': "ours asks the user once more after the agent's `<DONE>` (its stop ends the episode)",
-    'user.system': "their user prompt vs ours (ours with empty facts and decisions for these tasks)",
+    'user.system': 'their user prompt vs ours (ours with empty facts and decisions for these tasks)',
     'user.messages': 'theirs: one user message holding a text transcript, the user context, the last assistant '
-                     'message and the task; ours: the conversation as chat turns with the roles flipped',
+    'message and the task; ours: the conversation as chat turns with the roles flipped',
     'user.messages.tool_call_text': "the text of the agent's tool calls reaches our user, not theirs",
     'user.sampling.max_completion_tokens': 'theirs sends `max_completion_tokens` 4096 ...',
     'user.sampling.max_tokens': '... ours `max_tokens` 200',
     'judge.messages': 'theirs: a short system prompt, then the final reply only (HTML-escaped) and the question; ours: '
-                      'one message with the whole visible conversation',
+    'one message with the whole visible conversation',
     'judge.sampling.max_completion_tokens': 'theirs `max_completion_tokens` 128 ...',
     'judge.sampling.max_tokens': '... ours `max_tokens` 2048',
     'judge.sampling.seed': 'theirs seed 42; ours none',
 }
 # `endpoint:` sees exactly what `chat:` sees (checked), and samples on the completions API, token-exact
-ENDPOINT_DIFFERENCES = {**{k: v for k, v in CHAT_DIFFERENCES.items() if k != 'agent.sampling.seed'},
+ENDPOINT_DIFFERENCES = {
+    **{k: v for k, v in CHAT_DIFFERENCES.items() if k != 'agent.sampling.seed'},
     'agent.sampling.seed': 'ours sends a 63-bit seed per attempt; their agent none',
     'agent.sampling.top_p': 'ours sends `top_p` 1.0; theirs none',
-    'agent.sampling.logprobs': 'ours asks for the sampled tokens\' logprobs (token-exact training); theirs does not',
+    'agent.sampling.logprobs': "ours asks for the sampled tokens' logprobs (token-exact training); theirs does not",
     'agent.sampling.return_token_ids': 'ours asks vLLM for the token ids ...',
     'agent.sampling.return_tokens_as_token_ids': '... as ids',
     'agent.sampling.stop_token_ids': "ours stops on the chat format's end-of-turn token",
@@ -66,20 +80,24 @@ ENDPOINT_DIFFERENCES = {**{k: v for k, v in CHAT_DIFFERENCES.items() if k != 'ag
     'agent.sampling.spaces_between_special_tokens': '... without added spaces',
 }
 
+
 @pytest.fixture(scope='module')
 def runs(tmp_path_factory):
     "Their run and our two, each behind its own recording server, with the tasks' scripts."
     from thinkingbox_training.tasks import load_tasks
     from transformers import AutoTokenizer
     from thinkingbox_training.thinkingbox import data_dir
+
     if not os.environ.get('THINKINGBOX_DATA'):
         skip_unless_ci('THINKINGBOX_DATA is not set (the thinkingbox-data checkout)')
     data = data_dir()  # set but wrong: the error names the variable
     harness = harness_dir(data)
     if not (harness / 'pyproject.toml').is_file():
         skip_unless_ci(f'no ThinkingBox harness checkout at {harness} (set THINKINGBOX_HARNESS)')
-    try: py = their_python(data, harness)
-    except Exception as e: skip_unless_ci(f"their harness's environment could not be built: {e}")
+    try:
+        py = their_python(data, harness)
+    except Exception as e:
+        skip_unless_ci(f"their harness's environment could not be built: {e}")
     tasks = {t.uid: t for t in load_tasks(data / 'releases/thinkingbox_bench_v1/testlist_thinkingbox_bench_v1.yaml')}
     scripts = {tasks[u].query.strip(): agent_script(tasks[u].golden) for u in TASKS}
     questions = {r.question: tasks[u].query.strip() for u in TASKS for r in tasks[u].rubric}
@@ -92,8 +110,9 @@ def runs(tmp_path_factory):
         rows = run_ours(data, srv.base_url, work / 'chat', 'chat:agent')
         chat = ours_summary(rows, srv.requests, queries)
     # a small tokenizer in the Qwen3 chat format, trained on what the agent reads, for the token-level agent
-    texts = [m['content'] for q in theirs['requests'] for m in q['body']['messages']
-             if isinstance(m.get('content'), str)]
+    texts = [
+        m['content'] for q in theirs['requests'] for m in q['body']['messages'] if isinstance(m.get('content'), str)
+    ]
     tok_dir = endpoint_tokenizer(texts[:200], work / 'tokenizer')
     tok = AutoTokenizer.from_pretrained(tok_dir)
     with RecordingServer(scripts, questions, tokenizer=tok) as srv:
@@ -102,17 +121,21 @@ def runs(tmp_path_factory):
     yield dict(theirs=theirs, chat=chat, endpoint=endpoint, scripts=scripts, tok=tok, tasks=tasks)
     shutil.rmtree(work, ignore_errors=True)
 
-def report(policy:str, diffs:dict):
+
+def report(policy: str, diffs: dict):
     "With TBT_PARITY_REPORT=FILE, keep what was compared (the notebook table's numbers): {policy: {field: examples}}."
-    if not os.environ.get('TBT_PARITY_REPORT'): return
+    if not os.environ.get('TBT_PARITY_REPORT'):
+        return
     path = Path(os.environ['TBT_PARITY_REPORT'])
     path.write_text(json.dumps({**(json.loads(path.read_text()) if path.exists() else {}), policy: diffs}, indent=1))
 
-def check_closed_list(diffs:dict, listed:dict, policy:str):
+
+def check_closed_list(diffs: dict, listed: dict, policy: str):
     unlisted = {k: v[:2] for k, v in diffs.items() if k not in listed}
     gone = sorted(set(listed) - set(diffs))
     assert not unlisted, f'{policy}: differences from their harness that the list does not name: {unlisted}'
     assert not gone, f'{policy}: listed differences that no longer occur (remove them from the list): {gone}'
+
 
 @pytest.mark.slow
 def test_every_task_ran_in_both_harnesses_and_the_verdicts_agree(runs):
@@ -123,11 +146,13 @@ def test_every_task_ran_in_both_harnesses_and_the_verdicts_agree(runs):
     assert runs['theirs']['verdicts'] == runs['chat']['verdicts'] == runs['endpoint']['verdicts']
     assert all(runs['theirs']['verdicts'].values())  # the scripted golden path passes in both
 
+
 @pytest.mark.slow
 def test_chat_policy_differs_from_their_harness_only_as_listed(runs):
     diffs = compare(runs['theirs'], runs['chat'], runs['scripts'])
     report('chat:', diffs)
     check_closed_list(diffs, CHAT_DIFFERENCES, 'chat:')
+
 
 @pytest.mark.slow
 def test_endpoint_prompts_are_the_chat_requests_rendered_and_differ_only_as_listed(runs):
@@ -137,22 +162,38 @@ def test_endpoint_prompts_are_the_chat_requests_rendered_and_differ_only_as_list
     report('endpoint:', diffs)
     check_closed_list(diffs, ENDPOINT_DIFFERENCES, 'endpoint:')
 
+
 def test_the_comparison_names_each_difference_and_the_closed_list_catches_both_ways():
     "The comparison on two hand-made recordings (no harness needed): one field differs, and the list is checked."
-    tools = [{'type': 'function', 'function': {'name': 'f', 'description': 'd',
-                                               'parameters': {'type': 'object', 'properties': {}}}}]
+    tools = [
+        {
+            'type': 'function',
+            'function': {'name': 'f', 'description': 'd', 'parameters': {'type': 'object', 'properties': {}}},
+        }
+    ]
+
     def run(system, seed, verdict):
-        body = {'model': 'agent', 'messages': [*({'role': 'system', 'content': s} for s in system),
-                                               {'role': 'user', 'content': 'q'}], 'tools': tools, 'seed': seed}
-        return {'requests': [{'role': 'agent', 'task': 'q', 'body': body}], 'verdicts': {'q': verdict},
-                'ends': {'q': 'done'}}
+        body = {
+            'model': 'agent',
+            'messages': [*({'role': 'system', 'content': s} for s in system), {'role': 'user', 'content': 'q'}],
+            'tools': tools,
+            'seed': seed,
+        }
+        return {
+            'requests': [{'role': 'agent', 'task': 'q', 'body': body}],
+            'verdicts': {'q': verdict},
+            'ends': {'q': 'done'},
+        }
+
     d = compare(run(['a', 'b'], None, True), run(['ab'], 7, False), {'q': [('hello <DONE>', [])]})
     assert sorted(d) == ['agent.sampling.seed', 'agent.system.count', 'agent.system.text', 'end.reason', 'verdict']
     assert d['agent.sampling.seed'] == [('q', 'theirs None, ours 7')]
     check_closed_list(d, dict.fromkeys(d, 'r'), 'x')
-    with pytest.raises(AssertionError, match='does not name'): check_closed_list(d, {}, 'x')
+    with pytest.raises(AssertionError, match='does not name'):
+        check_closed_list(d, {}, 'x')
     with pytest.raises(AssertionError, match='no longer occur'):
         check_closed_list(d, {**dict.fromkeys(d), 'y': 'r'}, 'x')
+
 
 def test_the_notebook_table_names_every_listed_difference():
     "nbs/13_thinkingbox.ipynb's comparison table is this list: every field it names is there."

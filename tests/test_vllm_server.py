@@ -12,7 +12,7 @@ TOK = tokenizer()
 
 def free_port() -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind(('127.0.0.1', 0))
         return s.getsockname()[1]
 
 
@@ -25,7 +25,7 @@ def trl_generation(model, srv):
         model=model,
         accelerator=Accelerator(cpu=True),
         processing_class=TOK,
-        mode="server",
+        mode='server',
         server_base_url=srv.url,
         group_port=free_port(),
         server_timeout=10,
@@ -35,35 +35,35 @@ def trl_generation(model, srv):
 @pytest.fixture
 def served():
     model = tiny_qwen3(TOK)
-    local = HFPolicy(model, TOK, SamplingConfig(max_tokens=10), name="local")
-    with VLLMStandIn(HFPolicy(copy.deepcopy(model), TOK), model_name="tiny") as srv:
+    local = HFPolicy(model, TOK, SamplingConfig(max_tokens=10), name='local')
+    with VLLMStandIn(HFPolicy(copy.deepcopy(model), TOK), model_name='tiny') as srv:
         yield local, srv
 
 
-def prompt(local, text="Please pay 300 cents from AC-1."):
-    return local.fmt.prompt_ids([{"role": "user", "content": text}])
+def prompt(local, text='Please pay 300 cents from AC-1.'):
+    return local.fmt.prompt_ids([{'role': 'user', 'content': text}])
 
 
 def test_trl_vllm_client_runs_against_the_stand_in(served, monkeypatch):
     import trl.generation.vllm_client as vc
 
     monkeypatch.setattr(
-        vc, "is_vllm_available", lambda *a, **k: True
+        vc, 'is_vllm_available', lambda *a, **k: True
     )  # VLLMClient refuses to start without vLLM; only HTTP is used
     local, srv = served
     client = vc.VLLMClient(base_url=srv.url)
-    assert client.model == "tiny" and client.get_world_size() == 1
-    assert client.get_server_info()["model_config"]["logprobs_mode"] == "processed_logprobs"
-    ids = [prompt(local), prompt(local, "Hello.")]
-    out = client.generate(ids, n=2, temperature=1.0, max_tokens=10, generation_kwargs={"seed": 7})
-    assert out["prompt_ids"] == ids and len(out["completion_ids"]) == 4
+    assert client.model == 'tiny' and client.get_world_size() == 1
+    assert client.get_server_info()['model_config']['logprobs_mode'] == 'processed_logprobs'
+    ids = [prompt(local), prompt(local, 'Hello.')]
+    out = client.generate(ids, n=2, temperature=1.0, max_tokens=10, generation_kwargs={'seed': 7})
+    assert out['prompt_ids'] == ids and len(out['completion_ids']) == 4
     want = local.sample([ids[0], ids[0]], [7, 8], 10)  # the n samples of a prompt take seeds seed, seed+1
-    assert out["completion_ids"][:2] == [g.token_ids for g in want]
-    got_lp = [row[0] for row in out["logprobs"][0]]
+    assert out['completion_ids'][:2] == [g.token_ids for g in want]
+    got_lp = [row[0] for row in out['logprobs'][0]]
     assert torch.allclose(torch.tensor(got_lp), torch.tensor(want[0].logprobs), atol=1e-5)
     client.reset_prefix_cache()
-    assert [p for _, m, p in srv.calls if m == "POST"] == ["/v1/completions", "/reset_prefix_cache"]
-    with pytest.raises(Exception, match="does not implement repetition_penalty"):
+    assert [p for _, m, p in srv.calls if m == 'POST'] == ['/v1/completions', '/reset_prefix_cache']
+    with pytest.raises(Exception, match='does not implement repetition_penalty'):
         client.generate(ids, repetition_penalty=1.2, max_tokens=4)
 
 
@@ -82,21 +82,21 @@ def test_endpoint_policy_is_token_exact_with_logprobs(served):
     for g, w in zip(got, want):
         assert g.finish == w.finish and g.text == local.fmt.decode(w.token_ids)
         assert all(abs(a - b) < 1e-5 for a, b in zip(g.logprobs, w.logprobs))
-    assert sorted(c["seed"] for c in srv.completions) == sorted(seeds)  # requests run concurrently
-    assert ep.policy_id == "endpoint:tiny"
+    assert sorted(c['seed'] for c in srv.completions) == sorted(seeds)  # requests run concurrently
+    assert ep.policy_id == 'endpoint:tiny'
 
 
 def test_a_server_reading_other_prompt_ids_is_refused(served, monkeypatch):
     local, srv = served
     real = srv.complete
     monkeypatch.setattr(
-        srv, "complete", lambda body: real({**body, "prompt": body["prompt"][:-1]})
+        srv, 'complete', lambda body: real({**body, 'prompt': body['prompt'][:-1]})
     )  # a server that drops a token
-    ep = EndpointPolicy("tiny", TOK, base_url=srv.base_url)
+    ep = EndpointPolicy('tiny', TOK, base_url=srv.base_url)
     req = GenRequest(
         messages=[], tools=[], task=None, repetition=0, turn=0, seed=1, max_tokens=4, prompt_ids=prompt(local)
     )
-    with pytest.raises(RuntimeError, match="not token-exact"):
+    with pytest.raises(RuntimeError, match='not token-exact'):
         asyncio.run(ep.generate([req]))
 
 
@@ -110,19 +110,19 @@ def test_weight_sync_loads_the_trainers_weights_and_is_recorded(served):
     with cpu_weight_transfer(timeout_s=30):
         gen = trl_generation(local.model, srv)
         gen.sync_weights()
-    assert srv.digest == weights_digest(local.model) and [w["version"] for w in srv.weight_loads] == [1]
-    assert srv.weight_loads[0]["tensors"] == len(list(local.model.parameters()))
-    assert [p for _, m, p in srv.calls if m == "POST"] == [
-        "/init_weight_transfer_engine",
-        "/start_weight_update",
-        "/update_weights",
-        "/finish_weight_update",
-        "/reset_prefix_cache",
+    assert srv.digest == weights_digest(local.model) and [w['version'] for w in srv.weight_loads] == [1]
+    assert srv.weight_loads[0]['tensors'] == len(list(local.model.parameters()))
+    assert [p for _, m, p in srv.calls if m == 'POST'] == [
+        '/init_weight_transfer_engine',
+        '/start_weight_update',
+        '/update_weights',
+        '/finish_weight_update',
+        '/reset_prefix_cache',
     ]
     p = prompt(local)
-    out = srv.complete({"prompt": p, "seed": 3, "max_tokens": 10, "return_token_ids": True})
-    assert out["choices"][0]["token_ids"] == local.sample([p], [3], 10)[0].token_ids
-    assert srv.completions[-1]["weights_version"] == 1
+    out = srv.complete({'prompt': p, 'seed': 3, 'max_tokens': 10, 'return_token_ids': True})
+    assert out['choices'][0]['token_ids'] == local.sample([p], [3], 10)[0].token_ids
+    assert srv.completions[-1]['weights_version'] == 1
 
 
 def test_trl_sync_weights_serves_exactly_the_trainers_weights(served):
@@ -135,44 +135,44 @@ def test_trl_sync_weights_serves_exactly_the_trainers_weights(served):
     want = local.sample([p, p], [7, 8], 10)
     with cpu_weight_transfer(timeout_s=30):
         gen = trl_generation(local.model, srv)
-        before = gen.vllm_client.generate([p], n=2, temperature=1.0, max_tokens=10, generation_kwargs={"seed": 7})
-        assert before["completion_ids"] != [g.token_ids for g in want]  # the server still holds the old weights
+        before = gen.vllm_client.generate([p], n=2, temperature=1.0, max_tokens=10, generation_kwargs={'seed': 7})
+        assert before['completion_ids'] != [g.token_ids for g in want]  # the server still holds the old weights
         for _ in range(2):  # a second sync, on the same group
             gen.sync_weights()
-        out = gen.vllm_client.generate([p], n=2, temperature=1.0, max_tokens=10, generation_kwargs={"seed": 7})
-    assert out["completion_ids"] == [g.token_ids for g in want]
-    for row, w in zip(out["logprobs"], want):
+        out = gen.vllm_client.generate([p], n=2, temperature=1.0, max_tokens=10, generation_kwargs={'seed': 7})
+    assert out['completion_ids'] == [g.token_ids for g in want]
+    for row, w in zip(out['logprobs'], want):
         assert torch.allclose(torch.tensor([x[0] for x in row]), torch.tensor(w.logprobs), atol=1e-5)
-    assert [w["version"] for w in srv.weight_loads] == [1, 2] and srv.digest == weights_digest(local.model)
+    assert [w['version'] for w in srv.weight_loads] == [1, 2] and srv.digest == weights_digest(local.model)
 
 
 def test_weight_transfer_without_an_engine_is_refused_naming_it(served):
     _, srv = served
-    for path in ("/start_weight_update", "/update_weights", "/finish_weight_update"):
-        with pytest.raises(BadRequest, match="init_weight_transfer_engine: no weight-transfer engine"):
-            srv.handle("POST", path, {"update_info": {}})  # answered 400 by the HTTP layer (see reliability)
+    for path in ('/start_weight_update', '/update_weights', '/finish_weight_update'):
+        with pytest.raises(BadRequest, match='init_weight_transfer_engine: no weight-transfer engine'):
+            srv.handle('POST', path, {'update_info': {}})  # answered 400 by the HTTP layer (see reliability)
     assert srv.digest == weights_digest(srv.policy.model) and srv.weight_loads == []
 
 
 def test_the_gloo_transport_stands_in_only_without_vllm(monkeypatch):
     import trl.generation.vllm_client as vc
 
-    monkeypatch.setattr(vc, "NCCLWeightTransferEngine", object(), raising=False)  # as where vLLM is installed
-    with pytest.raises(RuntimeError, match="vLLM is installed"):
+    monkeypatch.setattr(vc, 'NCCLWeightTransferEngine', object(), raising=False)  # as where vLLM is installed
+    with pytest.raises(RuntimeError, match='vLLM is installed'):
         with cpu_weight_transfer():
             pass
     monkeypatch.undo()
     with cpu_weight_transfer():
         assert vc.is_vllm_available()
-    assert not hasattr(vc, "NCCLWeightTransferEngine")  # restored as it was
+    assert not hasattr(vc, 'NCCLWeightTransferEngine')  # restored as it was
 
 
 # ---------------------------------------------------------------- training with use_vllm, through the stand-in
 
 import os, warnings
 
-os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-warnings.filterwarnings("ignore", message=".*use_cache=True.*")
+os.environ.setdefault('TRL_EXPERIMENTAL_SILENCE', '1')
+warnings.filterwarnings('ignore', message='.*use_cache=True.*')
 from transformers import PrinterCallback, TrainerCallback
 from thinkingbox_training.grader import Grader, Verdict
 from thinkingbox_training.grpo import TBTConfig, TBTTrainer
@@ -184,7 +184,7 @@ TASKS = [pay_task(i) for i in range(8)]
 class ParityGrader(Grader):
     "Reward 1 when the last message has an even length: a random model's groups are then mixed, and steps train."
 
-    async def grade(self, task, db, final_message="", transcript=None):
+    async def grade(self, task, db, final_message='', transcript=None):
         return Verdict(reward=int(len(final_message) % 2 == 0))
 
 
@@ -202,7 +202,7 @@ def train(tmp_path, srv=None, steps=2, peft_config=None, **kw):
     "Two real steps on the tiny model, episodes sampled in process or (srv) by the stand-in through the client path."
     model = tiny_qwen3(TOK)  # seeded: the same initial weights every call
     base = dict(
-        output_dir=str(tmp_path / "out"),
+        output_dir=str(tmp_path / 'out'),
         groups_per_step=2,
         group_size=4,
         max_steps=steps,
@@ -214,8 +214,8 @@ def train(tmp_path, srv=None, steps=2, peft_config=None, **kw):
         use_cpu=True,
         bf16=False,
         gradient_checkpointing=False,
-        report_to="none",
-        save_strategy="no",
+        report_to='none',
+        save_strategy='no',
         disable_tqdm=True,
     )
     if srv is not None:
@@ -223,8 +223,9 @@ def train(tmp_path, srv=None, steps=2, peft_config=None, **kw):
     cb, sync = Batches(), types.SimpleNamespace(calls=[])  # sync.calls: (time, the trainer's digest) of every sync
     with cpu_weight_transfer(timeout_s=60) if srv is not None else contextlib.nullcontext():
         cfg = TBTConfig(**{**base, **kw})
-        t = TBTTrainer(model, cfg, TASKS, processing_class=TOK, grader=ParityGrader(), callbacks=[cb],
-                       peft_config=peft_config)
+        t = TBTTrainer(
+            model, cfg, TASKS, processing_class=TOK, grader=ParityGrader(), callbacks=[cb], peft_config=peft_config
+        )
         if srv is not None:  # TRL's VLLMGeneration; its sync_weights recorded as it starts
             real = t.vllm_generation.sync_weights
 
@@ -241,58 +242,58 @@ def train(tmp_path, srv=None, steps=2, peft_config=None, **kw):
 
 @pytest.fixture
 def stand_in():
-    with VLLMStandIn(HFPolicy(tiny_qwen3(TOK), TOK), model_name="tiny") as srv:
+    with VLLMStandIn(HFPolicy(tiny_qwen3(TOK), TOK), model_name='tiny') as srv:
         yield srv
 
 
 def test_each_step_samples_with_the_weights_just_updated(tmp_path, stand_in):
     t, _, sync = train(tmp_path, stand_in)
     assert (
-        not any(r["skipped"] for r in t.step_log) and max(r["rounds"][-1] for r in t.step_log) >= 1
+        not any(r['skipped'] for r in t.step_log) and max(r['rounds'][-1] for r in t.step_log) >= 1
     )  # steps trained; refills ran
     # one sync per step, before its first round, on the trainer's weights of that moment; no second sync for refill
     # rounds, and TRL's own sync of the step a no-op
-    assert [s["step"] for s in t.sync_log] == [0, 1] and [w["version"] for w in stand_in.weight_loads] == [1, 2]
+    assert [s['step'] for s in t.sync_log] == [0, 1] and [w['version'] for w in stand_in.weight_loads] == [1, 2]
     (t0, d0), (t1, d1) = sync.calls
     assert d0 != d1  # the first step changed the weights
     for c in stand_in.completions:  # every sample, refill rounds included, used the weights of the latest sync
-        assert c["digest"] == (d1 if c["t"] > t1 else d0) and c["t"] > t0
-    assert {c["weights_version"] for c in stand_in.completions} == {1, 2}
+        assert c['digest'] == (d1 if c['t'] > t1 else d0) and c['t'] > t0
+    assert {c['weights_version'] for c in stand_in.completions} == {1, 2}
     # after each sync the server scored the probe with exactly the trainer's weights
-    assert [s["step"] for s in t.sync_log] == [0, 1] and max(s["weight_gap"] for s in t.sync_log) < 1e-5, t.sync_log
-    gaps = [h["tbt/logprob_gap/mean"] for h in t.state.log_history if "loss" in h]
+    assert [s['step'] for s in t.sync_log] == [0, 1] and max(s['weight_gap'] for s in t.sync_log) < 1e-5, t.sync_log
+    gaps = [h['tbt/logprob_gap/mean'] for h in t.state.log_history if 'loss' in h]
     assert len(gaps) == 2 and max(gaps) < 1e-4, gaps  # the gap is logged every step
     assert all(
-        "sampling/importance_sampling_ratio/mean" in h for h in t.state.log_history if "loss" in h
+        'sampling/importance_sampling_ratio/mean' in h for h in t.state.log_history if 'loss' in h
     )  # TRL's correction ran
 
 
 @pytest.mark.slow
 def test_use_vllm_trains_like_the_transformers_sampler(tmp_path, stand_in):
-    t_hf, ids_hf, _ = train(tmp_path / "hf")
-    t_srv, ids_srv, _ = train(tmp_path / "srv", stand_in)
+    t_hf, ids_hf, _ = train(tmp_path / 'hf')
+    t_srv, ids_srv, _ = train(tmp_path / 'srv', stand_in)
     # the same episodes: tasks, repetitions (seeds), rewards, and every trained token id, step by step
-    assert [r["groups"] for r in t_srv.step_log] == [r["groups"] for r in t_hf.step_log]
+    assert [r['groups'] for r in t_srv.step_log] == [r['groups'] for r in t_hf.step_log]
     assert ids_srv == ids_hf
-    gaps = [h["tbt/logprob_gap/mean"] for h in t_hf.state.log_history if "loss" in h]
+    gaps = [h['tbt/logprob_gap/mean'] for h in t_hf.state.log_history if 'loss' in h]
     assert len(gaps) == 2 and max(gaps) < 1e-4, gaps
 
 
 @pytest.mark.parametrize(
-    "top_k", [0, 5]
+    'top_k', [0, 5]
 )  # caught by the gap itself, and (top-k: a gap is expected) by the certainty it claims
 def test_a_sampler_recording_zero_logprobs_stops_training(tmp_path, stand_in, monkeypatch, top_k):
     real = stand_in.complete
 
     def zeroed(body):
         out = real(body)
-        for c in out["choices"]:
-            if c["logprobs"]:  # not the weight check's probe, which asks for prompt_logprobs only
-                c["logprobs"]["token_logprobs"] = [0.0] * len(c["token_ids"])
+        for c in out['choices']:
+            if c['logprobs']:  # not the weight check's probe, which asks for prompt_logprobs only
+                c['logprobs']['token_logprobs'] = [0.0] * len(c['token_ids'])
         return out
 
-    monkeypatch.setattr(stand_in, "complete", zeroed)
-    with pytest.raises(RuntimeError, match="the sampler is not the model being trained"):
+    monkeypatch.setattr(stand_in, 'complete', zeroed)
+    with pytest.raises(RuntimeError, match='the sampler is not the model being trained'):
         train(tmp_path, stand_in, steps=1, top_k=top_k)
 
 
@@ -300,40 +301,40 @@ def test_a_server_without_processed_logprobs_is_refused(tmp_path, stand_in, monk
     real = stand_in.handle
     monkeypatch.setattr(
         stand_in,
-        "handle",
+        'handle',
         lambda m, p, b: (
-            (200, {"vllm_config": {"model_config": {"logprobs_mode": "raw_logprobs"}}})
-            if p == "/server_info"
+            (200, {'vllm_config': {'model_config': {'logprobs_mode': 'raw_logprobs'}}})
+            if p == '/server_info'
             else real(m, p, b)
         ),
     )
-    with pytest.raises(ValueError, match="restart it with --logprobs-mode processed_logprobs"):
+    with pytest.raises(ValueError, match='restart it with --logprobs-mode processed_logprobs'):
         train(tmp_path, stand_in, steps=1)
 
 
 def test_colocate_and_uncorrected_truncated_sampling_are_refused(tmp_path):
-    base = dict(output_dir=str(tmp_path), groups_per_step=2, group_size=4, use_cpu=True, bf16=False, report_to="none")
-    with pytest.raises(ValueError, match="colocate mode"):
-        TBTConfig(use_vllm=True, vllm_mode="colocate", **base)
-    with pytest.raises(ValueError, match="to vLLM rollouts only"):
+    base = dict(output_dir=str(tmp_path), groups_per_step=2, group_size=4, use_cpu=True, bf16=False, report_to='none')
+    with pytest.raises(ValueError, match='colocate mode'):
+        TBTConfig(use_vllm=True, vllm_mode='colocate', **base)
+    with pytest.raises(ValueError, match='to vLLM rollouts only'):
         TBTConfig(top_k=20, **base)
-    with pytest.raises(ValueError, match="to vLLM rollouts only"):
+    with pytest.raises(ValueError, match='to vLLM rollouts only'):
         TBTConfig(use_vllm=True, top_p=0.95, vllm_importance_sampling_correction=False, **base)
     c = TBTConfig(use_vllm=True, top_p=0.95, top_k=20, **base)
     assert (c.vllm_mode, c.vllm_importance_sampling_mode, c.vllm_importance_sampling_clip_max) == (
-        "server",
-        "token_truncate",
+        'server',
+        'token_truncate',
         3.0,
     )
 
 
 def test_top_k_sampling_trains_with_the_importance_sampling_correction(tmp_path, stand_in):
     t, _, _ = train(tmp_path, stand_in, steps=1, top_k=5)
-    h = [h for h in t.state.log_history if "loss" in h][0]
+    h = [h for h in t.state.log_history if 'loss' in h][0]
     # the sampler's logprobs are those of the top-5 distribution: each kept token is likelier there than under the whole
     # one TRL scores, so the gap is real and every importance ratio (trainer's over sampler's probability) is at most 1
-    assert h["tbt/logprob_gap/mean"] > 0.01 and h["sampling/importance_sampling_ratio/max"] <= 1 + 1e-5
-    assert h["sampling/importance_sampling_ratio/min"] < 0.99
+    assert h['tbt/logprob_gap/mean'] > 0.01 and h['sampling/importance_sampling_ratio/max'] <= 1 + 1e-5
+    assert h['sampling/importance_sampling_ratio/min'] < 0.99
 
 
 def test_truncated_sampling_without_recorded_logprobs_stops(tmp_path, stand_in, monkeypatch):
@@ -341,13 +342,13 @@ def test_truncated_sampling_without_recorded_logprobs_stops(tmp_path, stand_in, 
 
     def unknown(body):
         out = real(body)
-        for c in out["choices"]:
-            if c["logprobs"]:  # not the weight check's probe, which asks for prompt_logprobs only
-                c["logprobs"]["token_logprobs"] = [None] * len(c["token_ids"])
+        for c in out['choices']:
+            if c['logprobs']:  # not the weight check's probe, which asks for prompt_logprobs only
+                c['logprobs']['token_logprobs'] = [None] * len(c['token_ids'])
         return out
 
-    monkeypatch.setattr(stand_in, "complete", unknown)
-    with pytest.raises(RuntimeError, match="have no recorded logprob"):
+    monkeypatch.setattr(stand_in, 'complete', unknown)
+    with pytest.raises(RuntimeError, match='have no recorded logprob'):
         train(tmp_path, stand_in, steps=1, top_k=5)
 
 
@@ -355,13 +356,13 @@ def test_a_server_that_misses_weight_syncs_stops_the_run_at_the_tiny_recipes_lr(
     """A server that answers every weight update but keeps its old weights: the probe scored after the sync of step 1
     differs from the trained model's (0.035 nats measured, tolerance 1e-3), and the run stops there; the sampled
     tokens' logprob gap alone (0.5 nats) lets such a run train."""
-    with VLLMStandIn(HFPolicy(tiny_qwen3(TOK), TOK), model_name="tiny", ignore_weight_updates=True) as srv:
-        t, _, _ = train(tmp_path / "unchecked", srv, steps=2, learning_rate=2e-4, weight_check_tolerance=None)
-        gaps = [h["tbt/logprob_gap/mean"] for h in t.state.log_history if "loss" in h]
+    with VLLMStandIn(HFPolicy(tiny_qwen3(TOK), TOK), model_name='tiny', ignore_weight_updates=True) as srv:
+        t, _, _ = train(tmp_path / 'unchecked', srv, steps=2, learning_rate=2e-4, weight_check_tolerance=None)
+        gaps = [h['tbt/logprob_gap/mean'] for h in t.state.log_history if 'loss' in h]
         assert len(gaps) == 2 and max(gaps) < 0.1, gaps  # both steps trained on stale samples
-        with pytest.raises(RuntimeError, match=r"sync of step 1: .* not serving the weights just sent"):
-            train(tmp_path / "checked", srv, steps=2, learning_rate=2e-4)
-        assert srv.weight_loads and not any(w["applied"] for w in srv.weight_loads)
+        with pytest.raises(RuntimeError, match=r'sync of step 1: .* not serving the weights just sent'):
+            train(tmp_path / 'checked', srv, steps=2, learning_rate=2e-4)
+        assert srv.weight_loads and not any(w['applied'] for w in srv.weight_loads)
 
 
 def test_lora_syncs_the_merged_weights_into_the_server(tmp_path, stand_in):
@@ -369,10 +370,10 @@ def test_lora_syncs_the_merged_weights_into_the_server(tmp_path, stand_in):
     merged weights (the weight check, tolerance 1e-3, passes after each step's sync) and samples with them."""
     from peft import LoraConfig
 
-    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], lora_dropout=0.0, task_type="CAUSAL_LM")
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules=['q_proj', 'v_proj'], lora_dropout=0.0, task_type='CAUSAL_LM')
     t, _, _ = train(tmp_path, stand_in, peft_config=lora, learning_rate=5e-2)
-    assert not any(r["skipped"] for r in t.step_log) and [s["step"] for s in t.sync_log] == [0, 1]
-    assert max(s["weight_gap"] for s in t.sync_log) < 1e-5 and t.sync_log[1]["weights_moved"] > 1e-3, t.sync_log
+    assert not any(r['skipped'] for r in t.step_log) and [s['step'] for s in t.sync_log] == [0, 1]
+    assert max(s['weight_gap'] for s in t.sync_log) < 1e-5 and t.sync_log[1]['weights_moved'] > 1e-3, t.sync_log
     merged = copy.deepcopy(t.model).merge_and_unload()
     assert stand_in.digest != weights_digest(merged)  # step 1 trained after the last sync
-    assert stand_in.weight_loads[-1]["tensors"] == len(list(merged.parameters()))
+    assert stand_in.weight_loads[-1]['tensors'] == len(list(merged.parameters()))

@@ -26,36 +26,57 @@ __all__ = ['ToolError', 'AgentInputError', 'is_infrastructure_error', 'shown', '
 class ToolError(Exception):
     "A request the domain refuses; its message is shown to the agent as the tool result."
 
+
 class AgentInputError(ToolError):
     "Domain code raised on the agent's arguments: a failed call the agent sees, marked with the exception's type."
-    def __init__(self, tool:str, exc:BaseException):
+
+    def __init__(self, tool: str, exc: BaseException):
         self.tool, self.exception = tool, type(exc).__name__
         first = (str(exc).strip().splitlines() or [''])[0][:200]
-        super().__init__(f'{tool} failed on these arguments ({self.exception}' + (f': {first}' if first else '')
-                         + '); check them and try again')
+        super().__init__(
+            f'{tool} failed on these arguments ({self.exception}'
+            + (f': {first}' if first else '')
+            + '); check them and try again'
+        )
 
-_INFRASTRUCTURE = (OSError, MemoryError, sqlite3.OperationalError, sqlite3.InterfaceError, sqlite3.InternalError,
-                   sqlite3.ProgrammingError)
 
-def is_infrastructure_error(e:BaseException) -> bool:
+_INFRASTRUCTURE = (
+    OSError,
+    MemoryError,
+    sqlite3.OperationalError,
+    sqlite3.InterfaceError,
+    sqlite3.InternalError,
+    sqlite3.ProgrammingError,
+)
+
+
+def is_infrastructure_error(e: BaseException) -> bool:
     "A failure of the machinery under a tool (I/O, the database engine, memory), not of domain code on its arguments."
-    return (isinstance(e, _INFRASTRUCTURE) or isinstance(getattr(e, 'orig', None), _INFRASTRUCTURE)
-            or isinstance(e, (sa_exc.InterfaceError, sa_exc.ResourceClosedError, sa_exc.DisconnectionError)))
+    return (
+        isinstance(e, _INFRASTRUCTURE)
+        or isinstance(getattr(e, 'orig', None), _INFRASTRUCTURE)
+        or isinstance(e, (sa_exc.InterfaceError, sa_exc.ResourceClosedError, sa_exc.DisconnectionError))
+    )
 
-def shown(value, limit:int=80) -> str:
+
+def shown(value, limit: int = 80) -> str:
     "`repr(value)` for a message, cut to `limit` characters: an agent's 1 MB argument is not echoed back whole."
     r = repr(value)
-    return r if len(r) <= limit else f'{r[:limit - 20]}... ({len(r):,} characters)'
+    return r if len(r) <= limit else f'{r[: limit - 20]}... ({len(r):,} characters)'
+
 
 @dataclass
 class Ctx:
     "What a tool may touch: its episode's database session and the scenario clock (never the task or grader)."
+
     session: Session
     now: datetime
-    customer: str|None = None  # whom the episode serves (its task's `customer`); None: no customer scope (staff, tests)
-    conn: sqlite3.Connection|None = None  # the session's own SQLite connection, for `sql` and `write`
+    customer: str | None = (
+        None  # whom the episode serves (its task's `customer`); None: no customer scope (staff, tests)
+    )
+    conn: sqlite3.Connection | None = None  # the session's own SQLite connection, for `sql` and `write`
 
-    def sql(self, query:str, *params) -> list[dict]:
+    def sql(self, query: str, *params) -> list[dict]:
         """The rows of a read-only query as dicts, run as driver SQL on the session's own connection (same
         transaction; changes the session holds are flushed first, as an ORM query would). A row costs a few
         microseconds here against ~0.3 ms through an ORM query."""
@@ -64,7 +85,7 @@ class Ctx:
         cols = [d[0] for d in cur.description]
         return [dict(zip(cols, r)) for r in cur.fetchall()]
 
-    def write(self, query:str, *params) -> int:
+    def write(self, query: str, *params) -> int:
         """Run one INSERT, UPDATE or DELETE as driver SQL in the call's transaction (committed with the call, or rolled
         back when it raises); the new row's id (`lastrowid`)."""
         self.session.flush()
@@ -75,58 +96,73 @@ class Ctx:
         "The scenario clock as SQLAlchemy stores a `DateTime` in SQLite: its wall time as text, without the zone."
         return self.now.strftime('%Y-%m-%d %H:%M:%S.%f')
 
-    def get(self, model, key, what:str=None):
+    def get(self, model, key, what: str = None):
         "The row of `model` with primary key `key`, or a `ToolError` naming what was not found."
         row = self.session.get(model, key)
-        if row is None: raise ToolError(f"{what or model.__tablename__} {shown(key)} not found")
+        if row is None:
+            raise ToolError(f'{what or model.__tablename__} {shown(key)} not found')
         return row
 
 # %% ../nbs/02_backend.ipynb #c005
 def _tool_params(fn) -> list[inspect.Parameter]:
     ps = list(inspect.signature(fn).parameters.values())
-    if not ps or ps[0].name != 'ctx': raise TypeError(f'tool {fn.__name__}: the first parameter must be `ctx`')
+    if not ps or ps[0].name != 'ctx':
+        raise TypeError(f'tool {fn.__name__}: the first parameter must be `ctx`')
     return ps[1:]
+
 
 def tool_argument_model(fn) -> type[BaseModel]:
     "A pydantic model of `fn`'s arguments (all but `ctx`), for validation and the JSON schema."
     hints = typing.get_type_hints(fn, include_extras=True)
-    fields = {p.name: (hints.get(p.name, Any), ... if p.default is inspect.Parameter.empty else p.default)
-              for p in _tool_params(fn)}
+    fields = {
+        p.name: (hints.get(p.name, Any), ... if p.default is inspect.Parameter.empty else p.default)
+        for p in _tool_params(fn)
+    }
     return create_model(f'{fn.__name__}_arguments', __config__={'extra': 'forbid'}, **fields)
 
 # %% ../nbs/02_backend.ipynb #c006
 class Domain:
     "One business backend: tables, seed, policy text, tools, unstable columns, task families and an expert."
-    def __init__(self,
-                 name:str,                     # registry name; tasks refer to it
-                 base:type,                    # the SQLModel base carrying this domain's own registry/metadata
-                 seed:Callable[[], dict],      # -> {table: [row dicts]}: the data every task starts from
-                 policy:str,                   # the policy text the agent is given in its system prompt
-                 unstable:dict=None,           # {table: {columns}} left out of every comparison
-                 clock:datetime=datetime(2026, 10, 1, 9, 0, tzinfo=timezone.utc), # the scenario's fixed "now" (UTC)
-                 customer_tables:tuple=(),     # tables whose row ids a task's `customer` may name; () = no customers
-                 register:bool=True):          # add to the task registry
+
+    def __init__(
+        self,
+        name: str,  # registry name; tasks refer to it
+        base: type,  # the SQLModel base carrying this domain's own registry/metadata
+        seed: Callable[[], dict],  # -> {table: [row dicts]}: the data every task starts from
+        policy: str,  # the policy text the agent is given in its system prompt
+        unstable: dict = None,  # {table: {columns}} left out of every comparison
+        clock: datetime = datetime(2026, 10, 1, 9, 0, tzinfo=timezone.utc),  # the scenario's fixed "now" (UTC)
+        customer_tables: tuple = (),  # tables whose row ids a task's `customer` may name; () = no customers
+        register: bool = True,
+    ):  # add to the task registry
         self.name, self.base, self.seed, self.policy, self.clock = name, base, seed, policy, clock
         self.customer_tables = tuple(customer_tables)
         self.unstable = {t: set(cs) for t, cs in (unstable or {}).items()}
         self.tools: dict[str, Callable] = {}
-        self.families: dict = {}          # name -> Family (task generator), filled by the domain module
-        self.expert: Callable|None = None # the scripted expert policy, filled by the domain module
-        self.cross_customer_moves: Callable|None = None  # (task) -> [(calls on another customer's records, phrase)]
+        self.families: dict = {}  # name -> Family (task generator), filled by the domain module
+        self.expert: Callable | None = None  # the scripted expert policy, filled by the domain module
+        self.cross_customer_moves: Callable | None = None  # (task) -> [(calls on another customer's records, phrase)]
         self._arg_models: dict = {}
         self._templates: dict = {}
         self._lock = threading.Lock()
         unknown = set(self.unstable) - set(self.tables)
-        if unknown: raise ValueError(f'domain {name}: unstable columns declared for unknown tables {sorted(unknown)}')
+        if unknown:
+            raise ValueError(f'domain {name}: unstable columns declared for unknown tables {sorted(unknown)}')
         if set(self.customer_tables) - set(self.tables):
-            raise ValueError(f'domain {name}: customer tables '
-                             f'{sorted(set(self.customer_tables) - set(self.tables))} are not tables')
-        if register: register_domain(self)
+            raise ValueError(
+                f'domain {name}: customer tables {sorted(set(self.customer_tables) - set(self.tables))} are not tables'
+            )
+        if register:
+            register_domain(self)
 
     @property
-    def metadata(self): return self.base.metadata
+    def metadata(self):
+        return self.base.metadata
+
     @cached_property
-    def tables(self) -> dict: return {t.name: t for t in self.metadata.sorted_tables}  # parents before children
+    def tables(self) -> dict:
+        return {t.name: t for t in self.metadata.sorted_tables}  # parents before children
+
     @cached_property
     def models(self) -> dict:
         "table name -> SQLModel class"
@@ -139,104 +175,149 @@ class Domain:
         return fn
 
     def __repr__(self):
-        return (f'Domain({self.name!r}: {len(self.tables)} tables, {len(self.tools)} tools, '
-                f'{len(self.families)} families)')
+        return (
+            f'Domain({self.name!r}: {len(self.tables)} tables, {len(self.tools)} tools, {len(self.families)} families)'
+        )
 
 # %% ../nbs/02_backend.ipynb #c008
-def _schema_of(model:type[BaseModel]) -> dict:
+def _schema_of(model: type[BaseModel]) -> dict:
     s = model.model_json_schema()
-    s.pop('title', None); s.pop('additionalProperties', None)
-    for p in s.get('properties', {}).values(): p.pop('title', None)
-    s.setdefault('properties', {}); s.setdefault('required', [])
+    s.pop('title', None)
+    s.pop('additionalProperties', None)
+    for p in s.get('properties', {}).values():
+        p.pop('title', None)
+    s.setdefault('properties', {})
+    s.setdefault('required', [])
     return s
 
+
 @typing.no_type_check
-def _tool_specs(self:Domain, names=None) -> list[dict]:
+def _tool_specs(self: Domain, names=None) -> list[dict]:
     "OpenAI-style tool specs for the tools `names` (default: all), in registration order."
     out = []
     for n, fn in self.tools.items():
-        if names is not None and n not in names: continue
-        out.append({'type': 'function', 'function': {'name': n, 'description': inspect.cleandoc(fn.__doc__ or ''),
-                                                      'parameters': _schema_of(self._arg_models[n])}})
+        if names is not None and n not in names:
+            continue
+        out.append(
+            {
+                'type': 'function',
+                'function': {
+                    'name': n,
+                    'description': inspect.cleandoc(fn.__doc__ or ''),
+                    'parameters': _schema_of(self._arg_models[n]),
+                },
+            }
+        )
     return out
+
+
 Domain.tool_specs = _tool_specs
 
-def _check_call(self:Domain, name:str, arguments:dict) -> list[tuple]:
+
+def _check_call(self: Domain, name: str, arguments: dict) -> list[tuple]:
     "Problems of one tool call as (field, message): unknown tool, bad or missing arguments."
-    if name not in self.tools: return [('name', f'unknown tool {name!r} in domain {self.name}')]
-    try: self._arg_models[name].model_validate(arguments)
+    if name not in self.tools:
+        return [('name', f'unknown tool {name!r} in domain {self.name}')]
+    try:
+        self._arg_models[name].model_validate(arguments)
     except ValidationError as e:
-        return [('arguments.' + '.'.join(str(x) for x in err['loc']), f"{name}: {err['msg']}") for err in e.errors()]
+        return [('arguments.' + '.'.join(str(x) for x in err['loc']), f'{name}: {err["msg"]}') for err in e.errors()]
     return []
+
+
 Domain.check_call = _check_call
 
 # %% ../nbs/02_backend.ipynb #c010
-def lone_surrogate(s:str) -> int|None:
+def lone_surrogate(s: str) -> int | None:
     "The position of the first character UTF-8 cannot encode (a lone surrogate such as '\\ud800'), or None."
-    try: s.encode('utf-8'); return None
-    except UnicodeEncodeError as e: return e.start
+    try:
+        s.encode('utf-8')
+        return None
+    except UnicodeEncodeError as e:
+        return e.start
+
 
 def _coerce(col, value):
     "Value for column `col`, or raise ValueError naming what is wrong."
     if value is None:
-        if not col.nullable: raise ValueError('may not be null')
+        if not col.nullable:
+            raise ValueError('may not be null')
         return None
     # sqlmodel wraps datetimes in a TypeDecorator
     typ = col.type.impl if isinstance(col.type, TypeDecorator) else col.type
-    try: pt = typ.python_type
-    except NotImplementedError: return value
+    try:
+        pt = typ.python_type
+    except NotImplementedError:
+        return value
     if pt is bool:
-        if not isinstance(value, bool): raise ValueError(f'expected a boolean, got {value!r}')
+        if not isinstance(value, bool):
+            raise ValueError(f'expected a boolean, got {value!r}')
     elif pt is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f'expected an integer (money is integer cents), got {value!r}')
-        if not -2**63 <= value < 2**63:
+        if not -(2**63) <= value < 2**63:
             raise ValueError(f'integer out of range (SQLite stores 64-bit integers): {str(value)[:30]}...')
     elif pt is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValueError(f'expected a number, got {value!r}')
         value = float(value)
     elif pt is str:
-        if not isinstance(value, str): raise ValueError(f'expected a string, got {value!r}')
+        if not isinstance(value, str):
+            raise ValueError(f'expected a string, got {value!r}')
         if (p := lone_surrogate(value)) is not None:
             raise ValueError(f'not valid Unicode: a lone surrogate at position {p}')
     elif pt in (datetime, date):
         if isinstance(value, str):
-            try: value = pt.fromisoformat(value)
-            except ValueError: raise ValueError(f'expected an ISO {pt.__name__}, got {value!r}') from None
-        elif not isinstance(value, pt): raise ValueError(f'expected an ISO {pt.__name__}, got {value!r}')
-        if pt is datetime and value.tzinfo is None: value = value.replace(tzinfo=timezone.utc)  # naive times are UTC
+            try:
+                value = pt.fromisoformat(value)
+            except ValueError:
+                raise ValueError(f'expected an ISO {pt.__name__}, got {value!r}') from None
+        elif not isinstance(value, pt):
+            raise ValueError(f'expected an ISO {pt.__name__}, got {value!r}')
+        if pt is datetime and value.tzinfo is None:
+            value = value.replace(tzinfo=timezone.utc)  # naive times are UTC
     return value
 
-def _pk(table, row) -> tuple: return tuple(row.get(c.name) for c in table.primary_key.columns)
 
-def _check_row(self:Domain, table:str, row:dict, new:bool|None=None) -> list[tuple]:
+def _pk(table, row) -> tuple:
+    return tuple(row.get(c.name) for c in table.primary_key.columns)
+
+
+def _check_row(self: Domain, table: str, row: dict, new: bool | None = None) -> list[tuple]:
     "Problems of an `init` row as (column, message)."
     if table not in self.tables:
         return [(None, f'unknown table {table!r} in domain {self.name} (tables: {sorted(self.tables)})')]
     t, out = self.tables[table], []
     for k in row:
-        if k not in t.c: out.append((k, f'unknown column of {table}'))
+        if k not in t.c:
+            out.append((k, f'unknown column of {table}'))
     for c in t.columns:
         if c.name in row:
-            try: _coerce(c, row[c.name])
-            except ValueError as e: out.append((c.name, str(e)))
+            try:
+                _coerce(c, row[c.name])
+            except ValueError as e:
+                out.append((c.name, str(e)))
     if any(v is None for v in _pk(t, row)):
         out.append((None, f'{table} row needs its primary key {[c.name for c in t.primary_key.columns]}'))
     return out
+
+
 Domain.check_row = _check_row
 
-def _check_init(self:Domain, init:dict, customer:str|None=None) -> list[tuple]:
+
+def _check_init(self: Domain, init: dict, customer: str | None = None) -> list[tuple]:
     """Problems the rows of `init`, patched over the seed, would cause in the database, as (field, message): a required
     column left empty, a reference to a row that exists neither in the seed nor in `init`; and a `customer` that is
     no row of the domain's customer tables."""
     seed = self.__dict__.get('_seed_keys')
     if seed is None:  # the seed's rows by key, once per domain (read only)
-        seed = self._seed_keys = {t: {_pk(self.tables[t], r): r for r in rs}
-                                  for t, rs in self.seed().items() if t in self.tables}
+        seed = self._seed_keys = {
+            t: {_pk(self.tables[t], r): r for r in rs} for t, rs in self.seed().items() if t in self.tables
+        }
     rows, made = {}, {}  # the init rows patched over their seed rows; (table, key) -> field of the init row
     for t, patch in init.items():
-        if t not in self.tables: continue  # check_row names it
+        if t not in self.tables:
+            continue  # check_row names it
         for i, r in enumerate(patch):
             k = _pk(self.tables[t], r)
             rows.setdefault(t, {}).setdefault(k, dict(seed.get(t, {}).get(k, {}))).update(r)
@@ -254,48 +335,69 @@ def _check_init(self:Domain, init:dict, customer:str|None=None) -> list[tuple]:
             for fk in c.foreign_keys:
                 p = fk.column.table.name
                 if not exists(p, (v,)):
-                    out.append((f'{where}.{c.name}', f"no {p} {v!r} in the seed or the task's init "
-                                                     f"({t}.{c.name} refers to {p}.{fk.column.name})"))
+                    out.append(
+                        (
+                            f'{where}.{c.name}',
+                            f"no {p} {v!r} in the seed or the task's init "
+                            f'({t}.{c.name} refers to {p}.{fk.column.name})',
+                        )
+                    )
     if self.customer_tables and customer is None:
-        out.append(('customer', f"domain {self.name} serves one customer per task: give `customer`, the id of a row of "
-                                + ' or '.join(self.customer_tables)))
+        out.append(
+            (
+                'customer',
+                f'domain {self.name} serves one customer per task: give `customer`, the id of a row of '
+                + ' or '.join(self.customer_tables),
+            )
+        )
     elif customer is not None and not self.customer_tables:
         out.append(('customer', f'domain {self.name} has no customers: leave `customer` out'))
     elif customer is not None and not any(exists(t, (customer,)) for t in self.customer_tables):
         out.append(('customer', f"no {' or '.join(self.customer_tables)} {customer!r} in the seed or the task's init"))
     return out
+
+
 Domain.check_init = _check_init
 
 # %% ../nbs/02_backend.ipynb #c011
-def _initial_rows(dom:Domain, task:Task|None) -> dict:
+def _initial_rows(dom: Domain, task: Task | None) -> dict:
     "Seed rows with the task's `init` patched over them, coerced to column types."
     rows = {t: [dict(r) for r in rs] for t, rs in dom.seed().items()}
     for t, patch in (task.init if task else {}).items():
         tab = dom.tables[t]
         index = {_pk(tab, r): r for r in rows.setdefault(t, [])}
         for r in patch:
-            if _pk(tab, r) in index: index[_pk(tab, r)].update(r)
-            else: rows[t].append(dict(r)); index[_pk(tab, r)] = rows[t][-1]
+            if _pk(tab, r) in index:
+                index[_pk(tab, r)].update(r)
+            else:
+                rows[t].append(dict(r))
+                index[_pk(tab, r)] = rows[t][-1]
     out = {}
     for t, rs in rows.items():
-        if t not in dom.tables: raise ValueError(f'domain {dom.name}: seed has unknown table {t!r}')
+        if t not in dom.tables:
+            raise ValueError(f'domain {dom.name}: seed has unknown table {t!r}')
         tab = dom.tables[t]
         for r in rs:
             for c in tab.columns:
                 # one executemany needs every key
-                if c.name not in r and c.default is not None and c.default.is_scalar: r[c.name] = c.default.arg
-                elif c.name not in r and c.nullable and not c.primary_key: r[c.name] = None
+                if c.name not in r and c.default is not None and c.default.is_scalar:
+                    r[c.name] = c.default.arg
+                elif c.name not in r and c.nullable and not c.primary_key:
+                    r[c.name] = None
                 if c.name in r:
-                    try: r[c.name] = _coerce(c, r[c.name])
+                    try:
+                        r[c.name] = _coerce(c, r[c.name])
                     except ValueError as e:
                         raise ValueError(f'domain {dom.name}, table {t}, row {_pk(tab, r)}: {c.name} {e}') from None
         out[t] = rs
     return out
 
+
 def _engine_on(conn):
     return create_engine('sqlite://', creator=lambda: conn, poolclass=StaticPool)
 
-def build_template(dom:Domain, task:Task|None=None) -> sqlite3.Connection:
+
+def build_template(dom: Domain, task: Task | None = None) -> sqlite3.Connection:
     "An in-memory SQLite database holding the domain's tables, seed and the task's `init`."
     conn = sqlite3.connect(':memory:', check_same_thread=False)
     conn.execute('PRAGMA foreign_keys=ON')
@@ -304,7 +406,8 @@ def build_template(dom:Domain, task:Task|None=None) -> sqlite3.Connection:
     rows = _initial_rows(dom, task)
     with eng.begin() as c:
         for name, tab in dom.tables.items():  # parents first, so foreign keys hold
-            if rows.get(name): c.execute(tab.insert(), rows[name])
+            if rows.get(name):
+                c.execute(tab.insert(), rows[name])
     # no eng.dispose(): it would close the StaticPool connection, which is the template itself
     return conn
 
@@ -315,79 +418,105 @@ class _SharedEngine:
     SQLAlchemy caches compiled SQL per engine (dialect): an engine per episode would recompile every statement of
     every tool in every episode (measured on travel: ~3x the CPU of a tool call). The engine's pool creates no
     connections of its own; `connect(raw)` wraps the episode's private connection."""
+
     def __init__(self):
         self._next, self._lock = [], threading.Lock()
         self.engine = create_engine('sqlite://', creator=lambda: self._next.pop(), poolclass=NullPool)
-    def connect(self, raw:sqlite3.Connection):
+
+    def connect(self, raw: sqlite3.Connection):
         with self._lock:
             self._next.append(raw)
             return self.engine.connect()
 
-def _unencodable(value) -> tuple|None:
+
+def _unencodable(value) -> tuple | None:
     "(where, position) of the first string in a JSON-like value that UTF-8 cannot encode, or None (no recursion)."
     stack = [((), value)]
     while stack:
         loc, v = stack.pop()
         if isinstance(v, str):
-            if (p := lone_surrogate(v)) is not None: return loc, p
+            if (p := lone_surrogate(v)) is not None:
+                return loc, p
         elif isinstance(v, dict):
             stack += [(loc + (k,), x) for k, x in v.items()] + [(loc, k) for k in v if isinstance(k, str)]
-        elif isinstance(v, (list, tuple)): stack += [(loc + (i,), x) for i, x in enumerate(v)]
+        elif isinstance(v, (list, tuple)):
+            stack += [(loc + (i,), x) for i, x in enumerate(v)]
     return None
+
 
 class EpisodeDB:
     "One episode's private database: a copy of its task's template."
-    def __init__(self, dom:Domain, conn:sqlite3.Connection, task_uid:str|None=None,
-                 customer:str|None=None): # whom the episode serves: tools refuse other customers' records
+
+    def __init__(
+        self, dom: Domain, conn: sqlite3.Connection, task_uid: str | None = None, customer: str | None = None
+    ):  # whom the episode serves: tools refuse other customers' records
         self.dom, self.conn, self.task_uid, self.customer = dom, conn, task_uid, customer
         shared = dom.__dict__.get('_shared_engine')
-        if shared is None: shared = dom._shared_engine = _SharedEngine()
+        if shared is None:
+            shared = dom._shared_engine = _SharedEngine()
         self.connection = shared.connect(conn)
         self.session = Session(bind=self.connection, expire_on_commit=False)
         self.ctx = Ctx(self.session, dom.clock, customer, conn)
 
-    def run_tool(self, name:str, arguments:dict):
+    def run_tool(self, name: str, arguments: dict):
         """Call tool `name` with validated `arguments` in one transaction; `ToolError` for refused requests, and
         `AgentInputError` (a `ToolError`) when domain code raises on the arguments."""
-        if name not in self.dom.tools: raise ToolError(f'unknown tool {name!r}')
+        if name not in self.dom.tools:
+            raise ToolError(f'unknown tool {name!r}')
         if not isinstance(arguments, dict):
             raise ToolError(f'invalid arguments for {name}: expected an object, got {type(arguments).__name__}')
         if bad := _unencodable(arguments):
-            raise ToolError(f"invalid arguments for {name}: {'.'.join(map(str, bad[0])) or 'a key'}: "
-                            f'not valid Unicode (a lone surrogate at position {bad[1]})')
-        try: args = self.dom._arg_models[name].model_validate(arguments)
+            raise ToolError(
+                f'invalid arguments for {name}: {".".join(map(str, bad[0])) or "a key"}: '
+                f'not valid Unicode (a lone surrogate at position {bad[1]})'
+            )
+        try:
+            args = self.dom._arg_models[name].model_validate(arguments)
         except ValidationError as e:
             err = e.errors()[0]
             raise ToolError(f'invalid arguments for {name}: {err["loc"]}: {err["msg"]}') from None
         try:
             out = self.dom.tools[name](self.ctx, **{k: getattr(args, k) for k in args.__class__.model_fields})
             # a call that only read through `ctx.sql` opened no transaction: nothing to commit (~0.07 ms a call)
-            if self.session.in_transaction(): self.session.commit()
-            if self.conn.in_transaction: self.conn.commit()  # what `ctx.write` wrote
+            if self.session.in_transaction():
+                self.session.commit()
+            if self.conn.in_transaction:
+                self.conn.commit()  # what `ctx.write` wrote
             return out
         except ToolError:
-            self._rollback(); raise
+            self._rollback()
+            raise
         except Exception as e:
             self._rollback()
-            if is_infrastructure_error(e): raise
+            if is_infrastructure_error(e):
+                raise
             raise AgentInputError(name, e) from e
         except BaseException:
-            self._rollback(); raise
+            self._rollback()
+            raise
 
     def _rollback(self):
         self.session.rollback()
-        if self.conn.in_transaction: self.conn.rollback()
+        if self.conn.in_transaction:
+            self.conn.rollback()
 
     def snapshot(self) -> dict:
         "Raw state: {table: [row dicts]} of every column, as stored."
         return read_state(self.conn, self.dom)
 
     def close(self):
-        self.session.close(); self.connection.close(); self.conn.close()
-    def __enter__(self): return self
-    def __exit__(self, *a): self.close()
+        self.session.close()
+        self.connection.close()
+        self.conn.close()
 
-def read_state(conn, dom:Domain) -> dict:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()
+
+
+def read_state(conn, dom: Domain) -> dict:
     "Every row of every table of `dom` in `conn`, as dicts."
     out = {}
     for name in dom.tables:
@@ -402,12 +531,15 @@ class _Template:
         self.conn, self.initial, self.lock = conn, initial, threading.Lock()
         self.base = None  # (its rows as fetched, its canonical state), made by `episode_state` when first needed
 
-def data_key(task:Task|None) -> str|None:
+
+def data_key(task: Task | None) -> str | None:
     "What a task's database is made of (its `init`), hashed: the template cache's key."
-    if task is None: return None
+    if task is None:
+        return None
     return hashlib.sha256(json.dumps(task.init, sort_keys=True, default=str).encode()).hexdigest()
 
-def _template(self:Domain, task:Task|None=None) -> _Template:
+
+def _template(self: Domain, task: Task | None = None) -> _Template:
     key = data_key(task)
     t = self._templates.get(key)
     if t is None:
@@ -417,18 +549,25 @@ def _template(self:Domain, task:Task|None=None) -> _Template:
                 conn = build_template(self, task)
                 t = _Template(conn, read_state(conn, self))
                 # what grading compares with, worked out with the template (once a task, as the expected state is)
-                if not hasattr(self, 'canonical'): _base(self, t)
+                if not hasattr(self, 'canonical'):
+                    _base(self, t)
                 self._templates[key] = t
     return t
+
+
 Domain.template = _template
 
-def _provision(self:Domain, task:Task|None=None) -> EpisodeDB:
+
+def _provision(self: Domain, task: Task | None = None) -> EpisodeDB:
     "A fresh private database for one episode of `task`: a backup-API copy of its cached template."
     tpl = self.template(task)
     conn = sqlite3.connect(':memory:', check_same_thread=False)
-    with tpl.lock: tpl.conn.backup(conn)  # one copy at a time from a template; copies are independent
+    with tpl.lock:
+        tpl.conn.backup(conn)  # one copy at a time from a template; copies are independent
     conn.execute('PRAGMA foreign_keys=ON')
     return EpisodeDB(self, conn, task.uid if task else None, task.customer if task else None)
+
+
 Domain.provision = _provision
 
 # %% ../nbs/02_backend.ipynb #c016
@@ -436,18 +575,25 @@ def _fk_map(tab) -> dict:
     "column -> referenced table, for single-column foreign keys."
     return {fk.parent.name: fk.column.table.name for fk in tab.foreign_keys}
 
-def _sortable(v): return (v is None, type(v).__name__, v if v is not None else 0)  # a column holds one type
 
-def canonical_state(dom:Domain, raw:dict, initial:dict,
-                    same:dict=None) -> dict: # {table: canonical rows} of tables known to hold their initial rows
+def _sortable(v):
+    return (v is None, type(v).__name__, v if v is not None else 0)  # a column holds one type
+
+
+def canonical_state(
+    dom: Domain, raw: dict, initial: dict, same: dict = None
+) -> dict:  # {table: canonical rows} of tables known to hold their initial rows
     "Canonical snapshot {table: {key: {column: value}}} of a raw state, relative to the initial raw state."
     # a backend kind with its own canonical form (thinkingbox)
-    if hasattr(dom, 'canonical'): return dom.canonical(raw, initial)
+    if hasattr(dom, 'canonical'):
+        return dom.canonical(raw, initial)
     out, labels = {}, {}  # labels: (table, old key) -> canonical key
     for name, tab in dom.tables.items():
         # a table as it was created no row of its own and references no created row (its initial rows satisfied
         # their foreign keys): its canonical rows are its initial ones
-        if same and name in same: out[name] = same[name]; continue
+        if same and name in same:
+            out[name] = same[name]
+            continue
         pkc = [c.name for c in tab.primary_key.columns]
         keep = [c.name for c in tab.columns if c.name not in dom.unstable.get(name, ())]
         fks = _fk_map(tab)
@@ -456,10 +602,13 @@ def canonical_state(dom:Domain, raw:dict, initial:dict,
         for r in raw.get(name, []):
             r = {c: r[c] for c in keep}
             for c, parent in fks.items():
-                if c in r and (parent, (r[c],)) in labels: r[c] = labels[(parent, (r[c],))][0]
+                if c in r and (parent, (r[c],)) in labels:
+                    r[c] = labels[(parent, (r[c],))][0]
             key = tuple(r.get(c) for c in pkc)
-            if key in init_keys: rows[key if len(key) > 1 else key[0]] = r
-            else: created.append((key, r))
+            if key in init_keys:
+                rows[key if len(key) > 1 else key[0]] = r
+            else:
+                created.append((key, r))
         content = lambda kr: tuple(_sortable(kr[1][c]) for c in keep if c not in pkc)  # noqa: B023 (used at once)
         for i, (key, r) in enumerate(sorted(created, key=content), 1):
             label = f'new#{i}'
@@ -468,54 +617,76 @@ def canonical_state(dom:Domain, raw:dict, initial:dict,
         out[name] = dict(sorted(rows.items(), key=lambda kv: _sortable(kv[0])))
     return out
 
-def _base(dom:Domain, tpl:_Template):
+
+def _base(dom: Domain, tpl: _Template):
     "A template's rows as fetched and its canonical state, for `episode_state`."
-    with tpl.lock: rows = {n: tpl.conn.execute(f'SELECT * FROM "{n}"').fetchall() for n in dom.tables}
+    with tpl.lock:
+        rows = {n: tpl.conn.execute(f'SELECT * FROM "{n}"').fetchall() for n in dom.tables}
     tpl.base = (rows, canonical_state(dom, tpl.initial, tpl.initial))
 
-def episode_state(db:EpisodeDB, task:Task|None=None) -> dict:
+
+def episode_state(db: EpisodeDB, task: Task | None = None) -> dict:
     """`canonical_state` of an episode's database, relative to its task's template: a table whose rows are still
     exactly the template's (most of them, in most episodes) is compared as fetched and its canonical rows come from
     the template, worked out once; only the tables the episode changed are worked out again. The result shares those
     rows with the template's: read only."""
     dom = db.dom
     tpl = dom.template(task)
-    if hasattr(dom, 'canonical'): return canonical_state(dom, db.snapshot(), tpl.initial)
-    if tpl.base is None: _base(dom, tpl)
+    if hasattr(dom, 'canonical'):
+        return canonical_state(dom, db.snapshot(), tpl.initial)
+    if tpl.base is None:
+        _base(dom, tpl)
     rows0, canon0 = tpl.base
     raw, same = {}, {}
     for name in dom.tables:
         cur = db.conn.execute(f'SELECT * FROM "{name}"')
         rows = cur.fetchall()
-        if rows == rows0[name]: raw[name], same[name] = tpl.initial[name], canon0[name]
-        else: raw[name] = [dict(zip([d[0] for d in cur.description], r)) for r in rows]
+        if rows == rows0[name]:
+            raw[name], same[name] = tpl.initial[name], canon0[name]
+        else:
+            raw[name] = [dict(zip([d[0] for d in cur.description], r)) for r in rows]
     return canonical_state(dom, raw, tpl.initial, same)
 
 # %% ../nbs/02_backend.ipynb #c017
 class StateDiff(BaseModel):
     "Differences between an expected and an actual canonical state."
-    tables: dict[str, bool]          # table -> states agree on it
-    reasons: list[str]               # one line per difference, naming table, row and column
+
+    tables: dict[str, bool]  # table -> states agree on it
+    reasons: list[str]  # one line per difference, naming table, row and column
+
     @property
-    def equal(self) -> bool: return all(self.tables.values())
+    def equal(self) -> bool:
+        return all(self.tables.values())
 
-def _show(r:dict, skip=()) -> str: return '{' + ', '.join(f'{k}={v!r}' for k, v in r.items() if k not in skip) + '}'
 
-def diff_states(expected:dict, actual:dict) -> StateDiff:
+def _show(r: dict, skip=()) -> str:
+    return '{' + ', '.join(f'{k}={v!r}' for k, v in r.items() if k not in skip) + '}'
+
+
+def diff_states(expected: dict, actual: dict) -> StateDiff:
     "Per-table agreement and a readable reason for every differing row and column."
     tables, reasons = {}, []
     # a fixed order: not a set's, which varies by process
     for t in list(expected) + [t for t in actual if t not in expected]:
         e, a = expected.get(t, {}), actual.get(t, {})
-        if e == a: tables[t] = True; continue  # the usual case, at C speed (a table of a state holds no NaN)
+        if e == a:
+            tables[t] = True
+            continue  # the usual case, at C speed (a table of a state holds no NaN)
         rs = []
         for k in [k for k in e if k in a]:
             for c in e[k]:
-                if e[k][c] != a[k].get(c): rs.append(f'{t}[{k}].{c}: expected {e[k][c]!r}, got {a[k].get(c)!r}')
-        missing = [k for k in e if k not in a]; extra = [k for k in a if k not in e]
-        for k in missing: rs.append(f'{t}: missing expected row {_show(e[k])}')
-        for k in extra: rs.append(f'{t}: unexpected row {_show(a[k])}' if str(k).startswith('new#')
-                                  else f'{t}[{k}]: unexpected row {_show(a[k])}')
+                if e[k][c] != a[k].get(c):
+                    rs.append(f'{t}[{k}].{c}: expected {e[k][c]!r}, got {a[k].get(c)!r}')
+        missing = [k for k in e if k not in a]
+        extra = [k for k in a if k not in e]
+        for k in missing:
+            rs.append(f'{t}: missing expected row {_show(e[k])}')
+        for k in extra:
+            rs.append(
+                f'{t}: unexpected row {_show(a[k])}'
+                if str(k).startswith('new#')
+                else f'{t}[{k}]: unexpected row {_show(a[k])}'
+            )
         tables[t] = not rs
         reasons += sorted(rs)
     return StateDiff(tables=dict(sorted(tables.items())), reasons=reasons)

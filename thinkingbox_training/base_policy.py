@@ -8,8 +8,13 @@ import json, random, re, statistics, time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, asdict, replace
 from pathlib import Path
-from .interpret import (ChatFormat, make_tokenizer, parse_assistant, assistant_text,
-                                            QWEN3_CHAT_TEMPLATE)
+from thinkingbox_training.interpret import (
+    ChatFormat,
+    make_tokenizer,
+    parse_assistant,
+    assistant_text,
+    QWEN3_CHAT_TEMPLATE,
+)
 from .tasks import Task, get_domain, generate_tasks
 from .policies import SamplingConfig, HFPolicy, ScriptedPolicy, READ_TOOL, call_values, seen_text
 from .episode import EpisodeRunner, Episode, SYSTEM_PROMPT, run_blocking
@@ -25,106 +30,149 @@ __all__ = ['MODEL_NAME', 'DOMAINS', 'DEMO_SEED', 'FLAW_SHARE', 'DEFAULT_FLAW', '
            'polish_pass', 'build_base_policy', 'build_base_policy_cli']
 
 # %% ../nbs/14_base_policy.ipynb #c004
-MODEL_NAME = 'tiny-qwen3'   # data/prices.yaml prices a model of this name
+MODEL_NAME = 'tiny-qwen3'  # data/prices.yaml prices a model of this name
 DOMAINS = ('travel', 'retail')  # the bundled domains the policy is built for
-DEMO_SEED = 1000            # the task-generator seed of the demonstrations: reports refuse it
+DEMO_SEED = 1000  # the task-generator seed of the demonstrations: reports refuse it
+
 
 def model_dir() -> Path:
     "Where the shipped base policy lives: data/models/tiny-qwen3."
-    return project_dir()/'data'/'models'/MODEL_NAME
+    return project_dir() / 'data' / 'models' / MODEL_NAME
 
 # %% ../nbs/14_base_policy.ipynb #c006
 FLAW_SHARE = {  # domain/family -> share of demonstrations that take the family's first wrong move
-    'travel/cancel_late_fee': 0.15, 'travel/complaint_ticket': 0.3, 'travel/rate_cap_exceeded': 0.45,
-    'travel/duplicate_charge': 0.5, 'travel/downgrade_needs_approval': 0.65,
-    'retail/damaged_item': 0.2, 'retail/cancel_after_shipping': 0.3, 'retail/late_delivery_compensation': 0.4,
-    'retail/return_out_of_window': 0.55, 'retail/compensation_above_threshold': 0.7}
+    'travel/cancel_late_fee': 0.15,
+    'travel/complaint_ticket': 0.3,
+    'travel/rate_cap_exceeded': 0.45,
+    'travel/duplicate_charge': 0.5,
+    'travel/downgrade_needs_approval': 0.65,
+    'retail/damaged_item': 0.2,
+    'retail/cancel_after_shipping': 0.3,
+    'retail/late_delivery_compensation': 0.4,
+    'retail/return_out_of_window': 0.55,
+    'retail/compensation_above_threshold': 0.7,
+}
 DEFAULT_FLAW = {'policy_sensitive': 0.4, 'other': 0.05}
 
-def flaw_share(task:Task) -> float:
+
+def flaw_share(task: Task) -> float:
     "The share of demonstrations of `task`'s family that take the family's wrong move."
-    if f'{task.domain}/{task.family}' in FLAW_SHARE: return FLAW_SHARE[f'{task.domain}/{task.family}']
+    if f'{task.domain}/{task.family}' in FLAW_SHARE:
+        return FLAW_SHARE[f'{task.domain}/{task.family}']
     fam = get_domain(task.domain).families.get(task.family)
     return DEFAULT_FLAW['policy_sensitive' if fam is not None and fam.policy_sensitive else 'other']
 
-def demonstrator(seed:int=0) -> ScriptedPolicy:
+
+def demonstrator(seed: int = 0) -> ScriptedPolicy:
     "The expert that plays the demonstrations: it asks for facts it was not told, and errs on `flaw_share` of attempts."
     return ScriptedPolicy(flaw=flaw_share, seed=seed, ask=True, name='scripted:demo')
 
 # %% ../nbs/14_base_policy.ipynb #c008
 ID_RE = re.compile(r'\b[A-Z]{2,}-\d+\b|[\w.+-]+@[\w-]+(?:\.[\w-]+)+')
 
+
 def is_identifier(v) -> bool:
     "Whether `v` is an identifier a call must copy exactly (an id or an email)."
     return isinstance(v, str) and ID_RE.fullmatch(v) is not None
 
-def id_kind(v) -> str|None:
+
+def id_kind(v) -> str | None:
     "An identifier's kind: its prefix (`BK-`), or `@` for an email; None for anything else."
-    if not is_identifier(v): return None
+    if not is_identifier(v):
+        return None
     return '@' if '@' in v else v.split('-', 1)[0] + '-'
 
-def typed_ids(messages:list) -> list[tuple[str, bool]]:
+
+def typed_ids(messages: list) -> list[tuple[str, bool]]:
     """Each identifier in the conversation's tool calls, and whether a user message or tool result showed it before
     that call (a tool's error message that repeats a made-up id afterwards does not count)."""
     out = []
     for i, m in enumerate(messages):
-        if m['role'] != 'assistant' or not m.get('tool_calls'): continue
+        if m['role'] != 'assistant' or not m.get('tool_calls'):
+            continue
         seen = seen_text(messages[:i])
         for tc in m['tool_calls']:
             args = (tc.get('function') or tc).get('arguments')
             out += [(v, v in seen) for v in call_values(args) if is_identifier(v)]
     return out
 
-def invented_ids(messages:list) -> list[str]:
+
+def invented_ids(messages: list) -> list[str]:
     "Identifiers in the conversation's tool calls that no earlier user message or tool result contains."
     return [v for v, shown in typed_ids(messages) if not shown]
 
-def demo_tasks(domains=DOMAINS, # domains to draw from
-               n:int=200, # tasks per family
-               seed:int=DEMO_SEED, # the generator seed
-              ) -> list[Task]:
+
+def demo_tasks(
+    domains=DOMAINS,  # domains to draw from
+    n: int = 200,  # tasks per family
+    seed: int = DEMO_SEED,  # the generator seed
+) -> list[Task]:
     "Train-split tasks for demonstrations (bench-only families never appear)."
     return [t for d in domains for t in generate_tasks(d, 'train', seed=seed, n=n)]
 
-def run_demonstrations(tasks:list, policy=None, concurrency:int=64, progress:bool=False) -> list[Episode]:
+
+def run_demonstrations(tasks: list, policy=None, concurrency: int = 64, progress: bool = False) -> list[Episode]:
     "Play `tasks` with the demonstrator through the real episode engine (scripted user, grader)."
     runner = EpisodeRunner(policy or demonstrator(), concurrency=concurrency, progress=progress)
     return runner.run_sync([(t, 0) for t in tasks])
 
-def demo_summary(episodes:list, policy:ScriptedPolicy=None) -> list[dict]:
+
+def demo_summary(episodes: list, policy: ScriptedPolicy = None) -> list[dict]:
     "Per family: demonstrations, share flawed, share that asked the user, success, invented identifiers."
     policy = policy or demonstrator()
     rows = defaultdict(lambda: Counter())
     for e in episodes:
         c = rows[f'{e.task.domain}/{e.task.family}']
-        c['n'] += 1; c['flawed'] += policy.flawed(e.task, e.repetition); c['success'] += e.reward or 0
+        c['n'] += 1
+        c['flawed'] += policy.flawed(e.task, e.repetition)
+        c['success'] += e.reward or 0
         c['share'] = policy.rate(e.task)
-        c['asked'] += any(m['role'] == 'assistant' and (m.get('content') or '').startswith('Could you give me')
-                          for m in e.trajectory.messages)
+        c['asked'] += any(
+            m['role'] == 'assistant' and (m.get('content') or '').startswith('Could you give me')
+            for m in e.trajectory.messages
+        )
         c['invented'] += bool(invented_ids(e.trajectory.messages))
     share = lambda c, k: round(c[k] / c['n'], 2)
-    return [{'family': k, 'n': c['n'], 'flaw_share': round(c['share'], 2), 'flawed': share(c, 'flawed'),
-             'asked': share(c, 'asked'), 'success': share(c, 'success'), 'invented': c['invented']}
-            for k, c in sorted(rows.items())]
+    return [
+        {
+            'family': k,
+            'n': c['n'],
+            'flaw_share': round(c['share'], 2),
+            'flawed': share(c, 'flawed'),
+            'asked': share(c, 'asked'),
+            'success': share(c, 'success'),
+            'invented': c['invented'],
+        }
+        for k, c in sorted(rows.items())
+    ]
 
 # %% ../nbs/14_base_policy.ipynb #c016
-def _render(messages:list, tools:list=None, add_generation_prompt:bool=False) -> str:
+def _render(messages: list, tools: list = None, add_generation_prompt: bool = False) -> str:
     from transformers.utils.chat_template_utils import _compile_jinja_template
-    return _compile_jinja_template(QWEN3_CHAT_TEMPLATE).render(messages=messages, tools=tools or None, documents=None,
-                                                               add_generation_prompt=add_generation_prompt)
 
-def domain_prompt(domain:str) -> tuple[list, list]:
+    return _compile_jinja_template(QWEN3_CHAT_TEMPLATE).render(
+        messages=messages, tools=tools or None, documents=None, add_generation_prompt=add_generation_prompt
+    )
+
+
+def domain_prompt(domain: str) -> tuple[list, list]:
     "The system message and tool specs an episode of `domain` starts with, exactly as `EpisodeRunner` builds them."
     from thinkingbox_training.tools import ToolSession
+
     dom = get_domain(domain)
     task = generate_tasks(domain, 'train', seed=0, n=1)[0]
+
     async def specs():
         with dom.provision(task) as db:
-            async with ToolSession(db) as ts: return await ts.tool_specs()
+            async with ToolSession(db) as ts:
+                return await ts.tool_specs()
+
     system = {'role': 'system', 'content': SYSTEM_PROMPT.format(domain=dom.name, policy=dom.policy)}
     return [system], run_blocking(specs())
 
+
 MIN_LINE = 24  # shorter lines of the system turn stay ordinary text
+
 
 def prompt_lines(domains=DOMAINS) -> list[str]:
     "The lines of the domains' system turns (policy and tool schemas) that become single tokens."
@@ -134,15 +182,19 @@ def prompt_lines(domains=DOMAINS) -> list[str]:
         lines |= {l for l in _render(msgs, tools).split('\n') if len(l) >= MIN_LINE}
     return sorted(lines)
 
-def build_tokenizer(texts:list, # training texts: rendered conversations
-                    domains=DOMAINS, # domains whose system-turn lines become tokens
-                    vocab_size:int=4096, # BPE vocabulary (special and interpreter tokens included)
-                   ):
+
+def build_tokenizer(
+    texts: list,  # training texts: rendered conversations
+    domains=DOMAINS,  # domains whose system-turn lines become tokens
+    vocab_size: int = 4096,  # BPE vocabulary (special and interpreter tokens included)
+):
     "`make_tokenizer` on `texts`, plus one token per constant line of each domain's system turn."
     from tokenizers import AddedToken
+
     tok = make_tokenizer(texts, vocab_size=vocab_size)
     tok.add_tokens([AddedToken(l, normalized=False, special=False) for l in prompt_lines(domains)])
     return tok
+
 
 def stale_prompt_lines(tokenizer, domains=DOMAINS) -> list[str]:
     "Lines of the domains' current system turns that the tokenizer has no token for (non-empty: rebuild the policy)."
@@ -150,39 +202,64 @@ def stale_prompt_lines(tokenizer, domains=DOMAINS) -> list[str]:
     return [l for l in prompt_lines(domains) if l not in vocab]
 
 # %% ../nbs/14_base_policy.ipynb #c020
-_NAMES = ['alex', 'maria', 'jon', 'li', 'sara', 'omar', 'nina', 'paul', 'eva', 'tom', 'ana', 'ivan', 'mei', 'raj',
-          'lea', 'kim']
+_NAMES = [
+    'alex',
+    'maria',
+    'jon',
+    'li',
+    'sara',
+    'omar',
+    'nina',
+    'paul',
+    'eva',
+    'tom',
+    'ana',
+    'ivan',
+    'mei',
+    'raj',
+    'lea',
+    'kim',
+]
 _PARTS = re.compile(r'[a-z]+|\d+|[^a-z\d]+')
 
-def fresh_identifier(v:str, rng:random.Random, words:list=None) -> str:
+
+def fresh_identifier(v: str, rng: random.Random, words: list = None) -> str:
     "A random identifier of the same shape: its prefix and digit count; an email at its domain, words from `words`."
     if '@' in v:
         local, dom = v.split('@', 1)
         digits = lambda p: ''.join(str(rng.randrange(10)) for _ in p)
-        new = [rng.choice(words or _NAMES) if p.isalpha() else digits(p) if p.isdigit() else p
-               for p in _PARTS.findall(local)]
+        new = [
+            rng.choice(words or _NAMES) if p.isalpha() else digits(p) if p.isdigit() else p
+            for p in _PARTS.findall(local)
+        ]
         return ''.join(new) + '@' + dom
     p, d = v.split('-', 1)
     return f'{p}-{rng.randint(1, 9)}{"".join(str(rng.randrange(10)) for _ in range(len(d) - 1))}'
 
-def digit_map(rng:random.Random) -> dict:
+
+def digit_map(rng: random.Random) -> dict:
     "A random permutation of the digits 1-9 (0 stays, so no identifier gains a leading zero)."
-    d = list('123456789'); rng.shuffle(d)
+    d = list('123456789')
+    rng.shuffle(d)
     return dict(zip('123456789', d), **{'0': '0'})
 
-def rename_identifiers(messages:list, rng:random.Random, words:list=None) -> list:
+
+def rename_identifiers(messages: list, rng: random.Random, words: list = None) -> list:
     """`messages` with every identifier renamed, consistently: ids by one random permutation of the digits (ids that
     share digits still do), emails with words drawn from `words`."""
     sigma, mapping = digit_map(rng), {}
+
     def sub(m):
         v = m.group(0)
         if v not in mapping:
             p, _, d = v.partition('-')
             mapping[v] = fresh_identifier(v, rng, words) if '@' in v else p + '-' + ''.join(sigma[c] for c in d)
         return mapping[v]
+
     return json.loads(ID_RE.sub(sub, json.dumps(messages, ensure_ascii=False)))
 
-def shuffle_items(messages:list, rng:random.Random) -> list:
+
+def shuffle_items(messages: list, rng: random.Random) -> list:
     """`messages` with each order's items in a random order, and the order's item ids permuted among its items
     (consistently, in every message). An item then sits at a random position under a random one of the order's
     ids, so neither its place nor its id's last digit says which product it is. Tool results that are not JSON,
@@ -190,21 +267,27 @@ def shuffle_items(messages:list, rng:random.Random) -> list:
     sigma, out = {}, []
     for m in messages:
         if m.get('role') == 'tool' and '"items"' in (m.get('content') or ''):
-            try: d = json.loads(m['content'])
-            except ValueError: d = None
+            try:
+                d = json.loads(m['content'])
+            except ValueError:
+                d = None
             items = d.get('items') if isinstance(d, dict) else None
             ok = items and all(isinstance(i, dict) and 'item_id' in i for i in items)
             # rewrite the result only if json.dumps reproduces it exactly (ASCII-escaped or not)
-            style = (next((a for a in (False, True) if json.dumps(d, ensure_ascii=a) == m['content']), None)
-                     if ok else None)
+            style = (
+                next((a for a in (False, True) if json.dumps(d, ensure_ascii=a) == m['content']), None) if ok else None
+            )
             if style is not None:
                 ids = [i['item_id'] for i in items]
-                if not any(i in sigma for i in ids): sigma.update(zip(ids, rng.sample(ids, len(ids))))
+                if not any(i in sigma for i in ids):
+                    sigma.update(zip(ids, rng.sample(ids, len(ids))))
                 rng.shuffle(items)
                 m = {**m, 'content': json.dumps(d, ensure_ascii=style)}
         out.append(m)
-    if not sigma: return out
+    if not sigma:
+        return out
     return json.loads(ID_RE.sub(lambda x: sigma.get(x.group(0), x.group(0)), json.dumps(out, ensure_ascii=False)))
+
 
 def drill_cuts(episode) -> list[list]:
     """Short conversations cut from an episode, each ending with a call whose identifiers the cut shows: the system
@@ -213,14 +296,23 @@ def drill_cuts(episode) -> list[list]:
     msgs = episode.trajectory.messages
     out = []
     for j, m in enumerate(msgs):
-        if m['role'] != 'assistant' or not m.get('tool_calls'): continue
+        if m['role'] != 'assistant' or not m.get('tool_calls'):
+            continue
         need = [v for tc in m['tool_calls'] for v in call_values(tc['function']['arguments']) if is_identifier(v)]
-        if not need: continue
+        if not need:
+            continue
         cut = msgs[:2]
         if any(v not in seen_text(cut) for v in need):
-            start = next((i for i in range(j - 1, 1, -1) if msgs[i]['role'] == 'assistant'
-                          and all(v in seen_text(cut + msgs[i:j]) for v in need)), None)
-            if start is None: continue
+            start = next(
+                (
+                    i
+                    for i in range(j - 1, 1, -1)
+                    if msgs[i]['role'] == 'assistant' and all(v in seen_text(cut + msgs[i:j]) for v in need)
+                ),
+                None,
+            )
+            if start is None:
+                continue
             cut = cut + msgs[start:j]
         out.append(cut + [m])
     return out
@@ -228,47 +320,59 @@ def drill_cuts(episode) -> list[list]:
 # %% ../nbs/14_base_policy.ipynb #c021
 _EG = re.compile(r'e\.g\. ([A-Z]{2,}-)\d+')
 
-def lookup_tools(tools:list) -> list[tuple]:
+
+def lookup_tools(tools: list) -> list[tuple]:
     """(tool, parameter, id prefix) of the lookup tools that take one identifier: an id with an example in its
     description, or an email."""
     out = []
     for t in tools:
-        f = t.get('function', t); props = (f.get('parameters') or {}).get('properties') or {}
-        if not READ_TOOL.match(f['name']) or len(props) != 1: continue
-        (name, spec), = props.items()
+        f = t.get('function', t)
+        props = (f.get('parameters') or {}).get('properties') or {}
+        if not READ_TOOL.match(f['name']) or len(props) != 1:
+            continue
+        ((name, spec),) = props.items()
         m = _EG.search(spec.get('description') or '')
-        if m: out.append((f['name'], name, m.group(1)))
-        elif 'email' in name: out.append((f['name'], name, '@'))
+        if m:
+            out.append((f['name'], name, m.group(1)))
+        elif 'email' in name:
+            out.append((f['name'], name, '@'))
     return out
+
 
 _LEADS = ['Please note', 'My details', 'For reference', 'Here you go', 'From my records', 'The numbers I have']
 _AMOUNTS = ['EUR {:,}.{:02d}', '${:,}.{:02d}']
 
+
 class CopyDrills:
     "Echo drills (random identifiers, repeated or looked up) and renamed cuts of demonstrations, per domain."
-    def __init__(self, episodes:list):
+
+    def __init__(self, episodes: list):
         self.cuts = [(c, e.trajectory.tools) for e in episodes for c in drill_cuts(e)]
         by = defaultdict(list)
-        for e in episodes: by[e.task.domain].append(e)
+        for e in episodes:
+            by[e.task.domain].append(e)
         self.domains = sorted(by)
         # each domain's system turn and tools, exactly as its episodes start
         self.prompts = {d: ([es[0].trajectory.messages[0]], es[0].trajectory.tools) for d, es in by.items()}
-        self.pool = {d: sorted({v for e in es for v in ID_RE.findall(json.dumps(e.trajectory.messages))})
-                     for d, es in by.items()}
+        self.pool = {
+            d: sorted({v for e in es for v in ID_RE.findall(json.dumps(e.trajectory.messages))}) for d, es in by.items()
+        }
         self.lookups = {d: sorted({l for e in es for l in lookup_tools(e.trajectory.tools)}) for d, es in by.items()}
         # the words of the demonstrations' emails: renamed emails recombine them, so drills copy these very tokens
         emails = [v for p in self.pool.values() for v in p if '@' in v]
         self.words = sorted({w for v in emails for w in re.findall(r'[a-z]+', v.split('@')[0])}) or _NAMES
 
-    def _value(self, rng, domain:str, kind=None):
+    def _value(self, rng, domain: str, kind=None):
         "A fresh identifier of `domain` (of a prefix, if `kind`), an amount or a date."
         r = rng.random()
-        if kind is None and r < 0.15: return rng.choice(_AMOUNTS).format(rng.randrange(1, 3000), rng.randrange(100))
-        if kind is None and r < 0.25: return f'2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}'
+        if kind is None and r < 0.15:
+            return rng.choice(_AMOUNTS).format(rng.randrange(1, 3000), rng.randrange(100))
+        if kind is None and r < 0.25:
+            return f'2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}'
         pool = [v for v in self.pool[domain] if kind is None or id_kind(v) == kind]
         return fresh_identifier(rng.choice(pool), rng, self.words)
 
-    def echo(self, rng:random.Random, repeat:float=0.5, system:bool=True) -> tuple[list, list]:
+    def echo(self, rng: random.Random, repeat: float = 0.5, system: bool = True) -> tuple[list, list]:
         """A short conversation of one domain: identifiers in a user message, repeated (with probability `repeat`) or
         looked up with that domain's tool. `system`: open with the domain's system turn and tools, so that which
         lookup tool exists is read from the prompt, as in an episode (without it a drill would teach `find_traveller`
@@ -277,36 +381,45 @@ class CopyDrills:
         head, tools = self.prompts[d] if system else ([], None)
         if rng.random() < repeat or not self.lookups[d]:
             items = [self._value(rng, d) for _ in range(rng.randint(1, 4))]
-            user = f"{rng.choice(_LEADS)}: {', '.join(items)}. Please repeat {'it' if len(items) == 1 else 'them'}."
+            user = f'{rng.choice(_LEADS)}: {", ".join(items)}. Please repeat {"it" if len(items) == 1 else "them"}.'
             return head + [{'role': 'user', 'content': user}, {'role': 'assistant', 'content': ', '.join(items)}], tools
-        if not system: raise ValueError('a lookup drill needs the system turn: it names the tools')
+        if not system:
+            raise ValueError('a lookup drill needs the system turn: it names the tools')
         tool, param, kind = rng.choice(self.lookups[d])
         others = {k for _, _, k in self.lookups[d]}
         key = self._value(rng, d, kind)
         items = [v for v in (self._value(rng, d) for _ in range(rng.randint(0, 3))) if id_kind(v) not in others]
         items.insert(rng.randrange(len(items) + 1), key)
-        user = f"{rng.choice(_LEADS)}: {', '.join(items)}. Please look it up."
-        call = {'role': 'assistant', 'content': '',
-                'tool_calls': [{'type': 'function', 'function': {'name': tool, 'arguments': {param: key}}}]}
+        user = f'{rng.choice(_LEADS)}: {", ".join(items)}. Please look it up.'
+        call = {
+            'role': 'assistant',
+            'content': '',
+            'tool_calls': [{'type': 'function', 'function': {'name': tool, 'arguments': {param: key}}}],
+        }
         return head + [{'role': 'user', 'content': user}, call], tools
 
-    def rename(self, messages:list, rng:random.Random) -> list:
+    def rename(self, messages: list, rng: random.Random) -> list:
         "`messages` with its orders' items shuffled and every identifier renamed: how cuts and episodes are varied."
         return rename_identifiers(shuffle_items(messages, rng), rng, self.words)
 
-    def cut(self, rng:random.Random) -> tuple[list, list]:
+    def cut(self, rng: random.Random) -> tuple[list, list]:
         "A cut of a demonstration, varied by `rename`."
         msgs, tools = rng.choice(self.cuts)
         return self.rename(msgs, rng), tools
 
 # %% ../nbs/14_base_policy.ipynb #c029
-def encode_conversation(tokenizer, messages:list, tools:list,
-                        loss:str='assistant', # 'assistant' (every generated token) or 'args' (the last call's args)
-                       ) -> tuple[list, list]:
+def encode_conversation(
+    tokenizer,
+    messages: list,
+    tools: list,
+    loss: str = 'assistant',  # 'assistant' (every generated token) or 'args' (the last call's args)
+) -> tuple[list, list]:
     "Token ids and labels (-100 outside the loss) of a conversation."
-    if loss not in ('assistant', 'args'): raise ValueError(f"loss must be 'assistant' or 'args', not {loss!r}")
-    out = tokenizer.apply_chat_template(messages, tools=tools, tokenize=True, return_dict=True,
-                                        return_assistant_tokens_mask=True)
+    if loss not in ('assistant', 'args'):
+        raise ValueError(f"loss must be 'assistant' or 'args', not {loss!r}")
+    out = tokenizer.apply_chat_template(
+        messages, tools=tools, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+    )
     ids, mask = list(out['input_ids']), list(out['assistant_masks'])
     if loss == 'args':
         text = _render(messages, tools)
@@ -320,6 +433,7 @@ def encode_conversation(tokenizer, messages:list, tools:list,
 @dataclass
 class ModelConfig:
     "Shape of the base policy."
+
     hidden_size: int = 192
     layers: int = 4
     heads: int = 6
@@ -328,18 +442,30 @@ class ModelConfig:
     max_positions: int = 16384
     rope_theta: float = 10000.0
 
-def make_model(tokenizer, cfg:ModelConfig=None, seed:int=0):
+
+def make_model(tokenizer, cfg: ModelConfig = None, seed: int = 0):
     "A randomly initialised Qwen3ForCausalLM for `tokenizer`, eos `<|im_end|>`, pad `<|endoftext|>`."
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM, GenerationConfig
+
     cfg = cfg or ModelConfig()
     torch.manual_seed(seed)
     eos, pad = tokenizer.convert_tokens_to_ids('<|im_end|>'), tokenizer.convert_tokens_to_ids('<|endoftext|>')
-    qc = Qwen3Config(vocab_size=len(tokenizer), hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size,
-                     num_hidden_layers=cfg.layers, num_attention_heads=cfg.heads, num_key_value_heads=cfg.kv_heads,
-                     head_dim=cfg.hidden_size // cfg.heads, max_position_embeddings=cfg.max_positions,
-                     rope_theta=cfg.rope_theta,
-                     tie_word_embeddings=True, eos_token_id=eos, pad_token_id=pad, bos_token_id=None)
+    qc = Qwen3Config(
+        vocab_size=len(tokenizer),
+        hidden_size=cfg.hidden_size,
+        intermediate_size=cfg.intermediate_size,
+        num_hidden_layers=cfg.layers,
+        num_attention_heads=cfg.heads,
+        num_key_value_heads=cfg.kv_heads,
+        head_dim=cfg.hidden_size // cfg.heads,
+        max_position_embeddings=cfg.max_positions,
+        rope_theta=cfg.rope_theta,
+        tie_word_embeddings=True,
+        eos_token_id=eos,
+        pad_token_id=pad,
+        bos_token_id=None,
+    )
     model = Qwen3ForCausalLM(qc)
     model.generation_config = GenerationConfig(eos_token_id=eos, pad_token_id=pad)
     return model
@@ -348,52 +474,61 @@ def make_model(tokenizer, cfg:ModelConfig=None, seed:int=0):
 @dataclass
 class BuildConfig:
     "Everything `build_base_policy` does, seeded; the defaults are the shipped build's."
-    out: str = ''                   # where to save; '' = data/models/tiny-qwen3
-    seed: int = 0                   # model init, batch order, drills
+
+    out: str = ''  # where to save; '' = data/models/tiny-qwen3
+    seed: int = 0  # model init, batch order, drills
     domains: str = 'travel,retail'
-    tasks_per_family: int = 160     # demonstrations per train family (seed DEMO_SEED)
+    tasks_per_family: int = 160  # demonstrations per train family (seed DEMO_SEED)
     vocab_size: int = 4096
     model: ModelConfig = field(default_factory=ModelConfig)
-    steps: int = 1400               # steps on episodes and drills, after the echo-only start
-    echo_only_steps: int = 800      # at most this many steps of echo drills alone at the start...
-    echo_target: float = 0.93       # ...until their token accuracy (mean of the last 25 steps) reaches this
-    echo_only_drills: int = 64      # echo drills per step then (repeats only)
+    steps: int = 1400  # steps on episodes and drills, after the echo-only start
+    echo_only_steps: int = 800  # at most this many steps of echo drills alone at the start...
+    echo_target: float = 0.93  # ...until their token accuracy (mean of the last 25 steps) reaches this
+    echo_only_drills: int = 64  # echo drills per step then (repeats only)
     episodes_per_step: int = 8
-    cut_drills: int = 12            # per step after the echo-only start
-    echo_drills: int = 24           # per step after the echo-only start
-    pack_tokens: int = 4096         # 0: each part of a step is one padded batch; else sub-batches of this many tokens
+    cut_drills: int = 12  # per step after the echo-only start
+    echo_drills: int = 24  # per step after the echo-only start
+    pack_tokens: int = 4096  # 0: each part of a step is one padded batch; else sub-batches of this many tokens
     lr: float = 3e-3
     warmup: int = 30
-    cooldown: float = 0.2           # the last share of steps, linear decay to 0
+    cooldown: float = 0.2  # the last share of steps, linear decay to 0
     weight_decay: float = 0.01
     log_every: int = 50
-    check_tasks: int = 1            # held-out tasks per family for the closing check (0: none)
+    check_tasks: int = 1  # held-out tasks per family for the closing check (0: none)
     check_k: int = 4
-    polish_steps: int = 600         # steps of each polish pass (0: none)...
-    polish_lr: float = 1e-3         # ...at this peak rate, with a fresh optimizer and its own seed...
+    polish_steps: int = 600  # steps of each polish pass (0: none)...
+    polish_lr: float = 1e-3  # ...at this peak rate, with a fresh optimizer and its own seed...
     polish_tasks_per_family: tuple = (320, 480)  # ...one pass per entry, on this many tasks per family
 
-    def domain_names(self) -> tuple: return tuple(d for d in self.domains.split(',') if d)
+    def domain_names(self) -> tuple:
+        return tuple(d for d in self.domains.split(',') if d)
 
-def lr_at(step:int, cfg:BuildConfig) -> float:
+
+def lr_at(step: int, cfg: BuildConfig) -> float:
     "Warmup, flat, linear cooldown (`step` counts the steps after the echo-only start)."
     cool = int(cfg.steps * (1 - cfg.cooldown))
-    if step < cool: return cfg.lr
+    if step < cool:
+        return cfg.lr
     return cfg.lr * max(0.0, (cfg.steps - step) / max(1, cfg.steps - cool))
 
-def _batch(examples:list, pad_id:int):
+
+def _batch(examples: list, pad_id: int):
     import torch
+
     L = max(len(i) for i, _ in examples)
     ids = torch.full((len(examples), L), pad_id, dtype=torch.long)
     lab = torch.full((len(examples), L), -100, dtype=torch.long)
     for r, (i, l) in enumerate(examples):
-        ids[r, :len(i)] = torch.tensor(i); lab[r, :len(l)] = torch.tensor(l)
+        ids[r, : len(i)] = torch.tensor(i)
+        lab[r, : len(l)] = torch.tensor(l)
     return ids, lab
 
-def lm_loss(model, ids, labels, reduction:str='mean'):
+
+def lm_loss(model, ids, labels, reduction: str = 'mean'):
     """Token-mean (or, with `reduction='sum'`, summed) cross-entropy on labelled positions, and the accuracy (or the
     number right) of the argmax there."""
     import torch
+
     h = model.model(input_ids=ids).last_hidden_state[:, :-1]
     y = labels[:, 1:]
     sel = y != -100
@@ -402,13 +537,16 @@ def lm_loss(model, ids, labels, reduction:str='mean'):
     right = (logits.argmax(-1) == y[sel]).float()
     return loss, (right.mean() if reduction == 'mean' else right.sum()).item()
 
-def part_loss(model, examples:list, pad_id:int, pack_tokens:int=0):
+
+def part_loss(model, examples: list, pad_id: int, pack_tokens: int = 0):
     """`lm_loss` over (ids, labels) `examples`: the summed loss and number right of length-sorted sub-batches of at
     most `pack_tokens` padded tokens each (one example at least; 0: one batch), divided by the number of labelled
     tokens. The same token mean however the examples are split, without padding short examples to the longest."""
     groups, g = [], []
     for e in sorted(examples, key=lambda e: len(e[0])):
-        if pack_tokens and g and len(e[0]) * (len(g) + 1) > pack_tokens: groups.append(g); g = []
+        if pack_tokens and g and len(e[0]) * (len(g) + 1) > pack_tokens:
+            groups.append(g)
+            g = []
         g.append(e)
     groups.append(g)
     n = sum(sum(t != -100 for t in l[1:]) for _, l in examples)
@@ -419,9 +557,10 @@ def part_loss(model, examples:list, pad_id:int, pack_tokens:int=0):
     return loss / max(1, n), right / max(1, n)
 
 # %% ../nbs/14_base_policy.ipynb #c036
-def sft(model, tokenizer, episodes:list, drills:CopyDrills, cfg:BuildConfig, log=print) -> list[dict]:
+def sft(model, tokenizer, episodes: list, drills: CopyDrills, cfg: BuildConfig, log=print) -> list[dict]:
     "Train `model` on demonstrations ((messages, tools) conversations) and drills; returns the log rows."
     import torch
+
     rng = random.Random(cfg.seed)
     pad = tokenizer.convert_tokens_to_ids('<|endoftext|>')
     # batches are runs of demonstrations of similar length, renamed afresh each time they are taken
@@ -429,14 +568,18 @@ def sft(model, tokenizer, episodes:list, drills:CopyDrills, cfg:BuildConfig, log
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.98), weight_decay=cfg.weight_decay)
     model.train()
     hist, t0, acc, recent = [], time.perf_counter(), defaultdict(list), []
+
     def step(parts, lr, n, phase):
-        for g in opt.param_groups: g['lr'] = lr
+        for g in opt.param_groups:
+            g['lr'] = lr
         loss, accs = 0, {}
         for k, ex in parts.items():
-            if not ex: continue
+            if not ex:
+                continue
             l, accs[k] = part_loss(model, ex, pad, cfg.pack_tokens)
             loss = loss + l
-            acc[f'{k}_loss'].append(l.item()); acc[f'{k}_acc'].append(accs[k])
+            acc[f'{k}_loss'].append(l.item())
+            acc[f'{k}_acc'].append(accs[k])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -444,48 +587,72 @@ def sft(model, tokenizer, episodes:list, drills:CopyDrills, cfg:BuildConfig, log
         if n % cfg.log_every == 0:
             row = {'phase': phase, 'step': n, 'lr': round(lr, 6), 's': round(time.perf_counter() - t0)}
             row.update({k: round(statistics.mean(v), 4) for k, v in sorted(acc.items()) if v})
-            hist.append(row); log(row); acc.clear()
+            hist.append(row)
+            log(row)
+            acc.clear()
         return accs
+
     for n in range(1, cfg.echo_only_steps + 1):  # echo drills alone until copying switches on (none in a polish pass)
-        echo = [encode_conversation(tokenizer, *drills.echo(rng, repeat=1.0, system=False))
-                for _ in range(cfg.echo_only_drills)]
+        echo = [
+            encode_conversation(tokenizer, *drills.echo(rng, repeat=1.0, system=False))
+            for _ in range(cfg.echo_only_drills)
+        ]
         a = step({'echo': echo}, cfg.lr * min(1.0, n / cfg.warmup), n, 'echo')
         recent = (recent + [a['echo']])[-25:]
-        if len(recent) == 25 and statistics.mean(recent) >= cfg.echo_target: break
+        if len(recent) == 25 and statistics.mean(recent) >= cfg.echo_target:
+            break
     if recent:
-        hist.append({'phase': 'echo', 'steps': n, 'echo_acc': round(statistics.mean(recent), 4),
-                     's': round(time.perf_counter() - t0)})
+        hist.append(
+            {
+                'phase': 'echo',
+                'steps': n,
+                'echo_acc': round(statistics.mean(recent), 4),
+                's': round(time.perf_counter() - t0),
+            }
+        )
         log(hist[-1])
     acc.clear()
     for n in range(1, cfg.steps + 1):
         i = rng.randrange(max(1, len(eps) - cfg.episodes_per_step + 1))
-        step({'echo': [encode_conversation(tokenizer, *drills.echo(rng)) for _ in range(cfg.echo_drills)],
-              'cut': [encode_conversation(tokenizer, *drills.cut(rng), loss='args') for _ in range(cfg.cut_drills)],
-              'episode': [encode_conversation(tokenizer, drills.rename(m, rng), t)
-                          for m, t in eps[i:i + cfg.episodes_per_step]]},
-             lr_at(n - 1, cfg), n, 'sft')
+        step(
+            {
+                'echo': [encode_conversation(tokenizer, *drills.echo(rng)) for _ in range(cfg.echo_drills)],
+                'cut': [encode_conversation(tokenizer, *drills.cut(rng), loss='args') for _ in range(cfg.cut_drills)],
+                'episode': [
+                    encode_conversation(tokenizer, drills.rename(m, rng), t)
+                    for m, t in eps[i : i + cfg.episodes_per_step]
+                ],
+            },
+            lr_at(n - 1, cfg),
+            n,
+            'sft',
+        )
     model.eval()
     return hist
 
 # %% ../nbs/14_base_policy.ipynb #c041
-def _calls(ep:Episode) -> tuple[list, int]:
+def _calls(ep: Episode) -> tuple[list, int]:
     "The well-formed calls of an episode's assistant turns, and the number of malformed ones."
     calls, bad = [], 0
     tools = ep.trajectory.tools
     for m in ep.trajectory.messages:
-        if m['role'] != 'assistant': continue
+        if m['role'] != 'assistant':
+            continue
         t = parse_assistant(assistant_text(m), tools)
-        calls += t.tool_calls; bad += len(t.errors)
+        calls += t.tool_calls
+        bad += len(t.errors)
         # a call cut off by the token limit has no </tool_call>: parse_assistant counts it as unterminated
     return calls, bad
 
-def _miss(v:str, typed:list) -> str:
+
+def _miss(v: str, typed: list) -> str:
     """Why needed identifier `v` is not among the calls' identifiers `typed` ((value, shown before its call) pairs):
     no call took one of its kind; a call took another one the conversation had shown; or only ones it had not."""
     same = [shown for a, shown in typed if id_kind(a) == id_kind(v)]
     return 'not_reached' if not same else 'another_shown' if any(same) else 'invented'
 
-def episode_metrics(episodes:list) -> dict:
+
+def episode_metrics(episodes: list) -> dict:
     "wellformed, id_copy, invented, mixed, calls_per_episode and success, overall and per family and task."
     good = bad = need = copied = used = made_up = 0
     misses = Counter()  # (kind, why) of each needed identifier missing from the calls
@@ -494,89 +661,128 @@ def episode_metrics(episodes:list) -> dict:
     ps = {}
     for ep in episodes:
         calls, b = _calls(ep)
-        good += len(calls); bad += b
+        good += len(calls)
+        bad += b
         args = [v for c in calls for v in call_values(c.arguments)]
         want = {v for c in ep.task.golden for v in call_values(c.arguments) if is_identifier(v)}
         got = sum(v in args for v in want)
-        need += len(want); copied += got
-        f = fam_ids[f'{ep.task.domain}/{ep.task.family}']; f[0] += len(want); f[1] += got
+        need += len(want)
+        copied += got
+        f = fam_ids[f'{ep.task.domain}/{ep.task.family}']
+        f[0] += len(want)
+        f[1] += got
         typed = typed_ids(ep.trajectory.messages)
-        for v in want - set(args): misses[id_kind(v), _miss(v, typed)] += 1
+        for v in want - set(args):
+            misses[id_kind(v), _miss(v, typed)] += 1
         ids = [v for v in args if is_identifier(v)]
-        used += len(ids); made_up += sum(not shown for _, shown in typed)
+        used += len(ids)
+        made_up += sum(not shown for _, shown in typed)
         rates[ep.task.uid].append(ep.reward or 0)
         fam = get_domain(ep.task.domain).families[ep.task.family]
         ps[ep.task.uid] = (f'{ep.task.domain}/{ep.task.family}', fam.policy_sensitive)
     task_rate = {u: sum(r) / len(r) for u, r in rates.items()}
     causes, by_kind = Counter(), defaultdict(dict)
-    for (k, w), n in sorted(misses.items()): causes[w] += n; by_kind[k][w] = n
+    for (k, w), n in sorted(misses.items()):
+        causes[w] += n
+        by_kind[k][w] = n
     sens = [task_rate[u] for u, (_, s) in ps.items() if s]
     fams = defaultdict(list)
-    for u, (f, _) in ps.items(): fams[f].append(task_rate[u])
+    for u, (f, _) in ps.items():
+        fams[f].append(task_rate[u])
     success = statistics.mean(r for rs in rates.values() for r in rs) if rates else 0.0
-    family = lambda f, r: {'policy_sensitive': any(s for g, s in ps.values() if g == f), 'tasks': len(r),
-                           'success': round(statistics.mean(r), 3),
-                           'id_copy': round(fam_ids[f][1] / max(1, fam_ids[f][0]), 3),
-                           'task_rates': sorted(round(x, 3) for x in r)}
-    return {'episodes': len(episodes), 'wellformed': good / max(1, good + bad), 'id_copy': copied / max(1, need),
-            'invented': made_up / max(1, used), 'mixed': sum(0.1 <= r <= 0.9 for r in sens) / max(1, len(sens)),
-            'calls_per_episode': good / max(1, len(episodes)), 'success': success,
-            'policy_sensitive_tasks': len(sens), 'id_misses': dict(sorted(causes.items())),
-            'id_misses_by_kind': dict(sorted(by_kind.items(), key=lambda kv: -sum(kv[1].values()))),
-            'families': {f: family(f, r) for f, r in sorted(fams.items())}}
+    family = lambda f, r: {
+        'policy_sensitive': any(s for g, s in ps.values() if g == f),
+        'tasks': len(r),
+        'success': round(statistics.mean(r), 3),
+        'id_copy': round(fam_ids[f][1] / max(1, fam_ids[f][0]), 3),
+        'task_rates': sorted(round(x, 3) for x in r),
+    }
+    return {
+        'episodes': len(episodes),
+        'wellformed': good / max(1, good + bad),
+        'id_copy': copied / max(1, need),
+        'invented': made_up / max(1, used),
+        'mixed': sum(0.1 <= r <= 0.9 for r in sens) / max(1, len(sens)),
+        'calls_per_episode': good / max(1, len(episodes)),
+        'success': success,
+        'policy_sensitive_tasks': len(sens),
+        'id_misses': dict(sorted(causes.items())),
+        'id_misses_by_kind': dict(sorted(by_kind.items(), key=lambda kv: -sum(kv[1].values()))),
+        'families': {f: family(f, r) for f, r in sorted(fams.items())},
+    }
 
-def report_line(m:dict) -> str:
+
+def report_line(m: dict) -> str:
     "The report's last line."
-    return (f"wellformed={m['wellformed']:.3f} id_copy={m['id_copy']:.3f} mixed={m['mixed']:.3f} "
-            f"calls_per_episode={m['calls_per_episode']:.3f}")
+    return (
+        f'wellformed={m["wellformed"]:.3f} id_copy={m["id_copy"]:.3f} mixed={m["mixed"]:.3f} '
+        f'calls_per_episode={m["calls_per_episode"]:.3f}'
+    )
 
-def format_report(m:dict) -> str:
+
+def format_report(m: dict) -> str:
     "The report as text: per family, then the distribution of policy-sensitive task success, then the line."
-    lines = [f"{'family':42} {'PS':2} {'tasks':>5} {'id_copy':>7} {'success':>7}  per-task success rates"]
+    lines = [f'{"family":42} {"PS":2} {"tasks":>5} {"id_copy":>7} {"success":>7}  per-task success rates']
     for f, r in m['families'].items():
         ps = 'y' if r['policy_sensitive'] else ''
-        lines.append(f"{f:42} {ps:2} {r['tasks']:>5} {r['id_copy']:>7.2f} {r['success']:>7.2f}  {r['task_rates']}")
+        lines.append(f'{f:42} {ps:2} {r["tasks"]:>5} {r["id_copy"]:>7.2f} {r["success"]:>7.2f}  {r["task_rates"]}')
     sens = [x for r in m['families'].values() if r['policy_sensitive'] for x in r['task_rates']]
-    bin_of = lambda x: ('0' if x == 0 else '1' if x == 1 else '(0,0.1)' if x < 0.1 else '(0.9,1)' if x > 0.9
-                        else '[0.1,0.9]')
+    bin_of = lambda x: (
+        '0' if x == 0 else '1' if x == 1 else '(0,0.1)' if x < 0.1 else '(0.9,1)' if x > 0.9 else '[0.1,0.9]'
+    )
     bins = Counter(map(bin_of, sens))
-    lines.append("policy-sensitive tasks by success rate: "
-                 + ', '.join(f'{b}: {bins.get(b, 0)}' for b in ('0', '(0,0.1)', '[0.1,0.9]', '(0.9,1)', '1')))
+    lines.append(
+        'policy-sensitive tasks by success rate: '
+        + ', '.join(f'{b}: {bins.get(b, 0)}' for b in ('0', '(0,0.1)', '[0.1,0.9]', '(0.9,1)', '1'))
+    )
     misses = m['id_misses'].items()
     lines.append('needed identifiers missing from the calls: ' + ', '.join(f'{k} {v}' for k, v in misses))
     kinds = m['id_misses_by_kind'].items()
-    lines.append('  by kind: ' + '; '.join(f"{k} {', '.join(f'{w} {n}' for w, n in ws.items())}" for k, ws in kinds))
-    lines.append(f"episodes={m['episodes']} success={m['success']:.3f} invented={m['invented']:.3f}")
+    lines.append('  by kind: ' + '; '.join(f'{k} {", ".join(f"{w} {n}" for w, n in ws.items())}' for k, ws in kinds))
+    lines.append(f'episodes={m["episodes"]} success={m["success"]:.3f} invented={m["invented"]:.3f}')
     lines.append(report_line(m))
     return '\n'.join(lines)
 
-def rollouts(model=None, # a directory, or an HFPolicy; default: the shipped model
-             seed:int=2, # the task and sampling seed
-             k:int=8, # attempts per task
-             n:int=2, # tasks per family
-             domains=DOMAINS, split:str='train', concurrency:int=32, progress:bool=False) -> list[Episode]:
+
+def rollouts(
+    model=None,  # a directory, or an HFPolicy; default: the shipped model
+    seed: int = 2,  # the task and sampling seed
+    k: int = 8,  # attempts per task
+    n: int = 2,  # tasks per family
+    domains=DOMAINS,
+    split: str = 'train',
+    concurrency: int = 32,
+    progress: bool = False,
+) -> list[Episode]:
     "Play `n` fresh tasks per family `k` times each with the policy at temperature 1.0."
     if seed == DEMO_SEED:
         raise ValueError(f'seed {seed} generated the demonstrations the policy was trained on: pick another')
-    pol = model if isinstance(model, HFPolicy) else HFPolicy(str(model or model_dir()),
-                                                             sampling=SamplingConfig(temperature=1.0, seed=seed))
+    pol = (
+        model
+        if isinstance(model, HFPolicy)
+        else HFPolicy(str(model or model_dir()), sampling=SamplingConfig(temperature=1.0, seed=seed))
+    )
     tasks = [t for d in domains for t in generate_tasks(d, split, seed=seed, n=n)]
     jobs = [(t, r) for t in tasks for r in range(k)]
     return EpisodeRunner(pol, concurrency=concurrency, progress=progress).run_sync(jobs)
 
 # %% ../nbs/14_base_policy.ipynb #c045
-def kept_demonstrations(tasks:list) -> list[Episode]:
+def kept_demonstrations(tasks: list) -> list[Episode]:
     """The demonstrator's episodes of `tasks` that a build trains on: those that ran and typed no identifier the
     conversation had not shown."""
     eps = run_demonstrations(tasks)
     return [e for e in eps if e.trajectory.status == 'ok' and not invented_ids(e.trajectory.messages)]
 
-def polish_passes(cfg:BuildConfig) -> list[int]:
+
+def polish_passes(cfg: BuildConfig) -> list[int]:
     """The polish passes of `cfg`, numbered from 1: one per entry of `polish_tasks_per_family`, or one on the build's
     own demonstrations."""
     return list(range(1, (len(cfg.polish_tasks_per_family) or 1) + 1)) if cfg.polish_steps else []
 
-def polish_pass(model, tok, cfg:BuildConfig, p:int=1, convs:list=None, drills:CopyDrills=None, log=print) -> list[dict]:
+
+def polish_pass(
+    model, tok, cfg: BuildConfig, p: int = 1, convs: list = None, drills: CopyDrills = None, log=print
+) -> list[dict]:
     """Polish pass `p` of `cfg` on a built `model`: `polish_steps` mixed steps at `polish_lr` with a fresh optimizer and
     its own draws (seed `cfg.seed + p`), on the build's conversations and drills (`convs`, `drills`) or, with
     `polish_tasks_per_family`, on fresh demonstrations of its `p`-th entry's tasks per family. Nothing carries over
@@ -589,9 +795,11 @@ def polish_pass(model, tok, cfg:BuildConfig, p:int=1, convs:list=None, drills:Co
     again = replace(cfg, seed=cfg.seed + p, echo_only_steps=0, steps=cfg.polish_steps, lr=cfg.polish_lr)
     return [dict(r, polish_pass=p) for r in sft(model, tok, convs, drills, again, log=log)]
 
-def build_base_policy(cfg:BuildConfig=None, log=print) -> dict:
+
+def build_base_policy(cfg: BuildConfig = None, log=print) -> dict:
     "Demonstrations -> tokenizer -> model -> SFT with drills -> polish passes -> save -> closing check: the record."
     import torch
+
     cfg = cfg or BuildConfig()
     out = Path(cfg.out) if cfg.out else model_dir()
     domains = cfg.domain_names()
@@ -600,10 +808,15 @@ def build_base_policy(cfg:BuildConfig=None, log=print) -> dict:
     t = time.perf_counter()
     tasks = demo_tasks(domains, n=cfg.tasks_per_family)
     eps = kept_demonstrations(tasks)
-    rec['demonstrations'] = {'tasks': len(tasks), 'kept': len(eps), 'wall_s': round(time.perf_counter() - t, 1),
-                             'families': demo_summary(eps)}
-    log(f"demonstrations: {len(eps)} of {len(tasks)} kept in {rec['demonstrations']['wall_s']} s")
-    for r in rec['demonstrations']['families']: log(f'  {r}')
+    rec['demonstrations'] = {
+        'tasks': len(tasks),
+        'kept': len(eps),
+        'wall_s': round(time.perf_counter() - t, 1),
+        'families': demo_summary(eps),
+    }
+    log(f'demonstrations: {len(eps)} of {len(tasks)} kept in {rec["demonstrations"]["wall_s"]} s')
+    for r in rec['demonstrations']['families']:
+        log(f'  {r}')
     t = time.perf_counter()
     texts = [_render(e.trajectory.messages, e.trajectory.tools) for e in eps]
     tok = build_tokenizer(texts, domains, vocab_size=cfg.vocab_size)
@@ -611,17 +824,19 @@ def build_base_policy(cfg:BuildConfig=None, log=print) -> dict:
     enc = [encode_conversation(tok, e.trajectory.messages, e.trajectory.tools) for e in eps]
     drills = CopyDrills(eps)
     lens = sorted(len(i) for i, _ in enc)
-    rec['tokenizer'] = {'vocab': len(tok),
-                        'prompt_tokens': {d: len(fmt.encode(_render(*domain_prompt(d)))) for d in domains},
-                        'episode_tokens': {'mean': round(statistics.mean(lens)), 'p50': lens[len(lens) // 2],
-                                           'max': lens[-1]},
-                        'assistant_tokens_mean': round(statistics.mean(sum(x != -100 for x in l) for _, l in enc)),
-                        'drill_cuts': len(drills.cuts), 'lookups': drills.lookups,
-                        'wall_s': round(time.perf_counter() - t, 1)}
-    log(f"tokenizer: {rec['tokenizer']}")
+    rec['tokenizer'] = {
+        'vocab': len(tok),
+        'prompt_tokens': {d: len(fmt.encode(_render(*domain_prompt(d)))) for d in domains},
+        'episode_tokens': {'mean': round(statistics.mean(lens)), 'p50': lens[len(lens) // 2], 'max': lens[-1]},
+        'assistant_tokens_mean': round(statistics.mean(sum(x != -100 for x in l) for _, l in enc)),
+        'drill_cuts': len(drills.cuts),
+        'lookups': drills.lookups,
+        'wall_s': round(time.perf_counter() - t, 1),
+    }
+    log(f'tokenizer: {rec["tokenizer"]}')
     model = make_model(tok, cfg.model, seed=cfg.seed)
     rec['model'] = {'parameters': sum(p.numel() for p in model.parameters()), **asdict(cfg.model)}
-    log(f"model: {rec['model']}")
+    log(f'model: {rec["model"]}')
     t = time.perf_counter()
     convs = [(e.trajectory.messages, e.trajectory.tools) for e in eps]
     rec['sft'] = sft(model, tok, convs, drills, cfg, log=log)
@@ -641,22 +856,33 @@ def build_base_policy(cfg:BuildConfig=None, log=print) -> dict:
         rec['check'] = m
         log(format_report(m))
     rec['wall_s'] = round(time.perf_counter() - T, 1)
-    (out/'build.json').write_text(json.dumps(rec, indent=1))
-    log(f"saved {out} ({rec['size_bytes'] / 1e6:.1f} MB) in {rec['wall_s'] / 60:.1f} min")
+    (out / 'build.json').write_text(json.dumps(rec, indent=1))
+    log(f'saved {out} ({rec["size_bytes"] / 1e6:.1f} MB) in {rec["wall_s"] / 60:.1f} min')
     return rec
 
+
 @command('build-base-policy')
-def build_base_policy_cli(out:str='', # where to save; '' = data/models/tiny-qwen3
-                          steps:int=0, # SFT steps after the echo-only start (0: `BuildConfig`'s)
-                          tasks_per_family:int=0, # demonstrations per train family (0: `BuildConfig`'s)
-                          seed:int=0,
-                          check_tasks:int=1, # held-out tasks per family for the closing check (0: none)
-                          threads:int=2, # torch threads: the shipped build used both cores of a 2-core machine
-                         ):
+def build_base_policy_cli(
+    out: str = '',  # where to save; '' = data/models/tiny-qwen3
+    steps: int = 0,  # SFT steps after the echo-only start (0: `BuildConfig`'s)
+    tasks_per_family: int = 0,  # demonstrations per train family (0: `BuildConfig`'s)
+    seed: int = 0,
+    check_tasks: int = 1,  # held-out tasks per family for the closing check (0: none)
+    threads: int = 2,  # torch threads: the shipped build used both cores of a 2-core machine
+):
     "Build the tiny Qwen3 base policy from scratch (`BuildConfig()`, seeded; the shipped one: 79 min on 2 cores)."
     import torch
+
     torch.set_num_threads(threads)
     d = BuildConfig()
-    build_base_policy(replace(d, out=out, steps=steps or d.steps, seed=seed, check_tasks=check_tasks,
-                              tasks_per_family=tasks_per_family or d.tasks_per_family))
+    build_base_policy(
+        replace(
+            d,
+            out=out,
+            steps=steps or d.steps,
+            seed=seed,
+            check_tasks=check_tasks,
+            tasks_per_family=tasks_per_family or d.tasks_per_family,
+        )
+    )
     return 0

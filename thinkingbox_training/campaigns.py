@@ -22,51 +22,74 @@ __all__ = ['LOST_STORE', 'CampaignError', 'storage_problem', 'disk_full', 'Attem
 class CampaignError(RuntimeError):
     "A campaign directory that cannot be run or read as asked; the message names the file and what to do."
 
-def storage_problem(e:BaseException) -> str|None:
+
+def storage_problem(e: BaseException) -> str | None:
     "'full' or 'read-only' when `e` is the disk under a store refusing a write (an OSError or SQLite's), else None."
-    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, getattr(errno, 'EDQUOT', errno.ENOSPC)): return 'full'
-    if isinstance(e, OSError) and e.errno in (errno.EROFS, errno.EACCES, errno.EPERM): return 'read-only'
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, getattr(errno, 'EDQUOT', errno.ENOSPC)):
+        return 'full'
+    if isinstance(e, OSError) and e.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return 'read-only'
     if isinstance(e, sqlite3.OperationalError):
         m = str(e).lower()
-        if 'disk is full' in m: return 'full'
-        if 'readonly' in m or 'read-only' in m: return 'read-only'
+        if 'disk is full' in m:
+            return 'full'
+        if 'readonly' in m or 'read-only' in m:
+            return 'read-only'
     return None
 
-def disk_full(where, e) -> CampaignError:
-    return CampaignError(f'{where}: no space left on the disk ({type(e).__name__}: {e}); the attempts stored so far '
-                         'are kept. Free some space, then run the same command again: it resumes')
 
-def _writable(path:Path) -> bool:
+def disk_full(where, e) -> CampaignError:
+    return CampaignError(
+        f'{where}: no space left on the disk ({type(e).__name__}: {e}); the attempts stored so far '
+        'are kept. Free some space, then run the same command again: it resumes'
+    )
+
+
+def _writable(path: Path) -> bool:
     "Whether `path` (or, not there yet, its folder) can be written: a read-only mount says no even to root."
     return os.access(path if path.exists() else path.parent, os.W_OK) and os.access(path.parent, os.W_OK)
 
+
 class AttemptStore:
     "A crash-proof store of attempt records: SQLite, WAL, synchronous=FULL, keyed by (campaign, task uid, repetition)."
-    def __init__(self, path:str|Path,
-                 check:bool=True,      # run SQLite's quick_check first (a campaign's shards skip it: their parent did)
-                 readonly:bool=False): # only read it (`tbt aggregate`, results): nothing written, a read-only one read
+
+    def __init__(
+        self,
+        path: str | Path,
+        check: bool = True,  # run SQLite's quick_check first (a campaign's shards skip it: their parent did)
+        readonly: bool = False,
+    ):  # only read it (`tbt aggregate`, results): nothing written, a read-only one read
         self.path, self.db = Path(path), None
         if not readonly:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            if not _writable(self.path): raise self._readonly('no write permission')
+            if not _writable(self.path):
+                raise self._readonly('no write permission')
             # shards write to one store: a writer waits (up to a minute) for another's transaction to commit
             self.db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=60)
         try:  # check before anything is written: a damaged store is left as it is
-            if readonly: self.db = self._open_readonly()
+            if readonly:
+                self.db = self._open_readonly()
             problems = [r[0] for r in self.db.execute('PRAGMA quick_check')] if check else ['ok']
-            if problems != ['ok']: raise sqlite3.DatabaseError('; '.join(problems[:3]))
-            if not readonly: self._setup()
+            if problems != ['ok']:
+                raise sqlite3.DatabaseError('; '.join(problems[:3]))
+            if not readonly:
+                self._setup()
         except sqlite3.DatabaseError as e:
-            if self.db is not None: self.db.close()
+            if self.db is not None:
+                self.db.close()
             kind = storage_problem(e)
-            if kind == 'read-only': raise self._readonly(e) from None
-            if kind == 'full': raise disk_full(self.path, e) from None
+            if kind == 'read-only':
+                raise self._readonly(e) from None
+            if kind == 'full':
+                raise disk_full(self.path, e) from None
             raise self._damaged(e) from None
 
     def _open_readonly(self):
         "A connection that cannot write; in a folder it cannot write to either, SQLite's immutable mode (no WAL left)."
-        if not self.path.exists(): raise CampaignError(f'{self.path}: no such store')
+        if not self.path.exists():
+            raise CampaignError(f'{self.path}: no such store')
         from urllib.parse import quote
+
         uri = f'file:{quote(str(self.path.resolve()))}'  # a '?' or '#' in a folder's name is not the URI's
         db = sqlite3.connect(uri + '?mode=ro', uri=True, check_same_thread=False)
         try:
@@ -74,253 +97,399 @@ class AttemptStore:
             return db
         except sqlite3.DatabaseError as e:
             db.close()
-            if not isinstance(e, sqlite3.OperationalError): raise  # a damaged file: named as such by the caller
+            if not isinstance(e, sqlite3.OperationalError):
+                raise  # a damaged file: named as such by the caller
             wal = self.path.with_name(self.path.name + '-wal')
             if wal.exists() and wal.stat().st_size:  # attempts committed to the WAL: immutable mode would not see them
-                raise self._readonly(f'{e}; its {wal.name} holds attempts that only a writable folder lets SQLite read'
-                                     ) from None
+                raise self._readonly(
+                    f'{e}; its {wal.name} holds attempts that only a writable folder lets SQLite read'
+                ) from None
             return sqlite3.connect(uri + '?immutable=1', uri=True, check_same_thread=False)
 
     def _readonly(self, why) -> CampaignError:
-        return CampaignError(f'{self.path} is read-only ({why}); nothing was written to it. To add attempts, make it '
-                             'writable (or copy the campaign directory somewhere writable and run into that --out); '
-                             f'`tbt aggregate {self.path.parent}` reads it as it is')
+        return CampaignError(
+            f'{self.path} is read-only ({why}); nothing was written to it. To add attempts, make it '
+            'writable (or copy the campaign directory somewhere writable and run into that --out); '
+            f'`tbt aggregate {self.path.parent}` reads it as it is'
+        )
 
     def _damaged(self, what) -> CampaignError:
-        return CampaignError(f'{self.path} is damaged ({what}); it was left as it is. Restore it from a copy, or move '
-                             f'it away and run the campaign again to start it over (`sqlite3 {self.path} .recover` '
-                             'salvages what is still readable)')
+        return CampaignError(
+            f'{self.path} is damaged ({what}); it was left as it is. Restore it from a copy, or move '
+            f'it away and run the campaign again to start it over (`sqlite3 {self.path} .recover` '
+            'salvages what is still readable)'
+        )
 
     def _setup(self):
-        self.db.execute('PRAGMA journal_mode=WAL'); self.db.execute('PRAGMA synchronous=FULL')
-        self.db.executescript('''
+        self.db.execute('PRAGMA journal_mode=WAL')
+        self.db.execute('PRAGMA synchronous=FULL')
+        self.db.executescript("""
           CREATE TABLE IF NOT EXISTS attempts (campaign TEXT, task_uid TEXT, repetition INTEGER, status TEXT,
             reward INTEGER, invocation INTEGER, record TEXT, PRIMARY KEY (campaign, task_uid, repetition));
           CREATE TABLE IF NOT EXISTS invocations (id INTEGER PRIMARY KEY AUTOINCREMENT, campaign TEXT, started REAL,
-            argv TEXT, executed INTEGER DEFAULT 0, finished REAL);''')
+            argv TEXT, executed INTEGER DEFAULT 0, finished REAL);""")
 
-    def begin(self, campaign:str, argv:list=None) -> int:
+    def begin(self, campaign: str, argv: list = None) -> int:
         "Record a new invocation of `campaign`; its id."
-        cur = self.db.execute('INSERT INTO invocations (campaign, started, argv) VALUES (?, ?, ?)',
-                              (campaign, time.time(), json.dumps(argv or sys.argv)))
+        cur = self.db.execute(
+            'INSERT INTO invocations (campaign, started, argv) VALUES (?, ?, ?)',
+            (campaign, time.time(), json.dumps(argv or sys.argv)),
+        )
         return cur.lastrowid
 
-    def put(self, rec:AttemptRecord, invocation:int):
+    def put(self, rec: AttemptRecord, invocation: int):
         "Store one attempt and count it for `invocation`, in one transaction. A clean attempt is never overwritten."
         self.db.execute('BEGIN IMMEDIATE')  # the check and the write in one transaction: no other writer between them
         try:
-            row = self.db.execute('SELECT status FROM attempts WHERE campaign=? AND task_uid=? AND repetition=?',
-                                  (rec.campaign, rec.task_uid, rec.repetition)).fetchone()
+            row = self.db.execute(
+                'SELECT status FROM attempts WHERE campaign=? AND task_uid=? AND repetition=?',
+                (rec.campaign, rec.task_uid, rec.repetition),
+            ).fetchone()
             if row and row[0] != 'system_error':
-                raise ValueError(f'attempt {rec.task_uid}#{rec.repetition} of campaign {rec.campaign!r} '
-                                 f'is already stored ({row[0]})')
-            self.db.execute('INSERT OR REPLACE INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?)',
-                            (rec.campaign, rec.task_uid, rec.repetition, rec.status, rec.reward, invocation,
-                             rec.model_dump_json()))
+                raise ValueError(
+                    f'attempt {rec.task_uid}#{rec.repetition} of campaign {rec.campaign!r} is already stored ({row[0]})'
+                )
+            self.db.execute(
+                'INSERT OR REPLACE INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?)',
+                (rec.campaign, rec.task_uid, rec.repetition, rec.status, rec.reward, invocation, rec.model_dump_json()),
+            )
             self.db.execute('UPDATE invocations SET executed = executed + 1 WHERE id = ?', (invocation,))
             self.db.execute('COMMIT')
         except BaseException:
-            try: self.db.execute('ROLLBACK')
-            except sqlite3.Error: pass  # a failed COMMIT (a full disk) may have ended the transaction already
+            try:
+                self.db.execute('ROLLBACK')
+            except sqlite3.Error:
+                pass  # a failed COMMIT (a full disk) may have ended the transaction already
             raise
 
-    def finish(self, invocation:int):
+    def finish(self, invocation: int):
         self.db.execute('UPDATE invocations SET finished = ? WHERE id = ?', (time.time(), invocation))
 
-    def records(self, campaign:str) -> list[dict]:
+    def records(self, campaign: str) -> list[dict]:
         "Every stored attempt of `campaign`, by task uid and repetition; `CampaignError` naming one that is damaged."
         out = []
-        try: rows = self.db.execute('SELECT task_uid, repetition, status, record FROM attempts WHERE campaign=? '
-                                    'ORDER BY task_uid, repetition', (campaign,)).fetchall()
-        except sqlite3.DatabaseError as e: raise self._damaged(e) from None
+        try:
+            rows = self.db.execute(
+                'SELECT task_uid, repetition, status, record FROM attempts WHERE campaign=? '
+                'ORDER BY task_uid, repetition',
+                (campaign,),
+            ).fetchall()
+        except sqlite3.DatabaseError as e:
+            raise self._damaged(e) from None
         for uid, rep, status, rec in rows:
-            try: d = json.loads(rec)
-            except (TypeError, ValueError): d = None
+            try:
+                d = json.loads(rec)
+            except (TypeError, ValueError):
+                d = None
             key = (d.get('task_uid'), d.get('repetition'), d.get('status')) if isinstance(d, dict) else None
             if key != (uid, rep, status):
                 raise CampaignError(
                     f'{self.path}: the stored record of attempt {uid}#{rep} of campaign {campaign!r} is damaged '
                     f'({str(rec)[:80]!r}); it was left as it is. To run that attempt again, delete its row: '
                     f'sqlite3 {self.path} '
-                    f'"DELETE FROM attempts WHERE campaign=\'{campaign}\' AND task_uid=\'{uid}\' AND repetition={rep}"')
+                    f"\"DELETE FROM attempts WHERE campaign='{campaign}' AND task_uid='{uid}' AND repetition={rep}\""
+                )
             out.append(d)
         return out
 
-    def keys(self, campaign:str, clean:bool=True) -> set:
+    def keys(self, campaign: str, clean: bool = True) -> set:
         "Keys of the clean (or, with clean=False, the system-error) attempts."
         op = '!=' if clean else '='
-        return {(u, r) for u, r in self.db.execute(
-            f"SELECT task_uid, repetition FROM attempts WHERE campaign=? AND status {op} 'system_error'", (campaign,))}
+        return {
+            (u, r)
+            for u, r in self.db.execute(
+                f"SELECT task_uid, repetition FROM attempts WHERE campaign=? AND status {op} 'system_error'",
+                (campaign,),
+            )
+        }
 
-    def invocations(self, campaign:str) -> list[dict]:
-        return [dict(id=i, executed=e, finished=f is not None) for i, e, f in self.db.execute(
-            'SELECT id, executed, finished FROM invocations WHERE campaign=? ORDER BY id', (campaign,))]
+    def invocations(self, campaign: str) -> list[dict]:
+        return [
+            dict(id=i, executed=e, finished=f is not None)
+            for i, e, f in self.db.execute(
+                'SELECT id, executed, finished FROM invocations WHERE campaign=? ORDER BY id', (campaign,)
+            )
+        ]
 
-    def close(self): self.db.close()
+    def close(self):
+        self.db.close()
 
 # %% ../nbs/08_campaigns.ipynb #c006
 def _sha(paths) -> str:
     h = hashlib.sha256()
-    for p in sorted(str(p) for p in paths): h.update(Path(p).read_bytes())
+    for p in sorted(str(p) for p in paths):
+        h.update(Path(p).read_bytes())
     return h.hexdigest()
 
-def _atomic_write(path:Path, text:str):
+
+def _atomic_write(path: Path, text: str):
     "Write `text` to `path` through a temporary file and a rename: the old file stays whole if the write fails."
     tmp = path.with_name(path.name + '.tmp')
-    try: tmp.write_text(text); os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
     except BaseException:
-        tmp.unlink(missing_ok=True); raise
+        tmp.unlink(missing_ok=True)
+        raise
 
-def _write_json(path:Path, obj): _atomic_write(path, json.dumps(obj, indent=1, sort_keys=True) + '\n')
 
-def export_jsonl(store:AttemptStore, campaign:str, path:Path):
+def _write_json(path: Path, obj):
+    _atomic_write(path, json.dumps(obj, indent=1, sort_keys=True) + '\n')
+
+
+def export_jsonl(store: AttemptStore, campaign: str, path: Path):
     "Write the campaign's records as JSON Lines (atomically)."
     _atomic_write(path, ''.join(json.dumps(r, sort_keys=True) + '\n' for r in store.records(campaign)))
 
+
 class CampaignLock:
     "One campaign directory, one invocation: an exclusive `flock` on OUT/campaign.lock while a run holds it."
-    def __init__(self, out:str|Path): self.path, self.f = Path(out)/'campaign.lock', None
+
+    def __init__(self, out: str | Path):
+        self.path, self.f = Path(out) / 'campaign.lock', None
+
     def __enter__(self):
         import fcntl
+
         self.f = open(self.path, 'a+')
-        try: fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        try:
+            fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            self.f.seek(0); holder = self.f.read().strip() or 'another process'; self.f.close()
-            raise CampaignError(f'{self.path.parent} is being run by {holder}: one campaign directory, one invocation. '
-                                'Wait for that run to end (or stop it), then run this again: it resumes.') from None
-        self.f.seek(0); self.f.truncate()
-        self.f.write(f"pid {os.getpid()} ({' '.join(sys.argv)[:200]}), since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+            self.f.seek(0)
+            holder = self.f.read().strip() or 'another process'
+            self.f.close()
+            raise CampaignError(
+                f'{self.path.parent} is being run by {holder}: one campaign directory, one invocation. '
+                'Wait for that run to end (or stop it), then run this again: it resumes.'
+            ) from None
+        self.f.seek(0)
+        self.f.truncate()
+        self.f.write(f'pid {os.getpid()} ({" ".join(sys.argv)[:200]}), since {time.strftime("%Y-%m-%d %H:%M:%S")}\n')
         self.f.flush()
         return self
-    def __exit__(self, *exc): self.f.close()
 
-def _tasks_sha(tasks:list) -> str:
+    def __exit__(self, *exc):
+        self.f.close()
+
+
+def _tasks_sha(tasks: list) -> str:
     "The hash of the tasks' content as they run (init, golden calls, checks, budgets, user, ...)."
     h = hashlib.sha256()
-    for t in sorted(tasks, key=lambda t: t.uid): h.update(t.model_dump_json().encode()); h.update(b'\n')
+    for t in sorted(tasks, key=lambda t: t.uid):
+        h.update(t.model_dump_json().encode())
+        h.update(b'\n')
     return h.hexdigest()
 
-def read_meta(out:str|Path) -> dict:
+
+def read_meta(out: str | Path) -> dict:
     "A campaign directory's campaign.json; `CampaignError` naming it when it is missing or damaged."
-    path = Path(out)/'campaign.json'
-    if not path.exists(): raise CampaignError(f'{out} is not a campaign directory (no campaign.json)')
-    try: meta = json.loads(path.read_text())
-    except (ValueError, UnicodeDecodeError) as e: meta, why = None, f'{type(e).__name__}: {e}'
-    else: why = 'it lacks campaign, tasks or k'
+    path = Path(out) / 'campaign.json'
+    if not path.exists():
+        raise CampaignError(f'{out} is not a campaign directory (no campaign.json)')
+    try:
+        meta = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        meta, why = None, f'{type(e).__name__}: {e}'
+    else:
+        why = 'it lacks campaign, tasks or k'
     if not (isinstance(meta, dict) and {'campaign', 'tasks', 'k'} <= set(meta)):
-        raise CampaignError(f'{path} is damaged ({why}); it was left as it is. Restore it from a copy (the attempts '
-                            f'in {Path(out)/"attempts.sqlite"} are kept), or run into a new --out')
+        raise CampaignError(
+            f'{path} is damaged ({why}); it was left as it is. Restore it from a copy (the attempts '
+            f'in {Path(out) / "attempts.sqlite"} are kept), or run into a new --out'
+        )
     return meta
 
-def _resume_check(out:Path, old:dict, meta:dict):
+
+def _resume_check(out: Path, old: dict, meta: dict):
     "Refuse to resume a campaign with anything that changes verdicts different from what it was started with."
     diff = [f for f in meta if f in old and old[f] != meta[f]]
     if diff:
         short = lambda v: json.dumps(v, default=str)[:120]
         show = '; '.join(f'{f}: stored {short(old[f])}, now {short(meta[f])}' for f in diff)
-        raise CampaignError(f'{out} holds another campaign ({show}): resuming it so would mix verdicts of different '
-                            'settings; run with the stored settings, or use another --out')
+        raise CampaignError(
+            f'{out} holds another campaign ({show}): resuming it so would mix verdicts of different '
+            'settings; run with the stored settings, or use another --out'
+        )
     new = [f for f in meta if f not in old]
-    if new: print(f'({out}/campaign.json, written by an earlier version, does not record {", ".join(new)}: '
-                  'resumed on the stored fields only)', file=sys.stderr)
+    if new:
+        print(
+            f'({out}/campaign.json, written by an earlier version, does not record {", ".join(new)}: '
+            'resumed on the stored fields only)',
+            file=sys.stderr,
+        )
 
-def refuse_defective(tasks:list):
+
+def refuse_defective(tasks: list):
     "`CampaignError` naming every task whose golden calls do not replay (an attempt of it could never be graded)."
-    try: check_defects(tasks)
-    except DefectiveTask as e: raise CampaignError(str(e)) from None
+    try:
+        check_defects(tasks)
+    except DefectiveTask as e:
+        raise CampaignError(str(e)) from None
 
-def run_campaign(out:str|Path,             # the campaign directory (created, or resumed)
-                 tasks:list,               # the tasks
-                 policy,                   # a spec for `make_policy`, a recipe (a callable that makes one), or a policy
-                 k:int,                    # attempts per task
-                 name:str=None,            # the campaign's name (default: the directory's name)
-                 user:str='scripted',      # simulated user spec
-                 sampling:SamplingConfig=None,
-                 grader:Grader=None,       # a Grader, or a recipe (a callable that makes one)
-                 concurrency:int=16,       # episodes live at once in each process (16: measured, see below)
-                 error_retries:int=2,      # extra rounds for attempts that hit a system error
-                 task_files:list=(),       # the files the tasks came from (hashed into campaign.json)
-                 progress:bool=True,
-                 runner_kw:dict=None,
-                 budgets:dict=None,        # a run's budgets in place of each task's own (probing); None: theirs
-                 shards:int=1,             # worker processes, each running its share of the attempts (see below)
-                 lost_store:str='refuse'   # `out` holds an export but no store: refuse, rebuild or regenerate (below)
-                ) -> dict:
+
+def run_campaign(
+    out: str | Path,  # the campaign directory (created, or resumed)
+    tasks: list,  # the tasks
+    policy,  # a spec for `make_policy`, a recipe (a callable that makes one), or a policy
+    k: int,  # attempts per task
+    name: str = None,  # the campaign's name (default: the directory's name)
+    user: str = 'scripted',  # simulated user spec
+    sampling: SamplingConfig = None,
+    grader: Grader = None,  # a Grader, or a recipe (a callable that makes one)
+    concurrency: int = 16,  # episodes live at once in each process (16: measured, see below)
+    error_retries: int = 2,  # extra rounds for attempts that hit a system error
+    task_files: list = (),  # the files the tasks came from (hashed into campaign.json)
+    progress: bool = True,
+    runner_kw: dict = None,
+    budgets: dict = None,  # a run's budgets in place of each task's own (probing); None: theirs
+    shards: int = 1,  # worker processes, each running its share of the attempts (see below)
+    lost_store: str = 'refuse',  # `out` holds an export but no store: refuse, rebuild or regenerate (below)
+) -> dict:
     "Run (or resume) tasks x k attempts into `out`; returns counts of what this invocation did and what is left."
-    if shards < 1: raise ValueError(f'shards must be at least 1, got {shards}')
-    if lost_store not in LOST_STORE: raise ValueError(f'lost_store must be one of {LOST_STORE}, got {lost_store!r}')
+    if shards < 1:
+        raise ValueError(f'shards must be at least 1, got {shards}')
+    if lost_store not in LOST_STORE:
+        raise ValueError(f'lost_store must be one of {LOST_STORE}, got {lost_store!r}')
     out = Path(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
         with CampaignLock(out) as lock:
-            return _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency, error_retries,
-                               task_files, progress, runner_kw, budgets, shards, lock, lost_store)
+            return _run_locked(
+                out,
+                tasks,
+                policy,
+                k,
+                name,
+                user,
+                sampling,
+                grader,
+                concurrency,
+                error_retries,
+                task_files,
+                progress,
+                runner_kw,
+                budgets,
+                shards,
+                lock,
+                lost_store,
+            )
     except (OSError, sqlite3.OperationalError) as e:  # the disk under the campaign: one line that says what to do
         kind = storage_problem(e)
-        if kind == 'full': raise disk_full(out, e) from None
+        if kind == 'full':
+            raise disk_full(out, e) from None
         if kind == 'read-only':
-            raise CampaignError(f'{out} is read-only ({type(e).__name__}: {e}); nothing was written to it. Make it '
-                                'writable, or copy it somewhere writable and run into that --out') from None
+            raise CampaignError(
+                f'{out} is read-only ({type(e).__name__}: {e}); nothing was written to it. Make it '
+                'writable, or copy it somewhere writable and run into that --out'
+            ) from None
         raise
 
-def _is_recipe(x, method:str) -> bool:
+
+def _is_recipe(x, method: str) -> bool:
     "Whether `x` makes the thing (a class or a function called with no argument) rather than being it (has `method`)."
     return callable(x) and (isinstance(x, type) or not hasattr(x, method))
 
-def _policy_from(policy, sampling:SamplingConfig):
+
+def _policy_from(policy, sampling: SamplingConfig):
     "The policy a spec names (`make_policy`), a recipe makes, or the policy itself."
-    if isinstance(policy, str): return make_policy(policy, sampling)
+    if isinstance(policy, str):
+        return make_policy(policy, sampling)
     return policy() if _is_recipe(policy, 'generate') else policy
 
+
 def _grader_from(grader) -> Grader:
-    if grader is None: return Grader(judge=RuleJudge())
+    if grader is None:
+        return Grader(judge=RuleJudge())
     return grader() if _is_recipe(grader, 'grade') else grader
 
-def _run_rounds(store:AttemptStore, name:str, inv:int, runner:EpisodeRunner, jobs:list, error_retries:int,
-                progress:bool):
+
+def _run_rounds(
+    store: AttemptStore, name: str, inv: int, runner: EpisodeRunner, jobs: list, error_retries: int, progress: bool
+):
     "Run `jobs` [(task, repetition)] not yet cleanly stored, storing each; then rounds of retries of system errors."
-    def store_it(ep): store.put(AttemptRecord.from_episode(ep, campaign=name), inv)
+
+    def store_it(ep):
+        store.put(AttemptRecord.from_episode(ep, campaign=name), inv)
+
     rounds = 0
     while True:
         done = store.keys(name)
         todo = [(t, r) for t, r in jobs if (t.uid, r) not in done]
-        if not todo or rounds > error_retries: break
+        if not todo or rounds > error_retries:
+            break
         if rounds and progress:
             print(f'retrying {len(todo)} attempt(s) that hit system errors (round {rounds})', file=sys.stderr)
         runner.run_sync(todo, on_done=store_it)
         rounds += 1
 
-def _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency, error_retries, task_files, progress,
-                runner_kw, budgets=None, shards=1, lock=None, lost_store='refuse'):
+
+def _run_locked(
+    out,
+    tasks,
+    policy,
+    k,
+    name,
+    user,
+    sampling,
+    grader,
+    concurrency,
+    error_retries,
+    task_files,
+    progress,
+    runner_kw,
+    budgets=None,
+    shards=1,
+    lock=None,
+    lost_store='refuse',
+):
     name = name or out.name
     sampling = sampling or SamplingConfig()
-    if budgets is not None: tasks = [metrics.apply_budgets(t, budgets) for t in tasks]
+    if budgets is not None:
+        tasks = [metrics.apply_budgets(t, budgets) for t in tasks]
     runner_kw = dict(runner_kw or {})
     pool, bar, threads = None, None, None
     setup = _shard_setup(policy, grader, sampling, user, concurrency, error_retries, runner_kw) if shards > 1 else None
     grader, pol = _grader_from(grader), _policy_from(policy, sampling)
-    try: check_judge(tasks, grader.judge)  # a rubric item its judge cannot read: refused before anything is written
-    except ValueError as e: raise CampaignError(str(e)) from None
-    meta = {'campaign': name, 'policy': pol.policy_id, 'k': k, 'user': user, 'sampling': vars(sampling),
-            'judge': _judge_name(grader),
-            'tool_timeout_s': runner_kw.get('tool_timeout_s',
-                                            inspect.signature(EpisodeRunner).parameters['tool_timeout_s'].default),
-            'tasks': [t.uid for t in tasks], 'tasks_sha256': _tasks_sha(tasks),
-            'task_files_sha256': _sha(task_files) if task_files else None}
-    meta['budgets'] = metrics.budgets_record(tasks, sampling.max_tokens, 'tasks' if budgets is None else 'run')
-    mpath = out/'campaign.json'
-    lost = _lost_store(out, lost_store)          # an export without its store: refused unless told what to do
-    if mpath.exists(): _resume_check(out, read_meta(out), meta)
-    if lost == 'regenerate':
-        print(f'({out}: no attempts.sqlite beside its export: every attempt runs again, and the export is replaced '
-              'when the run ends)', file=sys.stderr)
-    store = AttemptStore(out/'attempts.sqlite')  # refuses a damaged store before anything is written
     try:
-        if lost == 'rebuild': _rebuild_store(out, store, name)
-        store.records(name)                      # and a damaged record
+        check_judge(tasks, grader.judge)  # a rubric item its judge cannot read: refused before anything is written
+    except ValueError as e:
+        raise CampaignError(str(e)) from None
+    meta = {
+        'campaign': name,
+        'policy': pol.policy_id,
+        'k': k,
+        'user': user,
+        'sampling': vars(sampling),
+        'judge': _judge_name(grader),
+        'tool_timeout_s': runner_kw.get(
+            'tool_timeout_s', inspect.signature(EpisodeRunner).parameters['tool_timeout_s'].default
+        ),
+        'tasks': [t.uid for t in tasks],
+        'tasks_sha256': _tasks_sha(tasks),
+        'task_files_sha256': _sha(task_files) if task_files else None,
+    }
+    meta['budgets'] = metrics.budgets_record(tasks, sampling.max_tokens, 'tasks' if budgets is None else 'run')
+    mpath = out / 'campaign.json'
+    lost = _lost_store(out, lost_store)  # an export without its store: refused unless told what to do
+    if mpath.exists():
+        _resume_check(out, read_meta(out), meta)
+    if lost == 'regenerate':
+        print(
+            f'({out}: no attempts.sqlite beside its export: every attempt runs again, and the export is replaced '
+            'when the run ends)',
+            file=sys.stderr,
+        )
+    store = AttemptStore(out / 'attempts.sqlite')  # refuses a damaged store before anything is written
+    try:
+        if lost == 'rebuild':
+            _rebuild_store(out, store, name)
+        store.records(name)  # and a damaged record
         refuse_defective(tasks)
-    except BaseException: store.close(); raise
-    if not mpath.exists(): _write_json(mpath, meta)
+    except BaseException:
+        store.close()
+        raise
+    if not mpath.exists():
+        _write_json(mpath, meta)
     inv = store.begin(name)
     jobs = [(t, r) for t in tasks for r in range(k)]
     try:
@@ -331,349 +500,569 @@ def _run_locked(out, tasks, policy, k, name, user, sampling, grader, concurrency
             shares = [pending[i::n] for i in range(n)]  # deterministic: by the order of tasks and repetitions
             pool = _Shards(setup, lock, out, name, inv, shares[1:], (meta['policy'], meta['judge']))
             jobs = shares[0]
-            if progress: bar = _StoreProgress(store.path, name, inv, len(pending), f'episodes ({n} shards)')
+            if progress:
+                bar = _StoreProgress(store.path, name, inv, len(pending), f'episodes ({n} shards)')
             import torch
-            threads = torch.get_num_threads(); torch.set_num_threads(1)  # one core a shard, this one too
-        runner = EpisodeRunner(pol, grader=grader, user=user, sampling=sampling, concurrency=concurrency,
-                               progress=progress and not pool, **runner_kw)
+
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)  # one core a shard, this one too
+        runner = EpisodeRunner(
+            pol,
+            grader=grader,
+            user=user,
+            sampling=sampling,
+            concurrency=concurrency,
+            progress=progress and not pool,
+            **runner_kw,
+        )
         _run_rounds(store, name, inv, runner, jobs, error_retries, progress)
         stats = _merge_stats([runner.stats] + pool.collect(out)) if pool else runner.stats
         store.finish(inv)
     finally:
-        if threads: torch.set_num_threads(threads)
-        if pool: pool.stop()
-        if bar: bar.close()
+        if threads:
+            torch.set_num_threads(threads)
+        if pool:
+            pool.stop()
+        if bar:
+            bar.close()
         try:
-            export_jsonl(store, name, out/'attempts.jsonl')
+            export_jsonl(store, name, out / 'attempts.jsonl')
             executed = next(i['executed'] for i in store.invocations(name) if i['id'] == inv)
             left = [r for r in store.records(name) if r['status'] == 'system_error']
-        finally: store.close()
+        finally:
+            store.close()
     kinds = collections.Counter(_error_kind(r['verdict'].get('system_error') or '') for r in left)
-    return {'campaign': name, 'executed': executed, 'expected': len(tasks) * k, 'system_errors_left': len(left),
-            'system_errors': dict(kinds.most_common()), 'stats': stats}
+    return {
+        'campaign': name,
+        'executed': executed,
+        'expected': len(tasks) * k,
+        'system_errors_left': len(left),
+        'system_errors': dict(kinds.most_common()),
+        'stats': stats,
+    }
 
-def _judge_name(grader:Grader) -> str|None:
+
+def _judge_name(grader: Grader) -> str | None:
     return getattr(grader.judge, 'name', None) if grader.judge is not None else None
 
-def _error_kind(msg:str) -> str:
+
+def _error_kind(msg: str) -> str:
     "A system error's message without the figures that vary between attempts (ids, seconds, addresses)."
     import re
+
     return re.sub(r'\d+(\.\d+)?', 'N', msg)[:160]
 
-def _export_records(out:Path) -> list[dict]:
+
+def _export_records(out: Path) -> list[dict]:
     "The records of a campaign's export, attempts.jsonl; `CampaignError` naming a line it cannot read."
-    path = out/'attempts.jsonl'
-    if not path.exists(): raise CampaignError(f'{out} holds neither attempts.sqlite nor attempts.jsonl: no attempts')
-    try: return metrics.read_attempts(path)
+    path = out / 'attempts.jsonl'
+    if not path.exists():
+        raise CampaignError(f'{out} holds neither attempts.sqlite nor attempts.jsonl: no attempts')
+    try:
+        return metrics.read_attempts(path)
     except ValueError as e:
-        raise CampaignError(f'{e}: the export is cut or damaged; it was left as it is. Restore it, or the store '
-                            f'attempts.sqlite it came from, beside {out/"campaign.json"}') from None
+        raise CampaignError(
+            f'{e}: the export is cut or damaged; it was left as it is. Restore it, or the store '
+            f'attempts.sqlite it came from, beside {out / "campaign.json"}'
+        ) from None
+
 
 LOST_STORE = ('refuse', 'rebuild', 'regenerate')
 
-def _lost_store(out:Path, how:str) -> str|None:
+
+def _lost_store(out: Path, how: str) -> str | None:
     """What to do with a directory that holds an export (campaign.json, attempts.jsonl) but not the store it comes
     from: None when nothing is lost; `CampaignError` unless `how` says to rebuild the store or regenerate."""
-    if (out/'attempts.sqlite').exists(): return None
-    present = [f for f in ('campaign.json', 'attempts.jsonl') if (out/f).exists()]
-    if not present: return None
+    if (out / 'attempts.sqlite').exists():
+        return None
+    present = [f for f in ('campaign.json', 'attempts.jsonl') if (out / f).exists()]
+    if not present:
+        return None
     held, readable = '', True
-    if (out/'attempts.jsonl').exists():
-        try: held = f' ({len(_export_records(out))} attempt(s) in attempts.jsonl)'
-        except CampaignError as e: held, readable = f' ({e})', False
-    if how == 'regenerate' or (how == 'rebuild' and readable): return how
-    raise CampaignError(f'{out} holds {" and ".join(present)} but not attempts.sqlite, the store they come from{held}: '
-                        'it was left as it is, and running would start the campaign over. Put attempts.sqlite (with '
-                        'any attempts.sqlite-wal) back beside them to resume, '
-                        + ('rebuild the store from the export and run only what it lacks (--rebuild-store), '
-                           if readable else '') +
-                        f'or run into a new --out; `tbt aggregate {out}` reads attempts.jsonl as it is')
+    if (out / 'attempts.jsonl').exists():
+        try:
+            held = f' ({len(_export_records(out))} attempt(s) in attempts.jsonl)'
+        except CampaignError as e:
+            held, readable = f' ({e})', False
+    if how == 'regenerate' or (how == 'rebuild' and readable):
+        return how
+    raise CampaignError(
+        f'{out} holds {" and ".join(present)} but not attempts.sqlite, the store they come from{held}: '
+        'it was left as it is, and running would start the campaign over. Put attempts.sqlite (with '
+        'any attempts.sqlite-wal) back beside them to resume, '
+        + ('rebuild the store from the export and run only what it lacks (--rebuild-store), ' if readable else '')
+        + f'or run into a new --out; `tbt aggregate {out}` reads attempts.jsonl as it is'
+    )
 
-def _rebuild_store(out:Path, store:AttemptStore, name:str):
+
+def _rebuild_store(out: Path, store: AttemptStore, name: str):
     "A new store holding every attempt of the export, as one invocation (appended: the export is left as it is)."
     recs = _export_records(out)
     inv = store.begin(name, ['(rebuilt from attempts.jsonl)'])
     for i, r in enumerate(recs, 1):
-        try: rec = AttemptRecord(**r)
+        try:
+            rec = AttemptRecord(**r)
         except (TypeError, ValueError) as e:
-            raise CampaignError(f'{out/"attempts.jsonl"}:{i}: not an attempt record ({str(e).splitlines()[0]}); '
-                                f'the store rebuilt so far is {store.path}: move it away before trying again') from None
-        if rec.campaign == name: store.put(rec, inv)
+            raise CampaignError(
+                f'{out / "attempts.jsonl"}:{i}: not an attempt record ({str(e).splitlines()[0]}); '
+                f'the store rebuilt so far is {store.path}: move it away before trying again'
+            ) from None
+        if rec.campaign == name:
+            store.put(rec, inv)
     store.finish(inv)
-    print(f'({out}: rebuilt attempts.sqlite from attempts.jsonl: {len(store.keys(name))} clean attempt(s))',
-          file=sys.stderr)
+    print(
+        f'({out}: rebuilt attempts.sqlite from attempts.jsonl: {len(store.keys(name))} clean attempt(s))',
+        file=sys.stderr,
+    )
 
-def campaign_records(out:str|Path) -> list[dict]:
+
+def campaign_records(out: str | Path) -> list[dict]:
     "The stored attempt records of the campaign in `out` (from its store, read-only, else its export)."
     out, meta = Path(out), read_meta(out)
-    if not (out/'attempts.sqlite').exists(): return _export_records(out)
-    s = AttemptStore(out/'attempts.sqlite', readonly=True)
-    try: return s.records(meta['campaign'])
-    finally: s.close()
+    if not (out / 'attempts.sqlite').exists():
+        return _export_records(out)
+    s = AttemptStore(out / 'attempts.sqlite', readonly=True)
+    try:
+        return s.records(meta['campaign'])
+    finally:
+        s.close()
 
-def agent_exceptions(records:list) -> dict:
+
+def agent_exceptions(records: list) -> dict:
     """Per tool, the calls where domain code raised an exception on the agent's input: failed calls the agent saw
     (scored as usual), counted so that they do not hide bugs of ours."""
     c = collections.Counter()
     for r in records:
-        for tool, n in (r.get('agent_exceptions') or {}).items(): c[tool] += n
+        for tool, n in (r.get('agent_exceptions') or {}).items():
+            c[tool] += n
     return dict(sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
 
-def load_campaign(out:str|Path) -> metrics.Campaign:
+
+def load_campaign(out: str | Path) -> metrics.Campaign:
     """The validated campaign in directory `out` (raises `CampaignIncomplete` naming what is missing, `CampaignError`
     what is damaged)."""
     out = Path(out)
     meta = read_meta(out)
     records = campaign_records(out)
     camp = metrics.Campaign.from_records(records, meta['tasks'], meta['k'])
-    camp.budgets = meta.get('budgets')   # compared by `metrics.compare`
+    camp.budgets = meta.get('budgets')  # compared by `metrics.compare`
     return camp
 
 # %% ../nbs/08_campaigns.ipynb #c010d
 class _InheritedFd:
     "A file descriptor a spawned worker inherits: the campaign lock's, so the lock is held while any shard lives."
-    def __init__(self, fd:int): self.fd = fd
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
     def __reduce__(self):
         from multiprocessing import reduction
+
         return (_detach_fd, (reduction.DupFd(self.fd),))
 
-def _detach_fd(dup): return dup.detach()
 
-def _merge_stats(stats:list) -> dict:
+def _detach_fd(dup):
+    return dup.detach()
+
+
+def _merge_stats(stats: list) -> dict:
     "The runners' stats of all shards as one: sums, and the batch sizes of all."
     out = {}
     for s in stats:
-        for key, v in s.items(): out[key] = out.get(key, [] if isinstance(v, list) else 0) + v
+        for key, v in s.items():
+            out[key] = out.get(key, [] if isinstance(v, list) else 0) + v
     return out
+
 
 def _shard_setup(policy, grader, sampling, user, concurrency, error_retries, runner_kw) -> dict:
     "What every shard is given to make its own runner; `CampaignError` if the policy or grader cannot be sent."
     import pickle
+
     if not (isinstance(policy, str) or _is_recipe(policy, 'generate')):  # an object made in this process
         raise CampaignError(
             'shards make their policy themselves: pass a spec (a model directory, scripted:flaw=P, ...) or a recipe, '
             'a picklable callable that makes the policy (e.g. functools.partial(HFPolicy, path, sampling=s)), not '
-            f'a policy object ({type(policy).__name__})')
-    setup = dict(policy=policy, grader=grader, sampling=sampling, user=user, concurrency=concurrency,
-                 error_retries=error_retries, runner_kw=runner_kw)
-    try: pickle.dumps(setup)
+            f'a policy object ({type(policy).__name__})'
+        )
+    setup = dict(
+        policy=policy,
+        grader=grader,
+        sampling=sampling,
+        user=user,
+        concurrency=concurrency,
+        error_retries=error_retries,
+        runner_kw=runner_kw,
+    )
+    try:
+        pickle.dumps(setup)
     except Exception as e:
-        raise CampaignError(f'shards cannot be given this campaign ({type(e).__name__}: {e}): the policy and the '
-                            'grader must be picklable (a spec, or a recipe such as functools.partial(...))') from None
+        raise CampaignError(
+            f'shards cannot be given this campaign ({type(e).__name__}: {e}): the policy and the '
+            'grader must be picklable (a spec, or a recipe such as functools.partial(...))'
+        ) from None
     return setup
+
 
 class _Shards:
     "Shards 1..n-1 of a campaign: spawned workers, each making its own policy and running the share it is sent."
-    def __init__(self, setup:dict, lock:CampaignLock, out:Path, name:str, inv:int,
-                 shares:list, # the attempts [(task, repetition)] of shards 1..n-1
-                 ids:tuple):  # the (policy id, judge) each must make
+
+    def __init__(
+        self,
+        setup: dict,
+        lock: CampaignLock,
+        out: Path,
+        name: str,
+        inv: int,
+        shares: list,  # the attempts [(task, repetition)] of shards 1..n-1
+        ids: tuple,
+    ):  # the (policy id, judge) each must make
         import multiprocessing as mp
         from thinkingbox_training import campaigns as lib  # what a spawned process imports (also from a notebook)
+
         ctx = mp.get_context('spawn')  # not fork: torch's threads and the parent's event loop do not survive a fork
         self.procs, self.conns = [], []
         try:
             for i, share in enumerate(shares, 1):
                 mine, theirs = ctx.Pipe()
-                p = ctx.Process(target=lib._shard_main, args=(i, theirs, lib._InheritedFd(lock.f.fileno()), setup),
-                                name=f'tbt-shard-{i}', daemon=True)
-                p.start(); theirs.close()
-                self.procs.append(p); self.conns.append(mine)
+                p = ctx.Process(
+                    target=lib._shard_main,
+                    args=(i, theirs, lib._InheritedFd(lock.f.fileno()), setup),
+                    name=f'tbt-shard-{i}',
+                    daemon=True,
+                )
+                p.start()
+                theirs.close()
+                self.procs.append(p)
+                self.conns.append(mine)
                 mine.send((str(out), name, inv, share, ids))
-        except BaseException: self.stop(); raise
+        except BaseException:
+            self.stop()
+            raise
 
-    def collect(self, out:Path) -> list:
+    def collect(self, out: Path) -> list:
         """The stats of every shard once all have ended; `CampaignError` naming each that failed or died (what the
         others stored is kept, and a rerun completes the campaign)."""
         stats, errors = [], []
         for i, (c, p) in enumerate(zip(self.conns, self.procs), 1):
-            try: msg = c.recv()
-            except (EOFError, OSError): msg = ('died',)
+            try:
+                msg = c.recv()
+            except (EOFError, OSError):
+                msg = ('died',)
             p.join()
-            if msg[0] == 'done': stats.append(msg[1])
-            else: errors.append(f'shard {i} ' + (f'failed: {msg[1]}' if msg[0] == 'error' else
-                                                 f'died (exit code {p.exitcode})'))
-        if errors: raise CampaignError(f'{out}: {"; ".join(errors)}. The attempts stored are kept; '
-                                       'run the campaign again to complete it')
+            if msg[0] == 'done':
+                stats.append(msg[1])
+            else:
+                errors.append(
+                    f'shard {i} ' + (f'failed: {msg[1]}' if msg[0] == 'error' else f'died (exit code {p.exitcode})')
+                )
+        if errors:
+            raise CampaignError(
+                f'{out}: {"; ".join(errors)}. The attempts stored are kept; run the campaign again to complete it'
+            )
         return stats
 
     def stop(self):
         "End every shard still running (after a refusal, an interrupt or an error in this process)."
         for p in self.procs:
-            if p.is_alive(): p.terminate()
-        for p in self.procs: p.join()
-        for c in self.conns: c.close()
+            if p.is_alive():
+                p.terminate()
+        for p in self.procs:
+            p.join()
+        for c in self.conns:
+            c.close()
 
-def _shard_main(i:int, conn, lock_fd:int, setup:dict):
+
+def _shard_main(i: int, conn, lock_fd: int, setup: dict):
     "One shard: make the policy and grader, check they are the campaign's, run the share of attempts it is sent."
     import threading, traceback
+
     parent = os.getppid()
+
     def orphaned():  # a shard whose parent died (SIGKILL) ends at once: a rerun must find the directory free
-        while os.getppid() == parent: time.sleep(0.5)
+        while os.getppid() == parent:
+            time.sleep(0.5)
         os._exit(70)
+
     threading.Thread(target=orphaned, daemon=True).start()
     try:
         import torch
+
         torch.set_num_threads(1)  # one core a shard: the shards are the parallelism
         sampling = setup['sampling']
         pol, grader = _policy_from(setup['policy'], sampling), _grader_from(setup['grader'])
         out, name, inv, jobs, ids = conn.recv()
         if (pol.policy_id, _judge_name(grader)) != ids:
-            raise CampaignError(f'shard {i} made policy {pol.policy_id!r} and judge {_judge_name(grader)!r}, '
-                                f'not the campaign\'s {ids}')
-        store = AttemptStore(Path(out)/'attempts.sqlite', check=False)
+            raise CampaignError(
+                f"shard {i} made policy {pol.policy_id!r} and judge {_judge_name(grader)!r}, not the campaign's {ids}"
+            )
+        store = AttemptStore(Path(out) / 'attempts.sqlite', check=False)
         try:
-            runner = EpisodeRunner(pol, grader=grader, user=setup['user'], sampling=sampling,
-                                   concurrency=setup['concurrency'], **setup['runner_kw'])
+            runner = EpisodeRunner(
+                pol,
+                grader=grader,
+                user=setup['user'],
+                sampling=sampling,
+                concurrency=setup['concurrency'],
+                **setup['runner_kw'],
+            )
             _run_rounds(store, name, inv, runner, jobs, setup['error_retries'], progress=False)
-        finally: store.close()
+        finally:
+            store.close()
         conn.send(('done', runner.stats))
     except BaseException as e:
         traceback.print_exc()
-        try: conn.send(('error', ''.join(traceback.format_exception_only(type(e), e)).strip()))
-        except OSError: pass
+        try:
+            conn.send(('error', ''.join(traceback.format_exception_only(type(e), e)).strip()))
+        except OSError:
+            pass
         os._exit(1)
+
 
 class _StoreProgress:
     "A progress bar over the attempts an invocation has stored, whichever process stored them (polled once a second)."
-    def __init__(self, path:Path, name:str, inv:int, total:int, desc:str):
+
+    def __init__(self, path: Path, name: str, inv: int, total: int, desc: str):
         import threading
         from tqdm.auto import tqdm
+
         self.bar, self.done = tqdm(total=total, desc=desc, unit='ep'), threading.Event()
-        self.thread = threading.Thread(target=self._poll, args=(path, name, inv), daemon=True); self.thread.start()
+        self.thread = threading.Thread(target=self._poll, args=(path, name, inv), daemon=True)
+        self.thread.start()
+
     def _poll(self, path, name, inv):
         s = AttemptStore(path, check=False)
         executed = lambda: next(x['executed'] for x in s.invocations(name) if x['id'] == inv)
         try:
-            while not self.done.wait(1.0): self.bar.n = executed(); self.bar.refresh()
-        finally: s.close()
-    def close(self): self.done.set(); self.thread.join(); self.bar.close()
+            while not self.done.wait(1.0):
+                self.bar.n = executed()
+                self.bar.refresh()
+        finally:
+            s.close()
+
+    def close(self):
+        self.done.set()
+        self.thread.join()
+        self.bar.close()
 
 # %% ../nbs/08_campaigns.ipynb #c012
-def _tasks_from(paths:str, split:str=None, held_out:bool=True) -> tuple:
-    if not paths: raise SystemExit('--tasks is required: one or more task files (JSON Lines), comma-separated')
+def _tasks_from(paths: str, split: str = None, held_out: bool = True) -> tuple:
+    if not paths:
+        raise SystemExit('--tasks is required: one or more task files (JSON Lines), comma-separated')
     files = [p for p in paths.split(',') if p]
     tasks = load_tasks(*files)
-    if split == 'train': refuse_evaluation_only(tasks, 'probing')
-    if split: tasks = [t for t in tasks if t.split == split]
-    if not held_out: tasks = [t for t in tasks if not t.held_out_family]
-    if not tasks: raise SystemExit(f'no tasks in {paths}' + (f' with split={split}' if split else ''))
+    if split == 'train':
+        refuse_evaluation_only(tasks, 'probing')
+    if split:
+        tasks = [t for t in tasks if t.split == split]
+    if not held_out:
+        tasks = [t for t in tasks if not t.held_out_family]
+    if not tasks:
+        raise SystemExit(f'no tasks in {paths}' + (f' with split={split}' if split else ''))
     return tasks, files
 
-def _judge(spec:str, max_tokens:int=None): # max_tokens: an LLM judge's budget (None or 0: JUDGE_MAX_TOKENS)
+
+def _judge(spec: str, max_tokens: int = None):  # max_tokens: an LLM judge's budget (None or 0: JUDGE_MAX_TOKENS)
     if max_tokens is not None and max_tokens < 0:
         raise SystemExit(f'--judge-max-tokens must be at least 1 (0: the default), got {max_tokens}')
-    if spec in (None, '', 'rule'): return Grader(judge=RuleJudge())
-    if spec.startswith('openai:'): return Grader(judge=OpenAIJudge(model=spec[7:], max_tokens=max_tokens or None))
+    if spec in (None, '', 'rule'):
+        return Grader(judge=RuleJudge())
+    if spec.startswith('openai:'):
+        return Grader(judge=OpenAIJudge(model=spec[7:], max_tokens=max_tokens or None))
     raise SystemExit(f"unknown judge {spec!r}: use 'rule' or 'openai:MODEL'")
 
-def recipe_budgets(path:str) -> tuple:
+
+def recipe_budgets(path: str) -> tuple:
     "The episode budgets and sampling a training recipe (YAML) states: what a probe for that run must use."
     import yaml
+
     r = yaml.safe_load(Path(path).read_text()) or {}
     missing = [f for f in metrics.BUDGETS if f not in r]
-    if missing: raise SystemExit(f'{path} does not state {", ".join(missing)}: a probe follows the budgets it states')
-    return ({f: int(r[f]) for f in metrics.BUDGETS},
-            dict(temperature=float(r.get('temperature', 1.0)), top_p=float(r.get('top_p', 1.0)),
-                 top_k=int(r.get('top_k') or 0), judge_max_tokens=int(r.get('judge_max_tokens') or 0)))
+    if missing:
+        raise SystemExit(f'{path} does not state {", ".join(missing)}: a probe follows the budgets it states')
+    return (
+        {f: int(r[f]) for f in metrics.BUDGETS},
+        dict(
+            temperature=float(r.get('temperature', 1.0)),
+            top_p=float(r.get('top_p', 1.0)),
+            top_k=int(r.get('top_k') or 0),
+            judge_max_tokens=int(r.get('judge_max_tokens') or 0),
+        ),
+    )
+
 
 @command(pos=[])
-def evaluate(tasks:str=None,            # task files (JSON Lines), comma-separated (required)
-             policy:str='scripted',     # scripted[:flaw=P], MODEL, vllm:M, endpoint:M (+:template=checkpoint), chat:M
-             k:int=4,                   # attempts per task
-             out:str=None,              # campaign directory (default data/runs/eval-<policy>)
-             split:str='bench',         # which split of the files to run ('' = all)
-             user:str='scripted',       # simulated user: scripted or openai:MODEL
-             judge:str='rule',          # rubric judge: rule (offline) or openai:MODEL
-             judge_max_tokens:int=0,    # an LLM judge's budget, its reasoning included (0: a recipe's, else 2048)
-             temperature:float=1.0, top_p:float=1.0, top_k:int=0,
-             max_tokens:int=0,          # a cap on sampled tokens a turn below each task's own limit (0: none)
-             seed:int=0,                # base sampling seed
-             concurrency:int=0,         # episodes live at once in each process (0: 16 local, 64 for an endpoint)
-             error_retries:int=2,       # rounds of retries for system errors
-             quiet:bool=False,
-             tool_transport:str='mcp', # the tools' transport: mcp (a real MCP session per episode) or inprocess
-             recipe:str=None,           # a training recipe (YAML): run under its budgets and sampling, not the tasks'
-             shards:int=1,              # worker processes sharing the attempts (one a core); results are the same
-             rebuild_store:bool=False): # OUT lost attempts.sqlite: rebuild it from attempts.jsonl, run what it lacks
+def evaluate(
+    tasks: str = None,  # task files (JSON Lines), comma-separated (required)
+    policy: str = 'scripted',  # scripted[:flaw=P], MODEL, vllm:M, endpoint:M (+:template=checkpoint), chat:M
+    k: int = 4,  # attempts per task
+    out: str = None,  # campaign directory (default data/runs/eval-<policy>)
+    split: str = 'bench',  # which split of the files to run ('' = all)
+    user: str = 'scripted',  # simulated user: scripted or openai:MODEL
+    judge: str = 'rule',  # rubric judge: rule (offline) or openai:MODEL
+    judge_max_tokens: int = 0,  # an LLM judge's budget, its reasoning included (0: a recipe's, else 2048)
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    max_tokens: int = 0,  # a cap on sampled tokens a turn below each task's own limit (0: none)
+    seed: int = 0,  # base sampling seed
+    concurrency: int = 0,  # episodes live at once in each process (0: 16 local, 64 for an endpoint)
+    error_retries: int = 2,  # rounds of retries for system errors
+    quiet: bool = False,
+    tool_transport: str = 'mcp',  # the tools' transport: mcp (a real MCP session per episode) or inprocess
+    recipe: str = None,  # a training recipe (YAML): run under its budgets and sampling, not the tasks'
+    shards: int = 1,  # worker processes sharing the attempts (one a core); results are the same
+    rebuild_store: bool = False,
+):  # OUT lost attempts.sqlite: rebuild it from attempts.jsonl, run what it lacks
     "Run (or resume) an evaluation campaign: every task x k attempts into a crash-proof store (each task's own limits)."
     ts, files = _tasks_from(tasks, split or None)
-    out = out or f"data/runs/eval-{Path(policy).name.replace(':', '_')}"
+    out = out or f'data/runs/eval-{Path(policy).name.replace(":", "_")}'
     budgets = None
     if recipe:
         budgets, samp = recipe_budgets(recipe)
         temperature, top_p, top_k = samp['temperature'], samp['top_p'], samp['top_k']
         judge_max_tokens = judge_max_tokens or samp['judge_max_tokens']
         max_tokens = budgets['max_tokens_per_turn']
-    s = SamplingConfig(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed,
-                       max_tokens=max_tokens or max(t.limits.max_tokens_per_turn for t in ts))
+    s = SamplingConfig(
+        temperature=temperature,
+        top_p=top_p,
+        top_k=top_k,
+        seed=seed,
+        max_tokens=max_tokens or max(t.limits.max_tokens_per_turn for t in ts),
+    )
     grader = functools.partial(_judge, judge, judge_max_tokens) if shards > 1 else _judge(judge, judge_max_tokens)
     # a local policy decodes (or acts) fastest at about 16 live episodes (the sweep below); a server batches more
     concurrency = concurrency or (64 if policy.split(':')[0] in ('vllm', 'endpoint', 'chat') else 16)
-    try: r = run_campaign(out, ts, policy, k, user=user, sampling=s, grader=grader, concurrency=concurrency,
-                          error_retries=error_retries, task_files=files, progress=not quiet, budgets=budgets,
-                          runner_kw={'tool_transport': tool_transport}, shards=shards,
-                          lost_store='rebuild' if rebuild_store else 'refuse')
-    except CampaignError as e: print(f'tbt evaluate: {e}', file=sys.stderr); return 2
-    print(f"{r['campaign']}: executed {r['executed']} attempt(s) this run; {r['expected']} expected; "
-          f"{r['system_errors_left']} system error(s) left -> {out}")
-    for kind, n in r['system_errors'].items(): print(f'  {n} x system error: {kind}', file=sys.stderr)
+    try:
+        r = run_campaign(
+            out,
+            ts,
+            policy,
+            k,
+            user=user,
+            sampling=s,
+            grader=grader,
+            concurrency=concurrency,
+            error_retries=error_retries,
+            task_files=files,
+            progress=not quiet,
+            budgets=budgets,
+            runner_kw={'tool_transport': tool_transport},
+            shards=shards,
+            lost_store='rebuild' if rebuild_store else 'refuse',
+        )
+    except CampaignError as e:
+        print(f'tbt evaluate: {e}', file=sys.stderr)
+        return 2
+    print(
+        f'{r["campaign"]}: executed {r["executed"]} attempt(s) this run; {r["expected"]} expected; '
+        f'{r["system_errors_left"]} system error(s) left -> {out}'
+    )
+    for kind, n in r['system_errors'].items():
+        print(f'  {n} x system error: {kind}', file=sys.stderr)
     return 1 if r['system_errors_left'] else 0
 
+
 @command(pos=[])
-def probe(tasks:str=None,               # task files (JSON Lines), comma-separated; the train split is probed (required)
-          policy:str='scripted',        # the base policy
-          k:int=8,                      # probes per task
-          out:str='data/runs/probe',    # campaign directory; then `tbt select OUT/attempts.jsonl`
-          user:str='scripted',
-          judge:str='rule',             # rubric judge: rule (offline; items that list phrases) or openai:MODEL
-          judge_max_tokens:int=0,       # an LLM judge's budget (0: the recipe's, else 2048)
-          temperature:float=1.0, max_tokens:int=0, seed:int=0,
-          concurrency:int=0,            # episodes live at once in each process (0: 16 local, 64 for an endpoint)
-          quiet:bool=False,
-          recipe:str=None,              # the training recipe: probe under its budgets and sampling (recommended)
-          shards:int=1,                 # worker processes sharing the attempts (one a core); results are the same
-          rebuild_store:bool=False):    # OUT lost attempts.sqlite: rebuild it from attempts.jsonl, run what it lacks
+def probe(
+    tasks: str = None,  # task files (JSON Lines), comma-separated; the train split is probed (required)
+    policy: str = 'scripted',  # the base policy
+    k: int = 8,  # probes per task
+    out: str = 'data/runs/probe',  # campaign directory; then `tbt select OUT/attempts.jsonl`
+    user: str = 'scripted',
+    judge: str = 'rule',  # rubric judge: rule (offline; items that list phrases) or openai:MODEL
+    judge_max_tokens: int = 0,  # an LLM judge's budget (0: the recipe's, else 2048)
+    temperature: float = 1.0,
+    max_tokens: int = 0,
+    seed: int = 0,
+    concurrency: int = 0,  # episodes live at once in each process (0: 16 local, 64 for an endpoint)
+    quiet: bool = False,
+    recipe: str = None,  # the training recipe: probe under its budgets and sampling (recommended)
+    shards: int = 1,  # worker processes sharing the attempts (one a core); results are the same
+    rebuild_store: bool = False,
+):  # OUT lost attempts.sqlite: rebuild it from attempts.jsonl, run what it lacks
     "Probe the training tasks with the base policy (k attempts each): the input of `tbt select`."
-    return evaluate(tasks=tasks, policy=policy, k=k, out=out, split='train', user=user, judge=judge,
-                    judge_max_tokens=judge_max_tokens,
-                    temperature=temperature,
-                    max_tokens=max_tokens, seed=seed, concurrency=concurrency, quiet=quiet, recipe=recipe,
-                    tool_transport='inprocess',  # the texts of MCP without its transport (tests/test_tools.py)
-                    shards=shards, rebuild_store=rebuild_store)
+    return evaluate(
+        tasks=tasks,
+        policy=policy,
+        k=k,
+        out=out,
+        split='train',
+        user=user,
+        judge=judge,
+        judge_max_tokens=judge_max_tokens,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        seed=seed,
+        concurrency=concurrency,
+        quiet=quiet,
+        recipe=recipe,
+        tool_transport='inprocess',  # the texts of MCP without its transport (tests/test_tools.py)
+        shards=shards,
+        rebuild_store=rebuild_store,
+    )
+
 
 def _prices_or_none(camp):
     try:
-        p = metrics.load_prices(); metrics.cost_index(camp, p); return p
+        p = metrics.load_prices()
+        metrics.cost_index(camp, p)
+        return p
     except (ValueError, FileNotFoundError) as e:
-        print(f'(no cost index: {e})', file=sys.stderr); return None
+        print(f'(no cost index: {e})', file=sys.stderr)
+        return None
+
 
 @command(pos=['out'])
-def aggregate(out:str,                  # a campaign directory
-              by:str='domain',          # rows per domain, family or held_out
-              json:bool=False):         # print the metrics as JSON
+def aggregate(
+    out: str,  # a campaign directory
+    by: str = 'domain',  # rows per domain, family or held_out
+    json: bool = False,
+):  # print the metrics as JSON
     "A campaign's metrics (pass@1 with interval, pass@k, observed k/k, pass^k, cost) or what keeps it from validating."
-    try: camp = load_campaign(out)
-    except (metrics.CampaignIncomplete, CampaignError) as e: print(e, file=sys.stderr); return 1
+    try:
+        camp = load_campaign(out)
+    except (metrics.CampaignIncomplete, CampaignError) as e:
+        print(e, file=sys.stderr)
+        return 1
     prices = _prices_or_none(camp)
     rows = metrics.metrics_table(camp, by=by, prices=prices)
     raised = agent_exceptions(campaign_records(out))
     if json:
         import json as jsonlib
-        print(jsonlib.dumps({'campaign': str(out), 'policy': camp.policy_id, 'k': camp.k, 'tasks': len(camp.uids),
-                          'summary': metrics.summarize(camp.rewards), 'rows': rows,
-                          'by_held_out': metrics.metrics_table(camp, by='held_out'), 'agent_exceptions': raised},
-                            indent=1, default=str))
+
+        print(
+            jsonlib.dumps(
+                {
+                    'campaign': str(out),
+                    'policy': camp.policy_id,
+                    'k': camp.k,
+                    'tasks': len(camp.uids),
+                    'summary': metrics.summarize(camp.rewards),
+                    'rows': rows,
+                    'by_held_out': metrics.metrics_table(camp, by='held_out'),
+                    'agent_exceptions': raised,
+                },
+                indent=1,
+                default=str,
+            )
+        )
     else:
         print(metrics.to_markdown(metrics.pretty(rows)))
-        if raised: print('\nExceptions raised by domain code on the agent\'s input (failed calls the agent saw; each '
-                         'may be a bug of ours): ' + ', '.join(f'{t} {n}' for t, n in raised.items()))
+        if raised:
+            print(
+                "\nExceptions raised by domain code on the agent's input (failed calls the agent saw; each "
+                'may be a bug of ours): ' + ', '.join(f'{t} {n}' for t, n in raised.items())
+            )
     return 0
 
+
 @command(pos=['base', 'trained'])
-def compare(base:str,                   # the base policy's campaign directory
-            trained:str,                # the trained policy's campaign directory (same tasks and k)
-            out:str=None,               # write tables and figures here
-            names:str='base,trained'):  # column names
+def compare(
+    base: str,  # the base policy's campaign directory
+    trained: str,  # the trained policy's campaign directory (same tasks and k)
+    out: str = None,  # write tables and figures here
+    names: str = 'base,trained',
+):  # column names
     "Compare two campaigns of the same tasks: headline table, transitions, paired uncertainty."
     a, b = load_campaign(base), load_campaign(trained)
     n = tuple(names.split(','))
@@ -681,93 +1070,123 @@ def compare(base:str,                   # the base policy's campaign directory
     cmp = metrics.compare(a, b)
     head = metrics.headline(a, b, prices, names=n) if prices else None
     lines = metrics.cost_lines(a, b, prices, names=n) if prices else None
-    if head: print(metrics.to_markdown(head)); print(metrics.to_markdown(lines))
+    if head:
+        print(metrics.to_markdown(head))
+        print(metrics.to_markdown(lines))
     scalars = {k: v for k, v in cmp.items() if not isinstance(v, (list, dict)) or k in ('transitions',)}
     print(json.dumps(scalars, indent=1, default=str))
     if out:
         Path(out).mkdir(parents=True, exist_ok=True)
-        if head: metrics.write_tables(head, Path(out)/'headline'); metrics.write_tables(lines, Path(out)/'costs')
-        metrics.plot_transitions(cmp, Path(out)/'transitions.png')
+        if head:
+            metrics.write_tables(head, Path(out) / 'headline')
+            metrics.write_tables(lines, Path(out) / 'costs')
+        metrics.plot_transitions(cmp, Path(out) / 'transitions.png')
     return 0
 
 # %% ../nbs/08_campaigns.ipynb #c021
-def _cut(s:str, width:int) -> str:
+def _cut(s: str, width: int) -> str:
     "`s` on one line, shortened to `width` characters (0: whole)."
     s = ' '.join(str(s).split())
-    return s if not width or len(s) <= width else s[:width - 3] + '...'
+    return s if not width or len(s) <= width else s[: width - 3] + '...'
 
-def _call_text(tc:dict) -> str:
+
+def _call_text(tc: dict) -> str:
     f = tc.get('function') or tc
     args = f.get('arguments')
-    if isinstance(args, dict): args = ', '.join(f'{k}={v!r}' for k, v in args.items())
-    return f"{f.get('name')}({args or ''})"
+    if isinstance(args, dict):
+        args = ', '.join(f'{k}={v!r}' for k, v in args.items())
+    return f'{f.get("name")}({args or ""})'
 
-def show_attempt(rec:dict,      # an attempt record (`AttemptRecord` as a dict, from a store or an export)
-                 width:int=300, # tool results and long messages shortened to this many characters (0: whole)
-                ) -> str:
+
+def show_attempt(
+    rec: dict,  # an attempt record (`AttemptRecord` as a dict, from a store or an export)
+    width: int = 300,  # tool results and long messages shortened to this many characters (0: whole)
+) -> str:
     "An attempt record as text: what it was, the conversation with its tool calls and results, the verdict, the diff."
     v = rec.get('verdict') or {}
-    out = [f"{rec['task_uid']} attempt {rec['repetition']} of campaign {rec.get('campaign')!r}, policy "
-           f"{rec.get('policy_id')}: reward {rec.get('reward')}, {rec.get('status')}, ended by "
-           f"{rec.get('termination') or '?'}; {rec.get('turns', 0)} turns, {rec.get('tool_calls', 0)} tool calls"
-           + (f", {rec['malformed_calls']} malformed" if rec.get('malformed_calls') else '')]
+    out = [
+        f'{rec["task_uid"]} attempt {rec["repetition"]} of campaign {rec.get("campaign")!r}, policy '
+        f'{rec.get("policy_id")}: reward {rec.get("reward")}, {rec.get("status")}, ended by '
+        f'{rec.get("termination") or "?"}; {rec.get("turns", 0)} turns, {rec.get("tool_calls", 0)} tool calls'
+        + (f', {rec["malformed_calls"]} malformed' if rec.get('malformed_calls') else '')
+    ]
     msgs = rec.get('messages') or []
     out.append('conversation:' if msgs else 'conversation: not in this record (written before records kept it)')
     indent = lambda s: s.replace('\n', '\n' + ' ' * 10)
     for m in msgs:
         role, text = m.get('role'), (m.get('content') or '').strip()
-        if role == 'user': out.append(f'  user:   {indent(text)}')
-        elif role == 'tool': out.append(f'  result: {_cut(text, width)}')
+        if role == 'user':
+            out.append(f'  user:   {indent(text)}')
+        elif role == 'tool':
+            out.append(f'  result: {_cut(text, width)}')
         elif role == 'assistant':
-            if text: out.append(f'  agent:  {indent(text)}')
-            for tc in m.get('tool_calls') or []: out.append(f'  call:   {_cut(_call_text(tc), width)}')
-        else: out.append(f'  {role}: {_cut(text, width)}')
+            if text:
+                out.append(f'  agent:  {indent(text)}')
+            for tc in m.get('tool_calls') or []:
+                out.append(f'  call:   {_cut(_call_text(tc), width)}')
+        else:
+            out.append(f'  {role}: {_cut(text, width)}')
     if v.get('system_error'):
         out.append(f"verdict: void, a system error (not the policy's failure): {v['system_error']}")
         return '\n'.join(out)
     checks = v.get('checks') or {}
-    said = ', '.join(f"{n} {'ok' if ok else 'FAILED'}" for n, ok in checks.items())
-    out.append(f"verdict: reward {v.get('reward', rec.get('reward'))}" + (f' ({said})' if said else ''))
+    said = ', '.join(f'{n} {"ok" if ok else "FAILED"}' for n, ok in checks.items())
+    out.append(f'verdict: reward {v.get("reward", rec.get("reward"))}' + (f' ({said})' if said else ''))
     reasons = v.get('reasons') or []
     state, other = [r for r in reasons if not r.startswith('rubric')], [r for r in reasons if r.startswith('rubric')]
     bad = [t for t, ok in (v.get('tables') or {}).items() if not ok]
     if bad or state:
-        out.append(f"state diff (expected vs final) in {', '.join(bad) or 'the state'}:")
+        out.append(f'state diff (expected vs final) in {", ".join(bad) or "the state"}:')
         out += [f'  - {r}' for r in state]
-    else: out.append('state diff: none (every table as expected)')
-    if other: out += ['rubric:'] + [f'  - {r}' for r in other]
-    if len(reasons) >= 20: out.append('  (a record keeps the first 20 reasons)')
+    else:
+        out.append('state diff: none (every table as expected)')
+    if other:
+        out += ['rubric:'] + [f'  - {r}' for r in other]
+    if len(reasons) >= 20:
+        out.append('  (a record keeps the first 20 reasons)')
     return '\n'.join(out)
 
-def pick_attempt(records:list,    # a campaign's attempt records
-                 task:str=None,   # a task uid; None: the first task with a failed attempt
-                 attempt:int=None # an attempt (repetition) of that task; None: its first failed, else its first
-                ) -> dict:
+
+def pick_attempt(
+    records: list,  # a campaign's attempt records
+    task: str = None,  # a task uid; None: the first task with a failed attempt
+    attempt: int = None,  # an attempt (repetition) of that task; None: its first failed, else its first
+) -> dict:
     "The attempt to show; `SystemExit` naming a task uid or an attempt the records do not hold."
     import difflib
-    if attempt is not None and task is None: raise SystemExit('--attempt needs --task: the attempt of which task?')
-    if not records: raise SystemExit('the campaign holds no attempts yet')
+
+    if attempt is not None and task is None:
+        raise SystemExit('--attempt needs --task: the attempt of which task?')
+    if not records:
+        raise SystemExit('the campaign holds no attempts yet')
     rs = sorted(records, key=lambda r: (r['task_uid'], r['repetition']))
     if task is not None:
         rs = [r for r in rs if r['task_uid'] == task]
         if not rs:
             uids = sorted({r['task_uid'] for r in records})
             close = difflib.get_close_matches(task, uids, n=1, cutoff=0.5)
-            raise SystemExit(f'no task {task!r} in this campaign ({len(uids)} tasks'
-                             + (f"; did you mean '{close[0]}'?)" if close else f', e.g. {uids[0]!r})'))
+            raise SystemExit(
+                f'no task {task!r} in this campaign ({len(uids)} tasks'
+                + (f"; did you mean '{close[0]}'?)" if close else f', e.g. {uids[0]!r})')
+            )
     if attempt is not None:
         r = next((r for r in rs if r['repetition'] == attempt), None)
         if r is None:
-            raise SystemExit(f"task {task!r} has no attempt {attempt} (attempts stored: "
-                             f"{', '.join(str(r['repetition']) for r in rs)})")
+            raise SystemExit(
+                f'task {task!r} has no attempt {attempt} (attempts stored: '
+                f'{", ".join(str(r["repetition"]) for r in rs)})'
+            )
         return r
     return next((r for r in rs if r.get('reward') == 0), rs[0])
 
+
 @command(pos=['campaign'])
-def show(campaign:str,      # a campaign directory (its attempts.sqlite, else its attempts.jsonl)
-         task:str=None,     # a task uid (default: the first task with a failed attempt)
-         attempt:int=None,  # the task's attempt, 0..k-1 (default: its first failed attempt, else its first)
-         width:int=300):    # tool results shortened to this many characters (0: whole)
+def show(
+    campaign: str,  # a campaign directory (its attempts.sqlite, else its attempts.jsonl)
+    task: str = None,  # a task uid (default: the first task with a failed attempt)
+    attempt: int = None,  # the task's attempt, 0..k-1 (default: its first failed attempt, else its first)
+    width: int = 300,
+):  # tool results shortened to this many characters (0: whole)
     "Print one attempt of a campaign: its conversation, tool calls and results, verdict with reasons, state diff."
     records = campaign_records(campaign)
     print(show_attempt(pick_attempt(records, task, attempt), width))

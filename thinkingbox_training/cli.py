@@ -17,37 +17,53 @@ __all__ = ['COMMANDS', 'OPTION_RULES', 'COMMAND_RULES', 'REQUIRED', 'PACKAGED', 
 # %% ../nbs/11_cli.ipynb #c004
 COMMANDS: dict = {}  # subcommand name -> (function, positional parameter names), filled as modules are imported
 
-def command(name:str=None, # the subcommand; defaults to the function name with `_` -> `-`
-            pos:list=None, # parameters given positionally on the command line
-           ):
+
+def command(
+    name: str = None,  # the subcommand; defaults to the function name with `_` -> `-`
+    pos: list = None,  # parameters given positionally on the command line
+):
     "Register a function as the `tbt` subcommand `name`."
+
     def register(f):
         COMMANDS[name or f.__name__.replace('_', '-')] = (f, pos or [])
         return f
+
     return register
+
 
 def _package_root() -> Path:
     import thinkingbox_training
+
     return Path(list(thinkingbox_training.__path__)[0])
+
 
 def command_modules() -> list[str]:
     """The package's modules that register subcommands: those whose source uses `@command` (a module such as `grpo`
     that registers none is never imported by `tbt`)."""
     root = _package_root()
-    return ['.'.join(('thinkingbox_training', *p.relative_to(root).with_suffix('').parts))
-            for p in sorted(root.rglob('*.py')) if '@command' in p.read_text()]
+    return [
+        '.'.join(('thinkingbox_training', *p.relative_to(root).with_suffix('').parts))
+        for p in sorted(root.rglob('*.py'))
+        if '@command' in p.read_text()
+    ]
+
 
 def _literal(node, default=None):
-    try: return ast.literal_eval(node)
-    except ValueError: return default
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return default
+
 
 class Entry(NamedTuple):
     "A subcommand as its source declares it."
-    module: str # the module that registers it
-    function: str # the function's name
-    pos: list # parameters given positionally
-    doc: str # the first line of its docstring
-    source: str # the function's source (its signature, docments and body), never run by `tbt` itself
+
+    module: str  # the module that registers it
+    function: str  # the function's name
+    pos: list  # parameters given positionally
+    doc: str  # the first line of its docstring
+    source: str  # the function's source (its signature, docments and body), never run by `tbt` itself
+
 
 def command_index() -> dict:
     """Every subcommand, read from the source without importing it: name -> `Entry`. `tbt --help`, a command's
@@ -56,17 +72,25 @@ def command_index() -> dict:
     for m in command_modules():
         text = root.joinpath(*m.split('.')[1:]).with_suffix('.py').read_text()
         for fn in ast.walk(ast.parse(text)):
-            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)): continue
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
             for d in fn.decorator_list:
-                if not (isinstance(d, ast.Call) and getattr(d.func, 'id', None) == 'command'): continue
+                if not (isinstance(d, ast.Call) and getattr(d.func, 'id', None) == 'command'):
+                    continue
                 kw = {k.arg: _literal(k.value) for k in d.keywords}
                 name = _literal(d.args[0]) if d.args else kw.get('name')
                 doc = (ast.get_docstring(fn) or '').strip().splitlines()
-                out[name or fn.name.replace('_', '-')] = Entry(m, fn.name, kw.get('pos') or [], doc[0] if doc else '',
-                                                               ast.get_source_segment(text, fn, padded=True))
+                out[name or fn.name.replace('_', '-')] = Entry(
+                    m,
+                    fn.name,
+                    kw.get('pos') or [],
+                    doc[0] if doc else '',
+                    ast.get_source_segment(text, fn, padded=True),
+                )
     return out
 
-def signature_of(name:str, e:Entry) -> Callable:
+
+def signature_of(name: str, e: Entry) -> Callable:
     """A function with the command's signature, docments and docstring, made from its source alone (its body is
     never called): what its parser is built from. Defaults and annotations must be literals and builtins; a command
     whose are not is imported instead."""
@@ -77,34 +101,41 @@ def signature_of(name:str, e:Entry) -> Callable:
     try:
         exec(compile(src, fname, 'exec'), ns)
         return ns[e.function]
-    except Exception: return getattr(importlib.import_module(e.module), e.function)
+    except Exception:
+        return getattr(importlib.import_module(e.module), e.function)
 
-def parser(name:str, e:Entry=None, f=None):
+
+def parser(name: str, e: Entry = None, f=None):
     "The argument parser of subcommand `name` (fastcore's `anno_parser`), from its source unless `f` is given."
     from fastcore.script import anno_parser
+
     e = e or command_index()[name]
     return anno_parser(f or signature_of(name, e), prog=f'tbt {name}', pos=e.pos)
 
 # %% ../nbs/11_cli.ipynb #c005
-def _usage(index:dict=None):
+def _usage(index: dict = None):
     index = command_index() if index is None else index
     lines = ['usage: tbt COMMAND [options]    (tbt COMMAND --help for its options)', '', 'commands:']
     width = max([len(n) for n in index] + [8])
-    for n, e in sorted(index.items()): lines.append(f'  {n:<{width}}  {e.doc}')
+    for n, e in sorted(index.items()):
+        lines.append(f'  {n:<{width}}  {e.doc}')
     return '\n'.join(lines)
 
-def _what(e:BaseException) -> str:
+
+def _what(e: BaseException) -> str:
     "An exception as the one line (or the few lines it wrote itself) a user reads: its message, or its type."
     msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
     return str(msg).strip() or type(e).__name__
 
-def main(argv:list=None):
+
+def main(argv: list = None):
     """Entry point of the `tbt` console script: check the options, then run the subcommand. A bad option, or an
     exception escaping the command, is one line `tbt CMD: ...` and a non-zero exit (`TBT_DEBUG=1`: the traceback)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     index = command_index()
     if not argv or argv[0] in ('-h', '--help'):
-        print(_usage(index)); return 0
+        print(_usage(index))
+        return 0
     name, rest = argv[0], argv[1:]
     if name not in index:
         close = difflib.get_close_matches(name, index, n=1)
@@ -116,207 +147,326 @@ def main(argv:list=None):
     args = parser(name, entry, sig).parse_args(rest)  # `--help` ends here, nothing of the command imported
     kwargs = {k: v for k, v in vars(args).items() if k in inspect.signature(sig).parameters}  # not --pdb, --xtra
     if problem := check_options(name, kwargs, entry.pos):
-        print(f'tbt {name}: {problem}', file=sys.stderr); return 2
+        print(f'tbt {name}: {problem}', file=sys.stderr)
+        return 2
     debug = os.environ.get('TBT_DEBUG') == '1'
-    try: res = getattr(importlib.import_module(entry.module), entry.function)(**kwargs)
+    try:
+        res = getattr(importlib.import_module(entry.module), entry.function)(**kwargs)
     except SystemExit as e:  # a command's own refusal: its text, as one line of ours
-        if debug or not isinstance(e.code, str): raise
-        print(f'tbt {name}: {e.code}', file=sys.stderr); return 1
+        if debug or not isinstance(e.code, str):
+            raise
+        print(f'tbt {name}: {e.code}', file=sys.stderr)
+        return 1
     except Exception as e:
-        if debug: raise
-        print(f'tbt {name}: {_what(e)}', file=sys.stderr); return 1
+        if debug:
+            raise
+        print(f'tbt {name}: {_what(e)}', file=sys.stderr)
+        return 1
     return res if isinstance(res, int) else 0
 
 # %% ../nbs/11_cli.ipynb #c005b
-def at_least(n:int):
+def at_least(n: int):
     "A rule: a number of at least `n`."
     return lambda v: None if v >= n else f'must be at least {n}'
 
-def in_range(lo:float, hi:float, lo_open:bool=False, hi_open:bool=False):
+
+def in_range(lo: float, hi: float, lo_open: bool = False, hi_open: bool = False):
     "A rule: a finite number in the interval from `lo` to `hi` (each end closed unless open)."
     lb, hb = '(' if lo_open else '[', ')' if hi_open else ']'
+
     def rule(v):
         ok = math.isfinite(v) and (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
         return None if ok else f'must be in {lb}{lo:g}, {hi:g}{hb}'
+
     return rule
 
-def one_of(*choices:str):
+
+def one_of(*choices: str):
     "A rule: one of `choices`."
-    return lambda v: None if v in choices else f"must be one of {', '.join(c or repr(c) for c in choices)}"
+    return lambda v: None if v in choices else f'must be one of {", ".join(c or repr(c) for c in choices)}'
 
-def spec(*plain:str, prefixes:tuple=('openai:',)):
+
+def spec(*plain: str, prefixes: tuple = ('openai:',)):
     "A rule: one of `plain`, or PREFIX:NAME for a prefix of `prefixes`."
+
     def rule(v):
-        if v in plain or any(v.startswith(p) and len(v) > len(p) for p in prefixes): return None
-        return f"must be {' or '.join(plain + tuple(p + 'MODEL' for p in prefixes))}"
+        if v in plain or any(v.startswith(p) and len(v) > len(p) for p in prefixes):
+            return None
+        return f'must be {" or ".join(plain + tuple(p + "MODEL" for p in prefixes))}'
+
     return rule
+
 
 def known_domains() -> list[str]:
     "The bundled domains: the modules of `thinkingbox_training.domains` (read from the disk, nothing imported)."
-    return sorted(p.stem for p in (_package_root()/'domains').glob('*.py') if not p.stem.startswith('_'))
+    return sorted(p.stem for p in (_package_root() / 'domains').glob('*.py') if not p.stem.startswith('_'))
+
 
 def _domains(v):
     bad = [d for d in v.split(',') if d and d not in known_domains()]
-    if not [d for d in v.split(',') if d]: return f"names no domain; known: {', '.join(known_domains())}"
-    return f"unknown domain {', '.join(bad)}; known: {', '.join(known_domains())}" if bad else None
+    if not [d for d in v.split(',') if d]:
+        return f'names no domain; known: {", ".join(known_domains())}'
+    return f'unknown domain {", ".join(bad)}; known: {", ".join(known_domains())}' if bad else None
+
 
 def _files(v):
     "Comma-separated files that exist."
     paths = [p for p in v.split(',') if p]
-    if not paths: return 'names no file'
+    if not paths:
+        return 'names no file'
     for p in paths:
-        if not Path(p).exists(): return f'{p} does not exist'
-        if not Path(p).is_file(): return f'{p} is not a file'
+        if not Path(p).exists():
+            return f'{p} does not exist'
+        if not Path(p).is_file():
+            return f'{p} is not a file'
     return None
 
-def existing_file(v): return None if Path(v).is_file() else f'{v} is not a file' if Path(v).exists() else 'no such file'
+
+def existing_file(v):
+    return None if Path(v).is_file() else f'{v} is not a file' if Path(v).exists() else 'no such file'
+
+
 def existing_dir(v):
     return None if Path(v).is_dir() else f'{v} is not a directory' if Path(v).exists() else 'no such directory'
-def new_dir(v): return f'{v} is a file, not a directory' if Path(v).is_file() else None
-def new_file(v): return f'{v} is a directory, not a file' if Path(v).is_dir() else None
+
+
+def new_dir(v):
+    return f'{v} is a file, not a directory' if Path(v).is_file() else None
+
+
+def new_file(v):
+    return f'{v} is a directory, not a file' if Path(v).is_dir() else None
+
 
 _REPO_ID = re.compile(r'[A-Za-z0-9][\w.-]*/[\w.-]+')
 _REMOTE = ('vllm:', 'endpoint:', 'chat:')
 
+
 def _policy(v):
     "scripted[:...], a remote spec, a model directory, or a Hugging Face repo id (org/name, from the local cache)."
     model = v.split(':template=')[0]
-    if v == 'scripted' or v.startswith(('scripted:', 'golden-with-flaws')) or v.startswith(_REMOTE): return None
-    if Path(model).is_dir(): return None
-    if _REPO_ID.fullmatch(model) and not model.startswith('.'): return None
+    if v == 'scripted' or v.startswith(('scripted:', 'golden-with-flaws')) or v.startswith(_REMOTE):
+        return None
+    if Path(model).is_dir():
+        return None
+    if _REPO_ID.fullmatch(model) and not model.startswith('.'):
+        return None
     return 'no such model directory (nor scripted, vllm:M, endpoint:M, chat:M or a repo id org/name)'
 
-def _model_dir(v): return None if not v or Path(v).is_dir() else 'no such model directory'
 
-def _optional(rule): return lambda v: None if v in (None, '') else rule(v)
+def _model_dir(v):
+    return None if not v or Path(v).is_dir() else 'no such model directory'
+
+
+def _optional(rule):
+    return lambda v: None if v in (None, '') else rule(v)
+
 
 OPTION_RULES: dict = {  # option (parameter) name -> rule; a value of None is a default left unset
-    'k': at_least(1), 'probe_k': at_least(1), 'bench_k': at_least(1), 'n': at_least(1), 'shards': at_least(1),
-    'probe_per_family': at_least(1), 'bench_per_family': at_least(1), 'min_clean': at_least(1),
-    'threads': at_least(1), 'train_procs': at_least(1), 'concurrency': at_least(1),
-    'error_retries': at_least(0), 'train_n': at_least(0), 'bench_n': at_least(0), 'steps': at_least(0),
-    'tasks_per_family': at_least(0), 'check_tasks': at_least(0), 'max_tokens': at_least(0), 'top_k': at_least(0),
-    'ref_min_successes': at_least(0), 'seed': at_least(0), 'train_seed': at_least(0), 'bench_seed': at_least(0),
-    'temperature': in_range(0, math.inf, hi_open=True), 'top_p': in_range(0, 1, lo_open=True),
-    'ref_threshold': in_range(0, 1), 'ref_prob': in_range(0, 1, lo_open=True),
+    'k': at_least(1),
+    'probe_k': at_least(1),
+    'bench_k': at_least(1),
+    'n': at_least(1),
+    'shards': at_least(1),
+    'probe_per_family': at_least(1),
+    'bench_per_family': at_least(1),
+    'min_clean': at_least(1),
+    'threads': at_least(1),
+    'train_procs': at_least(1),
+    'concurrency': at_least(1),
+    'error_retries': at_least(0),
+    'train_n': at_least(0),
+    'bench_n': at_least(0),
+    'steps': at_least(0),
+    'tasks_per_family': at_least(0),
+    'check_tasks': at_least(0),
+    'max_tokens': at_least(0),
+    'top_k': at_least(0),
+    'ref_min_successes': at_least(0),
+    'seed': at_least(0),
+    'train_seed': at_least(0),
+    'bench_seed': at_least(0),
+    'temperature': in_range(0, math.inf, hi_open=True),
+    'top_p': in_range(0, 1, lo_open=True),
+    'ref_threshold': in_range(0, 1),
+    'ref_prob': in_range(0, 1, lo_open=True),
     'dev_fraction': in_range(0, 1, hi_open=True),
-    'port': in_range(1, 65535), 'by': one_of('domain', 'family', 'held_out'), 'band_rule': one_of('mass', 'mean'),
-    'transport': one_of('stdio', 'http'), 'tool_transport': one_of('mcp', 'inprocess'),
-    'split': one_of('', 'train', 'bench'), 'part': one_of('1', '2', '3', '4', 'all'),
-    'user': spec('scripted'), 'judge': spec('rule'), 'policy': _policy, 'model': _model_dir, 'base_model': _model_dir,
-    'tasks': _files, 'domains': _domains, 'domain': _optional(_domains), 'out': _optional(new_dir),
-    'recipe': _optional(existing_file), 'attempts': existing_file, 'reference': _optional(existing_file),
-    'bench': _optional(existing_file), 'data': _optional(existing_dir), 'base': existing_dir, 'trained': existing_dir,
+    'port': in_range(1, 65535),
+    'by': one_of('domain', 'family', 'held_out'),
+    'band_rule': one_of('mass', 'mean'),
+    'transport': one_of('stdio', 'http'),
+    'tool_transport': one_of('mcp', 'inprocess'),
+    'split': one_of('', 'train', 'bench'),
+    'part': one_of('1', '2', '3', '4', 'all'),
+    'user': spec('scripted'),
+    'judge': spec('rule'),
+    'policy': _policy,
+    'model': _model_dir,
+    'base_model': _model_dir,
+    'tasks': _files,
+    'domains': _domains,
+    'domain': _optional(_domains),
+    'out': _optional(new_dir),
+    'recipe': _optional(existing_file),
+    'attempts': existing_file,
+    'reference': _optional(existing_file),
+    'bench': _optional(existing_file),
+    'data': _optional(existing_dir),
+    'base': existing_dir,
+    'trained': existing_dir,
     'host': lambda v: None if v.strip() else 'names no address',
-    'campaign': existing_dir, 'attempt': at_least(0), 'width': at_least(0),
+    'campaign': existing_dir,
+    'attempt': at_least(0),
+    'width': at_least(0),
 }
 
 COMMAND_RULES: dict = {  # (command, option) -> rule, where the option means something else in that command
-    ('evaluate', 'concurrency'): at_least(0), ('probe', 'concurrency'): at_least(0),  # 0: the default
-    ('aggregate', 'out'): existing_dir, ('policy-report', 'out'): _optional(new_file),
-    ('policy-speed', 'out'): _optional(new_file), ('thinkingbox-bench', 'user'): spec('stand-in'),
+    ('evaluate', 'concurrency'): at_least(0),
+    ('probe', 'concurrency'): at_least(0),  # 0: the default
+    ('aggregate', 'out'): existing_dir,
+    ('policy-report', 'out'): _optional(new_file),
+    ('policy-speed', 'out'): _optional(new_file),
+    ('thinkingbox-bench', 'user'): spec('stand-in'),
 }
 
-REQUIRED: dict = {('evaluate', 'tasks'): 'task files (JSON Lines), comma-separated',
-                  ('probe', 'tasks'): 'task files (JSON Lines), comma-separated'}  # (command, option) -> what to give
+REQUIRED: dict = {
+    ('evaluate', 'tasks'): 'task files (JSON Lines), comma-separated',
+    ('probe', 'tasks'): 'task files (JSON Lines), comma-separated',
+}  # (command, option) -> what to give
 
-def check_options(cmd:str, # the subcommand
-                  values:dict, # option name -> parsed value
-                  pos:list=(), # the parameters given positionally (named without dashes)
-                 ) -> str|None:
+
+def check_options(
+    cmd: str,  # the subcommand
+    values: dict,  # option name -> parsed value
+    pos: list = (),  # the parameters given positionally (named without dashes)
+) -> str | None:
     "What is wrong with the first bad option, as `--name VALUE: problem`; None when all are good."
-    if cmd == 'mcp-serve' and values.get('tasks'): values = {k: v for k, v in values.items() if k != 'domain'}
+    if cmd == 'mcp-serve' and values.get('tasks'):
+        values = {k: v for k, v in values.items() if k != 'domain'}
     for (c, k), what in REQUIRED.items():
-        if c == cmd and values.get(k) is None: return f"--{k.replace('_', '-')} is required: {what}"
+        if c == cmd and values.get(k) is None:
+            return f'--{k.replace("_", "-")} is required: {what}'
     for k, v in values.items():
         rule = COMMAND_RULES.get((cmd, k)) or OPTION_RULES.get(k)
-        if rule is None or v is None: continue
-        try: problem = rule(v)
-        except TypeError: problem = 'is of the wrong type'
+        if rule is None or v is None:
+            continue
+        try:
+            problem = rule(v)
+        except TypeError:
+            problem = 'is of the wrong type'
         if problem:
             opt = k if k in pos else '--' + k.replace('_', '-')
             return f'{opt} {v}: {problem}'
     return None
 
 # %% ../nbs/11_cli.ipynb #c007
-def checkout_dir() -> Path|None:
+def checkout_dir() -> Path | None:
     "The checkout the package lives in (holding pyproject.toml beside it), or None when it is installed from a wheel."
     d = _package_root().resolve().parent
-    return d if (d/'pyproject.toml').is_file() else None
+    return d if (d / 'pyproject.toml').is_file() else None
+
 
 def project_dir() -> Path:
     """The checkout the package lives in, which holds data/, nbs/ and pyproject.toml (`make install` installs the
     package editable from it); `FileNotFoundError` when it is installed from a wheel."""
     d = checkout_dir()
     if d is None:
-        raise FileNotFoundError(f'{_package_root().resolve().parent} holds no pyproject.toml: the package is not '
-                                'installed from a checkout (`make install`); the data a wheel carries is found by '
-                                '`data_path` (`tbt data`)')
+        raise FileNotFoundError(
+            f'{_package_root().resolve().parent} holds no pyproject.toml: the package is not '
+            'installed from a checkout (`make install`); the data a wheel carries is found by '
+            '`data_path` (`tbt data`)'
+        )
     return d
+
 
 def _output_text(o) -> str:
     "What a kept output shows as text: a stream's stdout, a result's plain text (stderr and images: nothing)."
-    if o.output_type == 'stream': return o.text if o.get('name') == 'stdout' else ''
-    if o.output_type == 'execute_result': return o.get('data', {}).get('text/plain', '') + '\n'
+    if o.output_type == 'stream':
+        return o.text if o.get('name') == 'stdout' else ''
+    if o.output_type == 'execute_result':
+        return o.get('data', {}).get('text/plain', '') + '\n'
     return ''
 
-def render_readme(index:Path) -> str:
+
+def render_readme(index: Path) -> str:
     """README markdown from the index notebook: markdown verbatim, code cells fenced without their directives, and
     the committed outputs of `#| keep_output` cells (stdout, results) fenced after them."""
     import nbformat
+
     nb = nbformat.read(str(index), as_version=4)
     parts = []
     for c in nb.cells:
         src = c.source.strip()
-        if c.cell_type == 'markdown': parts.append(src)
+        if c.cell_type == 'markdown':
+            parts.append(src)
         elif c.cell_type == 'code':
             lines = src.splitlines()
-            if any(l.strip() in ('#| hide', '#|hide') for l in lines): continue
+            if any(l.strip() in ('#| hide', '#|hide') for l in lines):
+                continue
             code = '\n'.join(l for l in lines if not l.startswith('#|')).strip()
-            if code: parts.append(f'```python\n{code}\n```')
+            if code:
+                parts.append(f'```python\n{code}\n```')
             if any(l.strip() == '#| keep_output' for l in lines):
                 out = ''.join(_output_text(o) for o in c.get('outputs', [])).strip('\n')
-                if out: parts.append(f'```\n{out}\n```')
-    return ('<!-- generated from nbs/index.ipynb by `tbt readme`: edit the notebook, not this file -->\n\n'
-            + '\n\n'.join(parts) + '\n')
+                if out:
+                    parts.append(f'```\n{out}\n```')
+    return (
+        '<!-- generated from nbs/index.ipynb by `tbt readme`: edit the notebook, not this file -->\n\n'
+        + '\n\n'.join(parts)
+        + '\n'
+    )
+
 
 @command()
-def readme(check:bool=False, # only check that README.md is current; exit 1 if not
-          ):
+def readme(
+    check: bool = False,  # only check that README.md is current; exit 1 if not
+):
     "Write README.md from nbs/index.ipynb (offline; no Quarto needed)."
     root = project_dir()
-    text, dst = render_readme(root/'nbs'/'index.ipynb'), root/'README.md'
+    text, dst = render_readme(root / 'nbs' / 'index.ipynb'), root / 'README.md'
     if check:
         if not dst.exists() or dst.read_text() != text:
             print('FAIL: README.md is stale: run `make readme` (tbt readme) and commit it', file=sys.stderr)
             return 1
-        print('README.md is current'); return 0
-    dst.write_text(text); print(f'wrote {dst}'); return 0
+        print('README.md is current')
+        return 0
+    dst.write_text(text)
+    print(f'wrote {dst}')
+    return 0
 
 # %% ../nbs/11_cli.ipynb #c007b
 PACKAGED = ('prices.yaml', 'tasks', 'models/tiny-qwen3')  # what the wheel carries of data/ (pyproject's package-data)
 
-def data_path(*parts:str) -> Path:
+
+def data_path(*parts: str) -> Path:
     """A file or folder of the project's data, `data_path('tasks', 'retail_bench.jsonl')`: the checkout's data/ when
     the package sits in a checkout, else the copy a wheel installs as `thinkingbox_training/data/`;
     `FileNotFoundError` naming it when neither holds it."""
     rel = Path(*parts) if parts else Path()
     root = checkout_dir()
-    bases = ([root/'data'] if root else []) + [_package_root()/'data']
+    bases = ([root / 'data'] if root else []) + [_package_root() / 'data']
     for b in bases:
-        if (b/rel).exists(): return (b/rel).resolve()
+        if (b / rel).exists():
+            return (b / rel).resolve()
     where = ' or '.join(str(b) for b in bases)
-    raise FileNotFoundError(f'no {rel} in {where}' + ('' if root else
-                            f": an installed wheel carries only {', '.join(PACKAGED)}; the rest is a checkout's"))
+    raise FileNotFoundError(
+        f'no {rel} in {where}'
+        + ('' if root else f": an installed wheel carries only {', '.join(PACKAGED)}; the rest is a checkout's")
+    )
+
 
 @command('data', pos=['name'])
-def data_cli(name:str=''): # a path under the data folder, e.g. tasks/retail_bench.jsonl or models/tiny-qwen3
+def data_cli(name: str = ''):  # a path under the data folder, e.g. tasks/retail_bench.jsonl or models/tiny-qwen3
     "Where the project's data lives (checkout or installed wheel): the path of NAME, or the folder and what it holds."
-    if name: print(data_path(*Path(name).parts)); return 0
+    if name:
+        print(data_path(*Path(name).parts))
+        return 0
     root = data_path()
     print(root)
     for what in PACKAGED:
-        p = root/what
-        if p.is_dir(): print('\n'.join(f'  {q.relative_to(root)}' for q in sorted(p.iterdir()) if q.is_file()))
-        elif p.exists(): print(f'  {what}')
+        p = root / what
+        if p.is_dir():
+            print('\n'.join(f'  {q.relative_to(root)}' for q in sorted(p.iterdir()) if q.is_file()))
+        elif p.exists():
+            print(f'  {what}')
     return 0

@@ -22,9 +22,11 @@ __all__ = ['BANDS', 'BAND_COLOURS', 'SelectionConfig', 'tally', 'band_masses', '
 # %% ../nbs/09_difficulty.ipynb #c006
 BANDS = ('too_hard', 'hard', 'medium', 'easy', 'too_easy')  # hardest first
 
+
 @dataclass(frozen=True)
 class SelectionConfig:
     "Band edges and the rules of pool selection; the defaults are the method's."
+
     edges: tuple = (0.0, 0.08, 0.40, 0.60, 0.90, 1.0)  # band boundaries on the success rate, hardest band first
     bands: tuple = BANDS  # band names, one per interval of `edges`
     keep: tuple = ('hard', 'medium', 'easy')  # the bands that make the pool
@@ -41,66 +43,83 @@ class SelectionConfig:
     tie_tol: float = 1e-12  # band masses this close to the largest count as tied
 
     def __post_init__(self):
-        for name in ('edges', 'bands', 'keep', 'prior'): object.__setattr__(self, name, tuple(getattr(self, name)))
+        for name in ('edges', 'bands', 'keep', 'prior'):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
         e = np.asarray(self.edges, float)
         if e[0] != 0 or e[-1] != 1 or np.any(np.diff(e) <= 0):
             raise ValueError(f'edges must rise strictly from 0 to 1: {self.edges}')
-        if len(self.bands) != len(e) - 1: raise ValueError(f'{len(self.bands)} band names for {len(e) - 1} intervals')
-        if unknown := set(self.keep) - set(self.bands): raise ValueError(f'keep names unknown bands: {sorted(unknown)}')
+        if len(self.bands) != len(e) - 1:
+            raise ValueError(f'{len(self.bands)} band names for {len(e) - 1} intervals')
+        if unknown := set(self.keep) - set(self.bands):
+            raise ValueError(f'keep names unknown bands: {sorted(unknown)}')
         if self.band_rule not in ('mass', 'mean'):
             raise ValueError(f"band_rule must be 'mass' or 'mean', not {self.band_rule!r}")
         if self.min_clean < 1 or not 0 < self.ci < 1 or not 0 <= self.dev_fraction < 1 or min(self.prior) <= 0:
             raise ValueError('need min_clean >= 1, 0 < ci < 1, 0 <= dev_fraction < 1 and a positive prior')
 
 # %% ../nbs/09_difficulty.ipynb #c009
-def tally(records:list, # attempt records of one probing campaign
-         ) -> dict:
+def tally(
+    records: list,  # attempt records of one probing campaign
+) -> dict:
     "Per task uid: clean runs `n`, successes `k`, `system_errors`, and the task's labels."
     out, seen = {}, set()
     for r in records:
         u, s, rep = r.get('task_uid'), r.get('status'), r.get('repetition')
         t = out.get(u)
         if t is None:
-            t = out[u] = dict(n=0, k=0, system_errors=0, domain=r.get('domain'), family=r.get('family'),
-                              split=r.get('split'))
-        if s == 'system_error': t['system_errors'] += 1; continue
-        if s not in STATUSES: raise ValueError(f'{u}#{rep}: status {s!r} is not one of {STATUSES}')
+            t = out[u] = dict(
+                n=0, k=0, system_errors=0, domain=r.get('domain'), family=r.get('family'), split=r.get('split')
+            )
+        if s == 'system_error':
+            t['system_errors'] += 1
+            continue
+        if s not in STATUSES:
+            raise ValueError(f'{u}#{rep}: status {s!r} is not one of {STATUSES}')
         if (w := r.get('reward')) not in (0, 1):
             raise ValueError(f'{u}#{rep}: reward {w!r} of a clean run is not 0 or 1')
-        if (u, rep) in seen: raise ValueError(f'{u}#{rep}: clean run recorded twice')
+        if (u, rep) in seen:
+            raise ValueError(f'{u}#{rep}: clean run recorded twice')
         seen.add((u, rep))
-        t['n'] += 1; t['k'] += int(w)
+        t['n'] += 1
+        t['k'] += int(w)
     return out
 
 # %% ../nbs/09_difficulty.ipynb #c012
-def band_masses(a, # Beta posterior alpha per task
-                b, # Beta posterior beta per task
-                edges=SelectionConfig.edges, # band boundaries from 0 to 1
-               ) -> np.ndarray:
+def band_masses(
+    a,  # Beta posterior alpha per task
+    b,  # Beta posterior beta per task
+    edges=SelectionConfig.edges,  # band boundaries from 0 to 1
+) -> np.ndarray:
     "Posterior mass of each band per task: differences of the Beta CDF at the band edges, shape (tasks, bands)."
     cdf = stats.beta.cdf(np.asarray(edges, float)[None, :], np.atleast_1d(a)[:, None], np.atleast_1d(b)[:, None])
     cdf[:, 0], cdf[:, -1] = 0.0, 1.0
     return np.diff(cdf, axis=1)
 
-def assign_bands(masses, # (tasks, bands) band masses, hardest band first
-                 tol:float=1e-12, # masses this close to the largest count as tied
-                ) -> np.ndarray:
+
+def assign_bands(
+    masses,  # (tasks, bands) band masses, hardest band first
+    tol: float = 1e-12,  # masses this close to the largest count as tied
+) -> np.ndarray:
     "Index of the band with the most mass per task; ties go to the harder (earlier) band."
     m = np.atleast_2d(masses)
     return np.argmax(m >= m.max(1, keepdims=True) - tol, axis=1)
 
-def mean_bands(a, # Beta posterior alpha per task
-               b, # Beta posterior beta per task
-               edges=SelectionConfig.edges, # band boundaries from 0 to 1
-              ) -> np.ndarray:
+
+def mean_bands(
+    a,  # Beta posterior alpha per task
+    b,  # Beta posterior beta per task
+    edges=SelectionConfig.edges,  # band boundaries from 0 to 1
+) -> np.ndarray:
     "Index of the band holding the posterior mean a / (a + b) per task (a mean on an edge goes to the band above it)."
     mean = np.atleast_1d(np.asarray(a, float) / (np.asarray(a, float) + np.asarray(b, float)))
     return np.clip(np.searchsorted(np.asarray(edges, float), mean, side='right') - 1, 0, len(edges) - 2)
 
-def credible_interval(a, # Beta posterior alpha per task
-                      b, # Beta posterior beta per task
-                      level:float=0.90, # posterior mass inside the interval
-                     ) -> np.ndarray:
+
+def credible_interval(
+    a,  # Beta posterior alpha per task
+    b,  # Beta posterior beta per task
+    level: float = 0.90,  # posterior mass inside the interval
+) -> np.ndarray:
     "Equal-tailed credible interval per task, shape (tasks, 2)."
     q = np.array([(1 - level) / 2, (1 + level) / 2])
     return stats.beta.ppf(q[None, :], np.atleast_1d(a)[:, None], np.atleast_1d(b)[:, None])
@@ -111,16 +130,20 @@ from .tasks import assert_disjoint, read_uids, refuse_evaluation_only
 from .tasks import BenchmarkOverlap  # noqa: F401
 
 # %% ../nbs/09_difficulty.ipynb #c021
-def _rank(uid, seed): return hashlib.sha256(f'{seed}:{uid}'.encode()).hexdigest()
+def _rank(uid, seed):
+    return hashlib.sha256(f'{seed}:{uid}'.encode()).hexdigest()
 
-def stratified_split(uids:list, # task uids
-                     strata:list, # each task's stratum (its band)
-                     fraction:float=0.1, # share of each stratum that goes to dev
-                     seed:int=0, # salt of the hash
-                    ) -> dict:
+
+def stratified_split(
+    uids: list,  # task uids
+    strata: list,  # each task's stratum (its band)
+    fraction: float = 0.1,  # share of each stratum that goes to dev
+    seed: int = 0,  # salt of the hash
+) -> dict:
     "uid -> 'train' or 'dev': per stratum, the `fraction` with the smallest seeded hash of the uid go to dev."
     out, groups = {}, {}
-    for u, s in zip(uids, strata): groups.setdefault(s, []).append(u)
+    for u, s in zip(uids, strata):
+        groups.setdefault(s, []).append(u)
     for us in groups.values():
         us = sorted(us, key=lambda u: _rank(u, seed))
         n_dev = math.floor(fraction * len(us) + 0.5)
@@ -132,45 +155,68 @@ def _sha_lines(lines) -> str:
     "SHA-256 of text lines in sorted order: the same content hashes the same whatever the order of the records."
     return hashlib.sha256('\n'.join(sorted(lines)).encode()).hexdigest()
 
+
 def _sha_records(records) -> str:
     "Content hash of attempt records, over the fields selection reads."
-    return _sha_lines(f"{r.get('task_uid')}\t{r.get('repetition')}\t{r.get('status')}\t{r.get('reward')}\t"
-                      f"{r.get('split')}\t{r.get('domain')}\t{r.get('family')}" for r in records)
+    return _sha_lines(
+        f'{r.get("task_uid")}\t{r.get("repetition")}\t{r.get("status")}\t{r.get("reward")}\t'
+        f'{r.get("split")}\t{r.get("domain")}\t{r.get("family")}'
+        for r in records
+    )
+
 
 @dataclass
 class Selection:
     "The outcome of pool selection: its configuration, one row per task, and content hashes of its inputs."
+
     config: SelectionConfig
     rows: list  # one dict per probed task, sorted by uid
     inputs: dict  # input name -> {'items': count, 'sha256': content hash of what selection reads}
 
     @property
-    def pool(self) -> list: return [r['task_uid'] for r in self.rows if r['kept']]
+    def pool(self) -> list:
+        return [r['task_uid'] for r in self.rows if r['kept']]
+
     @property
-    def train(self) -> list: return [r['task_uid'] for r in self.rows if r['pool_split'] == 'train']
+    def train(self) -> list:
+        return [r['task_uid'] for r in self.rows if r['pool_split'] == 'train']
+
     @property
-    def dev(self) -> list: return [r['task_uid'] for r in self.rows if r['pool_split'] == 'dev']
+    def dev(self) -> list:
+        return [r['task_uid'] for r in self.rows if r['pool_split'] == 'dev']
 
     def counts(self) -> dict:
         "Tasks per band (judged tasks), kept per band, and tasks per rejection reason."
         bands = {b: {'tasks': 0, 'kept': 0} for b in self.config.bands}
         reasons = {}
         for r in self.rows:
-            if r['band']: bands[r['band']]['tasks'] += 1; bands[r['band']]['kept'] += r['kept']
-            for why in r['reasons']: reasons[why] = reasons.get(why, 0) + 1
-        return {'tasks': len(self.rows), 'pool': len(self.pool), 'train': len(self.train), 'dev': len(self.dev),
-                'bands': bands, 'reasons': dict(sorted(reasons.items()))}
+            if r['band']:
+                bands[r['band']]['tasks'] += 1
+                bands[r['band']]['kept'] += r['kept']
+            for why in r['reasons']:
+                reasons[why] = reasons.get(why, 0) + 1
+        return {
+            'tasks': len(self.rows),
+            'pool': len(self.pool),
+            'train': len(self.train),
+            'dev': len(self.dev),
+            'bands': bands,
+            'reasons': dict(sorted(reasons.items())),
+        }
 
-def select_pool(probes:list, # attempt records of the base policy's probing campaign
-                config:SelectionConfig=None, # band edges and selection rules (default: the method's)
-                reference:list=None, # attempt records of a stronger reference policy: the solvability gate
-                bench_uids=(), # benchmark task uids, never in the pool
-               ) -> Selection:
+
+def select_pool(
+    probes: list,  # attempt records of the base policy's probing campaign
+    config: SelectionConfig = None,  # band edges and selection rules (default: the method's)
+    reference: list = None,  # attempt records of a stronger reference policy: the solvability gate
+    bench_uids=(),  # benchmark task uids, never in the pool
+) -> Selection:
     "Jeffreys posterior, band masses, band and verdict per task; the pool, disjoint from the benchmark, split by band."
     cfg = config or SelectionConfig()
     t = tally(probes)
     uids = sorted(t, key=str)
-    n = np.array([t[u]['n'] for u in uids], float); k = np.array([t[u]['k'] for u in uids], float)
+    n = np.array([t[u]['n'] for u in uids], float)
+    k = np.array([t[u]['k'] for u in uids], float)
     a, b = k + cfg.prior[0], n - k + cfg.prior[1]
     masses, ci = band_masses(a, b, cfg.edges), credible_interval(a, b, cfg.ci)
     by_mass, by_mean = assign_bands(masses, cfg.tie_tol), mean_bands(a, b, cfg.edges)
@@ -188,174 +234,265 @@ def select_pool(probes:list, # attempt records of the base policy's probing camp
     a_, b_, m_, ci_ = a.tolist(), b.tolist(), masses.tolist(), ci.tolist()  # python floats for the rows
     for i, u in enumerate(uids):
         why = []
-        if not judged[i]: why.append('too_few_clean_runs')
-        elif band[i] not in cfg.keep: why.append(f'band:{band[i]}')
+        if not judged[i]:
+            why.append('too_few_clean_runs')
+        elif band[i] not in cfg.keep:
+            why.append(f'band:{band[i]}')
         if reference is not None:
-            if rn[i] < cfg.ref_min_clean: why.append('reference_too_few_clean_runs')
-            elif rk[i] < cfg.ref_min_successes: why.append('reference_unsolved')
-            elif cfg.ref_threshold is not None and r_above[i] < cfg.ref_prob: why.append('reference_below_threshold')
-        if u in bench: why.append('benchmark_uid')
-        row = dict(task_uid=u, domain=t[u]['domain'], family=t[u]['family'], clean_runs=int(n[i]), successes=int(k[i]),
-                   system_errors=t[u]['system_errors'], alpha=a_[i], beta=b_[i], mean=a_[i] / (a_[i] + b_[i]),
-                   ci_lo=ci_[i][0], ci_hi=ci_[i][1], **dict(zip(names, m_[i])),
-                   band=band[i] if judged[i] else None, other_rule_band=other[i] if judged[i] else None,
-                   kept=not why, reasons=why, pool_split=None)
+            if rn[i] < cfg.ref_min_clean:
+                why.append('reference_too_few_clean_runs')
+            elif rk[i] < cfg.ref_min_successes:
+                why.append('reference_unsolved')
+            elif cfg.ref_threshold is not None and r_above[i] < cfg.ref_prob:
+                why.append('reference_below_threshold')
+        if u in bench:
+            why.append('benchmark_uid')
+        row = dict(
+            task_uid=u,
+            domain=t[u]['domain'],
+            family=t[u]['family'],
+            clean_runs=int(n[i]),
+            successes=int(k[i]),
+            system_errors=t[u]['system_errors'],
+            alpha=a_[i],
+            beta=b_[i],
+            mean=a_[i] / (a_[i] + b_[i]),
+            ci_lo=ci_[i][0],
+            ci_hi=ci_[i][1],
+            **dict(zip(names, m_[i])),
+            band=band[i] if judged[i] else None,
+            other_rule_band=other[i] if judged[i] else None,
+            kept=not why,
+            reasons=why,
+            pool_split=None,
+        )
         if reference is not None:
             row.update(ref_clean_runs=int(rn[i]), ref_successes=int(rk[i]), ref_p_above=float(r_above[i]))
         rows.append(row)
     pool = [r['task_uid'] for r in rows if r['kept']]
     assert_disjoint(pool, bench)
     split = stratified_split(pool, [r['band'] for r in rows if r['kept']], cfg.dev_fraction, cfg.seed)
-    for r in rows: r['pool_split'] = split.get(r['task_uid'])
-    inputs = {'probes': {'items': len(probes), 'sha256': _sha_records(probes)},
-              'bench_uids': {'items': len(bench), 'sha256': _sha_lines(bench)}}
-    if reference is not None: inputs['reference'] = {'items': len(reference), 'sha256': _sha_records(reference)}
+    for r in rows:
+        r['pool_split'] = split.get(r['task_uid'])
+    inputs = {
+        'probes': {'items': len(probes), 'sha256': _sha_records(probes)},
+        'bench_uids': {'items': len(bench), 'sha256': _sha_lines(bench)},
+    }
+    if reference is not None:
+        inputs['reference'] = {'items': len(reference), 'sha256': _sha_records(reference)}
     return Selection(cfg, rows, inputs)
 
 # %% ../nbs/09_difficulty.ipynb #c030
-def atomic_write(path:str|Path, # the file to write
-                 data:str|bytes, # its whole content
-                ) -> Path:
+def atomic_write(
+    path: str | Path,  # the file to write
+    data: str | bytes,  # its whole content
+) -> Path:
     "Write a file all at once: a temporary file in the same directory, fsync, then `os.replace`."
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f'.{path.name}.', suffix='.tmp')
     try:
         with os.fdopen(fd, 'wb') as f:
-            f.write(data.encode() if isinstance(data, str) else data); f.flush(); os.fsync(f.fileno())
+            f.write(data.encode() if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True); raise
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return path
 
-def _sha_file(p): return hashlib.sha256(Path(p).read_bytes()).hexdigest()
 
-def write_selection(sel:Selection, # the result of `select_pool`
-                    out_dir:str|Path, # the directory to write into (created)
-                    sources:dict=None, # input name -> file it was read from: its SHA-256 goes into the manifest
-                    figures:bool=False, # also draw the three figures into the directory
-                    probe_budgets:dict=None, # the budgets the probing ran under (its campaign.json's `budgets`)
-                   ) -> dict:
+def _sha_file(p):
+    return hashlib.sha256(Path(p).read_bytes()).hexdigest()
+
+
+def write_selection(
+    sel: Selection,  # the result of `select_pool`
+    out_dir: str | Path,  # the directory to write into (created)
+    sources: dict = None,  # input name -> file it was read from: its SHA-256 goes into the manifest
+    figures: bool = False,  # also draw the three figures into the directory
+    probe_budgets: dict = None,  # the budgets the probing ran under (its campaign.json's `budgets`)
+) -> dict:
     "Write pool.txt (the train part: what training reads), split.json, tasks.jsonl, tasks.csv, figures, manifest.json."
-    out = Path(out_dir); out.mkdir(parents=True, exist_ok=True)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
     flat = [{**r, 'reasons': ';'.join(r['reasons'])} for r in sel.rows]
-    written = [atomic_write(out/'pool.txt', ''.join(u + '\n' for u in sel.train)),
-               atomic_write(out/'split.json', json.dumps({'train': sel.train, 'dev': sel.dev}, indent=1) + '\n'),
-               atomic_write(out/'tasks.jsonl', ''.join(json.dumps(r) + '\n' for r in sel.rows)),
-               atomic_write(out/'tasks.csv', to_csv(flat))]
+    written = [
+        atomic_write(out / 'pool.txt', ''.join(u + '\n' for u in sel.train)),
+        atomic_write(out / 'split.json', json.dumps({'train': sel.train, 'dev': sel.dev}, indent=1) + '\n'),
+        atomic_write(out / 'tasks.jsonl', ''.join(json.dumps(r) + '\n' for r in sel.rows)),
+        atomic_write(out / 'tasks.csv', to_csv(flat)),
+    ]
     if figures:
-        written += [plot_posteriors(sel, out/'posteriors.png'), plot_band_counts(sel, out/'bands.png'),
-                    plot_useful_groups(sel, out/'useful_groups.png')]
+        written += [
+            plot_posteriors(sel, out / 'posteriors.png'),
+            plot_band_counts(sel, out / 'bands.png'),
+            plot_useful_groups(sel, out / 'useful_groups.png'),
+        ]
     from importlib.metadata import version
+
     inputs = {name: dict(v) for name, v in sel.inputs.items()}
     for name, p in (sources or {}).items():
-        if p is not None: inputs.setdefault(name, {}).update(path=str(p), file_sha256=_sha_file(p))
-    rule = ('band of largest mass, ties to the harder band' if sel.config.band_rule == 'mass'
-            else 'band of the posterior mean')
-    manifest = {'method': f'Jeffreys posterior Beta(k+1/2, n-k+1/2), {rule}', 'probe_budgets': probe_budgets,
-                'package_version': version('thinkingbox-training'), 'config': asdict(sel.config),
-                'counts': sel.counts(), 'inputs': inputs, 'outputs': {p.name: _sha_file(p) for p in written}}
+        if p is not None:
+            inputs.setdefault(name, {}).update(path=str(p), file_sha256=_sha_file(p))
+    rule = (
+        'band of largest mass, ties to the harder band'
+        if sel.config.band_rule == 'mass'
+        else 'band of the posterior mean'
+    )
+    manifest = {
+        'method': f'Jeffreys posterior Beta(k+1/2, n-k+1/2), {rule}',
+        'probe_budgets': probe_budgets,
+        'package_version': version('thinkingbox-training'),
+        'config': asdict(sel.config),
+        'counts': sel.counts(),
+        'inputs': inputs,
+        'outputs': {p.name: _sha_file(p) for p in written},
+    }
     text = json.dumps(manifest, indent=1) + '\n'
-    atomic_write(out/'manifest.json', text)
+    atomic_write(out / 'manifest.json', text)
     return json.loads(text)
 
 # %% ../nbs/09_difficulty.ipynb #c033
 BAND_COLOURS = {'too_hard': '#b2182b', 'hard': '#ef8a62', 'medium': '#67a9cf', 'easy': '#2166ac', 'too_easy': '#999999'}
 
-def useful_group_prob(p, # success rate(s)
-                      G:int=8, # rollouts per group
-                     ) -> np.ndarray:
+
+def useful_group_prob(
+    p,  # success rate(s)
+    G: int = 8,  # rollouts per group
+) -> np.ndarray:
     "Probability that a group of G rollouts has both a pass and a fail: 1 - p^G - (1-p)^G."
     p = np.asarray(p, float)
-    return 1 - p**G - (1 - p)**G
+    return 1 - p**G - (1 - p) ** G
 
-def expected_useful_group_prob(a, # Beta posterior alpha(s)
-                               b, # Beta posterior beta(s)
-                               G:int=8, # rollouts per group
-                              ) -> np.ndarray:
+
+def expected_useful_group_prob(
+    a,  # Beta posterior alpha(s)
+    b,  # Beta posterior beta(s)
+    G: int = 8,  # rollouts per group
+) -> np.ndarray:
     "Posterior expectation of `useful_group_prob`: 1 - E[p^G] - E[(1-p)^G] under Beta(a, b)."
     a, b, i = np.asarray(a, float)[..., None], np.asarray(b, float)[..., None], np.arange(G)
     return 1 - ((a + i) / (a + b + i)).prod(-1) - ((b + i) / (a + b + i)).prod(-1)
 
-def _colour(band): return BAND_COLOURS.get(band, 'C7')
+
+def _colour(band):
+    return BAND_COLOURS.get(band, 'C7')
+
 
 def _shade(ax, cfg):
     for lo, hi, name in zip(cfg.edges[:-1], cfg.edges[1:], cfg.bands):
-        ax.axvspan(lo, hi, color=_colour(name), alpha=.12, lw=0)
+        ax.axvspan(lo, hi, color=_colour(name), alpha=0.12, lw=0)
         ax.text((lo + hi) / 2, 1.01, name, transform=ax.get_xaxis_transform(), ha='center', va='bottom', fontsize=7)
 
+
 def _save(fig, path):
-    buf = io.BytesIO(); fig.savefig(buf, format='png', bbox_inches='tight')
+    buf = io.BytesIO()
+    fig.savefig(buf, format='png', bbox_inches='tight')
     return atomic_write(path, buf.getvalue())
 
-def plot_posteriors(sel:Selection, # a selection
-                    path:str|Path, # the image file to write
-                    uids:list=None, # tasks to draw (default: the first judged task of each band)
-                   ) -> Path:
+
+def plot_posteriors(
+    sel: Selection,  # a selection
+    path: str | Path,  # the image file to write
+    uids: list = None,  # tasks to draw (default: the first judged task of each band)
+) -> Path:
     "Posterior densities of example tasks over the shaded bands."
     cfg, rows = sel.config, {r['task_uid']: r for r in sel.rows}
     if uids is None:
-        uids = [next(u for u, r in rows.items() if r['band'] == b) for b in cfg.bands
-                if any(r['band'] == b for r in rows.values())]
-    fig = Figure(figsize=(6, 3), dpi=80); ax = fig.subplots()
+        uids = [
+            next(u for u, r in rows.items() if r['band'] == b)
+            for b in cfg.bands
+            if any(r['band'] == b for r in rows.values())
+        ]
+    fig = Figure(figsize=(6, 3), dpi=80)
+    ax = fig.subplots()
     _shade(ax, cfg)
     x, top = np.linspace(0.0005, 0.9995, 800), 0
     for u in uids:
-        r = rows[u]; y = stats.beta.pdf(x, r['alpha'], r['beta'])
-        ax.plot(x, y, color=_colour(r['band']), label=f"{u}: {r['successes']}/{r['clean_runs']} -> {r['band']}")
-        top = max(top, y[(x > .02) & (x < .98)].max())
-    ax.set_xlim(0, 1); ax.set_ylim(0, top * 1.1); ax.set_xlabel('success rate p'); ax.set_ylabel('posterior density')
+        r = rows[u]
+        y = stats.beta.pdf(x, r['alpha'], r['beta'])
+        ax.plot(x, y, color=_colour(r['band']), label=f'{u}: {r["successes"]}/{r["clean_runs"]} -> {r["band"]}')
+        top = max(top, y[(x > 0.02) & (x < 0.98)].max())
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, top * 1.1)
+    ax.set_xlabel('success rate p')
+    ax.set_ylabel('posterior density')
     ax.legend(fontsize=6, loc='upper center')
     return _save(fig, path)
 
-def plot_band_counts(sel:Selection, # a selection
-                     path:str|Path, # the image file to write
-                    ) -> Path:
+
+def plot_band_counts(
+    sel: Selection,  # a selection
+    path: str | Path,  # the image file to write
+) -> Path:
     "Tasks per band (kept bands in colour) and tasks with too few clean runs."
     c, cfg = sel.counts(), sel.config
     names = list(cfg.bands) + ['too few runs']
     vals = [c['bands'][b]['tasks'] for b in cfg.bands] + [c['reasons'].get('too_few_clean_runs', 0)]
     cols = [_colour(b) if b in cfg.keep else '#cccccc' for b in cfg.bands] + ['white']
-    fig = Figure(figsize=(5.5, 2.8), dpi=80); ax = fig.subplots()
-    bars = ax.bar(names, vals, color=cols, edgecolor='k', lw=.5)
+    fig = Figure(figsize=(5.5, 2.8), dpi=80)
+    ax = fig.subplots()
+    bars = ax.bar(names, vals, color=cols, edgecolor='k', lw=0.5)
     bars[-1].set_hatch('//')
     for bar, v in zip(bars, vals):
         ax.text(bar.get_x() + bar.get_width() / 2, v, str(v), ha='center', va='bottom', fontsize=8)
-    ax.set_ylabel('tasks'); ax.set_title(f"pool: {c['pool']} of {c['tasks']} tasks (kept bands in colour)", fontsize=9)
+    ax.set_ylabel('tasks')
+    ax.set_title(f'pool: {c["pool"]} of {c["tasks"]} tasks (kept bands in colour)', fontsize=9)
     ax.tick_params(axis='x', labelsize=8)
     return _save(fig, path)
 
-def plot_useful_groups(sel:Selection, # a selection
-                       path:str|Path, # the image file to write
-                       G:int=8, # rollouts per GRPO group
-                      ) -> Path:
+
+def plot_useful_groups(
+    sel: Selection,  # a selection
+    path: str | Path,  # the image file to write
+    G: int = 8,  # rollouts per GRPO group
+) -> Path:
     "Share of useful GRPO groups: the curve 1 - p^G - (1-p)^G, and the posterior expectation per band."
     cfg = sel.config
-    fig = Figure(figsize=(9, 3), dpi=80); ax1, ax2 = fig.subplots(1, 2)
+    fig = Figure(figsize=(9, 3), dpi=80)
+    ax1, ax2 = fig.subplots(1, 2)
     _shade(ax1, cfg)
     p = np.linspace(0, 1, 400)
-    ax1.plot(p, useful_group_prob(p, G), 'k'); ax1.set_xlim(0, 1); ax1.set_ylim(0, 1.05)
-    ax1.set_xlabel('success rate p'); ax1.set_ylabel(f'P(group of {G} is useful)')
+    ax1.plot(p, useful_group_prob(p, G), 'k')
+    ax1.set_xlim(0, 1)
+    ax1.set_ylim(0, 1.05)
+    ax1.set_xlabel('success rate p')
+    ax1.set_ylabel(f'P(group of {G} is useful)')
     judged = [r for r in sel.rows if r['band']]
-    means = [float(np.mean(expected_useful_group_prob([r['alpha'] for r in judged if r['band'] == b],
-                                                      [r['beta'] for r in judged if r['band'] == b], G)))
-             if any(r['band'] == b for r in judged) else 0.0 for b in cfg.bands]
+    means = [
+        float(
+            np.mean(
+                expected_useful_group_prob(
+                    [r['alpha'] for r in judged if r['band'] == b], [r['beta'] for r in judged if r['band'] == b], G
+                )
+            )
+        )
+        if any(r['band'] == b for r in judged)
+        else 0.0
+        for b in cfg.bands
+    ]
     bars = ax2.bar(cfg.bands, means, color=[_colour(b) for b in cfg.bands])
     for bar, v in zip(bars, means):
         ax2.text(bar.get_x() + bar.get_width() / 2, v, f'{v:.0%}', ha='center', va='bottom', fontsize=8)
-    ax2.set_ylim(0, 1.05); ax2.set_ylabel('expected useful share'); ax2.tick_params(axis='x', labelsize=8)
-    ax2.set_title(f'per band, under each task\'s posterior (G = {G})', fontsize=9)
+    ax2.set_ylim(0, 1.05)
+    ax2.set_ylabel('expected useful share')
+    ax2.tick_params(axis='x', labelsize=8)
+    ax2.set_title(f"per band, under each task's posterior (G = {G})", fontsize=9)
     return _save(fig, path)
 
 # %% ../nbs/09_difficulty.ipynb #c037
-def synthetic_probe(n_tasks:int=400, # tasks
-                    n_probes:int=8, # probes per task
-                    seed:int=0, # seed of everything random
-                    rates=None, # true success rate per task (default: uniform over [0, 1])
-                    error_rate:float=0.02, # chance of a system error per probe
-                    flaky_share:float=0.05, # share of tasks on a flaky backend
-                    flaky_error_rate:float=0.6, # chance of a system error per probe on a flaky backend
-                    policy_id:str='synthetic-probe', # the policy id in the records
-                   ) -> tuple:
+def synthetic_probe(
+    n_tasks: int = 400,  # tasks
+    n_probes: int = 8,  # probes per task
+    seed: int = 0,  # seed of everything random
+    rates=None,  # true success rate per task (default: uniform over [0, 1])
+    error_rate: float = 0.02,  # chance of a system error per probe
+    flaky_share: float = 0.05,  # share of tasks on a flaky backend
+    flaky_error_rate: float = 0.6,  # chance of a system error per probe on a flaky backend
+    policy_id: str = 'synthetic-probe',  # the policy id in the records
+) -> tuple:
     "A seeded stand-in for a probing campaign: (attempt records, {task uid: true success rate})."
     rng = np.random.default_rng(seed)
     p = rng.uniform(0, 1, n_tasks) if rates is None else np.asarray(rates, float)
@@ -366,41 +503,68 @@ def synthetic_probe(n_tasks:int=400, # tasks
         true[f'{dom}/{fam}/{i:04d}'] = float(pi)
         for j in range(n_probes):
             err = rng.random() < (flaky_error_rate if flaky[i] else error_rate)
-            recs.append(dict(task_uid=f'{dom}/{fam}/{i:04d}', domain=dom, family=fam, split='train',
-                             held_out_family=False, repetition=j, policy_id=policy_id,
-                             status='system_error' if err else 'ok',
-                             reward=None if err else int(rng.random() < pi), usage={}, duration_s=0.0))
+            recs.append(
+                dict(
+                    task_uid=f'{dom}/{fam}/{i:04d}',
+                    domain=dom,
+                    family=fam,
+                    split='train',
+                    held_out_family=False,
+                    repetition=j,
+                    policy_id=policy_id,
+                    status='system_error' if err else 'ok',
+                    reward=None if err else int(rng.random() < pi),
+                    usage={},
+                    duration_s=0.0,
+                )
+            )
     return recs, true
 
 # %% ../nbs/09_difficulty.ipynb #c044
 @command('select', pos=['attempts'])
-def select_cli(attempts:str, # the probing campaign's attempt records (JSON Lines)
-               out:str='data/runs/pool', # directory for pool.txt, split.json, tasks.jsonl, tasks.csv, manifest.json
-               reference:str=None, # a stronger reference policy's attempts (JSON Lines): the solvability gate
-               bench:str=None, # benchmark task uids: one per line, or JSON Lines with `uid` or `task_uid`
-               keep:str='hard,medium,easy', # bands kept, comma-separated
-               min_clean:int=4, # clean runs a task needs to be judged
-               ref_min_successes:int=1, # solvability gate: successes of the reference policy
-               ref_threshold:float=None, # solvability gate: also require P(p > this) >= ref_prob
-               ref_prob:float=0.5, # with --ref-threshold: the posterior probability required
-               dev_fraction:float=0.0, # share of each kept band held out as dev, never trained on (0: no dev split)
-               band_rule:str='mass', # 'mass' (the method's: the band of most posterior mass) or 'mean' (the mean's)
-               seed:int=0, # salt of the split
-               plots:bool=False, # also draw the figures into `out`
-              ):
+def select_cli(
+    attempts: str,  # the probing campaign's attempt records (JSON Lines)
+    out: str = 'data/runs/pool',  # directory for pool.txt, split.json, tasks.jsonl, tasks.csv, manifest.json
+    reference: str = None,  # a stronger reference policy's attempts (JSON Lines): the solvability gate
+    bench: str = None,  # benchmark task uids: one per line, or JSON Lines with `uid` or `task_uid`
+    keep: str = 'hard,medium,easy',  # bands kept, comma-separated
+    min_clean: int = 4,  # clean runs a task needs to be judged
+    ref_min_successes: int = 1,  # solvability gate: successes of the reference policy
+    ref_threshold: float = None,  # solvability gate: also require P(p > this) >= ref_prob
+    ref_prob: float = 0.5,  # with --ref-threshold: the posterior probability required
+    dev_fraction: float = 0.0,  # share of each kept band held out as dev, never trained on (0: no dev split)
+    band_rule: str = 'mass',  # 'mass' (the method's: the band of most posterior mass) or 'mean' (the mean's)
+    seed: int = 0,  # salt of the split
+    plots: bool = False,  # also draw the figures into `out`
+):
     "Choose the training pool from a probing campaign (Jeffreys posterior bands) and write it with its manifest."
-    cfg = SelectionConfig(keep=tuple(s.strip() for s in keep.split(',') if s.strip()), min_clean=min_clean,
-                          ref_min_successes=ref_min_successes, ref_threshold=ref_threshold, ref_prob=ref_prob,
-                          dev_fraction=dev_fraction, seed=seed, band_rule=band_rule)
-    sel = select_pool(read_attempts(attempts), cfg, read_attempts(reference) if reference else None,
-                      read_uids(bench) if bench else ())
-    camp = Path(attempts).with_name('campaign.json')   # beside a campaign's attempts: the budgets it ran under
+    cfg = SelectionConfig(
+        keep=tuple(s.strip() for s in keep.split(',') if s.strip()),
+        min_clean=min_clean,
+        ref_min_successes=ref_min_successes,
+        ref_threshold=ref_threshold,
+        ref_prob=ref_prob,
+        dev_fraction=dev_fraction,
+        seed=seed,
+        band_rule=band_rule,
+    )
+    sel = select_pool(
+        read_attempts(attempts), cfg, read_attempts(reference) if reference else None, read_uids(bench) if bench else ()
+    )
+    camp = Path(attempts).with_name('campaign.json')  # beside a campaign's attempts: the budgets it ran under
     budgets = json.loads(camp.read_text()).get('budgets') if camp.exists() else None
-    man = write_selection(sel, out, {'probes': attempts, 'reference': reference, 'bench_uids': bench}, figures=plots,
-                          probe_budgets=budgets)
+    man = write_selection(
+        sel,
+        out,
+        {'probes': attempts, 'reference': reference, 'bench_uids': bench},
+        figures=plots,
+        probe_budgets=budgets,
+    )
     c = man['counts']
-    print(f"{c['tasks']} tasks; per band: " + ', '.join(f"{b} {v['tasks']}" for b, v in c['bands'].items()))
-    print(f"pool {c['pool']} (train {c['train']}: pool.txt; dev {c['dev']}); rejected: "
-          + ', '.join(f'{k} {v}' for k, v in c['reasons'].items()))
+    print(f'{c["tasks"]} tasks; per band: ' + ', '.join(f'{b} {v["tasks"]}' for b, v in c['bands'].items()))
+    print(
+        f'pool {c["pool"]} (train {c["train"]}: pool.txt; dev {c["dev"]}); rejected: '
+        + ', '.join(f'{k} {v}' for k, v in c['reasons'].items())
+    )
     print(f'wrote {out}')
     return 0

@@ -17,43 +17,63 @@ __all__ = ['TRL_PROTOCOL', 'SEND_MESSAGE', 'OPENENV_SYSTEM', 'trl_tool_method', 
            'compare_parsers', 'openenv_prompt', 'openenv_environment', 'openenv_app', 'openenv_serve']
 
 # %% ../nbs/16_ecosystem.ipynb #c005
-_JSON_TYPES = {'string': str, 'integer': int, 'number': float, 'boolean': bool, 'array': list, 'object': dict,
-               'null': type(None)}
+_JSON_TYPES = {
+    'string': str,
+    'integer': int,
+    'number': float,
+    'boolean': bool,
+    'array': list,
+    'object': dict,
+    'null': type(None),
+}
 
-def _hint(schema:dict):
+
+def _hint(schema: dict):
     "A Python type hint that transformers' `get_json_schema` turns back into (roughly) `schema`."
     if 'anyOf' in schema or 'oneOf' in schema:
         hints = tuple(_hint(s) for s in schema.get('anyOf') or schema['oneOf'])
         return typing.Union[hints] if len(hints) > 1 else hints[0]
     t = schema.get('type')
-    if isinstance(t, list): return typing.Union[tuple(_hint({'type': x}) for x in t)]
-    if t == 'array' and 'items' in schema: return list[_hint(schema['items'])]
+    if isinstance(t, list):
+        return typing.Union[tuple(_hint({'type': x}) for x in t)]
+    if t == 'array' and 'items' in schema:
+        return list[_hint(schema['items'])]
     return _JSON_TYPES.get(t, str) if t else typing.Any
 
-def _one_line(s:str) -> str: return ' '.join((s or '').split())
 
-def _docstring(spec:dict) -> str:
+def _one_line(s: str) -> str:
+    return ' '.join((s or '').split())
+
+
+def _docstring(spec: dict) -> str:
     "A Google-style docstring from an OpenAI-style tool spec: the description, then one `Args` line per parameter."
     f = spec['function']
     props = f['parameters'].get('properties', {})
     lines = [_one_line(f.get('description')) or f['name']]
-    if props: lines += ['', 'Args:']
+    if props:
+        lines += ['', 'Args:']
     for p, s in props.items():
         desc = _one_line(s.get('description')) or p
-        if 'enum' in s: desc += f" (choices: {json.dumps(s['enum'])})"
+        if 'enum' in s:
+            desc += f' (choices: {json.dumps(s["enum"])})'
         lines.append(f'    {p}: {desc}')
     return '\n'.join(lines)
 
-def trl_tool_method(spec:dict) -> typing.Callable:
+
+def trl_tool_method(spec: dict) -> typing.Callable:
     "An async method with the signature and docstring TRL renders for this tool; it calls the tool by name."
     f = spec['function']
     name, props = f['name'], f['parameters'].get('properties', {})
     required = set(f['parameters'].get('required', []))
-    async def method(self, **arguments): return await self._call(name, arguments)
+
+    async def method(self, **arguments):
+        return await self._call(name, arguments)
+
     P = inspect.Parameter
     params = [P('self', P.POSITIONAL_OR_KEYWORD)] + [
         P(p, P.KEYWORD_ONLY, annotation=_hint(s), default=P.empty if p in required else s.get('default'))
-        for p, s in props.items()]
+        for p, s in props.items()
+    ]
     method.__name__ = method.__qualname__ = name
     method.__doc__ = _docstring(spec)
     method.__signature__ = inspect.Signature(params, return_annotation=str)
@@ -67,22 +87,24 @@ The customer reads only your final message. To ask the customer something (a fac
 ask_customer tool and read the reply. Your first message without a tool call is your final message: it ends the \
 conversation."""
 
+
 class TaskEnvironment:
     """One rollout's environment for TRL: a fresh database per `reset`, the domain's tools as methods, the simulated
     user behind `ask_customer`. Subclassed per domain by `environment_class`."""
-    tasks: dict = {}              # task uid -> Task (the tasks this class may reset to)
+
+    tasks: dict = {}  # task uid -> Task (the tasks this class may reset to)
     domain: str = ''
-    user: str = 'scripted'        # simulated user spec: 'scripted' or 'openai:MODEL'
+    user: str = 'scripted'  # simulated user spec: 'scripted' or 'openai:MODEL'
     user_kw: dict = {}
     tool_timeout_s: float = 10.0
     grader: Grader = None
 
     def __init__(self):
         self.task = self.db = self.ts = self._user = None
-        self.system_error: str|None = None
-        self.visible: list = []   # the conversation as the user sees it
+        self.system_error: str | None = None
+        self.visible: list = []  # the conversation as the user sees it
 
-    def reset(self, task_uid:str, **row) -> None:
+    def reset(self, task_uid: str, **row) -> None:
         "Start an episode of task `task_uid` (a dataset column): a fresh database and tool session."
         self._close()
         if task_uid not in self.tasks:
@@ -93,87 +115,123 @@ class TaskEnvironment:
             self.db = get_domain(self.task.domain).provision(self.task)
             self.ts = InProcessToolSession(self.db, timeout_s=self.tool_timeout_s)
             self._user = make_user(self.user, self.task, **self.user_kw)
-        except Exception as e: self.system_error = f'provisioning failed: {type(e).__name__}: {e}'
+        except Exception as e:
+            self.system_error = f'provisioning failed: {type(e).__name__}: {e}'
 
-    async def ask_customer(self, message:str) -> str:
+    async def ask_customer(self, message: str) -> str:
         """Send a message to the customer and return the customer's reply.
 
         Args:
             message: what you say to the customer (a question or a request for confirmation)
         """
-        if self.system_error: return f'the episode is void: {self.system_error}'
+        if self.system_error:
+            return f'the episode is void: {self.system_error}'
         self.visible.append({'role': 'assistant', 'content': message})
-        try: turn = await self._user.reply(list(self.visible))
+        try:
+            turn = await self._user.reply(list(self.visible))
         except UserEndpointError as e:
             self.system_error = str(e)
             return f'the episode is void: {e}'
         self.visible.append({'role': 'user', 'content': turn.text})
         return turn.text
 
-    async def _call(self, name:str, arguments:dict) -> str:
-        if self.system_error: return f'the episode is void: {self.system_error}'
+    async def _call(self, name: str, arguments: dict) -> str:
+        if self.system_error:
+            return f'the episode is void: {self.system_error}'
         r = await self.ts.call(name, arguments)
-        if r.system_error: self.system_error = r.system_error
+        if r.system_error:
+            self.system_error = r.system_error
         return r.text
 
-    async def _verdict(self, completion:list):
+    async def _verdict(self, completion: list):
         "The verdict on the final state (None when the episode is void), the rubric reading the final message."
-        if self.system_error or self.task is None: return None
-        final = next((m.get('content') or '' for m in reversed(completion)
-                      if m.get('role') == 'assistant' and not m.get('tool_calls')), '')
+        if self.system_error or self.task is None:
+            return None
+        final = next(
+            (
+                m.get('content') or ''
+                for m in reversed(completion)
+                if m.get('role') == 'assistant' and not m.get('tool_calls')
+            ),
+            '',
+        )
         try:
             await asyncio.to_thread(expected_state, self.task)
             return await (self.grader or Grader(judge=RuleJudge())).grade(
-                self.task, self.db, final, self.visible + [{'role': 'assistant', 'content': final}])
+                self.task, self.db, final, self.visible + [{'role': 'assistant', 'content': final}]
+            )
         except Exception as e:
             self.system_error = f'grading failed: {type(e).__name__}: {e}'
             return None
 
     def _close(self):
-        if self.db is not None: self.db.close()
+        if self.db is not None:
+            self.db.close()
         self.db = self.ts = None
 
 # %% ../nbs/16_ecosystem.ipynb #c010
 _SPECS: dict = {}
 
-def domain_tool_specs(domain:str) -> list[dict]:
+
+def domain_tool_specs(domain: str) -> list[dict]:
     "The OpenAI-style specs of a domain's tools, listed once through a real MCP session."
     if domain not in _SPECS:
         from thinkingbox_training.tools import ToolSession
+
         async def listing():
             with get_domain(domain).provision(None) as db:
-                async with ToolSession(db) as ts: return await ts.tool_specs()
+                async with ToolSession(db) as ts:
+                    return await ts.tool_specs()
+
         _SPECS[domain] = _run(listing())
     return _SPECS[domain]
 
+
 def _run(coro):
     "Run a coroutine from synchronous code (in a worker thread when this thread already runs a loop)."
-    try: asyncio.get_running_loop()
-    except RuntimeError: return asyncio.run(coro)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
     import concurrent.futures
-    with concurrent.futures.ThreadPoolExecutor(1) as ex: return ex.submit(asyncio.run, coro).result()
 
-def environment_class(domain:str,              # a registered domain
-                      tasks:list,              # its tasks (an environment resets only to these)
-                      user:str='scripted',     # simulated user spec: 'scripted' or 'openai:MODEL'
-                      user_kw:dict=None,       # extra arguments of the user (base_url, api_key, ...)
-                      grader:Grader=None,      # default: the offline RuleJudge
-                      tool_timeout_s:float=10.0):  # per tool call; past it the episode is a system error
+    with concurrent.futures.ThreadPoolExecutor(1) as ex:
+        return ex.submit(asyncio.run, coro).result()
+
+
+def environment_class(
+    domain: str,  # a registered domain
+    tasks: list,  # its tasks (an environment resets only to these)
+    user: str = 'scripted',  # simulated user spec: 'scripted' or 'openai:MODEL'
+    user_kw: dict = None,  # extra arguments of the user (base_url, api_key, ...)
+    grader: Grader = None,  # default: the offline RuleJudge
+    tool_timeout_s: float = 10.0,
+):  # per tool call; past it the episode is a system error
     "A `TaskEnvironment` subclass whose public methods are `domain`'s tools (and `ask_customer`)."
     specs = domain_tool_specs(domain)
     clash = {s['function']['name'] for s in specs} & {'reset', 'get_reward', 'ask_customer'}
-    if clash: raise ValueError(f'domain {domain}: tool names {sorted(clash)} clash with the environment\'s own')
+    if clash:
+        raise ValueError(f"domain {domain}: tool names {sorted(clash)} clash with the environment's own")
     bad = [t.uid for t in tasks if t.domain != domain]
-    if bad: raise ValueError(f'task {bad[0]} is not of domain {domain}')
+    if bad:
+        raise ValueError(f'task {bad[0]} is not of domain {domain}')
     attrs = {s['function']['name']: trl_tool_method(s) for s in specs}
-    attrs.update(tasks={t.uid: t for t in tasks}, domain=domain, user=user, user_kw=user_kw or {}, grader=grader,
-                 tool_timeout_s=tool_timeout_s, __doc__=f'TRL environment of the {domain} domain.')
+    attrs.update(
+        tasks={t.uid: t for t in tasks},
+        domain=domain,
+        user=user,
+        user_kw=user_kw or {},
+        grader=grader,
+        tool_timeout_s=tool_timeout_s,
+        __doc__=f'TRL environment of the {domain} domain.',
+    )
     return type(f'{domain.title().replace("_", "")}Environment', (TaskEnvironment,), attrs)
 
 # %% ../nbs/16_ecosystem.ipynb #c012
-async def verdict_reward(completions:list, environments:list=None, **kwargs) -> list:
+async def verdict_reward(completions: list, environments: list = None, **kwargs) -> list:
     "TRL reward function: each rollout's verdict (0 or 1) on its final state; None for a void episode."
-    if environments is None: raise ValueError('verdict_reward needs environment_factory=... in the GRPOTrainer')
+    if environments is None:
+        raise ValueError('verdict_reward needs environment_factory=... in the GRPOTrainer')
     vs = await asyncio.gather(*[e._verdict(c) for e, c in zip(environments, completions)])
     log_extra = kwargs.get('log_extra')
     if log_extra:
@@ -185,101 +243,150 @@ async def verdict_reward(completions:list, environments:list=None, **kwargs) -> 
 @dataclass
 class TRLEnvironment:
     "What a plain TRL `GRPOTrainer` takes to train on our tasks."
-    environment_factory: typing.Any   # a TaskEnvironment class, or {domain: class}
-    train_dataset: typing.Any         # datasets.Dataset: prompt, task_uid (and environment, for several domains)
+
+    environment_factory: typing.Any  # a TaskEnvironment class, or {domain: class}
+    train_dataset: typing.Any  # datasets.Dataset: prompt, task_uid (and environment, for several domains)
     reward_funcs: list
 
-def task_prompt(task:Task) -> list[dict]:
+
+def task_prompt(task: Task) -> list[dict]:
     "The conversation a TRL rollout of `task` starts from: the system prompt (policy and protocol), the opening."
     from thinkingbox_training.episode import SYSTEM_PROMPT
-    dom = get_domain(task.domain)
-    return [{'role': 'system', 'content': SYSTEM_PROMPT.format(domain=dom.name, policy=dom.policy) + TRL_PROTOCOL},
-            {'role': 'user', 'content': task.query}]
 
-def trl_environment(tasks:list,             # our tasks (any registered domains)
-                    user:str='scripted',    # simulated user spec: 'scripted' or 'openai:MODEL'
-                    user_kw:dict=None,      # extra arguments of the user
-                    grader:Grader=None,     # default: the offline RuleJudge
-                    tool_timeout_s:float=10.0,
-                   ) -> TRLEnvironment:
+    dom = get_domain(task.domain)
+    return [
+        {'role': 'system', 'content': SYSTEM_PROMPT.format(domain=dom.name, policy=dom.policy) + TRL_PROTOCOL},
+        {'role': 'user', 'content': task.query},
+    ]
+
+
+def trl_environment(
+    tasks: list,  # our tasks (any registered domains)
+    user: str = 'scripted',  # simulated user spec: 'scripted' or 'openai:MODEL'
+    user_kw: dict = None,  # extra arguments of the user
+    grader: Grader = None,  # default: the offline RuleJudge
+    tool_timeout_s: float = 10.0,
+) -> TRLEnvironment:
     "TRL's `environment_factory`, a dataset with one row per task, and `verdict_reward`."
     from datasets import Dataset
+
     tasks = list(tasks)
-    if not tasks: raise ValueError('trl_environment needs at least one task')
+    if not tasks:
+        raise ValueError('trl_environment needs at least one task')
     refuse_evaluation_only(tasks, 'training')
     check_judge(tasks, (grader or Grader(judge=RuleJudge())).judge)  # a rubric no judge can read: refused now
-    if len({t.uid for t in tasks}) != len(tasks): raise ValueError('duplicate task uids')
+    if len({t.uid for t in tasks}) != len(tasks):
+        raise ValueError('duplicate task uids')
     by = {}
-    for t in tasks: by.setdefault(t.domain, []).append(t)
+    for t in tasks:
+        by.setdefault(t.domain, []).append(t)
     classes = {d: environment_class(d, ts, user, user_kw, grader, tool_timeout_s) for d, ts in by.items()}
-    rows = [{'prompt': task_prompt(t), 'task_uid': t.uid} | ({'environment': t.domain} if len(by) > 1 else {})
-            for t in tasks]
+    rows = [
+        {'prompt': task_prompt(t), 'task_uid': t.uid} | ({'environment': t.domain} if len(by) > 1 else {})
+        for t in tasks
+    ]
     factory = next(iter(classes.values())) if len(classes) == 1 else classes
     return TRLEnvironment(factory, Dataset.from_list(rows), [verdict_reward])
 
-TRLEnvironment._classes = property(lambda self: list(self.environment_factory.values())
-                                   if isinstance(self.environment_factory, dict) else [self.environment_factory])
+
+TRLEnvironment._classes = property(
+    lambda self: (
+        list(self.environment_factory.values())
+        if isinstance(self.environment_factory, dict)
+        else [self.environment_factory]
+    )
+)
 
 # %% ../nbs/16_ecosystem.ipynb #c019
 _TOOL_JSON = '{{- tool | tojson }}'
-_TOOL_TEXT = ('{{- tool_texts[tool.function.name] if tool_texts is defined and tool.function.name in tool_texts '
-              'else tool | tojson }}')
+_TOOL_TEXT = (
+    '{{- tool_texts[tool.function.name] if tool_texts is defined and tool.function.name in tool_texts '
+    'else tool | tojson }}'
+)
+
 
 def trl_tokenizer(tokenizer):
     """`tokenizer` ready for TRL's tool loop: TRL's Qwen3 response template when TRL does not recognise its chat
     template but it renders Qwen3's format, and a chat template that renders a tool from `tool_texts[name]` if given."""
     from trl.chat_template_utils import add_response_schema, qwen3_template
-    try: add_response_schema(tokenizer)
+
+    try:
+        add_response_schema(tokenizer)
     except ValueError:
         call = {'type': 'function', 'function': {'name': 'f', 'arguments': {'x': 1}}}
         msgs = [{'role': 'user', 'content': 'u'}, {'role': 'assistant', 'content': '', 'tool_calls': [call]}]
         text = tokenizer.apply_chat_template(msgs, tokenize=False)
         qwen3 = '<|im_start|>assistant\n<tool_call>\n{"name": "f", "arguments": {"x": 1}}\n</tool_call><|im_end|>'
         if qwen3 not in text:
-            raise ValueError('the chat template is neither one TRL knows nor the Qwen3 format: set '
-                             'tokenizer.response_template yourself (see transformers\' response parsing)') from None
+            raise ValueError(
+                'the chat template is neither one TRL knows nor the Qwen3 format: set '
+                "tokenizer.response_template yourself (see transformers' response parsing)"
+            ) from None
         tokenizer.response_template = qwen3_template
         # only a template TRL does not know: TRL swaps the ones it knows for its training variants by their exact text
         if isinstance(tokenizer.chat_template, str) and tokenizer.chat_template.count(_TOOL_JSON) == 1:
             tokenizer.chat_template = tokenizer.chat_template.replace(_TOOL_JSON, _TOOL_TEXT)
     return tokenizer
 
+
 def _tool_texts(domains) -> dict:
     "{tool name: its spec as our chat template renders it} for the domains' MCP listings."
     return {s['function']['name']: json.dumps(s, ensure_ascii=False) for d in domains for s in domain_tool_specs(d)}
 
+
 TRLEnvironment.chat_template_kwargs = property(
     lambda self: {'tool_texts': _tool_texts(sorted({t.domain for e in self._classes for t in e.tasks.values()}))},
-    doc="`GRPOConfig(chat_template_kwargs=...)`: the domains' tools as our episodes render them")
+    doc="`GRPOConfig(chat_template_kwargs=...)`: the domains' tools as our episodes render them",
+)
 
 # %% ../nbs/16_ecosystem.ipynb #c022
-def compare_parsers(tokenizer,  # with a response template (see `trl_tokenizer`)
-                    completions:list, # generated texts (after the assistant header), ending with <|im_end|>
-                    tools:list,  # OpenAI-style tool specs
-                   ) -> list[dict]:
+def compare_parsers(
+    tokenizer,  # with a response template (see `trl_tokenizer`)
+    completions: list,  # generated texts (after the assistant header), ending with <|im_end|>
+    tools: list,  # OpenAI-style tool specs
+) -> list[dict]:
     "Per completion: the tool calls our parser and TRL's make of it, and whether they agree."
     from trl.chat_template_utils import parse_response
     from thinkingbox_training.interpret import parse_assistant
+
     methods = [trl_tool_method(s).__get__(object()) for s in tools]
-    prompt = tokenizer.apply_chat_template([{'role': 'user', 'content': 'u'}], tools=tools,
-                                           add_generation_prompt=True, tokenize=True, return_dict=False)
+    prompt = tokenizer.apply_chat_template(
+        [{'role': 'user', 'content': 'u'}], tools=tools, add_generation_prompt=True, tokenize=True, return_dict=False
+    )
     out = []
     for text in completions:
         ours = parse_assistant(text, tools)
-        theirs = parse_response(tokenizer, tokenizer(text, add_special_tokens=False)['input_ids'], prefix=prompt,
-                                tools=methods)
+        theirs = parse_response(
+            tokenizer, tokenizer(text, add_special_tokens=False)['input_ids'], prefix=prompt, tools=methods
+        )
         o = [(c.name, c.arguments) for c in ours.tool_calls]
         t = [(c['function']['name'], c['function']['arguments']) for c in theirs.get('tool_calls') or []]
-        out.append({'text': text, 'ours': o, 'ours_errors': [e.kind for e in ours.errors], 'trl': t,
-                    'trl_content': theirs.get('content', ''), 'agree': o == t and not ours.errors})
+        out.append(
+            {
+                'text': text,
+                'ours': o,
+                'ours_errors': [e.kind for e in ours.errors],
+                'trl': t,
+                'trl_content': theirs.get('content', ''),
+                'agree': o == t and not ours.errors,
+            }
+        )
     return out
 
 # %% ../nbs/16_ecosystem.ipynb #c026
-SEND_MESSAGE = {'name': 'send_message', 'description': 'Send a message to the customer; returns the reply. The '
-                'conversation ends when the customer has nothing more to ask (your message asked nothing).',
-                'input_schema': {'type': 'object', 'required': ['message'], 'title': 'send_messageArguments',
-                                 'properties': {'message': {'type': 'string', 'title': 'Message',
-                                                            'description': 'what you say to the customer'}}}}
+SEND_MESSAGE = {
+    'name': 'send_message',
+    'description': 'Send a message to the customer; returns the reply. The '
+    'conversation ends when the customer has nothing more to ask (your message asked nothing).',
+    'input_schema': {
+        'type': 'object',
+        'required': ['message'],
+        'title': 'send_messageArguments',
+        'properties': {
+            'message': {'type': 'string', 'title': 'Message', 'description': 'what you say to the customer'}
+        },
+    },
+}
 
 OPENENV_SYSTEM = """You are a customer support agent of the {domain} backend. Follow the policy below exactly.
 Use the tools to look things up and to act. Talk to the customer with the send_message tool.
@@ -288,54 +395,79 @@ When the request is handled (or cannot be), tell the customer the outcome in one
 # Policy
 {policy}"""
 
-def openenv_prompt(task:Task) -> list[dict]:
+
+def openenv_prompt(task: Task) -> list[dict]:
     "The conversation an OpenEnv episode of `task` starts from: our system prompt (the domain's policy), the opening."
     dom = get_domain(task.domain)
     system = OPENENV_SYSTEM.format(domain=dom.name, policy=dom.policy)
     return [{'role': 'system', 'content': system}, {'role': 'user', 'content': task.query}]
 
-def openenv_environment(tasks:list,             # the tasks served (any registered domains)
-                        user:str='scripted',    # simulated user spec: 'scripted' or 'openai:MODEL'
-                        user_kw:dict=None,      # extra arguments of the user
-                        grader:Grader=None,     # default: the offline RuleJudge
-                        tool_timeout_s:float=10.0):
+
+def openenv_environment(
+    tasks: list,  # the tasks served (any registered domains)
+    user: str = 'scripted',  # simulated user spec: 'scripted' or 'openai:MODEL'
+    user_kw: dict = None,  # extra arguments of the user
+    grader: Grader = None,  # default: the offline RuleJudge
+    tool_timeout_s: float = 10.0,
+):
     "An OpenEnv `Environment` class serving `tasks` (needs `openenv-core`; one object per session)."
     import random, uuid
     from openenv.core.env_server.interfaces import Environment
-    from openenv.core.env_server.mcp_types import (CallToolAction, CallToolObservation, ListToolsAction,
-                                                   ListToolsObservation, Tool, ToolError, ToolErrorType)
+    from openenv.core.env_server.mcp_types import (
+        CallToolAction,
+        CallToolObservation,
+        ListToolsAction,
+        ListToolsObservation,
+        Tool,
+        ToolError,
+        ToolErrorType,
+    )
     from openenv.core.env_server.types import Observation, State
     from pydantic import Field
 
     class TaskObservation(Observation):
         "What `reset` answers: the task and the conversation the agent starts from."
+
         task_uid: str = ''
         domain: str = ''
         prompt: list = Field(default_factory=list)  # system prompt (the domain's policy), the customer's opening
 
     tasks = list(tasks)
-    if not tasks: raise ValueError('openenv_environment needs at least one task')
+    if not tasks:
+        raise ValueError('openenv_environment needs at least one task')
     refuse_evaluation_only(tasks, 'an OpenEnv environment')
-    Episode = type('OpenEnvEpisode', (TaskEnvironment,), dict(
-        tasks={t.uid: t for t in tasks}, user=user, user_kw=user_kw or {}, grader=grader,
-        tool_timeout_s=tool_timeout_s))
+    Episode = type(
+        'OpenEnvEpisode',
+        (TaskEnvironment,),
+        dict(
+            tasks={t.uid: t for t in tasks},
+            user=user,
+            user_kw=user_kw or {},
+            grader=grader,
+            tool_timeout_s=tool_timeout_s,
+        ),
+    )
     uids = sorted(Episode.tasks)
 
     class TaskOpenEnv(Environment):
         "Our tasks as an OpenEnv environment: reset to a task, MCP tool calls as actions, the verdict at the end."
+
         SUPPORTS_CONCURRENT_SESSIONS = True  # each session has its own object, database and tool session
 
         def __init__(self):
             super().__init__()
             self.ep, self.done, self._state = Episode(), True, State()
 
-        def reset(self, seed:int|None=None, episode_id:str|None=None, task_uid:str|None=None, **kw) -> Observation:
+        def reset(
+            self, seed: int | None = None, episode_id: str | None = None, task_uid: str | None = None, **kw
+        ) -> Observation:
             uid = task_uid or random.Random(seed).choice(uids)
             self.ep.reset(task_uid=uid)
             self.done, self.transcript = False, [{'role': 'user', 'content': self.ep.task.query}]
             self._state = State(episode_id=episode_id or str(uuid.uuid4()), step_count=0, task_uid=uid)
             fields = dict(task_uid=uid, domain=self.ep.task.domain, prompt=openenv_prompt(self.ep.task))
-            if self.ep.system_error: return self._void(TaskObservation, {}, **fields)
+            if self.ep.system_error:
+                return self._void(TaskObservation, {}, **fields)
             return TaskObservation(done=False, reward=None, **fields)
 
         def _void(self, cls, meta, **fields):
@@ -346,16 +478,28 @@ def openenv_environment(tasks:list,             # the tasks served (any register
         async def step_async(self, action, timeout_s=None, **kw) -> Observation:
             if isinstance(action, ListToolsAction):
                 specs = domain_tool_specs(self.ep.task.domain) if self.ep.task else []
-                tools = [Tool(name=s['function']['name'], description=s['function']['description'],
-                              input_schema=s['function']['parameters']) for s in specs]
+                tools = [
+                    Tool(
+                        name=s['function']['name'],
+                        description=s['function']['description'],
+                        input_schema=s['function']['parameters'],
+                    )
+                    for s in specs
+                ]
                 return ListToolsObservation(tools=tools + [Tool(**SEND_MESSAGE)])
             if not isinstance(action, CallToolAction):
-                raise ValueError(f'{type(action).__name__}: this environment takes MCP actions only '
-                                 '(call_tool, list_tools)')
+                raise ValueError(
+                    f'{type(action).__name__}: this environment takes MCP actions only (call_tool, list_tools)'
+                )
             name = action.tool_name
             if self.done:
-                return CallToolObservation(tool_name=name, done=True, error=ToolError(
-                    error_type=ToolErrorType.EXECUTION_ERROR, message='the episode has ended: reset first'))
+                return CallToolObservation(
+                    tool_name=name,
+                    done=True,
+                    error=ToolError(
+                        error_type=ToolErrorType.EXECUTION_ERROR, message='the episode has ended: reset first'
+                    ),
+                )
             self._state.step_count += 1
             if name == 'send_message':
                 return await self._message(str(action.arguments.get('message', '')))
@@ -363,15 +507,17 @@ def openenv_environment(tasks:list,             # the tasks served (any register
             self.transcript.append({'role': 'tool', 'name': name, 'content': text})
             r = self.ep.ts.calls[-1] if self.ep.ts and self.ep.ts.calls else None
             result = {'content': [{'type': 'text', 'text': text}], 'data': text, 'is_error': bool(r and r.is_error)}
-            if self.ep.system_error: return self._void(CallToolObservation, {}, tool_name=name, result=result)
+            if self.ep.system_error:
+                return self._void(CallToolObservation, {}, tool_name=name, result=result)
             if self._state.step_count >= self.ep.task.limits.max_turns:
                 return await self._end(CallToolObservation, 'turn_limit', tool_name=name, result=result)
             return CallToolObservation(tool_name=name, result=result, done=False, reward=None)
 
-        async def _message(self, message:str):
+        async def _message(self, message: str):
             self.ep.visible.append({'role': 'assistant', 'content': message})
             self.transcript.append({'role': 'assistant', 'content': message})
-            try: turn = await self.ep._user.reply(list(self.ep.visible))
+            try:
+                turn = await self.ep._user.reply(list(self.ep.visible))
             except UserEndpointError as e:
                 self.ep.system_error = str(e)
                 return self._void(CallToolObservation, {}, tool_name='send_message')
@@ -384,12 +530,13 @@ def openenv_environment(tasks:list,             # the tasks served (any register
                 return await self._end(CallToolObservation, 'turn_limit', tool_name='send_message', result=result)
             return CallToolObservation(tool_name='send_message', result=result, done=False, reward=None)
 
-        async def _end(self, cls, termination:str, **fields):
+        async def _end(self, cls, termination: str, **fields):
             "Grade the episode: the observation is done, its reward the verdict (None when void)."
             final = next((m['content'] for m in reversed(self.transcript) if m['role'] == 'assistant'), '')
             v = await self.ep._verdict([{'role': 'assistant', 'content': final}])
             self._state.termination = termination
-            if v is None: return self._void(cls, {'termination': termination}, **fields)
+            if v is None:
+                return self._void(cls, {'termination': termination}, **fields)
             self.done = True
             meta = {'termination': termination, 'verdict': {'reward': v.reward, 'reasons': v.reasons[:20]}}
             self._state.termination, self._state.verdict = termination, meta['verdict']
@@ -399,35 +546,52 @@ def openenv_environment(tasks:list,             # the tasks served (any register
             return _run(self.step_async(action, timeout_s, **kw))
 
         @property
-        def state(self) -> State: return self._state
+        def state(self) -> State:
+            return self._state
 
-        def close(self): self.ep._close()
+        def close(self):
+            self.ep._close()
 
     return TaskOpenEnv
 
 # %% ../nbs/16_ecosystem.ipynb #c027
 from .cli import command
 
-def openenv_app(tasks:list, max_sessions:int=64, **kw):
+
+def openenv_app(tasks: list, max_sessions: int = 64, **kw):
     "A FastAPI app serving `tasks` as an OpenEnv environment (OpenEnv's `create_app`; `kw`: `openenv_environment`'s)."
     from openenv.core.env_server.http_server import create_app
     from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
-    return create_app(openenv_environment(tasks, **kw), CallToolAction, CallToolObservation,
-                      env_name='thinkingbox_training', max_concurrent_envs=max_sessions)
+
+    return create_app(
+        openenv_environment(tasks, **kw),
+        CallToolAction,
+        CallToolObservation,
+        env_name='thinkingbox_training',
+        max_concurrent_envs=max_sessions,
+    )
+
 
 @command('openenv-serve')
-def openenv_serve(tasks:str,                 # task files (JSON Lines), comma-separated
-                  host:str='127.0.0.1',      # the address to bind (the tools write: keep it local unless you mean it)
-                  port:int=8000,
-                  user:str='scripted',       # simulated user: 'scripted' or 'openai:MODEL'
-                  max_sessions:int=64):      # concurrent WebSocket sessions (one database each)
+def openenv_serve(
+    tasks: str,  # task files (JSON Lines), comma-separated
+    host: str = '127.0.0.1',  # the address to bind (the tools write: keep it local unless you mean it)
+    port: int = 8000,
+    user: str = 'scripted',  # simulated user: 'scripted' or 'openai:MODEL'
+    max_sessions: int = 64,
+):  # concurrent WebSocket sessions (one database each)
     "Serve tasks as an OpenEnv environment (needs `openenv-core` installed)."
     import uvicorn
     from thinkingbox_training.tasks import load_tasks
-    try: app = openenv_app(load_tasks(*[p for p in tasks.split(',') if p]), max_sessions=max_sessions, user=user)
+
+    try:
+        app = openenv_app(load_tasks(*[p for p in tasks.split(',') if p]), max_sessions=max_sessions, user=user)
     except ModuleNotFoundError as e:
-        if (e.name or '').split('.')[0] != 'openenv': raise
-        raise SystemExit('tbt openenv-serve needs openenv-core (pip install openenv-core==0.3.0, in an environment '
-                         'without ThinkingBox support: see nbs/16_ecosystem.ipynb)') from None
+        if (e.name or '').split('.')[0] != 'openenv':
+            raise
+        raise SystemExit(
+            'tbt openenv-serve needs openenv-core (pip install openenv-core==0.3.0, in an environment '
+            'without ThinkingBox support: see nbs/16_ecosystem.ipynb)'
+        ) from None
     uvicorn.run(app, host=host, port=port, log_level='warning')
     return 0

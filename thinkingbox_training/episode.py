@@ -26,46 +26,60 @@ outcome in one final message that asks nothing.
 # Policy
 {policy}"""
 
+
 class Trajectory(BaseModel):
     "One episode as it happened: messages, token-exact ids with the loss mask, usage, status."
+
     messages: list = Field(default_factory=list)
     tools: list = Field(default_factory=list)
-    prompt_ids: list = Field(default_factory=list)        # the rendered prompt (token-level policies)
-    completion_ids: list = Field(default_factory=list)    # sampled ids and observation deltas after it
-    mask: list = Field(default_factory=list)              # 1 on sampled tokens only
-    logprobs: list = Field(default_factory=list)          # sampling logprob per completion token (None on observations)
+    prompt_ids: list = Field(default_factory=list)  # the rendered prompt (token-level policies)
+    completion_ids: list = Field(default_factory=list)  # sampled ids and observation deltas after it
+    mask: list = Field(default_factory=list)  # 1 on sampled tokens only
+    logprobs: list = Field(default_factory=list)  # sampling logprob per completion token (None on observations)
     usage: dict[str, Usage] = Field(default_factory=lambda: {'agent': Usage(), 'user': Usage(), 'judge': Usage()})
     status: Literal['ok', 'truncated', 'system_error'] = 'ok'
     # agent_done, user_stop, turn_limit, token_limit, wall_clock, system_error
     termination: str = ''
-    system_error: str|None = None
+    system_error: str | None = None
     turns: int = 0
     tool_calls: int = 0
     malformed_calls: int = 0
     # tool -> calls where domain code raised on the agent's input
     agent_exceptions: dict[str, int] = Field(default_factory=dict)
-    wall_s: float = 0.0                                    # from start to verdict
-    own_s: float = 0.0                                     # the wall clock's count: wall_s less others' waits
+    wall_s: float = 0.0  # from start to verdict
+    own_s: float = 0.0  # the wall clock's count: wall_s less others' waits
+
     @property
     def final_message(self) -> str:
         "The agent's last visible message."
-        return next((m.get('content') or '' for m in reversed(self.messages)
-                     if m['role'] == 'assistant' and not m.get('tool_calls')), '')
+        return next(
+            (
+                m.get('content') or ''
+                for m in reversed(self.messages)
+                if m['role'] == 'assistant' and not m.get('tool_calls')
+            ),
+            '',
+        )
+
 
 @dataclass
 class Episode:
     "A finished episode: its task, repetition, trajectory and verdict."
+
     task: Task
     repetition: int
     trajectory: Trajectory
     verdict: Verdict
     policy_id: str = ''
+
     @property
-    def reward(self): return self.verdict.reward
+    def reward(self):
+        return self.verdict.reward
 
 # %% ../nbs/07_episode.ipynb #c006
 class AttemptRecord(BaseModel):
     "One attempt of one task by one policy, as probing and evaluation store it."
+
     campaign: str = ''
     task_uid: str
     domain: str
@@ -75,45 +89,70 @@ class AttemptRecord(BaseModel):
     repetition: int
     policy_id: str
     status: Literal['ok', 'truncated', 'system_error']
-    reward: int|None                  # None for system errors
+    reward: int | None  # None for system errors
     termination: str
-    verdict: dict = Field(default_factory=dict)   # reward, tables (per-table match flags), reasons, system_error
-    usage: dict = Field(default_factory=dict)     # {agent|user|judge: {model, input, cached_input, output, calls}}
+    verdict: dict = Field(default_factory=dict)  # reward, tables (per-table match flags), reasons, system_error
+    usage: dict = Field(default_factory=dict)  # {agent|user|judge: {model, input, cached_input, output, calls}}
     duration_s: float = 0.0
     turns: int = 0
     tool_calls: int = 0
     malformed_calls: int = 0
     agent_exceptions: dict = Field(default_factory=dict)  # tool -> calls where domain code raised on the agent's input
-    tokens: int = 0                   # completion tokens of the trajectory (sampled + observations)
+    tokens: int = 0  # completion tokens of the trajectory (sampled + observations)
     messages: list = Field(default_factory=list)  # the conversation after the system prompt ([] in older records)
 
     @classmethod
-    def from_episode(cls, ep:Episode, campaign:str='', max_reasons:int=20) -> 'AttemptRecord':
+    def from_episode(cls, ep: Episode, campaign: str = '', max_reasons: int = 20) -> 'AttemptRecord':
         t, tr, v = ep.task, ep.trajectory, ep.verdict
-        return cls(campaign=campaign, task_uid=t.uid, domain=t.domain, family=t.family, split=t.split,
-                   held_out_family=t.held_out_family, repetition=ep.repetition, policy_id=ep.policy_id,
-                   status=tr.status, reward=v.reward, termination=tr.termination,
-                   verdict={'reward': v.reward, 'tables': v.tables, 'reasons': v.reasons[:max_reasons],
-                            'system_error': v.system_error, 'checks': {c.name: c.passed for c in v.checks}},
-                   usage={k: u.model_dump() for k, u in tr.usage.items()}, duration_s=tr.wall_s, turns=tr.turns,
-                   tool_calls=tr.tool_calls, malformed_calls=tr.malformed_calls,
-                   agent_exceptions=dict(tr.agent_exceptions), tokens=len(tr.completion_ids),
-                   messages=[m for m in tr.messages if m.get('role') != 'system'])
+        return cls(
+            campaign=campaign,
+            task_uid=t.uid,
+            domain=t.domain,
+            family=t.family,
+            split=t.split,
+            held_out_family=t.held_out_family,
+            repetition=ep.repetition,
+            policy_id=ep.policy_id,
+            status=tr.status,
+            reward=v.reward,
+            termination=tr.termination,
+            verdict={
+                'reward': v.reward,
+                'tables': v.tables,
+                'reasons': v.reasons[:max_reasons],
+                'system_error': v.system_error,
+                'checks': {c.name: c.passed for c in v.checks},
+            },
+            usage={k: u.model_dump() for k, u in tr.usage.items()},
+            duration_s=tr.wall_s,
+            turns=tr.turns,
+            tool_calls=tr.tool_calls,
+            malformed_calls=tr.malformed_calls,
+            agent_exceptions=dict(tr.agent_exceptions),
+            tokens=len(tr.completion_ids),
+            messages=[m for m in tr.messages if m.get('role') != 'system'],
+        )
 
 # %% ../nbs/07_episode.ipynb #c009
 class _Batcher:
     "Collects the next-turn requests of live episodes; one policy call per step, when all live episodes wait."
+
     def __init__(self, policy, stats):
         self.policy, self.stats = policy, stats
         self.queue, self.live, self.busy = [], 0, False
 
-    def join(self): self.live += 1
-    def leave(self): self.live -= 1; self._maybe_flush()
+    def join(self):
+        self.live += 1
 
-    async def generate(self, req:GenRequest) -> tuple:
+    def leave(self):
+        self.live -= 1
+        self._maybe_flush()
+
+    async def generate(self, req: GenRequest) -> tuple:
         "(the generation, seconds the request waited for the step to start)."
         fut = asyncio.get_running_loop().create_future()
-        self.queue.append((req, fut, time.perf_counter())); self._maybe_flush()
+        self.queue.append((req, fut, time.perf_counter()))
+        self._maybe_flush()
         return await fut
 
     def _maybe_flush(self):
@@ -124,15 +163,19 @@ class _Batcher:
     async def _flush(self):
         batch, self.queue = self.queue, []
         t0 = time.perf_counter()
-        try: gens = await self.policy.generate([r for r, _, _ in batch])
+        try:
+            gens = await self.policy.generate([r for r, _, _ in batch])
         except Exception as e:
             for _, f, _ in batch:
-                if not f.done(): f.set_exception(e)
+                if not f.done():
+                    f.set_exception(e)
         else:
             for (_, f, tq), g in zip(batch, gens):
-                if not f.done(): f.set_result((g, t0 - tq))
+                if not f.done():
+                    f.set_result((g, t0 - tq))
         finally:
-            self.stats['model_calls'] += 1; self.stats['model_s'] += time.perf_counter() - t0
+            self.stats['model_calls'] += 1
+            self.stats['model_s'] += time.perf_counter() - t0
             self.stats['batch_sizes'].append(len(batch))
             self.busy = False
             self._maybe_flush()
@@ -140,25 +183,29 @@ class _Batcher:
 # %% ../nbs/07_episode.ipynb #c010
 class _Live:
     "The state of one running episode."
+
     def __init__(self, task, rep, seed):
         self.task, self.rep, self.seed = task, rep, seed
         self.tr = Trajectory()
-        self.tt: TokenTrajectory|None = None
+        self.tt: TokenTrajectory | None = None
         self.t0 = time.perf_counter()
-        self.waited = 0.0     # seconds spent waiting for other episodes' work (not counted by the wall clock)
+        self.waited = 0.0  # seconds spent waiting for other episodes' work (not counted by the wall clock)
         self.ts = self.user = None
         self.ended = False
 
-    def own_s(self) -> float: return time.perf_counter() - self.t0 - self.waited
+    def own_s(self) -> float:
+        return time.perf_counter() - self.t0 - self.waited
 
-    def end(self, termination:str, system_error:str=None):
+    def end(self, termination: str, system_error: str = None):
         "End the episode (the first reason stays); a system error voids it, even one after the end (grading)."
         if system_error and self.tr.status != 'system_error':
             self.tr.status, self.tr.system_error = 'system_error', system_error
-        if self.ended: return
+        if self.ended:
+            return
         self.ended = True
         self.tr.termination = termination
-        if not system_error and termination in ('turn_limit', 'token_limit'): self.tr.status = 'truncated'
+        if not system_error and termination in ('turn_limit', 'token_limit'):
+            self.tr.status = 'truncated'
 
     def tokens(self) -> int:
         return len(self.tt.prompt_ids) + len(self.tt.completion_ids) if self.tt else 0
@@ -166,16 +213,20 @@ class _Live:
 # %% ../nbs/07_episode.ipynb #c011
 class EpisodeRunner:
     "Runs episodes of tasks with a policy, a simulated user and a grader, many at once."
-    def __init__(self, policy,                      # a policy (see policies)
-                 grader:Grader=None,                # default: a Grader with the offline RuleJudge
-                 user:str='scripted',               # simulated user spec: 'scripted' or 'openai:MODEL'
-                 sampling:SamplingConfig=None,      # default: the policy's own config
-                 concurrency:int=64,                # episodes live at once
-                 tool_timeout_s:float=10.0,         # per tool call; exceeding it is a system error
-                 tool_transport:str='inprocess',     # 'inprocess' (training, probing) or 'mcp' (a real MCP session)
-                 check_tokens:bool=True,            # verify each token trajectory against the rendered conversation
-                 user_kw:dict=None,                 # extra arguments for the user (base_url, api_key, ...)
-                 progress:bool=False):              # a progress bar over finished episodes
+
+    def __init__(
+        self,
+        policy,  # a policy (see policies)
+        grader: Grader = None,  # default: a Grader with the offline RuleJudge
+        user: str = 'scripted',  # simulated user spec: 'scripted' or 'openai:MODEL'
+        sampling: SamplingConfig = None,  # default: the policy's own config
+        concurrency: int = 64,  # episodes live at once
+        tool_timeout_s: float = 10.0,  # per tool call; exceeding it is a system error
+        tool_transport: str = 'inprocess',  # 'inprocess' (training, probing) or 'mcp' (a real MCP session)
+        check_tokens: bool = True,  # verify each token trajectory against the rendered conversation
+        user_kw: dict = None,  # extra arguments for the user (base_url, api_key, ...)
+        progress: bool = False,
+    ):  # a progress bar over finished episodes
         self.policy, self.grader = policy, grader or Grader(judge=RuleJudge())
         self.user_spec, self.user_kw = user, user_kw or {}
         self.sampling = sampling or getattr(policy, 'sampling', None) or SamplingConfig()
@@ -185,29 +236,51 @@ class EpisodeRunner:
         self.tool_transport = tool_transport
         self.fmt = getattr(policy, 'fmt', None)
         self.policy_id = policy.policy_id
-        self.stats = {'model_calls': 0, 'model_s': 0.0, 'tool_s': 0.0, 'user_s': 0.0, 'setup_s': 0.0, 'grade_s': 0.0,
-                      'batch_sizes': []}
+        self.stats = {
+            'model_calls': 0,
+            'model_s': 0.0,
+            'tool_s': 0.0,
+            'user_s': 0.0,
+            'setup_s': 0.0,
+            'grade_s': 0.0,
+            'batch_sizes': [],
+        }
 
-    def _budget(self, ep:_Live) -> bool:
+    def _budget(self, ep: _Live) -> bool:
         "End the episode if a budget is spent; True if it may go on."
-        if ep.ended: return False
+        if ep.ended:
+            return False
         lim = ep.task.limits
-        if ep.tr.turns >= lim.max_turns: ep.end('turn_limit')
-        elif ep.tt is not None and ep.tokens() >= lim.max_episode_tokens: ep.end('token_limit')
+        if ep.tr.turns >= lim.max_turns:
+            ep.end('turn_limit')
+        elif ep.tt is not None and ep.tokens() >= lim.max_episode_tokens:
+            ep.end('token_limit')
         elif ep.own_s() > lim.wall_clock_s:  # an infrastructure guard, not the policy's budget
-            ep.end('wall_clock', f'wall clock: the episode took {ep.own_s():.1f}s of its own time '
-                                 f'(tools, user, model calls), over its {lim.wall_clock_s:g}s guard')
+            ep.end(
+                'wall_clock',
+                f'wall clock: the episode took {ep.own_s():.1f}s of its own time '
+                f'(tools, user, model calls), over its {lim.wall_clock_s:g}s guard',
+            )
         return not ep.ended
 
-    def _request(self, ep:_Live) -> GenRequest:
+    def _request(self, ep: _Live) -> GenRequest:
         lim = ep.task.limits
         mt = min(lim.max_tokens_per_turn, self.sampling.max_tokens)
-        if ep.tt is not None: mt = max(1, min(mt, lim.max_episode_tokens - ep.tokens()))
-        return GenRequest(messages=ep.tr.messages, tools=ep.tr.tools, task=ep.task, repetition=ep.rep, turn=ep.tr.turns,
-                          seed=(ep.seed + ep.tr.turns) % 2**63, max_tokens=mt, prompt_ids=ep.tt.ids if ep.tt else None,
-                          key=id(ep))
+        if ep.tt is not None:
+            mt = max(1, min(mt, lim.max_episode_tokens - ep.tokens()))
+        return GenRequest(
+            messages=ep.tr.messages,
+            tools=ep.tr.tools,
+            task=ep.task,
+            repetition=ep.rep,
+            turn=ep.tr.turns,
+            seed=(ep.seed + ep.tr.turns) % 2**63,
+            max_tokens=mt,
+            prompt_ids=ep.tt.ids if ep.tt else None,
+            key=id(ep),
+        )
 
-    async def _act(self, ep:_Live, g) -> bool:
+    async def _act(self, ep: _Live, g) -> bool:
         "Apply one generation; True if the user must reply next."
         ep.tr.usage['agent'].add(g.usage)
         ep.tr.turns += 1
@@ -217,13 +290,17 @@ class EpisodeRunner:
         turn = parse_assistant(g.text, ep.tr.tools)
         ep.tr.messages.append(turn.message)
         if g.finish == 'length':
-            ep.end('token_limit'); return False
-        if not (turn.tool_calls or turn.errors): return True
+            ep.end('token_limit')
+            return False
+        if not (turn.tool_calls or turn.errors):
+            return True
         obs, t0 = [], time.perf_counter()
         for call in turn.tool_calls:
             r = await ep.ts.call(call.name, call.arguments)
             ep.tr.tool_calls += 1
-            if r.system_error: ep.end('system_error', r.system_error); return False
+            if r.system_error:
+                ep.end('system_error', r.system_error)
+                return False
             # domain code raised on the agent's input: a failed call, counted per tool
             if getattr(r, 'agent_exception', None):
                 ep.tr.agent_exceptions[call.name] = ep.tr.agent_exceptions.get(call.name, 0) + 1
@@ -232,21 +309,29 @@ class EpisodeRunner:
         ep.tr.malformed_calls += len(turn.errors)
         obs += [e.as_tool_message() for e in turn.errors]
         ep.tr.messages += obs
-        if ep.tt is not None: ep.tt.add_observation(obs)
+        if ep.tt is not None:
+            ep.tt.add_observation(obs)
         return False
 
-    async def _reply(self, ep:_Live):
+    async def _reply(self, ep: _Live):
         t0 = time.perf_counter()
-        try: ut = await ep.user.reply(visible_messages(ep.tr.messages))
-        except UserEndpointError as e: ep.end('system_error', str(e)); return
-        finally: self.stats['user_s'] += time.perf_counter() - t0
+        try:
+            ut = await ep.user.reply(visible_messages(ep.tr.messages))
+        except UserEndpointError as e:
+            ep.end('system_error', str(e))
+            return
+        finally:
+            self.stats['user_s'] += time.perf_counter() - t0
         ep.tr.usage['user'].add(ut.usage)
-        if ut.stop: ep.end(ut.reason); return
+        if ut.stop:
+            ep.end(ut.reason)
+            return
         msg = {'role': 'user', 'content': ut.text}
         ep.tr.messages.append(msg)
-        if ep.tt is not None: ep.tt.add_observation([msg])
+        if ep.tt is not None:
+            ep.tt.add_observation([msg])
 
-    async def _episode(self, task:Task, rep:int, batcher:_Batcher) -> Episode:
+    async def _episode(self, task: Task, rep: int, batcher: _Batcher) -> Episode:
         ep = _Live(task, rep, self.sampling.attempt_seed(task.uid, rep))
         tr, v = ep.tr, None
         dom = get_domain(task.domain)
@@ -258,101 +343,136 @@ class EpisodeRunner:
                     tr.tools = await ts.tool_specs()
                     system = SYSTEM_PROMPT.format(domain=dom.name, policy=dom.policy)
                     tr.messages = [{'role': 'system', 'content': system}, {'role': 'user', 'content': task.query}]
-                    if self.fmt is not None: ep.tt = TokenTrajectory.start(self.fmt, tr.messages, tr.tools)
+                    if self.fmt is not None:
+                        ep.tt = TokenTrajectory.start(self.fmt, tr.messages, tr.tools)
                     ep.user = make_user(self.user_spec, task, **self.user_kw)
                     self.stats['setup_s'] += time.perf_counter() - t0
                     while self._budget(ep):
-                        try: g, waited = await batcher.generate(self._request(ep))
-                        except Exception as e: ep.end('system_error', f'policy failed: {type(e).__name__}: {e}'); break
+                        try:
+                            g, waited = await batcher.generate(self._request(ep))
+                        except Exception as e:
+                            ep.end('system_error', f'policy failed: {type(e).__name__}: {e}')
+                            break
                         ep.waited += waited
-                        if await self._act(ep, g) and not ep.ended: await self._reply(ep)
-                    batcher.leave(); batcher = None
-                    if hasattr(self.policy, 'release'): self.policy.release(id(ep))
+                        if await self._act(ep, g) and not ep.ended:
+                            await self._reply(ep)
+                    batcher.leave()
+                    batcher = None
+                    if hasattr(self.policy, 'release'):
+                        self.policy.release(id(ep))
                     tr.own_s = ep.own_s()
                     t0 = time.perf_counter()
-                    if tr.status != 'system_error': v = await self._grade(ep, db)
+                    if tr.status != 'system_error':
+                        v = await self._grade(ep, db)
                     self.stats['grade_s'] += time.perf_counter() - t0
         except Exception as e:
             ep.end('system_error', f'episode failed: {type(e).__name__}: {e}')
         finally:
-            if batcher is not None: batcher.leave()
-        if tr.status == 'system_error': v = void_verdict(tr.system_error)
+            if batcher is not None:
+                batcher.leave()
+        if tr.status == 'system_error':
+            v = void_verdict(tr.system_error)
         if ep.tt is not None:
-            if self.check_tokens: ep.tt.check(tr.messages, tr.tools)
+            if self.check_tokens:
+                ep.tt.check(tr.messages, tr.tools)
             tt = ep.tt
             tr.prompt_ids, tr.completion_ids = tt.prompt_ids, tt.completion_ids
             tr.mask, tr.logprobs = tt.mask, tt.logprobs
         tr.wall_s = time.perf_counter() - ep.t0
         return Episode(task, rep, tr, v, self.policy_id)
 
-    async def _grade(self, ep:_Live, db) -> Verdict|None:
+    async def _grade(self, ep: _Live, db) -> Verdict | None:
         "The verdict; a judge or grader that fails makes the episode a system error (None)."
         try:
             # replays the golden calls (once per task): off the event loop
             await asyncio.to_thread(expected_state, ep.task)
             v = await self.grader.grade(ep.task, db, ep.tr.final_message, visible_messages(ep.tr.messages))
         except Exception as e:
-            ep.end('system_error', f'grading failed: {type(e).__name__}: {e}'[:2000]); return None
+            ep.end('system_error', f'grading failed: {type(e).__name__}: {e}'[:2000])
+            return None
         ep.tr.usage['judge'].add(v.judge_usage)
         return v
 
-    async def run(self, jobs:list, # [(task, repetition)]
-                  on_done=None,       # called with each Episode as soon as it ends (e.g. to store it)
-                 ) -> list[Episode]:
+    async def run(
+        self,
+        jobs: list,  # [(task, repetition)]
+        on_done=None,  # called with each Episode as soon as it ends (e.g. to store it)
+    ) -> list[Episode]:
         """Run `jobs`; episodes come back in the order of `jobs`. If `on_done` raises, no new episode starts, the live
         ones finish (unstored) and the exception ends the run."""
         # a rubric item no judge can read is refused here, before any episode (never passed, never a system error)
         check_judge(list({id(t): t for t, _ in jobs}.values()), self.grader.judge)
         batcher = _Batcher(self.policy, self.stats)
         # the weights may have changed since the last run
-        if hasattr(self.policy, 'reset_cache'): self.policy.reset_cache()
+        if hasattr(self.policy, 'reset_cache'):
+            self.policy.reset_cache()
         slots = asyncio.Semaphore(self.concurrency)
         bar = None
         if self.progress:
             from tqdm.auto import tqdm
+
             bar = tqdm(total=len(jobs), desc=f'episodes ({self.policy_id})', unit='ep')
         failed = []
+
         async def one(task, rep):
             async with slots:
-                if failed: return None
+                if failed:
+                    return None
                 batcher.join()
                 ep = await self._episode(task, rep, batcher)
             if on_done is not None and not failed:
-                try: on_done(ep)
-                except BaseException as e: failed.append(e)
-            if bar: bar.update(1)
+                try:
+                    on_done(ep)
+                except BaseException as e:
+                    failed.append(e)
+            if bar:
+                bar.update(1)
             return ep
-        try: eps = list(await asyncio.gather(*[one(t, r) for t, r in jobs]))
+
+        try:
+            eps = list(await asyncio.gather(*[one(t, r) for t, r in jobs]))
         finally:
-            if bar: bar.close()
-        if failed: raise failed[0]
+            if bar:
+                bar.close()
+        if failed:
+            raise failed[0]
         return eps
 
-    def run_sync(self, jobs:list, on_done=None) -> list[Episode]:
+    def run_sync(self, jobs: list, on_done=None) -> list[Episode]:
         "`run` from synchronous code (a script, a trainer), also inside a notebook's running event loop."
         return run_blocking(self.run(jobs, on_done))
 
+
 def run_blocking(coro):
     "Run a coroutine to completion from synchronous code, in a worker thread when this thread already runs a loop."
-    try: asyncio.get_running_loop()
-    except RuntimeError: return asyncio.run(coro)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
     import concurrent.futures
-    with concurrent.futures.ThreadPoolExecutor(1) as ex: return ex.submit(asyncio.run, coro).result()
+
+    with concurrent.futures.ThreadPoolExecutor(1) as ex:
+        return ex.submit(asyncio.run, coro).result()
 
 # %% ../nbs/07_episode.ipynb #c901
-def show_episode(ep:Episode, width:int=150) -> str:
+def show_episode(ep: Episode, width: int = 150) -> str:
     "An episode as text: the conversation (calls, shortened tool results), then the verdict."
     tr = ep.trajectory
-    out = [f'{ep.task.uid} #{ep.repetition} [{ep.policy_id}]: reward {ep.reward}, {tr.termination}, '
-           f'{tr.turns} turns, {tr.tool_calls} calls']
-    cut = lambda s: s if len(s) <= width else s[:width - 3] + '...'
+    out = [
+        f'{ep.task.uid} #{ep.repetition} [{ep.policy_id}]: reward {ep.reward}, {tr.termination}, '
+        f'{tr.turns} turns, {tr.tool_calls} calls'
+    ]
+    cut = lambda s: s if len(s) <= width else s[: width - 3] + '...'
     for m in tr.messages[1:]:
-        if m['role'] == 'user': out.append(f"  user:  {m['content']}")
-        elif m['role'] == 'tool': out.append(f"  tool:  {cut(m['content'])}")
+        if m['role'] == 'user':
+            out.append(f'  user:  {m["content"]}')
+        elif m['role'] == 'tool':
+            out.append(f'  tool:  {cut(m["content"])}')
         elif m['role'] == 'assistant':
             for tc in m.get('tool_calls') or []:
                 f = tc.get('function') or tc
-                out.append(f"  call:  {f['name']}({', '.join(f'{k}={v!r}' for k, v in f['arguments'].items())})")
-            if (m.get('content') or '').strip(): out.append(f"  agent: {m['content']}")
+                out.append(f'  call:  {f["name"]}({", ".join(f"{k}={v!r}" for k, v in f["arguments"].items())})')
+            if (m.get('content') or '').strip():
+                out.append(f'  agent: {m["content"]}')
     out += ['  ' + l for l in ep.verdict.explain().split('\n')]
     return '\n'.join(out)

@@ -17,38 +17,49 @@ __all__ = ['JUDGE_MAX_TOKENS', 'DefectiveTask', 'expected_state', 'check_defects
 # %% ../nbs/04_grader.ipynb #c004
 class DefectiveTask(ValueError):
     "A task whose golden calls do not replay cleanly; `.problems` lists one message per failing call."
-    def __init__(self, message:str, problems:list=None):
+
+    def __init__(self, message: str, problems: list = None):
         super().__init__(message)
         self.problems = problems or [message]
 
-def _content_key(task:Task) -> str:
+
+def _content_key(task: Task) -> str:
     return hashlib.sha256(task.model_dump_json(include={'domain', 'init', 'golden'}).encode()).hexdigest()
+
 
 _EXPECTED: dict = {}
 _EXPECTED_LOCK = threading.Lock()
 
-def expected_state(task:Task) -> dict:
+
+def expected_state(task: Task) -> dict:
     "The canonical state the task's golden calls produce on a fresh copy of its database (cached)."
     key = _content_key(task)
-    if (hit := _EXPECTED.get(key)) is not None: return hit
+    if (hit := _EXPECTED.get(key)) is not None:
+        return hit
     dom = get_domain(task.domain)
     own = getattr(dom, 'expected_state', None)  # a backend kind whose tasks state their own expectation (thinkingbox)
-    if own is not None and (state := own(task)) is not None: return state
+    if own is not None and (state := own(task)) is not None:
+        return state
     with dom.provision(task) as db:
         for i, call in enumerate(task.golden):
-            try: db.run_tool(call.name, call.arguments)
+            try:
+                db.run_tool(call.name, call.arguments)
             except ToolError as e:
                 raise DefectiveTask(f'task {task.uid}: golden[{i}] {call.name}({call.arguments}) fails: {e}') from None
         state = canonical_state(dom, db.snapshot(), dom.template(task).initial)
-    with _EXPECTED_LOCK: _EXPECTED[key] = state
+    with _EXPECTED_LOCK:
+        _EXPECTED[key] = state
     return state
 
-def check_defects(tasks:list) -> list:
+
+def check_defects(tasks: list) -> list:
     "`tasks`, once every golden path replays cleanly; else `DefectiveTask` naming each defective uid and failing call."
     problems = []
     for t in tasks:
-        try: expected_state(t)
-        except DefectiveTask as e: problems.append(str(e))
+        try:
+            expected_state(t)
+        except DefectiveTask as e:
+            problems.append(str(e))
     if problems:
         listed = '\n'.join(f'  {p}' for p in problems[:50]) + ('\n  ...' if len(problems) > 50 else '')
         raise DefectiveTask(f'{len(problems)} defective task(s), refused before any attempt:\n{listed}', problems)
@@ -57,36 +68,48 @@ def check_defects(tasks:list) -> list:
 # %% ../nbs/04_grader.ipynb #c006
 class Usage(BaseModel):
     "Token usage of one model in one episode."
+
     model: str = ''
     input: int = 0
     cached_input: int = 0
     output: int = 0
     calls: int = 0
-    def add(self, other:'Usage'):
+
+    def add(self, other: 'Usage'):
         self.model = self.model or other.model
-        self.input += other.input; self.cached_input += other.cached_input
-        self.output += other.output; self.calls += other.calls
+        self.input += other.input
+        self.cached_input += other.cached_input
+        self.output += other.output
+        self.calls += other.calls
         return self
+
 
 class CheckResult(BaseModel):
     "One check of a verdict."
-    name: str                          # 'state' or 'rubric[i]'
+
+    name: str  # 'state' or 'rubric[i]'
     passed: bool
     reasons: list[str] = Field(default_factory=list)
 
+
 class Verdict(BaseModel):
     "The grade of one episode: a binary reward with its reasons."
-    reward: int|None                   # 1 pass, 0 fail, None when a system error voids the episode
+
+    reward: int | None  # 1 pass, 0 fail, None when a system error voids the episode
     checks: list[CheckResult] = Field(default_factory=list)
     tables: dict[str, bool] = Field(default_factory=dict)
-    system_error: str|None = None
+    system_error: str | None = None
     judge_usage: Usage = Field(default_factory=Usage)
+
     @property
-    def reasons(self) -> list[str]: return [r for c in self.checks for r in c.reasons]
+    def reasons(self) -> list[str]:
+        return [r for c in self.checks for r in c.reasons]
+
     def explain(self) -> str:
         "A readable account of the verdict."
-        if self.system_error: return f'system error: {self.system_error}'
-        head = f'reward {self.reward}: ' + ', '.join(f"{c.name} {'ok' if c.passed else 'FAILED'}" for c in self.checks)
+        if self.system_error:
+            return f'system error: {self.system_error}'
+        head = f'reward {self.reward}: ' + ', '.join(f'{c.name} {"ok" if c.passed else "FAILED"}' for c in self.checks)
         return '\n'.join([head] + [f'  - {r}' for r in self.reasons])
 
 # %% ../nbs/04_grader.ipynb #c008
@@ -95,41 +118,51 @@ class JudgeAnswer(BaseModel):
     explanation: str = ''
     usage: Usage = Field(default_factory=Usage)
 
+
 class JudgeError(RuntimeError):
     "The judge gave no usable answer (no choices, no content, not yes/no): the episode's grading fails, a system error."
 
+
 class RuleJudge:
     "Offline judge: a rubric item's `require`/`forbid` phrases checked in the agent's final message."
+
     name = 'rule'
-    def readable(self, item:RubricItem) -> bool:
+
+    def readable(self, item: RubricItem) -> bool:
         "Whether this judge can answer `item`: only an item that lists phrases to look for."
         return bool(item.require or item.forbid)
 
-    async def ask(self, item:RubricItem, final_message:str, transcript:list|None=None) -> JudgeAnswer:
+    async def ask(self, item: RubricItem, final_message: str, transcript: list | None = None) -> JudgeAnswer:
         if not self.readable(item):
-            raise JudgeError(f'the rule judge cannot read rubric item {item.question!r}: it lists no require or forbid '
-                             'phrases; an LLM judge must answer it (--judge openai:MODEL)')
+            raise JudgeError(
+                f'the rule judge cannot read rubric item {item.question!r}: it lists no require or forbid '
+                'phrases; an LLM judge must answer it (--judge openai:MODEL)'
+            )
         text = (final_message or '').lower()
         missing = [p for p in item.require if p.lower() not in text]
         present = [p for p in item.forbid if p.lower() in text]
         why = '; '.join([f'missing {p!r}' for p in missing] + [f'contains forbidden {p!r}' for p in present])
         return JudgeAnswer(yes=not (missing or present), explanation=why)
 
-def check_judge(tasks:list, judge) -> list:
+
+def check_judge(tasks: list, judge) -> list:
     """`tasks`, once `judge` can answer every rubric item of them; else a one-line `ValueError` naming the first task
     and item it cannot (no judge at all, or one whose `readable` refuses the item)."""
     for t in tasks:
-        if not t.rubric: continue
-        if judge is None: raise ValueError(f'task {t.uid} has a rubric but no judge is configured')
+        if not t.rubric:
+            continue
+        if judge is None:
+            raise ValueError(f'task {t.uid} has a rubric but no judge is configured')
         readable = getattr(judge, 'readable', None)
         bad = [it for it in t.rubric if readable is not None and not readable(it)]
         if bad:
             n = sum(1 for u in tasks if any(readable is not None and not readable(it) for it in u.rubric))
-            raise ValueError(f'{n} task(s) have rubric items the {getattr(judge, "name", "given")} judge cannot read '
-                             f'(they list no require or forbid phrases), e.g. {t.uid}: {bad[0].question!r}; '
-                             'give an LLM judge (--judge openai:MODEL)')
+            raise ValueError(
+                f'{n} task(s) have rubric items the {getattr(judge, "name", "given")} judge cannot read '
+                f'(they list no require or forbid phrases), e.g. {t.uid}: {bad[0].question!r}; '
+                'give an LLM judge (--judge openai:MODEL)'
+            )
     return tasks
-
 
 # %% ../nbs/04_grader.ipynb #c009
 _JUDGE_PROMPT = """You are grading a customer-support agent. Answer the question about the agent's final message \
@@ -148,67 +181,101 @@ JUDGE_MAX_TOKENS = 2048  # a judge's budget: room for a model that reasons befor
 
 _ANSWER = re.compile(r'^[\s*_"\'`>#-]*(?:answer\s*:\s*)?[*_"\'`]*(yes|no)\b', re.IGNORECASE)
 
-def judge_answer_text(content:str) -> str|None:
+
+def judge_answer_text(content: str) -> str | None:
     "'yes' or 'no': the judge's answer after any reasoning it wrote first (a `<think>` block); None when neither."
     text = (content or '').rsplit('</think>', 1)[-1]
     m = _ANSWER.match(text)
     return m.group(1).lower() if m else None
 
+
 class OpenAIJudge:
     "A judge on any OpenAI-compatible chat endpoint, temperature 0; any failure raises (the episode: a system error)."
-    def __init__(self, model:str=None, base_url:str=None, api_key:str=None, timeout_s:float=None, max_retries:int=None,
-                 max_tokens:int=None): # tokens the judge may write, its reasoning included (default JUDGE_MAX_TOKENS)
+
+    def __init__(
+        self,
+        model: str = None,
+        base_url: str = None,
+        api_key: str = None,
+        timeout_s: float = None,
+        max_retries: int = None,
+        max_tokens: int = None,
+    ):  # tokens the judge may write, its reasoning included (default JUDGE_MAX_TOKENS)
         if max_tokens is not None and max_tokens < 1:
             raise ValueError(f'judge max_tokens must be >= 1, got {max_tokens}')
         self.max_tokens = max_tokens or JUDGE_MAX_TOKENS
         timeout_s = float(os.environ.get('TBT_JUDGE_TIMEOUT_S', 60)) if timeout_s is None else timeout_s
         max_retries = int(os.environ.get('TBT_JUDGE_MAX_RETRIES', 3)) if max_retries is None else max_retries
         from openai import AsyncOpenAI
+
         self.model = model or os.environ.get('TBT_JUDGE_MODEL')
-        if not self.model: raise ValueError('OpenAIJudge needs a model (argument or TBT_JUDGE_MODEL)')
-        self.client = AsyncOpenAI(base_url=base_url or os.environ.get('TBT_JUDGE_BASE_URL'),
-                                  api_key=api_key or os.environ.get('TBT_JUDGE_API_KEY', 'none'),
-                                  timeout=timeout_s, max_retries=max_retries)
+        if not self.model:
+            raise ValueError('OpenAIJudge needs a model (argument or TBT_JUDGE_MODEL)')
+        self.client = AsyncOpenAI(
+            base_url=base_url or os.environ.get('TBT_JUDGE_BASE_URL'),
+            api_key=api_key or os.environ.get('TBT_JUDGE_API_KEY', 'none'),
+            timeout=timeout_s,
+            max_retries=max_retries,
+        )
         self.name = f'openai:{self.model}'
 
-    async def ask(self, item:RubricItem, final_message:str, transcript:list|None=None) -> JudgeAnswer:
-        visible = '\n'.join(f"{m['role']}: {m.get('content') or ''}"
-                            for m in (transcript or []) if m['role'] in ('user', 'assistant'))
+    async def ask(self, item: RubricItem, final_message: str, transcript: list | None = None) -> JudgeAnswer:
+        visible = '\n'.join(
+            f'{m["role"]}: {m.get("content") or ""}' for m in (transcript or []) if m['role'] in ('user', 'assistant')
+        )
         prompt = _JUDGE_PROMPT.format(transcript=visible, final=final_message, question=item.question)
-        r = await self.client.chat.completions.create(model=self.model, temperature=0, max_tokens=self.max_tokens,
-                                                      messages=[{'role': 'user', 'content': prompt}])
+        r = await self.client.chat.completions.create(
+            model=self.model, temperature=0, max_tokens=self.max_tokens, messages=[{'role': 'user', 'content': prompt}]
+        )
         spent = bool(getattr(r, 'choices', None)) and getattr(r.choices[0], 'finish_reason', None) == 'length'
         if spent and judge_answer_text(getattr(r.choices[0].message, 'content', None) or '') is None:
             # all of it reasoning (in the content, or apart from it with the content empty): no answer yet
-            raise JudgeError(f'judge {self.model} used its whole budget of {self.max_tokens} tokens without a '
-                             'yes or no (raise it: --judge-max-tokens, or judge_max_tokens in a recipe)')
+            raise JudgeError(
+                f'judge {self.model} used its whole budget of {self.max_tokens} tokens without a '
+                'yes or no (raise it: --judge-max-tokens, or judge_max_tokens in a recipe)'
+            )
         if not getattr(r, 'choices', None) or getattr(r.choices[0].message, 'content', None) is None:
             raise JudgeError(f'judge {self.model} answered no message content: {str(r)[:200]}')
         text = r.choices[0].message.content
         u = r.usage
-        usage = Usage(model=self.model, input=getattr(u, 'prompt_tokens', 0) or 0,
-                      output=getattr(u, 'completion_tokens', 0) or 0, calls=1)
+        usage = Usage(
+            model=self.model,
+            input=getattr(u, 'prompt_tokens', 0) or 0,
+            output=getattr(u, 'completion_tokens', 0) or 0,
+            calls=1,
+        )
         answer = judge_answer_text(text)
-        if answer is None: raise JudgeError(f'judge {self.model} answered {text.strip()[-200:]!r}, not yes/no')
+        if answer is None:
+            raise JudgeError(f'judge {self.model} answered {text.strip()[-200:]!r}, not yes/no')
         return JudgeAnswer(yes=answer == 'yes', explanation=text.rsplit('</think>', 1)[-1].strip()[:500], usage=usage)
 
 # %% ../nbs/04_grader.ipynb #c011
 class Grader:
     "Turns an episode's final state (and final message) into a Verdict."
-    def __init__(self,
-                 # a judge for rubric items (RuleJudge, OpenAIJudge); None: tasks with a rubric are an error
-                 judge=None):
+
+    def __init__(
+        self,
+        # a judge for rubric items (RuleJudge, OpenAIJudge); None: tasks with a rubric are an error
+        judge=None,
+    ):
         self.judge = judge
 
-    async def grade(self, task:Task, db:EpisodeDB, final_message:str='', transcript:list|None=None) -> Verdict:
+    async def grade(
+        self, task: Task, db: EpisodeDB, final_message: str = '', transcript: list | None = None
+    ) -> Verdict:
         "The verdict on `db`'s state at the end of an episode of `task`."
         dom = get_domain(task.domain)
         # an episode on SQLite: only the tables it changed are worked out again (`episode_state`)
-        actual = (episode_state(db, task) if isinstance(db, EpisodeDB)
-                  else canonical_state(dom, db.snapshot(), dom.template(task).initial))
+        actual = (
+            episode_state(db, task)
+            if isinstance(db, EpisodeDB)
+            else canonical_state(dom, db.snapshot(), dom.template(task).initial)
+        )
         return await self.grade_state(task, actual, final_message, transcript)
 
-    async def grade_state(self, task:Task, actual:dict, final_message:str='', transcript:list|None=None) -> Verdict:
+    async def grade_state(
+        self, task: Task, actual: dict, final_message: str = '', transcript: list | None = None
+    ) -> Verdict:
         "The verdict on a canonical final state."
         d = diff_states(expected_state(task), actual)
         checks = [CheckResult(name='state', passed=d.equal, reasons=d.reasons)]
@@ -222,57 +289,80 @@ class Grader:
                 checks.append(CheckResult(name=f'rubric[{i}]', passed=a.yes, reasons=[] if a.yes else [why]))
         return Verdict(reward=int(all(c.passed for c in checks)), checks=checks, tables=d.tables, judge_usage=usage)
 
-def void_verdict(system_error:str) -> Verdict:
+
+def void_verdict(system_error: str) -> Verdict:
     "The verdict of an episode voided by a system error: no reward."
     return Verdict(reward=None, system_error=system_error)
 
 # %% ../nbs/04_grader.ipynb #c017
-async def _run_calls(task:Task, calls:list, grader:Grader, final:str) -> tuple:
+async def _run_calls(task: Task, calls: list, grader: Grader, final: str) -> tuple:
     from thinkingbox_training.tools import ToolSession
+
     dom = get_domain(task.domain)
     with dom.provision(task) as db:
         async with ToolSession(db) as ts:
-            results = [await ts.call(c['name'] if isinstance(c, dict) else c.name,
-                                     c['arguments'] if isinstance(c, dict) else c.arguments) for c in calls]
+            results = [
+                await ts.call(
+                    c['name'] if isinstance(c, dict) else c.name, c['arguments'] if isinstance(c, dict) else c.arguments
+                )
+                for c in calls
+            ]
         return await grader.grade(task, db, final_message=final), results
 
-async def _refused(task:Task, calls:list, phrase:str) -> list[str]:
+
+async def _refused(task: Task, calls: list, phrase: str) -> list[str]:
     "Problems unless every call of `calls` is refused with `phrase` in its error text and the state is unchanged."
     from thinkingbox_training.tools import ToolSession
+
     dom, names = get_domain(task.domain), [c['name'] if isinstance(c, dict) else c.name for c in calls]
     with dom.provision(task) as db:
         async with ToolSession(db) as ts:
-            results = [await ts.call(c['name'] if isinstance(c, dict) else c.name,
-                                     c['arguments'] if isinstance(c, dict) else c.arguments) for c in calls]
+            results = [
+                await ts.call(
+                    c['name'] if isinstance(c, dict) else c.name, c['arguments'] if isinstance(c, dict) else c.arguments
+                )
+                for c in calls
+            ]
         initial = dom.template(task).initial
         d = diff_states(canonical_state(dom, initial, initial), canonical_state(dom, db.snapshot(), initial))
-    out = [f'{task.uid}: cross-customer move {names} is not refused: {r.name} -> {r.text[:160]!r}'
-           for r in results if not (r.is_error and phrase in r.text)]
-    if not d.equal: out.append(f'{task.uid}: cross-customer move {names} changes the state: {d.reasons[:3]}')
+    out = [
+        f'{task.uid}: cross-customer move {names} is not refused: {r.name} -> {r.text[:160]!r}'
+        for r in results
+        if not (r.is_error and phrase in r.text)
+    ]
+    if not d.equal:
+        out.append(f'{task.uid}: cross-customer move {names} changes the state: {d.reasons[:3]}')
     return out
 
-async def self_check(task:Task, grader:Grader=None) -> list[str]:
+
+async def self_check(task: Task, grader: Grader = None) -> list[str]:
     """Problems with `task`: golden path must pass, no-op must fail, each wrong move must fail for its stated reason,
     each cross-customer move must be refused and change nothing."""
     grader = grader or Grader(judge=RuleJudge())
     problems = []
-    try: expected_state(task)
-    except DefectiveTask as e: return [str(e)]
+    try:
+        expected_state(task)
+    except DefectiveTask as e:
+        return [str(e)]
     v, res = await _run_calls(task, task.golden, grader, task.reply)
-    if v.reward != 1: problems.append(f'{task.uid}: the golden path fails: {v.explain()}')
+    if v.reward != 1:
+        problems.append(f'{task.uid}: the golden path fails: {v.explain()}')
     errs = [r.text for r in res if r.is_error]
-    if errs: problems.append(f'{task.uid}: golden calls return errors through MCP: {errs[:2]}')
+    if errs:
+        problems.append(f'{task.uid}: golden calls return errors through MCP: {errs[:2]}')
     v, _ = await _run_calls(task, [], grader, task.reply)
     noop_ok = 'noop_ok' in task.tags
-    if v.reward != int(noop_ok): problems.append(f'{task.uid}: doing nothing ' + ('fails' if noop_ok else 'passes'))
+    if v.reward != int(noop_ok):
+        problems.append(f'{task.uid}: doing nothing ' + ('fails' if noop_ok else 'passes'))
     fam = get_domain(task.domain).families.get(task.family)
-    for calls, phrase in (fam.wrong_moves(task) if fam and fam.wrong_moves else []):
+    for calls, phrase in fam.wrong_moves(task) if fam and fam.wrong_moves else []:
         v, _ = await _run_calls(task, calls, grader, task.reply)
         names = [c['name'] if isinstance(c, dict) else c.name for c in calls]
-        if v.reward != 0: problems.append(f'{task.uid}: wrong move {names} passes')
+        if v.reward != 0:
+            problems.append(f'{task.uid}: wrong move {names} passes')
         elif not any(phrase in r for r in v.reasons):
             problems.append(f'{task.uid}: wrong move fails, but no reason mentions {phrase!r}: {v.reasons}')
     dom = get_domain(task.domain)
-    for calls, phrase in (dom.cross_customer_moves(task) if dom.cross_customer_moves else []):
+    for calls, phrase in dom.cross_customer_moves(task) if dom.cross_customer_moves else []:
         problems += await _refused(task, calls, phrase)
     return problems

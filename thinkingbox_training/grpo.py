@@ -43,165 +43,300 @@ logger = logging.getLogger(__name__)
 @dataclass
 class BatchPlan:
     "How one training step's episodes are spread over processes and micro-batches."
+
     groups_per_step: int
     group_size: int
     num_processes: int
     per_device_train_batch_size: int
+
     @property
-    def episodes_per_step(self) -> int: return self.groups_per_step * self.group_size
+    def episodes_per_step(self) -> int:
+        return self.groups_per_step * self.group_size
+
     @property
-    def episodes_per_process(self) -> int: return self.episodes_per_step // self.num_processes
+    def episodes_per_process(self) -> int:
+        return self.episodes_per_step // self.num_processes
+
     @property
     def gradient_accumulation_steps(self) -> int:
         return self.episodes_per_process // self.per_device_train_batch_size
+
     def __str__(self):
-        return (f'{self.groups_per_step} groups x {self.group_size} episodes = {self.episodes_per_step} episodes '
-                'per step = one optimizer update; '
-                f'{self.num_processes} process(es) x {self.episodes_per_process} episodes = '
-                f'{self.gradient_accumulation_steps} micro-batch(es) of {self.per_device_train_batch_size} '
-                f'(gradient_accumulation_steps = steps_per_generation = {self.gradient_accumulation_steps})')
+        return (
+            f'{self.groups_per_step} groups x {self.group_size} episodes = {self.episodes_per_step} episodes '
+            'per step = one optimizer update; '
+            f'{self.num_processes} process(es) x {self.episodes_per_process} episodes = '
+            f'{self.gradient_accumulation_steps} micro-batch(es) of {self.per_device_train_batch_size} '
+            f'(gradient_accumulation_steps = steps_per_generation = {self.gradient_accumulation_steps})'
+        )
 
-def _divisors(n:int) -> list: return [d for d in range(1, n + 1) if n % d == 0]
 
-def batch_plan(groups_per_step:int, # useful groups per step
-               group_size:int, # episodes per group (TRL's num_generations)
-               num_processes:int=1, # training processes, all nodes together
-               per_device_train_batch_size:int=None, # episodes per micro-batch; None: all of a process's episodes
-              ) -> BatchPlan:
+def _divisors(n: int) -> list:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def batch_plan(
+    groups_per_step: int,  # useful groups per step
+    group_size: int,  # episodes per group (TRL's num_generations)
+    num_processes: int = 1,  # training processes, all nodes together
+    per_device_train_batch_size: int = None,  # episodes per micro-batch; None: all of a process's episodes
+) -> BatchPlan:
     "Check and derive the batch arithmetic of one step; a ValueError says what does not divide."
     if groups_per_step < 1 or group_size < 2:
         raise ValueError(f'need groups_per_step >= 1 and group_size >= 2, got {groups_per_step} and {group_size}')
     n = groups_per_step * group_size
     if num_processes < 1 or n % num_processes:
-        raise ValueError(f'{n} episodes per step ({groups_per_step} x {group_size}) do not split over {num_processes} '
-                         f'processes; use a process count that divides {n}')
+        raise ValueError(
+            f'{n} episodes per step ({groups_per_step} x {group_size}) do not split over {num_processes} '
+            f'processes; use a process count that divides {n}'
+        )
     per = n // num_processes
     pd = per if per_device_train_batch_size is None else per_device_train_batch_size
     if pd < 1 or per % pd:
-        raise ValueError(f'per_device_train_batch_size={pd} does not divide the {per} episodes each of {num_processes} '
-                         f'process(es) holds ({n} per step); choose one of {_divisors(per)}')
+        raise ValueError(
+            f'per_device_train_batch_size={pd} does not divide the {per} episodes each of {num_processes} '
+            f'process(es) holds ({n} per step); choose one of {_divisors(per)}'
+        )
     return BatchPlan(groups_per_step, group_size, num_processes, pd)
 
 # %% ../nbs/10_grpo.ipynb #c008
 @dataclass
 class TBTConfig(GRPOConfig):
     "GRPOConfig for agent episodes: tasks and pool, groups per step, episode budgets, user, judge, refill bound."
+
     # --- tasks
-    task_files: list[str] = field(default_factory=list, metadata={'help':
-        'Task files (JSON Lines) the training pool is drawn from.'})
-    pool_file: str|None = field(default=None, metadata={'help': 'The training pool: one task uid a line (or JSON Lines '
-        'with uid/task_uid), e.g. the pool.txt of pool selection. None: every train-split task of task_files.'})
-    bench_file: str|None = field(default=None, metadata={'help': 'Benchmark task uids (uid lines or JSON Lines) never '
-        'trained on: dropped from a default pool; a pool file that names one is an error.'})
+    task_files: list[str] = field(
+        default_factory=list, metadata={'help': 'Task files (JSON Lines) the training pool is drawn from.'}
+    )
+    pool_file: str | None = field(
+        default=None,
+        metadata={
+            'help': 'The training pool: one task uid a line (or JSON Lines '
+            'with uid/task_uid), e.g. the pool.txt of pool selection. None: every train-split task of task_files.'
+        },
+    )
+    bench_file: str | None = field(
+        default=None,
+        metadata={
+            'help': 'Benchmark task uids (uid lines or JSON Lines) never '
+            'trained on: dropped from a default pool; a pool file that names one is an error.'
+        },
+    )
     # --- one step
     groups_per_step: int = field(default=18, metadata={'help': 'Useful groups per step (18 in the reference run).'})
-    group_size: int = field(default=8, metadata={'help':
-        'Episodes per group, all of one task (= num_generations; 8 in the reference run).'})
-    max_refill_rounds: int = field(default=4, metadata={'help': 'Extra rollout rounds a step may spend replacing '
-        'zero-variance and system-error groups; when they run out the step trains on the useful groups it has.'})
+    group_size: int = field(
+        default=8, metadata={'help': 'Episodes per group, all of one task (= num_generations; 8 in the reference run).'}
+    )
+    max_refill_rounds: int = field(
+        default=4,
+        metadata={
+            'help': 'Extra rollout rounds a step may spend replacing '
+            'zero-variance and system-error groups; when they run out the step trains on the useful groups it has.'
+        },
+    )
     # --- episodes
     max_turns: int = field(default=12, metadata={'help': "Assistant turns per episode; replaces each task's own."})
-    max_tokens_per_turn: int = field(default=256, metadata={'help': "Sampled tokens a turn; replaces each task's own; "
-                                                                   'the max_tokens of the shared SamplingConfig.'})
-    max_episode_tokens: int = field(default=4096, metadata={'help': "Prompt and completion tokens an episode; replaces "
-                                                                   "the task's limit; also max_completion_length."})
-    tool_timeout_s: float = field(default=10.0, metadata={'help':
-        'Per tool call; a timeout is a system error, never a wrong answer.'})
+    max_tokens_per_turn: int = field(
+        default=256,
+        metadata={
+            'help': "Sampled tokens a turn; replaces each task's own; the max_tokens of the shared SamplingConfig."
+        },
+    )
+    max_episode_tokens: int = field(
+        default=4096,
+        metadata={
+            'help': "Prompt and completion tokens an episode; replaces the task's limit; also max_completion_length."
+        },
+    )
+    tool_timeout_s: float = field(
+        default=10.0, metadata={'help': 'Per tool call; a timeout is a system error, never a wrong answer.'}
+    )
     concurrency: int = field(default=64, metadata={'help': 'Episodes live at once in each process.'})
     user: str = field(default='scripted', metadata={'help': "Simulated user: 'scripted' or 'openai:MODEL'."})
-    user_base_url: str|None = field(default=None, metadata={'help':
-        "OpenAI-compatible endpoint of an 'openai:' user (default: TBT_USER_BASE_URL)."})
-    judge: str = field(default='rule', metadata={'help':
-        "Rubric judge: 'rule' (offline phrases), 'openai:MODEL', or 'none' (tasks with a rubric fail)."})
-    judge_base_url: str|None = field(default=None, metadata={'help':
-        "OpenAI-compatible endpoint of an 'openai:' judge (default: TBT_JUDGE_BASE_URL)."})
-    judge_max_tokens: int = field(default=0, metadata={'help':
-        "Tokens an 'openai:' judge may write, its reasoning included (0: grader.JUDGE_MAX_TOKENS)."})
+    user_base_url: str | None = field(
+        default=None, metadata={'help': "OpenAI-compatible endpoint of an 'openai:' user (default: TBT_USER_BASE_URL)."}
+    )
+    judge: str = field(
+        default='rule',
+        metadata={
+            'help': "Rubric judge: 'rule' (offline phrases), 'openai:MODEL', or 'none' (tasks with a rubric fail)."
+        },
+    )
+    judge_base_url: str | None = field(
+        default=None,
+        metadata={'help': "OpenAI-compatible endpoint of an 'openai:' judge (default: TBT_JUDGE_BASE_URL)."},
+    )
+    judge_max_tokens: int = field(
+        default=0,
+        metadata={'help': "Tokens an 'openai:' judge may write, its reasoning included (0: grader.JUDGE_MAX_TOKENS)."},
+    )
     # --- model and launch
-    policy_model: str|None = field(default=None, metadata={'help':
-        'The policy to train: a Hugging Face model directory or hub name (with its tokenizer).'})
-    num_processes: int|None = field(default=None, metadata={'help': "Training processes, all nodes together. None: the "
-        "launcher's WORLD_SIZE. A recipe sets it so that --dry-run checks a cluster's batch arithmetic anywhere."})
-    dry_run: bool = field(default=False, metadata={'help':
-        'Print the resolved configuration and its batch arithmetic, load no model, train nothing.'})
-    lora_rank: int = field(default=0, metadata={'help': "0: train every parameter. Else LoRA adapters of this rank "
-        "on lora_target_modules, through TRL's peft_config (the base frozen; a checkpoint is the adapters)."})
+    policy_model: str | None = field(
+        default=None,
+        metadata={'help': 'The policy to train: a Hugging Face model directory or hub name (with its tokenizer).'},
+    )
+    num_processes: int | None = field(
+        default=None,
+        metadata={
+            'help': 'Training processes, all nodes together. None: the '
+            "launcher's WORLD_SIZE. A recipe sets it so that --dry-run checks a cluster's batch arithmetic anywhere."
+        },
+    )
+    dry_run: bool = field(
+        default=False,
+        metadata={'help': 'Print the resolved configuration and its batch arithmetic, load no model, train nothing.'},
+    )
+    lora_rank: int = field(
+        default=0,
+        metadata={
+            'help': '0: train every parameter. Else LoRA adapters of this rank '
+            "on lora_target_modules, through TRL's peft_config (the base frozen; a checkpoint is the adapters)."
+        },
+    )
     lora_alpha: int = field(default=32, metadata={'help': 'LoRA scaling numerator (scale = lora_alpha / lora_rank).'})
-    lora_target_modules: list[str] = field(default_factory=lambda: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj',
-        'up_proj', 'down_proj'], metadata={'help': 'With lora_rank: the linear layers that get adapters.'})
-    gpu_memory_gb: float|None = field(default=None, metadata={'help': "One GPU's memory (GiB) for the memory plan: a "
-        'run whose plan at max_episode_tokens exceeds it is refused before a model loads (no sequence parallelism is '
-        "built). None: the GPU's own on a CUDA machine, no check without one."})
+    lora_target_modules: list[str] = field(
+        default_factory=lambda: ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'],
+        metadata={'help': 'With lora_rank: the linear layers that get adapters.'},
+    )
+    gpu_memory_gb: float | None = field(
+        default=None,
+        metadata={
+            'help': "One GPU's memory (GiB) for the memory plan: a "
+            'run whose plan at max_episode_tokens exceeds it is refused before a model loads (no sequence '
+            'parallelism is '
+            "built). None: the GPU's own on a CUDA machine, no check without one."
+        },
+    )
     # --- the sampler: transformers in process, or a vLLM server (use_vllm); its logprobs
-    vllm_mode: str = field(default='server', metadata={'help': "With use_vllm: 'server', episodes sampled by a vLLM "
-        "server on its own node (vllm_server_base_url or vllm_server_host/port). 'colocate' is refused."})
-    vllm_importance_sampling_mode: str = field(default='token_truncate', metadata={'help': "TRL's correction of the "
-        'sampler/trainer gap, per token (TRL defaults to sequence_mask): under top-p/top-k each kept token has ratio '
-        '(kept mass) <= 1, and an episode of thousands of tokens would multiply them into a sequence ratio near 0.'})
-    max_logprob_gap: float|None = field(default=0.5, metadata={'help': "Stop training when the sampled tokens' "
-        "recorded logprobs differ from the trained model's recomputed ones by more than this on average (nats; with "
-        'top-p/top-k, by more than truncation explains). It catches a sampler far from the model being trained: a '
-        'policy recording 0.0, other weights, another template or temperature. It cannot catch weights that are '
-        'stale by a few steps at a small learning rate (at the tiny recipe\'s 2e-4 a server that never received new '
-        'weights showed gaps of 0.015-0.026 nats): weight_check_tolerance does. None: log only.'})
-    weight_check_tolerance: float|None = field(default=1e-3, metadata={'help': "With use_vllm: after every weight "
-        "sync the server scores a fixed short sequence (vLLM's prompt_logprobs) and the run stops when any of its "
-        "token logprobs differs from the trained model's by more than this (nats): the server is not serving the "
-        'weights just sent (a missed, partial or misrouted sync), whatever the learning rate that moved them. Any '
-        'server that answers prompt_logprobs, a real vLLM included (it reports no weights version). None: no check.'})
+    vllm_mode: str = field(
+        default='server',
+        metadata={
+            'help': "With use_vllm: 'server', episodes sampled by a vLLM "
+            "server on its own node (vllm_server_base_url or vllm_server_host/port). 'colocate' is refused."
+        },
+    )
+    vllm_importance_sampling_mode: str = field(
+        default='token_truncate',
+        metadata={
+            'help': "TRL's correction of the "
+            'sampler/trainer gap, per token (TRL defaults to sequence_mask): under top-p/top-k each kept token '
+            'has ratio '
+            '(kept mass) <= 1, and an episode of thousands of tokens would multiply them into a sequence ratio near 0.'
+        },
+    )
+    max_logprob_gap: float | None = field(
+        default=0.5,
+        metadata={
+            'help': "Stop training when the sampled tokens' "
+            "recorded logprobs differ from the trained model's recomputed ones by more than this on average "
+            '(nats; with '
+            'top-p/top-k, by more than truncation explains). It catches a sampler far from the model being trained: a '
+            'policy recording 0.0, other weights, another template or temperature. It cannot catch weights that are '
+            "stale by a few steps at a small learning rate (at the tiny recipe's 2e-4 a server that never received new "
+            'weights showed gaps of 0.015-0.026 nats): weight_check_tolerance does. None: log only.'
+        },
+    )
+    weight_check_tolerance: float | None = field(
+        default=1e-3,
+        metadata={
+            'help': 'With use_vllm: after every weight '
+            "sync the server scores a fixed short sequence (vLLM's prompt_logprobs) and the run stops when any of its "
+            "token logprobs differs from the trained model's by more than this (nats): the server is not serving the "
+            'weights just sent (a missed, partial or misrouted sync), whatever the learning rate that moved them. Any '
+            'server that answers prompt_logprobs, a real vLLM included (it reports no weights version). None: no check.'
+        },
+    )
     # --- derived from the fields above (a value that contradicts them is an error)
-    num_generations: int|None = field(default=None, metadata={'help': 'Derived: group_size.'})
-    per_device_train_batch_size: int|None = field(default=None, metadata={'help':
-        "Episodes per micro-batch; None: all of a process's episodes of a step."})
-    gradient_accumulation_steps: int|None = field(default=None, metadata={'help':
-        'Derived: episodes per process / per_device_train_batch_size.'})
-    max_completion_length: int|None = field(default=None, metadata={'help': 'Derived: max_episode_tokens.'})
+    num_generations: int | None = field(default=None, metadata={'help': 'Derived: group_size.'})
+    per_device_train_batch_size: int | None = field(
+        default=None, metadata={'help': "Episodes per micro-batch; None: all of a process's episodes of a step."}
+    )
+    gradient_accumulation_steps: int | None = field(
+        default=None, metadata={'help': 'Derived: episodes per process / per_device_train_batch_size.'}
+    )
+    max_completion_length: int | None = field(default=None, metadata={'help': 'Derived: max_episode_tokens.'})
     # --- explicit where the reference left them implicit
     learning_rate: float = field(default=1e-6, metadata={'help': 'AdamW learning rate (reference: 1e-6).'})
-    lr_scheduler_type: str = field(default='constant', metadata={'help':
-        'Constant: the reference names one learning rate and no schedule.'})
+    lr_scheduler_type: str = field(
+        default='constant', metadata={'help': 'Constant: the reference names one learning rate and no schedule.'}
+    )
     weight_decay: float = field(default=0.0, metadata={'help': 'AdamW weight decay (reference: 0).'})
     max_grad_norm: float = field(default=1.0, metadata={'help': 'Gradient clipping by global norm.'})
     epsilon: float = field(default=0.2, metadata={'help': 'PPO clip range (reference: 0.2, symmetric).'})
     beta: float = field(default=0.0, metadata={'help': 'KL coefficient (reference: no KL term, no reference model).'})
-    loss_type: str = field(default='dapo', metadata={'help':
-        "'dapo': token mean over every sampled token of the step's batch, all processes (reference)."})
-    scale_rewards: str = field(default='group', metadata={'help':
-        "'group': advantage = (reward - group mean) / group std, as the released run did."})
+    loss_type: str = field(
+        default='dapo',
+        metadata={
+            'help': "'dapo': token mean over every sampled token of the step's batch, all processes (reference)."
+        },
+    )
+    scale_rewards: str = field(
+        default='group',
+        metadata={'help': "'group': advantage = (reward - group mean) / group std, as the released run did."},
+    )
     # --- the advantage: plain GRPO, or pass@k-transformed group rewards
-    advantage: str = field(default='grpo', metadata={'help': "'grpo': each episode's Verdict is its reward, as the "
-        "reference run. 'passk': each group's rewards transformed so that the step optimises pass@k (Walder and "
-        "Karkhanis' unbiased estimator), with k from passk_k to passk_k_end over the steps."})
-    passk_k: int = field(default=4, metadata={'help': 'advantage: passk: the k of pass@k at the first step; '
-        '1 <= k < group_size (k = 1 is plain GRPO).'})
-    passk_k_end: int|None = field(default=None, metadata={'help': 'advantage: passk: the k at the last step, reached '
-        'linearly (rounded) from passk_k; None: passk_k throughout.'})
-    episode_budget: int|None = field(default=None, metadata={'help': 'Training episodes the run may generate, dropped '
-        'groups included: it stops after the step past which the next could not fit (max_steps still bounds it); '
-        "with advantage: passk, k moves over the budget spent instead of the steps. None: max_steps ends the run."})
-    num_iterations: int = field(default=1, metadata={'help':
-        'Optimizer passes per batch; must be 1 (one step = one update on fresh episodes).'})
+    advantage: str = field(
+        default='grpo',
+        metadata={
+            'help': "'grpo': each episode's Verdict is its reward, as the "
+            "reference run. 'passk': each group's rewards transformed so that the step optimises pass@k (Walder and "
+            "Karkhanis' unbiased estimator), with k from passk_k to passk_k_end over the steps."
+        },
+    )
+    passk_k: int = field(
+        default=4,
+        metadata={
+            'help': 'advantage: passk: the k of pass@k at the first step; 1 <= k < group_size (k = 1 is plain GRPO).'
+        },
+    )
+    passk_k_end: int | None = field(
+        default=None,
+        metadata={
+            'help': 'advantage: passk: the k at the last step, reached '
+            'linearly (rounded) from passk_k; None: passk_k throughout.'
+        },
+    )
+    episode_budget: int | None = field(
+        default=None,
+        metadata={
+            'help': 'Training episodes the run may generate, dropped '
+            'groups included: it stops after the step past which the next could not fit (max_steps still bounds it); '
+            'with advantage: passk, k moves over the budget spent instead of the steps. None: max_steps ends the run.'
+        },
+    )
+    num_iterations: int = field(
+        default=1, metadata={'help': 'Optimizer passes per batch; must be 1 (one step = one update on fresh episodes).'}
+    )
     logging_steps: float = field(default=1, metadata={'help': 'Log every step.'})
 
     def __post_init__(self):
         env_world = int(os.environ.get('WORLD_SIZE', '1'))
         nproc = self.num_processes or env_world
         if self.num_generations not in (None, self.group_size):
-            raise ValueError(f'num_generations={self.num_generations} contradicts group_size={self.group_size}; '
-                             'set group_size only')
+            raise ValueError(
+                f'num_generations={self.num_generations} contradicts group_size={self.group_size}; set group_size only'
+            )
         plan = batch_plan(self.groups_per_step, self.group_size, nproc, self.per_device_train_batch_size)
         if self.gradient_accumulation_steps not in (None, plan.gradient_accumulation_steps):
-            raise ValueError(f'gradient_accumulation_steps={self.gradient_accumulation_steps} contradicts the batch '
-                             f'plan ({plan}); leave it unset')
+            raise ValueError(
+                f'gradient_accumulation_steps={self.gradient_accumulation_steps} contradicts the batch '
+                f'plan ({plan}); leave it unset'
+            )
         if self.generation_batch_size not in (None, plan.episodes_per_step):
-            raise ValueError(f'generation_batch_size={self.generation_batch_size} must be the episodes of a step '
-                             f'({plan.episodes_per_step}); leave it unset')
+            raise ValueError(
+                f'generation_batch_size={self.generation_batch_size} must be the episodes of a step '
+                f'({plan.episodes_per_step}); leave it unset'
+            )
         if self.steps_per_generation not in (None, plan.gradient_accumulation_steps):
-            raise ValueError(f'steps_per_generation={self.steps_per_generation} must equal gradient_accumulation_steps '
-                             f'({plan.gradient_accumulation_steps}); leave it unset')
+            raise ValueError(
+                f'steps_per_generation={self.steps_per_generation} must equal gradient_accumulation_steps '
+                f'({plan.gradient_accumulation_steps}); leave it unset'
+            )
         if self.max_completion_length not in (None, self.max_episode_tokens):
-            raise ValueError(f'max_completion_length={self.max_completion_length} contradicts '
-                             f'max_episode_tokens={self.max_episode_tokens}; set the latter')
+            raise ValueError(
+                f'max_completion_length={self.max_completion_length} contradicts '
+                f'max_episode_tokens={self.max_episode_tokens}; set the latter'
+            )
         if self.num_iterations != 1:
             raise ValueError('num_iterations must be 1: one step is one optimizer update on fresh episodes')
         check_sampler(self)
@@ -210,11 +345,14 @@ class TBTConfig(GRPOConfig):
         for name in ('passk_k', 'passk_k_end') if self.advantage == 'passk' else ():
             v = getattr(self, name)
             if v is not None and not 1 <= v < self.group_size:
-                raise ValueError(f'{name}={v} must be at least 1 and below group_size={self.group_size} (at k = '
-                                 f'group_size every useful group\'s transformed rewards are all 1: no signal)')
+                raise ValueError(
+                    f'{name}={v} must be at least 1 and below group_size={self.group_size} (at k = '
+                    f"group_size every useful group's transformed rewards are all 1: no signal)"
+                )
         if self.episode_budget is not None and self.episode_budget < plan.episodes_per_step:
-            raise ValueError(f'episode_budget={self.episode_budget} is less than one step ({plan.episodes_per_step} '
-                             'episodes)')
+            raise ValueError(
+                f'episode_budget={self.episode_budget} is less than one step ({plan.episodes_per_step} episodes)'
+            )
         self.num_generations, self.per_device_train_batch_size = self.group_size, plan.per_device_train_batch_size
         self.gradient_accumulation_steps = plan.gradient_accumulation_steps
         self.max_completion_length = self.max_episode_tokens
@@ -222,20 +360,29 @@ class TBTConfig(GRPOConfig):
         self.generation_batch_size, self.steps_per_generation = plan.episodes_per_step, None
         # a dry run checks a GPU recipe on any machine: transformers refuses bf16/fp16/tf32 without a GPU, so hold them
         # back
-        held = {k: getattr(self, k) for k in ('bf16', 'fp16', 'tf32')
-                if self.dry_run and getattr(self, k) and not torch.cuda.is_available() and not self.use_cpu}
-        for k in held: setattr(self, k, False)
+        held = {
+            k: getattr(self, k)
+            for k in ('bf16', 'fp16', 'tf32')
+            if self.dry_run and getattr(self, k) and not torch.cuda.is_available() and not self.use_cpu
+        }
+        for k in held:
+            setattr(self, k, False)
         super().__post_init__()
-        for k, v in held.items(): setattr(self, k, v)
+        for k, v in held.items():
+            setattr(self, k, v)
         if self.world_size != nproc:
             if not self.dry_run:
-                raise ValueError(f'launched with {self.world_size} process(es) but num_processes={nproc}: '
-                                 'fix the launch or the recipe')
+                raise ValueError(
+                    f'launched with {self.world_size} process(es) but num_processes={nproc}: '
+                    'fix the launch or the recipe'
+                )
             # a dry run checks the recipe's processes, not this machine's
             self.steps_per_generation = plan.gradient_accumulation_steps
         elif self.steps_per_generation != plan.gradient_accumulation_steps:
-            raise ValueError(f'TRL derived steps_per_generation={self.steps_per_generation}, '
-                             f'the plan needs {plan.gradient_accumulation_steps}')
+            raise ValueError(
+                f'TRL derived steps_per_generation={self.steps_per_generation}, '
+                f'the plan needs {plan.gradient_accumulation_steps}'
+            )
         self.num_processes = nproc
 
     @property
@@ -243,340 +390,496 @@ class TBTConfig(GRPOConfig):
         "The batch arithmetic of this configuration."
         return batch_plan(self.groups_per_step, self.group_size, self.num_processes, self.per_device_train_batch_size)
 
-def check_sampler(args:TBTConfig):
+
+def check_sampler(args: TBTConfig):
     "Raise a ValueError for a sampler the run cannot train on faithfully (see 'One set of sampling parameters')."
     if args.use_vllm and args.vllm_mode != 'server':
-        raise ValueError(f"vllm_mode={args.vllm_mode!r}: colocate mode (vLLM inside every training process, its memory "
-                         "shared with ZeRO-3 shards) is not built: it cannot be tested on a CPU nor on the GPU machine "
-                         "available for checks (no vLLM there). Use vllm_mode: server, a vLLM server on its own node")
+        raise ValueError(
+            f'vllm_mode={args.vllm_mode!r}: colocate mode (vLLM inside every training process, its memory '
+            'shared with ZeRO-3 shards) is not built: it cannot be tested on a CPU nor on the GPU machine '
+            'available for checks (no vLLM there). Use vllm_mode: server, a vLLM server on its own node'
+        )
     truncated = args.top_p < 1.0 or bool(args.top_k)
     if truncated and not (args.use_vllm and args.vllm_importance_sampling_correction):
-        raise ValueError(f'top_p={args.top_p}, top_k={args.top_k}: TRL scores the sampled tokens under the whole '
-                         'distribution at the temperature, so tokens drawn from a truncated one train with a biased '
-                         'gradient unless their recorded logprobs correct it, and TRL applies that correction '
-                         '(vllm_importance_sampling_correction) to vLLM rollouts only. '
-                         'Train with use_vllm: true (vllm_mode: server), or sample with top_p: 1.0 and top_k: 0')
+        raise ValueError(
+            f'top_p={args.top_p}, top_k={args.top_k}: TRL scores the sampled tokens under the whole '
+            'distribution at the temperature, so tokens drawn from a truncated one train with a biased '
+            'gradient unless their recorded logprobs correct it, and TRL applies that correction '
+            '(vllm_importance_sampling_correction) to vLLM rollouts only. '
+            'Train with use_vllm: true (vllm_mode: server), or sample with top_p: 1.0 and top_k: 0'
+        )
     if truncated and args.vllm_importance_sampling_mode.startswith('sequence'):
-        raise ValueError(f'vllm_importance_sampling_mode={args.vllm_importance_sampling_mode!r} with '
-                         f"top_p={args.top_p}, top_k={args.top_k}: each kept token's ratio is the kept mass (<= 1), "
-                         "so an episode's sequence ratio, their product, vanishes; use token_truncate")
+        raise ValueError(
+            f'vllm_importance_sampling_mode={args.vllm_importance_sampling_mode!r} with '
+            f"top_p={args.top_p}, top_k={args.top_k}: each kept token's ratio is the kept mass (<= 1), "
+            "so an episode's sequence ratio, their product, vanishes; use token_truncate"
+        )
 
 # %% ../nbs/10_grpo.ipynb #c014
-def sampling_config(args:TBTConfig) -> SamplingConfig:
+def sampling_config(args: TBTConfig) -> SamplingConfig:
     "The SamplingConfig the episodes of a run are sampled with, derived from its training config."
-    return SamplingConfig(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k or 0,
-                          max_tokens=args.max_tokens_per_turn, seed=args.seed)
+    return SamplingConfig(
+        temperature=args.temperature,
+        top_p=args.top_p,
+        top_k=args.top_k or 0,
+        max_tokens=args.max_tokens_per_turn,
+        seed=args.seed,
+    )
 
-def check_sampling(args:TBTConfig, # the training config
-                   sampling:SamplingConfig, # what the policy samples with
-                  ):
+
+def check_sampling(
+    args: TBTConfig,  # the training config
+    sampling: SamplingConfig,  # what the policy samples with
+):
     "Raise a ValueError unless `sampling` equals what `args` trains with."
     want = sampling_config(args)
-    bad = [f'{k}: policy {getattr(sampling, k)!r}, config {getattr(want, k)!r}'
-           for k in ('temperature', 'top_p', 'top_k', 'max_tokens', 'seed') if getattr(sampling, k) != getattr(want, k)]
-    if args.min_p is not None: bad.append(f'min_p={args.min_p} (not applied by the episode policies)')
+    bad = [
+        f'{k}: policy {getattr(sampling, k)!r}, config {getattr(want, k)!r}'
+        for k in ('temperature', 'top_p', 'top_k', 'max_tokens', 'seed')
+        if getattr(sampling, k) != getattr(want, k)
+    ]
+    if args.min_p is not None:
+        bad.append(f'min_p={args.min_p} (not applied by the episode policies)')
     unapplied = '(not applied by the episode policies)'
-    if args.repetition_penalty != 1.0: bad.append(f'repetition_penalty={args.repetition_penalty} {unapplied}')
-    if args.generation_kwargs: bad.append(f'generation_kwargs={args.generation_kwargs} {unapplied}')
-    if bad: raise ValueError('sampling parameters differ between the policy and the trainer: ' + '; '.join(bad))
+    if args.repetition_penalty != 1.0:
+        bad.append(f'repetition_penalty={args.repetition_penalty} {unapplied}')
+    if args.generation_kwargs:
+        bad.append(f'generation_kwargs={args.generation_kwargs} {unapplied}')
+    if bad:
+        raise ValueError('sampling parameters differ between the policy and the trainer: ' + '; '.join(bad))
 
 # %% ../nbs/10_grpo.ipynb #c017
 TASK_PROMPT = 'task: {uid}'
 _TASK_PROMPT_RE = re.compile(r'task: (\S+)')
 
-def task_prompt(uid:str) -> str:
+
+def task_prompt(uid: str) -> str:
     "The dataset prompt that names task `uid`."
     return TASK_PROMPT.format(uid=uid)
+
 
 def prompt_task_uid(prompt) -> str:
     "The task uid a dataset prompt names; a ValueError for a prompt that names none."
     m = _TASK_PROMPT_RE.fullmatch(prompt) if isinstance(prompt, str) else None
-    if not m: raise ValueError(f'a GRPO prompt must name its task as {TASK_PROMPT!r}, got {prompt!r}')
+    if not m:
+        raise ValueError(f'a GRPO prompt must name its task as {TASK_PROMPT!r}, got {prompt!r}')
     return m.group(1)
 
-def task_dataset(tasks:list): # the training pool
+
+def task_dataset(tasks: list):  # the training pool
     "One row per pool task: the prompt that names it, and its uid."
     from datasets import Dataset
+
     return Dataset.from_dict({'prompt': [task_prompt(t.uid) for t in tasks], 'task_uid': [t.uid for t in tasks]})
 
 # %% ../nbs/10_grpo.ipynb #c020
 from .metrics import BUDGETS, apply_budgets, budgets_record, show_budgets, warn_budgets
 
-def run_budgets(args:TBTConfig) -> dict:
+
+def run_budgets(args: TBTConfig) -> dict:
     "The episode budgets a run states (each of `BUDGETS`)."
     return {f: getattr(args, f) for f in BUDGETS}
 
-def with_budgets(task:Task, args:TBTConfig) -> Task:
+
+def with_budgets(task: Task, args: TBTConfig) -> Task:
     "`task` with the run's episode budgets in place of its own (wider or tighter); its wall clock stays."
     return apply_budgets(task, run_budgets(args))
 
-def check_pool_budgets(args:TBTConfig, # the run
-                       pool:list, # its pool (tasks)
-                      ) -> bool:
+
+def check_pool_budgets(
+    args: TBTConfig,  # the run
+    pool: list,  # its pool (tasks)
+) -> bool:
     "Warn (`BudgetsDiffer`) when the manifest beside `pool_file` says its probe ran under other budgets; True if so."
     man = Path(args.pool_file).with_name('manifest.json') if args.pool_file else None
-    if man is None or not man.exists(): return False   # a pool written by hand records nothing to check
+    if man is None or not man.exists():
+        return False  # a pool written by hand records nothing to check
     run = budgets_record([with_budgets(t, args) for t in pool], source='run')
     probe = json.loads(man.read_text()).get('probe_budgets')
     return warn_budgets(probe, run, (f'the probing campaign of {args.pool_file}', 'this run'))
 
-def load_pool(args:TBTConfig) -> list:
+
+def load_pool(args: TBTConfig) -> list:
     "The training pool of a run: tasks of `task_files`, restricted to `pool_file`, disjoint from the benchmark."
-    if not args.task_files: raise ValueError('no task_files: the pool is drawn from task files')
+    if not args.task_files:
+        raise ValueError('no task_files: the pool is drawn from task files')
     tasks = load_tasks(*args.task_files)
     bench = set(read_uids(args.bench_file)) if args.bench_file else set()
     bench |= {t.uid for t in tasks if t.split == 'bench'}
-    if args.pool_file is None: return exclude(tasks, bench)
+    if args.pool_file is None:
+        return exclude(tasks, bench)
     by_uid, uids = {t.uid: t for t in tasks}, read_uids(args.pool_file)
     missing = [u for u in uids if u not in by_uid]
-    if missing: raise ValueError(f'{len(missing)} pool uid(s) are in no task file, e.g. {missing[:3]}')
+    if missing:
+        raise ValueError(f'{len(missing)} pool uid(s) are in no task file, e.g. {missing[:3]}')
     assert_disjoint(uids, bench)
     held = [u for u in uids if by_uid[u].held_out_family]
-    if held: raise ValueError(f'{len(held)} pool uid(s) are of held-out (bench-only) families, e.g. {held[:3]}')
+    if held:
+        raise ValueError(f'{len(held)} pool uid(s) are of held-out (bench-only) families, e.g. {held[:3]}')
     pool = [by_uid[u] for u in dict.fromkeys(uids)]
     check_pool_budgets(args, pool)
     return pool
 
-def make_judge(spec:str, # 'rule', 'openai:MODEL' or 'none'
-               base_url:str=None,
-               max_tokens:int=0): # an 'openai:' judge's budget (0: JUDGE_MAX_TOKENS)
+
+def make_judge(
+    spec: str,  # 'rule', 'openai:MODEL' or 'none'
+    base_url: str = None,
+    max_tokens: int = 0,
+):  # an 'openai:' judge's budget (0: JUDGE_MAX_TOKENS)
     "The rubric judge a run names."
-    if spec in (None, '', 'none'): return None
-    if spec == 'rule': return RuleJudge()
-    if spec.startswith('openai:'): return OpenAIJudge(model=spec.split(':', 1)[1], base_url=base_url,
-                                                       max_tokens=max_tokens or None)
+    if spec in (None, '', 'none'):
+        return None
+    if spec == 'rule':
+        return RuleJudge()
+    if spec.startswith('openai:'):
+        return OpenAIJudge(model=spec.split(':', 1)[1], base_url=base_url, max_tokens=max_tokens or None)
     raise ValueError(f"unknown judge {spec!r}: use 'rule', 'openai:MODEL' or 'none'")
 
 # %% ../nbs/10_grpo.ipynb #c025
 @dataclass
 class Rollout:
     "One episode as the trainer needs it: identity, outcome, counts and the token-exact sequence."
+
     uid: str
     domain: str
     repetition: int
-    reward: int|None                    # the Verdict's reward; None for a system error
-    status: str                         # ok, truncated, system_error
+    reward: int | None  # the Verdict's reward; None for a system error
+    status: str  # ok, truncated, system_error
     turns: int
     malformed_calls: int
     prompt_ids: list
     completion_ids: list
-    env_mask: list                      # 1 on sampled tokens only
-    logprobs: list                      # sampling logprob; 0.0 on observation tokens
-    filler: bool = False                # holds a place in the batch, carries no loss
-    weight: float = 1.0                 # the advantage's factor: 1, or the group's pass@k weight (the option)
+    env_mask: list  # 1 on sampled tokens only
+    logprobs: list  # sampling logprob; 0.0 on observation tokens
+    filler: bool = False  # holds a place in the batch, carries no loss
+    weight: float = 1.0  # the advantage's factor: 1, or the group's pass@k weight (the option)
 
     @property
-    def prompt(self) -> str: return task_prompt(self.uid)
+    def prompt(self) -> str:
+        return task_prompt(self.uid)
+
     @property
-    def sampled_tokens(self) -> int: return sum(self.env_mask)
+    def sampled_tokens(self) -> int:
+        return sum(self.env_mask)
+
     @property
-    def tokens(self) -> int: return len(self.prompt_ids) + len(self.completion_ids)
+    def tokens(self) -> int:
+        return len(self.prompt_ids) + len(self.completion_ids)
 
     @classmethod
-    def from_episode(cls, ep:Episode, fmt:ChatFormat) -> 'Rollout':
+    def from_episode(cls, ep: Episode, fmt: ChatFormat) -> 'Rollout':
         tr = ep.trajectory
         ids, mask = list(tr.completion_ids), list(tr.mask)
         lps = [0.0 if m == 0 else (math.nan if lp is None else float(lp)) for lp, m in zip(tr.logprobs, mask)]
-        if not ids: ids, mask, lps = [fmt.eos_id], [0], [0.0]
-        return cls(uid=ep.task.uid, domain=ep.task.domain, repetition=ep.repetition, reward=ep.verdict.reward,
-                   status=tr.status,
-                   turns=tr.turns, malformed_calls=tr.malformed_calls, prompt_ids=list(tr.prompt_ids) or [fmt.pad_id],
-                   completion_ids=ids, env_mask=mask, logprobs=lps)
+        if not ids:
+            ids, mask, lps = [fmt.eos_id], [0], [0.0]
+        return cls(
+            uid=ep.task.uid,
+            domain=ep.task.domain,
+            repetition=ep.repetition,
+            reward=ep.verdict.reward,
+            status=tr.status,
+            turns=tr.turns,
+            malformed_calls=tr.malformed_calls,
+            prompt_ids=list(tr.prompt_ids) or [fmt.pad_id],
+            completion_ids=ids,
+            env_mask=mask,
+            logprobs=lps,
+        )
 
-def rollout_fields(rollouts:list) -> dict:
+
+def rollout_fields(rollouts: list) -> dict:
     "What `rollout_func` returns to TRL: token-exact ids, logprobs, `env_mask` (zero on fillers) and the reward key."
-    return {'prompt_ids': [r.prompt_ids for r in rollouts], 'completion_ids': [r.completion_ids for r in rollouts],
-            'logprobs': [r.logprobs for r in rollouts],
-            'env_mask': [[0] * len(r.env_mask) if r.filler else r.env_mask for r in rollouts],
-            'tbt_reward': [r.reward for r in rollouts], 'tbt_uid': [r.uid for r in rollouts]}
+    return {
+        'prompt_ids': [r.prompt_ids for r in rollouts],
+        'completion_ids': [r.completion_ids for r in rollouts],
+        'logprobs': [r.logprobs for r in rollouts],
+        'env_mask': [[0] * len(r.env_mask) if r.filler else r.env_mask for r in rollouts],
+        'tbt_reward': [r.reward for r in rollouts],
+        'tbt_uid': [r.uid for r in rollouts],
+    }
+
 
 def verdict(prompts, completions, tbt_reward, **kwargs) -> list:
     "The reward: each episode's Verdict (1 or 0), passed through by the rollout; None (unscored) for a system error."
     return [None if r is None else float(r) for r in tbt_reward]
 
 # %% ../nbs/10_grpo.ipynb #c028
-def group_kind(rewards:list) -> str:
+def group_kind(rewards: list) -> str:
     "'system_error' if an episode was voided, 'zero_variance' if all rewards are equal, else 'useful'."
     rewards = [getattr(r, 'reward', r) for r in rewards]
-    if any(r is None for r in rewards): return 'system_error'
+    if any(r is None for r in rewards):
+        return 'system_error'
     return 'zero_variance' if len(set(rewards)) <= 1 else 'useful'
+
 
 @dataclass
 class Sampled:
     "The groups a step generated and what it does with each."
-    groups: list      # every group generated, in order: round 0 (the dataloader's tasks), then each refill round
-    kinds: list       # group_kind of each group
-    rounds: list      # the round each group came from (0 = the step's own tasks)
-    selected: list    # indices of the groups trained on
-    fillers: list     # indices of dropped groups that keep the batch's shape, with no loss
-    @property
-    def refill_rounds(self) -> int: return max(self.rounds, default=0)
-    @property
-    def short(self) -> int: return len(self.fillers)
 
-def dynamic_sample(first:list, # the step's groups (lists of rewards, or of objects with `.reward`)
-                   refill, # (round, need) -> `need` fresh groups (fewer if the pool runs dry)
-                   n_groups:int, # useful groups a step wants
-                   max_rounds:int, # refill rounds allowed
-                   agree=None, # go -> go, the same on every process (an all-reduce); None: one process
-                   kind=group_kind, # rewards -> 'useful', 'zero_variance' or 'system_error'
-                  ) -> Sampled:
+    groups: list  # every group generated, in order: round 0 (the dataloader's tasks), then each refill round
+    kinds: list  # group_kind of each group
+    rounds: list  # the round each group came from (0 = the step's own tasks)
+    selected: list  # indices of the groups trained on
+    fillers: list  # indices of dropped groups that keep the batch's shape, with no loss
+
+    @property
+    def refill_rounds(self) -> int:
+        return max(self.rounds, default=0)
+
+    @property
+    def short(self) -> int:
+        return len(self.fillers)
+
+
+def dynamic_sample(
+    first: list,  # the step's groups (lists of rewards, or of objects with `.reward`)
+    refill,  # (round, need) -> `need` fresh groups (fewer if the pool runs dry)
+    n_groups: int,  # useful groups a step wants
+    max_rounds: int,  # refill rounds allowed
+    agree=None,  # go -> go, the same on every process (an all-reduce); None: one process
+    kind=group_kind,  # rewards -> 'useful', 'zero_variance' or 'system_error'
+) -> Sampled:
     "Drop zero-variance and system-error groups, refill within `max_rounds`, then fill a shortfall with masked groups."
     groups, rounds = list(first), [0] * len(first)
-    if len(groups) < n_groups: raise ValueError(f'a step needs {n_groups} groups to start with, got {len(groups)}')
+    if len(groups) < n_groups:
+        raise ValueError(f'a step needs {n_groups} groups to start with, got {len(groups)}')
     k = 0
     while True:
         useful = sum(kind(g) == 'useful' for g in groups)
         go = useful < n_groups and k < max_rounds
-        if agree is not None: go = agree(go)
-        if not go: break
+        if agree is not None:
+            go = agree(go)
+        if not go:
+            break
         k += 1
         new = list(refill(k, n_groups - useful))
-        groups += new; rounds += [k] * len(new)
+        groups += new
+        rounds += [k] * len(new)
     kinds = [kind(g) for g in groups]
     selected = [i for i, kd in enumerate(kinds) if kd == 'useful'][:n_groups]
-    spare = ([i for i, kd in enumerate(kinds) if kd == 'zero_variance']
-             + [i for i, kd in enumerate(kinds) if kd == 'system_error'])
-    return Sampled(groups, kinds, rounds, selected, spare[:n_groups - len(selected)])
+    spare = [i for i, kd in enumerate(kinds) if kd == 'zero_variance'] + [
+        i for i, kd in enumerate(kinds) if kd == 'system_error'
+    ]
+    return Sampled(groups, kinds, rounds, selected, spare[: n_groups - len(selected)])
 
 # %% ../nbs/10_grpo.ipynb #c034
-def step_metrics(s:Sampled) -> dict:
+def step_metrics(s: Sampled) -> dict:
     "The dynamic-sampling and episode metrics of one step (rollouts in `s.groups`)."
     eps = [r for g in s.groups for r in g]
     scored = [r for r in eps if r.reward is not None]
     first = [kd for kd, rd in zip(s.kinds, s.rounds) if rd == 0]
-    m = {'tbt/reward_mean': sum(r.reward for r in scored) / len(scored) if scored else math.nan,
-         'tbt/zero_variance_share': first.count('zero_variance') / len(first) if first else math.nan,
-         'tbt/groups_generated': len(s.groups), 'tbt/groups_useful': len(s.selected),
-         'tbt/groups_dropped': sum(kd != 'useful' for kd in s.kinds),
-         'tbt/groups_refilled': sum(rd > 0 for rd in s.rounds),
-         'tbt/groups_short': s.short, 'tbt/refill_rounds': s.refill_rounds,
-         'tbt/system_error_groups': s.kinds.count('system_error'), 'tbt/system_errors': len(eps) - len(scored),
-         'tbt/episode_turns': sum(r.turns for r in eps) / len(eps),
-         'tbt/episode_tokens': sum(r.tokens for r in eps) / len(eps),
-         'tbt/sampled_tokens': sum(r.sampled_tokens for r in eps) / len(eps),
-         'tbt/malformed_calls': sum(r.malformed_calls for r in eps)}
+    m = {
+        'tbt/reward_mean': sum(r.reward for r in scored) / len(scored) if scored else math.nan,
+        'tbt/zero_variance_share': first.count('zero_variance') / len(first) if first else math.nan,
+        'tbt/groups_generated': len(s.groups),
+        'tbt/groups_useful': len(s.selected),
+        'tbt/groups_dropped': sum(kd != 'useful' for kd in s.kinds),
+        'tbt/groups_refilled': sum(rd > 0 for rd in s.rounds),
+        'tbt/groups_short': s.short,
+        'tbt/refill_rounds': s.refill_rounds,
+        'tbt/system_error_groups': s.kinds.count('system_error'),
+        'tbt/system_errors': len(eps) - len(scored),
+        'tbt/episode_turns': sum(r.turns for r in eps) / len(eps),
+        'tbt/episode_tokens': sum(r.tokens for r in eps) / len(eps),
+        'tbt/sampled_tokens': sum(r.sampled_tokens for r in eps) / len(eps),
+        'tbt/malformed_calls': sum(r.malformed_calls for r in eps),
+    }
     for d in sorted({r.domain for r in scored}):
         rs = [r.reward for r in scored if r.domain == d]
         m[f'tbt/reward/{d}'] = sum(rs) / len(rs)
     return m
 
 # %% ../nbs/10_grpo.ipynb #c036
-def check_rollout_contract(prompts:list, # the prompts of every process, in process order
-                           num_generations:int, # TRL's num_generations
-                           n_groups:int=None, # groups expected in all
-                          ):
+def check_rollout_contract(
+    prompts: list,  # the prompts of every process, in process order
+    num_generations: int,  # TRL's num_generations
+    n_groups: int = None,  # groups expected in all
+):
     "Raise unless TRL handed out whole groups: each prompt `num_generations` times in a row (TRL 1.16's contract)."
     n = len(prompts)
     G = num_generations
-    ok = n % G == 0 and all(len(set(prompts[i:i + G])) == 1 for i in range(0, n, G))
-    if n_groups is not None: ok = ok and n == n_groups * num_generations
+    ok = n % G == 0 and all(len(set(prompts[i : i + G])) == 1 for i in range(0, n, G))
+    if n_groups is not None:
+        ok = ok and n == n_groups * num_generations
     if not ok:
-        raise RuntimeError(f'rollout_func contract changed: expected {n_groups or "whole"} groups of {G} repeated '
-                           f'prompts across processes, got {n} prompts starting {prompts[:G + 1]}. '
-                           'TRL is pinned to 1.16 for this.')
+        raise RuntimeError(
+            f'rollout_func contract changed: expected {n_groups or "whole"} groups of {G} repeated '
+            f'prompts across processes, got {n} prompts starting {prompts[: G + 1]}. '
+            'TRL is pinned to 1.16 for this.'
+        )
 
 # %% ../nbs/10_grpo.ipynb #tp001
 TRL_PRIVATE = {
     # 'Owner.name': (how, why). how: ('override', parameters): our method replaces TRL's, with TRL's parameters;
     # ('call', parameters): we call it with these (in TRL's order); 'attribute': TRL sets it on `self` (or the class
     # has it)
-    'GRPOTrainer._generate_and_score_completions': (('override', ('self', 'inputs')),
-        "the step: sample and choose the groups, then TRL's own scores the finished batch"),
-    'GRPOTrainer._prepare_inputs': (('override', ('self', 'generation_batch')),
-        "micro-batches cut by length (TRL's shuffles and cuts in order); TRL's own for one micro-batch a step"),
-    'GRPOTrainer.training_step': (('override', ('self', 'model', 'inputs', 'num_items_in_batch')),
-        "a skipped step does no forward or backward and counts `_step` as TRL's does"),
-    'GRPOTrainer._get_train_sampler': (('override', ('self', 'dataset')),
-        "TRL's RepeatSampler rebuilt as EpochSampler, so that a resumed run walks the same task order"),
-    'GRPOTrainer._save_checkpoint': (('override', ('self', 'model', 'trial')),
-        'each checkpoint also gets tbt_state.json'),
+    'GRPOTrainer._generate_and_score_completions': (
+        ('override', ('self', 'inputs')),
+        "the step: sample and choose the groups, then TRL's own scores the finished batch",
+    ),
+    'GRPOTrainer._prepare_inputs': (
+        ('override', ('self', 'generation_batch')),
+        "micro-batches cut by length (TRL's shuffles and cuts in order); TRL's own for one micro-batch a step",
+    ),
+    'GRPOTrainer.training_step': (
+        ('override', ('self', 'model', 'inputs', 'num_items_in_batch')),
+        "a skipped step does no forward or backward and counts `_step` as TRL's does",
+    ),
+    'GRPOTrainer._get_train_sampler': (
+        ('override', ('self', 'dataset')),
+        "TRL's RepeatSampler rebuilt as EpochSampler, so that a resumed run walks the same task order",
+    ),
+    'GRPOTrainer._save_checkpoint': (
+        ('override', ('self', 'model', 'trial')),
+        'each checkpoint also gets tbt_state.json',
+    ),
     'GRPOTrainer._get_output_dir': (('call', ('self', 'trial')), 'the folder _save_checkpoint wrote the checkpoint in'),
     'GRPOTrainer._get_per_token_logps_and_entropies': (
         ('call', ('self', 'model', 'input_ids', 'attention_mask', 'logits_to_keep', 'batch_size')),
-        "the trained model's logprobs of the sampled tokens (the logprob gap), as TRL computes them"),
+        "the trained model's logprobs of the sampled tokens (the logprob gap), as TRL computes them",
+    ),
     'GRPOTrainer._buffered_inputs': ('attribute', "the step's micro-batches; TRL regenerates them when None"),
-    'GRPOTrainer._step': ('attribute', "TRL's micro-step counter, which picks the micro-batch: restored on resume, "
-                                       'advanced by a skipped step'),
-    'GRPOTrainer._metrics': ('attribute',
-        "TRL's per-step metric lists, averaged into each log: the tbt/* metrics join them"),
+    'GRPOTrainer._step': (
+        'attribute',
+        "TRL's micro-step counter, which picks the micro-batch: restored on resume, advanced by a skipped step",
+    ),
+    'GRPOTrainer._metrics': (
+        'attribute',
+        "TRL's per-step metric lists, averaged into each log: the tbt/* metrics join them",
+    ),
     'GRPOTrainer._dist': ('attribute', "TRL's distributed backend: ZeRO-3 or FSDP around generation, as TRL generates"),
     'DistributedBackend.is_zero3': ('attribute', 'ZeRO-3 generation needs ds3_gather_for_generation'),
-    'DistributedBackend.summon_full_params': (('call', ('self', 'module')),
-        'full parameters while the model being trained plays episodes'),
-    'GRPOTrainer._last_loaded_step': ('attribute', "TRL syncs vLLM weights in `_generate` unless it is the step's: "
-                                                   "set after our own sync, so that TRL's is a no-op"),
-    'GRPOTrainer.use_vllm': ('attribute', "TRL's switch for its vLLM client and importance-sampling correction: held "
-                                          'off while TRL builds (it would start its own client), on after'),
+    'DistributedBackend.summon_full_params': (
+        ('call', ('self', 'module')),
+        'full parameters while the model being trained plays episodes',
+    ),
+    'GRPOTrainer._last_loaded_step': (
+        'attribute',
+        "TRL syncs vLLM weights in `_generate` unless it is the step's: "
+        "set after our own sync, so that TRL's is a no-op",
+    ),
+    'GRPOTrainer.use_vllm': (
+        'attribute',
+        "TRL's switch for its vLLM client and importance-sampling correction: held "
+        'off while TRL builds (it would start its own client), on after',
+    ),
     'GRPOTrainer.vllm_generation': ('attribute', 'what TRL would sync weights with: ours, or a weight_sync stand-in'),
     'GRPOTrainer.num_generations_eval': ('attribute', 'the group size of an evaluation rollout'),
     'GRPOTrainer.eos_token_ids': ('attribute', "the tokens TRL counts as an episode's end: must hold <|im_end|>"),
-    'VLLMGeneration.__init__': (('call', ('self', 'model', 'accelerator', 'processing_class', 'mode', 'server_base_url',
-                                          'server_host', 'server_port', 'server_timeout', 'group_port', 'temperature',
-                                          'top_p', 'top_k', 'max_completion_length')),
-        "TRL's weight transfer to a vLLM server (NCCL)"),
+    'VLLMGeneration.__init__': (
+        (
+            'call',
+            (
+                'self',
+                'model',
+                'accelerator',
+                'processing_class',
+                'mode',
+                'server_base_url',
+                'server_host',
+                'server_port',
+                'server_timeout',
+                'group_port',
+                'temperature',
+                'top_p',
+                'top_k',
+                'max_completion_length',
+            ),
+        ),
+        "TRL's weight transfer to a vLLM server (NCCL)",
+    ),
     'VLLMGeneration.sync_weights': (('call', ('self',)), 'the weights to the server before a step samples'),
-    'RepeatSampler.__init__': (('call', ('self', 'data_source', 'mini_repeat_count', 'batch_size', 'repeat_count',
-                                         'shuffle', 'seed')),
-        'EpochSampler subclasses it and is rebuilt from its fields'),
-    'unwrap_model_for_generation': (('call', ('model', 'accelerator', 'gather_deepspeed3_params',
-                                              'gradient_checkpointing_kwargs')),
-        'the model as TRL unwraps it to generate'),
-    'disable_gradient_checkpointing': (('call', ('model', 'gradient_checkpointing_kwargs')),
-        "the no-grad forward of the logprob gap, as TRL's own"),
+    'RepeatSampler.__init__': (
+        ('call', ('self', 'data_source', 'mini_repeat_count', 'batch_size', 'repeat_count', 'shuffle', 'seed')),
+        'EpochSampler subclasses it and is rebuilt from its fields',
+    ),
+    'unwrap_model_for_generation': (
+        ('call', ('model', 'accelerator', 'gather_deepspeed3_params', 'gradient_checkpointing_kwargs')),
+        'the model as TRL unwraps it to generate',
+    ),
+    'disable_gradient_checkpointing': (
+        ('call', ('model', 'gradient_checkpointing_kwargs')),
+        "the no-grad forward of the logprob gap, as TRL's own",
+    ),
 }
-_TRL_OWNERS = {'GRPOTrainer': 'trl.GRPOTrainer', 'DistributedBackend': 'trl.distributed.DistributedBackend',
-               'VLLMGeneration': 'trl.generation.vllm_generation.VLLMGeneration',
-               'RepeatSampler': 'trl.trainer.utils.RepeatSampler',
-               'unwrap_model_for_generation': 'trl.models.unwrap_model_for_generation',
-               'disable_gradient_checkpointing': 'trl.models.utils.disable_gradient_checkpointing'}
-TRL_BATCH_KEYS = ('prompt_ids', 'prompt_mask', 'completion_ids', 'completion_mask', 'tool_mask', 'advantages',
-                  'sampling_per_token_logps', 'num_items_in_batch')   # what the trainer reads of TRL's scored batch
+_TRL_OWNERS = {
+    'GRPOTrainer': 'trl.GRPOTrainer',
+    'DistributedBackend': 'trl.distributed.DistributedBackend',
+    'VLLMGeneration': 'trl.generation.vllm_generation.VLLMGeneration',
+    'RepeatSampler': 'trl.trainer.utils.RepeatSampler',
+    'unwrap_model_for_generation': 'trl.models.unwrap_model_for_generation',
+    'disable_gradient_checkpointing': 'trl.models.utils.disable_gradient_checkpointing',
+}
+TRL_BATCH_KEYS = (
+    'prompt_ids',
+    'prompt_mask',
+    'completion_ids',
+    'completion_mask',
+    'tool_mask',
+    'advantages',
+    'sampling_per_token_logps',
+    'num_items_in_batch',
+)  # what the trainer reads of TRL's scored batch
 
-def _resolve(path:str):
+
+def _resolve(path: str):
     import importlib
+
     mod, _, name = path.rpartition('.')
     return getattr(importlib.import_module(mod), name)
 
+
 @functools.lru_cache
-def _source(obj) -> str: return inspect.getsource(obj)   # GRPOTrainer's is 3,000 lines: read once
+def _source(obj) -> str:
+    return inspect.getsource(obj)  # GRPOTrainer's is 3,000 lines: read once
+
 
 def _in_order(want, have) -> bool:
     it = iter(have)
     return all(w in it for w in want)
 
-def trl_private_problem(name:str, # a key of `table`
-                        table:dict=None, # default: TRL_PRIVATE
-                       ) -> str|None:
+
+def trl_private_problem(
+    name: str,  # a key of `table`
+    table: dict = None,  # default: TRL_PRIVATE
+) -> str | None:
     "What differs for `name` in the installed TRL, with why we use it; None: as recorded."
     how, why = (table or TRL_PRIVATE)[name]
     owner, _, attr = name.partition('.')
-    try: obj = _resolve(_TRL_OWNERS[owner])
-    except (ImportError, AttributeError) as e: return f'{name}: {owner} not found ({e}); used for: {why}'
+    try:
+        obj = _resolve(_TRL_OWNERS[owner])
+    except (ImportError, AttributeError) as e:
+        return f'{name}: {owner} not found ({e}); used for: {why}'
     if how == 'attribute':
         found = hasattr(obj, attr) or re.search(rf'self\.{attr}\s*=', _source(obj))
         return None if found else f'{name}: no longer set by TRL; used for: {why}'
     kind, params = how
     f = getattr(obj, attr, None) if attr else obj
-    if f is None: return f'{name}: gone from TRL; used for: {why}'
+    if f is None:
+        return f'{name}: gone from TRL; used for: {why}'
     have = tuple(inspect.signature(f).parameters)
     ok = have == params if kind == 'override' else _in_order(params, have)
     return None if ok else f'{name}: TRL has parameters {have}, we {kind} it with {params}; used for: {why}'
+
 
 def trl_private_problems() -> list:
     "Every difference between `TRL_PRIVATE` and the installed TRL (empty: the trainer's assumptions hold)."
     return [p for p in map(trl_private_problem, TRL_PRIVATE) if p]
 
 # %% ../nbs/10_grpo.ipynb #mb001
-_PROMPT_KEYS = ('prompt_ids', 'prompt_mask')   # left-padded; every other 2-D tensor of the width of the completions
-                                               # is aligned with them (masks, logprobs, importance ratios)
+_PROMPT_KEYS = ('prompt_ids', 'prompt_mask')  # left-padded; every other 2-D tensor of the width of the completions
+# is aligned with them (masks, logprobs, importance ratios)
 
-def micro_batches(batch:dict, # one process's share of a step, as TRL's `_generate_and_score_completions` returns it
-                  n:int, # micro-batches (steps_per_generation)
-                 ) -> list:
+
+def micro_batches(
+    batch: dict,  # one process's share of a step, as TRL's `_generate_and_score_completions` returns it
+    n: int,  # micro-batches (steps_per_generation)
+) -> list:
     "Cut `batch` into `n` micro-batches of similar lengths, each padded only to its own longest prompt and completion."
     rows, width = batch['completion_ids'].shape
-    if rows % n: raise ValueError(f'{rows} rows do not cut into {n} micro-batches')
+    if rows % n:
+        raise ValueError(f'{rows} rows do not cut into {n} micro-batches')
     lengths = batch['prompt_mask'].sum(1) + batch['completion_mask'].sum(1)
     out = []
     for idx in torch.argsort(lengths, descending=True, stable=True).split(rows // n):
@@ -587,14 +890,18 @@ def micro_batches(batch:dict, # one process's share of a step, as TRL's `_genera
         for k, v in batch.items():
             if isinstance(v, torch.Tensor) and v.ndim > 0:
                 v = v[idx.to(v.device)]
-                if k in _PROMPT_KEYS: v = v[:, p0:]
-                elif v.ndim == 2 and v.size(1) == width: v = v[:, :c1]
-            elif isinstance(v, list): v = [v[i] for i in idx.tolist()]
+                if k in _PROMPT_KEYS:
+                    v = v[:, p0:]
+                elif v.ndim == 2 and v.size(1) == width:
+                    v = v[:, :c1]
+            elif isinstance(v, list):
+                v = [v[i] for i in idx.tolist()]
             mb[k] = v
         out.append(mb)
     return out
 
-def padding_share(mbs:list) -> float:
+
+def padding_share(mbs: list) -> float:
     "The share of the token positions of `mbs` (micro-batches) that are padding: forward and backward work wasted."
     real = sum(int(m['prompt_mask'].sum() + m['completion_mask'].sum()) for m in mbs)
     held = sum(m['prompt_ids'].numel() + m['completion_ids'].numel() for m in mbs)
@@ -603,8 +910,8 @@ def padding_share(mbs:list) -> float:
 # %% ../nbs/10_grpo.ipynb #v3001
 def server_url(args: TBTConfig) -> str:
     "The root URL of the run's vLLM server (vllm_server_base_url, else vllm_server_host:vllm_server_port)."
-    url = args.vllm_server_base_url or f"http://{args.vllm_server_host}:{args.vllm_server_port}"
-    return url.rstrip("/").removesuffix("/v1")
+    url = args.vllm_server_base_url or f'http://{args.vllm_server_host}:{args.vllm_server_port}'
+    return url.rstrip('/').removesuffix('/v1')
 
 
 def check_vllm_server(
@@ -615,44 +922,50 @@ def check_vllm_server(
     t0 = time.monotonic()
     while True:
         try:
-            with urllib.request.urlopen(url + "/health", timeout=10) as r:
+            with urllib.request.urlopen(url + '/health', timeout=10) as r:
                 if r.status == 200:
                     break
         except OSError as e:
             if time.monotonic() - t0 > timeout_s:
                 raise ConnectionError(
-                    f"no vLLM server answers at {url}/health after {timeout_s:.0f} s; start it (06b_vllm_server) or "
-                    "set vllm_server_base_url"
+                    f'no vLLM server answers at {url}/health after {timeout_s:.0f} s; start it (06b_vllm_server) or '
+                    'set vllm_server_base_url'
                 ) from e
             time.sleep(2)
     try:
-        with urllib.request.urlopen(url + "/server_info?config_format=json", timeout=30) as r:
+        with urllib.request.urlopen(url + '/server_info?config_format=json', timeout=30) as r:
             info = json.loads(r.read())
     except OSError as e:
         raise RuntimeError(
-            f"the vLLM server at {url} does not serve /server_info: start it with VLLM_SERVER_DEV_MODE=1 "
-            "(TRL syncs weights through its development endpoints)"
+            f'the vLLM server at {url} does not serve /server_info: start it with VLLM_SERVER_DEV_MODE=1 '
+            '(TRL syncs weights through its development endpoints)'
         ) from e
-    mc = info.get("vllm_config", {}).get("model_config", {})
-    if mc.get("logprobs_mode") != "processed_logprobs":
+    mc = info.get('vllm_config', {}).get('model_config', {})
+    if mc.get('logprobs_mode') != 'processed_logprobs':
         raise ValueError(
-            f"the vLLM server at {url} records logprobs_mode={mc.get('logprobs_mode')!r}: "
-            "its logprobs are not those of the "
-            "distribution each token was drawn from; restart it with --logprobs-mode processed_logprobs"
+            f'the vLLM server at {url} records logprobs_mode={mc.get("logprobs_mode")!r}: '
+            'its logprobs are not those of the '
+            'distribution each token was drawn from; restart it with --logprobs-mode processed_logprobs'
         )
     return mc
 
 # %% ../nbs/10_grpo.ipynb #ep001
-TBT_STATE = 'tbt_state.json'   # what TBTTrainer keeps beyond TRL's state, in each checkpoint
+TBT_STATE = 'tbt_state.json'  # what TBTTrainer keeps beyond TRL's state, in each checkpoint
+
 
 class EpochSampler(RepeatSampler):
     "TRL's RepeatSampler whose order in epoch `e` does not depend on whether epochs 0..e-1 ran in this process."
+
     epoch = None
-    def set_epoch(self, epoch:int): self.epoch = epoch
+
+    def set_epoch(self, epoch: int):
+        self.epoch = epoch
+
     def __iter__(self):
         if self.shuffle and self.seed is not None and self.epoch is not None:
             self.generator.manual_seed(self.seed)
-            for _ in range(self.epoch): torch.randperm(self.num_samples, generator=self.generator)  # epochs before
+            for _ in range(self.epoch):
+                torch.randperm(self.num_samples, generator=self.generator)  # epochs before
         return super().__iter__()
 
 # %% ../nbs/10_grpo.ipynb #c037
@@ -674,21 +987,21 @@ class TBTTrainer(GRPOTrainer):
         peft_config=None,
     ):  # as for GRPOTrainer
         if not isinstance(args, TBTConfig):
-            raise TypeError("TBTTrainer needs a TBTConfig")
+            raise TypeError('TBTTrainer needs a TBTConfig')
         self.pool = {t.uid: with_budgets(t, args) for t in pool}
         if len(self.pool) < args.groups_per_step:
             raise ValueError(
-                f"the pool has {len(self.pool)} tasks, fewer than the {args.groups_per_step} groups of a step"
+                f'the pool has {len(self.pool)} tasks, fewer than the {args.groups_per_step} groups of a step'
             )
         self.sampling = sampling_config(args)
         if policy is not None:
-            if getattr(policy, "fmt", None) is None:
-                raise ValueError(f"{policy.policy_id}: GRPO needs a token-level policy (with a ChatFormat)")
-            if isinstance(getattr(policy, "sampling", None), SamplingConfig):
+            if getattr(policy, 'fmt', None) is None:
+                raise ValueError(f'{policy.policy_id}: GRPO needs a token-level policy (with a ChatFormat)')
+            if isinstance(getattr(policy, 'sampling', None), SamplingConfig):
                 check_sampling(args, policy.sampling)
         self.policy = policy
         self.grader = grader or Grader(judge=make_judge(args.judge, args.judge_base_url, args.judge_max_tokens))
-        self.user_kw = {"base_url": args.user_base_url} if args.user_base_url else {}
+        self.user_kw = {'base_url': args.user_base_url} if args.user_base_url else {}
         self.step_log: list = []  # per step: its groups, the decision, skipped or not (the same on every process)
         self.last_batch: list = []  # the rollouts this process trained on in the last step
         self._finished_batch, self._skip = None, False  # the batch `_score` hands TRL; the step's skip decision
@@ -718,63 +1031,87 @@ class TBTTrainer(GRPOTrainer):
             check_vllm_server(url, args.vllm_server_timeout)
             self.vllm_generation = weight_sync if weight_sync is not None else self._vllm_generation()
             self.server_policy = EndpointPolicy(
-                None, self.fmt, base_url=url + "/v1", sampling=self.sampling, concurrency=args.concurrency
+                None, self.fmt, base_url=url + '/v1', sampling=self.sampling, concurrency=args.concurrency
             )
         if policy is None and not server and self._dist.is_zero3 and not args.ds3_gather_for_generation:
             raise ValueError(
-                "ds3_gather_for_generation=False: processes decode different numbers of tokens, and ZeRO-3 forwards "
-                "without gathered parameters would wait on each other forever; keep it True"
+                'ds3_gather_for_generation=False: processes decode different numbers of tokens, and ZeRO-3 forwards '
+                'without gathered parameters would wait on each other forever; keep it True'
             )
         if self.fmt.eos_id not in self.eos_token_ids:
             raise ValueError(
-                f"the end of an assistant turn ({self.fmt.end_of_turn!r}) must be an eos token of the trainer "
-                f"({self.eos_token_ids}), or TRL counts every episode as truncated"
+                f'the end of an assistant turn ({self.fmt.end_of_turn!r}) must be an eos token of the trainer '
+                f'({self.eos_token_ids}), or TRL counts every episode as truncated'
             )
 
 # %% ../nbs/10_grpo.ipynb #tr011
 @patch
-def _repetition(self:TBTTrainer, round:int, slot:int, member:int) -> int:
+def _repetition(self: TBTTrainer, round: int, slot: int, member: int) -> int:
     "A repetition number unique to (step, round, slot, member): it seeds the episode."
     a = self.args
-    return ((self.state.global_step * (a.max_refill_rounds + 1) + round) * a.groups_per_step + slot
-            ) * self.num_generations + member
+    return (
+        (self.state.global_step * (a.max_refill_rounds + 1) + round) * a.groups_per_step + slot
+    ) * self.num_generations + member
+
 
 @patch
-def _task(self:TBTTrainer, uid:str) -> Task:
-    if uid not in self.pool: raise KeyError(f"prompt names task {uid!r}, which is not in the training pool")
+def _task(self: TBTTrainer, uid: str) -> Task:
+    if uid not in self.pool:
+        raise KeyError(f'prompt names task {uid!r}, which is not in the training pool')
     return self.pool[uid]
 
+
 @patch
-def _jobs_for(self:TBTTrainer, prompts:list, num_generations:int) -> list:
+def _jobs_for(self: TBTTrainer, prompts: list, num_generations: int) -> list:
     "(task, repetition) per local prompt, from its global position (process slices are contiguous)."
     start = self.accelerator.process_index * len(prompts)
-    return [(self._task(prompt_task_uid(p)),
-             self._repetition(0, (start + i) // num_generations, (start + i) % num_generations))
-            for i, p in enumerate(prompts)]
+    return [
+        (
+            self._task(prompt_task_uid(p)),
+            self._repetition(0, (start + i) // num_generations, (start + i) % num_generations),
+        )
+        for i, p in enumerate(prompts)
+    ]
+
 
 @patch
-def _runner(self:TBTTrainer, policy) -> EpisodeRunner:
+def _runner(self: TBTTrainer, policy) -> EpisodeRunner:
     a = self.args
-    return EpisodeRunner(policy, self.grader, user=a.user, sampling=self.sampling, concurrency=a.concurrency,
-                         tool_timeout_s=a.tool_timeout_s, user_kw=self.user_kw)
+    return EpisodeRunner(
+        policy,
+        self.grader,
+        user=a.user,
+        sampling=self.sampling,
+        concurrency=a.concurrency,
+        tool_timeout_s=a.tool_timeout_s,
+        user_kw=self.user_kw,
+    )
+
 
 @patch
-def _run(self:TBTTrainer, jobs:list) -> list:
+def _run(self: TBTTrainer, jobs: list) -> list:
     "Run episodes of `jobs` in this process; called by every process together (generation may gather parameters)."
     fixed = self.policy if self.policy is not None else self.server_policy  # neither gathers parameters
     if fixed is not None:
         return [Rollout.from_episode(e, self.fmt) for e in run_blocking(self._runner(fixed).run(jobs))] if jobs else []
-    with (unwrap_model_for_generation(self.model_wrapped, self.accelerator,
-                                      gather_deepspeed3_params=self.args.ds3_gather_for_generation,
-                                      gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs) as model,
-          self._dist.summon_full_params(self.model_wrapped, recurse=False)):
-        if not jobs: return []
+    with (
+        unwrap_model_for_generation(
+            self.model_wrapped,
+            self.accelerator,
+            gather_deepspeed3_params=self.args.ds3_gather_for_generation,
+            gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
+        ) as model,
+        self._dist.summon_full_params(self.model_wrapped, recurse=False),
+    ):
+        if not jobs:
+            return []
         policy = HFPolicy(model, self.processing_class, self.sampling, name='policy')
         check_sampling(self.args, policy.sampling)
         return [Rollout.from_episode(e, self.fmt) for e in run_blocking(self._runner(policy).run(jobs))]
 
+
 @patch
-def _rollout(self:TBTTrainer, prompts:list, trainer=None) -> dict:
+def _rollout(self: TBTTrainer, prompts: list, trainer=None) -> dict:
     "TRL's rollout_func: the finished batch `_score` hands over (training), or these prompts' episodes (evaluation)."
     rows, self._finished_batch = self._finished_batch, None
     if rows is None:
@@ -786,238 +1123,319 @@ def _rollout(self:TBTTrainer, prompts:list, trainer=None) -> dict:
 
 # %% ../nbs/10_grpo.ipynb #tr021
 @patch
-def _vllm_generation(self:TBTTrainer):
+def _vllm_generation(self: TBTTrainer):
     "TRL's server-mode VLLMGeneration: its client, its NCCL communicator, a `sync_weights()` of every process."
     a = self.args
     try:
         from trl.generation.vllm_generation import VLLMGeneration
-        return VLLMGeneration(model=self.model, accelerator=self.accelerator, processing_class=self.processing_class,
-                              mode='server', server_base_url=a.vllm_server_base_url, server_host=a.vllm_server_host,
-                              server_port=a.vllm_server_port, group_port=a.vllm_group_port,
-                              server_timeout=a.vllm_server_timeout, temperature=a.temperature, top_p=a.top_p,
-                              top_k=a.top_k or 0, max_completion_length=a.max_tokens_per_turn)
+
+        return VLLMGeneration(
+            model=self.model,
+            accelerator=self.accelerator,
+            processing_class=self.processing_class,
+            mode='server',
+            server_base_url=a.vllm_server_base_url,
+            server_host=a.vllm_server_host,
+            server_port=a.vllm_server_port,
+            group_port=a.vllm_group_port,
+            server_timeout=a.vllm_server_timeout,
+            temperature=a.temperature,
+            top_p=a.top_p,
+            top_k=a.top_k or 0,
+            max_completion_length=a.max_tokens_per_turn,
+        )
     except ImportError as e:
-        raise ImportError('use_vllm: the weights reach the vLLM server through TRL\'s VLLMGeneration (NCCL), which '
-                          'needs vLLM installed in the training environment: pip install "thinkingbox-training[gpu]"'
-                          ) from e
+        raise ImportError(
+            "use_vllm: the weights reach the vLLM server through TRL's VLLMGeneration (NCCL), which "
+            'needs vLLM installed in the training environment: pip install "thinkingbox-training[gpu]"'
+        ) from e
+
 
 @patch
-def _sync_weights(self:TBTTrainer):
+def _sync_weights(self: TBTTrainer):
     "Send the current weights to the vLLM server, every process together, and check that it serves them."
     self.vllm_generation.sync_weights()
-    self._last_loaded_step = self.state.global_step   # TRL's own sync of the step is then a no-op
+    self._last_loaded_step = self.state.global_step  # TRL's own sync of the step is then a no-op
     self.sync_log.append({'step': self.state.global_step, 't': time.monotonic()})
     self._check_weights()
 
-WEIGHT_PROBE = 'Weights check: pay 300 cents from AC-1 to AC-2, then tell me the balance.'   # scored after each sync
 
-def server_prompt_logprobs(url:str, # the server's root URL
-                           ids:list, # token ids
-                           timeout:float=60.0) -> list:
+WEIGHT_PROBE = 'Weights check: pay 300 cents from AC-1 to AC-2, then tell me the balance.'  # scored after each sync
+
+
+def server_prompt_logprobs(
+    url: str,  # the server's root URL
+    ids: list,  # token ids
+    timeout: float = 60.0,
+) -> list:
     "The server's logprob of each token of `ids` after the first: vLLM's `prompt_logprobs`, at temperature 1."
+
     def call(path, body=None):
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(url + path, data=data, headers={'Content-Type': 'application/json'})
         try:
-            with urllib.request.urlopen(req, timeout=timeout) as r: return json.loads(r.read())
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                return json.loads(r.read())
         except urllib.error.HTTPError as e:
             raise RuntimeError(f'{path}: HTTP {e.code} {e.read()[:200].decode(errors="replace")}') from None
+
     model = call('/v1/models')['data'][0]['id']
-    out = call('/v1/completions', {'model': model, 'prompt': ids, 'max_tokens': 1, 'temperature': 1.0,
-                                   'prompt_logprobs': 0})['choices'][0]['prompt_logprobs']
+    out = call(
+        '/v1/completions', {'model': model, 'prompt': ids, 'max_tokens': 1, 'temperature': 1.0, 'prompt_logprobs': 0}
+    )['choices'][0]['prompt_logprobs']
     return [float(out[i][str(t)]['logprob']) for i, t in enumerate(ids) if i > 0]
 
+
 @patch
-def _probe_logprobs(self:TBTTrainer, ids:list) -> list:
+def _probe_logprobs(self: TBTTrainer, ids: list) -> list:
     "The trained model's logprob of each token of `ids` after the first (all ranks: ZeRO-3 forwards are collective)."
     model, was = self.model, self.model.training
     x = torch.tensor([ids], device=self.accelerator.device)
     model.eval()
     try:
-        with torch.no_grad(): logits = model(input_ids=x).logits[0, :-1].float()
-    finally: model.train(was)
+        with torch.no_grad():
+            logits = model(input_ids=x).logits[0, :-1].float()
+    finally:
+        model.train(was)
     return torch.log_softmax(logits, -1).gather(-1, x[0, 1:, None])[:, 0].tolist()
 
+
 @patch
-def _check_weights(self:TBTTrainer):
+def _check_weights(self: TBTTrainer):
     """The server scores `WEIGHT_PROBE` (as token ids) right after a sync; its logprobs must be the trained model's
     within `weight_check_tolerance`, or the run stops, naming how far the server is from these weights and from those
     of the previous sync. The decision is the main process's, broadcast: every process stops together."""
     tol = self.args.weight_check_tolerance
-    if tol is None: return
+    if tol is None:
+        return
     from accelerate.utils import broadcast_object_list
+
     ids = self.fmt.prompt_ids([{'role': 'user', 'content': WEIGHT_PROBE}])
     mine, theirs = self._probe_logprobs(ids), [None]
     if self.accelerator.is_main_process:
-        try: theirs[0] = server_prompt_logprobs(server_url(self.args), ids, self.args.vllm_server_timeout)
-        except Exception as e: theirs[0] = f'{type(e).__name__}: {e}'[:300]
-    if self.accelerator.num_processes > 1: theirs = broadcast_object_list(theirs, from_process=0)
+        try:
+            theirs[0] = server_prompt_logprobs(server_url(self.args), ids, self.args.vllm_server_timeout)
+        except Exception as e:
+            theirs[0] = f'{type(e).__name__}: {e}'[:300]
+    if self.accelerator.num_processes > 1:
+        theirs = broadcast_object_list(theirs, from_process=0)
     theirs, prev, step = theirs[0], getattr(self, '_probe_prev', None), self.state.global_step
     if isinstance(theirs, str):
-        raise RuntimeError(f'weight check after the sync of step {step}: the vLLM server did not score the probe '
-                           f'({theirs}); weight_check_tolerance: null to train without the check')
+        raise RuntimeError(
+            f'weight check after the sync of step {step}: the vLLM server did not score the probe '
+            f'({theirs}); weight_check_tolerance: null to train without the check'
+        )
     gap = max(abs(a - b) for a, b in zip(theirs, mine, strict=True))
     moved = None if prev is None else max(abs(a - b) for a, b in zip(mine, prev, strict=True))
     self.sync_log[-1].update(weight_gap=gap, weights_moved=moved)
     self._metrics['train']['tbt/weight_check_gap'].append(gap)
     self._probe_prev = mine
     if gap > tol:
-        old = '' if prev is None else (f', and {max(abs(a - b) for a, b in zip(theirs, prev, strict=True)):.3g} '
-                                       f'from those of the previous sync (this step moved them by {moved:.3g})')
-        raise RuntimeError(f'weight check after the sync of step {step}: the server\'s logprobs of a fixed probe are '
-                           f'{gap:.3g} nats from the trained model\'s (tolerance {tol:g}){old}: the server is not '
-                           'serving the weights just sent (a missed or partial sync, other weights); '
-                           'weight_check_tolerance: null to train anyway')
+        old = (
+            ''
+            if prev is None
+            else (
+                f', and {max(abs(a - b) for a, b in zip(theirs, prev, strict=True)):.3g} '
+                f'from those of the previous sync (this step moved them by {moved:.3g})'
+            )
+        )
+        raise RuntimeError(
+            f"weight check after the sync of step {step}: the server's logprobs of a fixed probe are "
+            f"{gap:.3g} nats from the trained model's (tolerance {tol:g}){old}: the server is not "
+            'serving the weights just sent (a missed or partial sync, other weights); '
+            'weight_check_tolerance: null to train anyway'
+        )
 
 # %% ../nbs/10_grpo.ipynb #tr031
 @patch
-def _get_train_sampler(self:TBTTrainer, dataset=None):
+def _get_train_sampler(self: TBTTrainer, dataset=None):
     s = super(TBTTrainer, self)._get_train_sampler(dataset)  # TRL's RepeatSampler, with its epoch kept (EpochSampler)
     return EpochSampler(s.data_source, s.mini_repeat_count, s.batch_size, s.repeat_count, s.shuffle, s.seed)
 
+
 @patch
-def _step_prompts(self:TBTTrainer, inputs:list) -> list:
+def _step_prompts(self: TBTTrainer, inputs: list) -> list:
     "This process's prompts of the step: the dataloader's, or drawn from the pool `set_pool` installed."
     prompts = [x['prompt'] for x in inputs]
     return prompts if self._pool_since is None else self._pool_prompts(len(prompts))
 
+
 @patch
-def _agree(self:TBTTrainer, go:bool) -> bool:
+def _agree(self: TBTTrainer, go: bool) -> bool:
     "The loop condition, all-reduced: every process must agree (they decide on the same gathered rewards)."
     flags = self.accelerator.gather(torch.tensor([int(go)], device=self.accelerator.device))
     if int(flags.min()) != int(flags.max()):
         raise RuntimeError(f'processes disagree on dynamic sampling: {flags.tolist()}')
     return bool(flags.max())
 
+
 @patch
-def _draw(self:TBTTrainer, need:int, used:set, round:int) -> list:
+def _draw(self: TBTTrainer, need: int, used: set, round: int) -> list:
     "`need` fresh pool tasks for a refill round, the same on every process; tasks repeat only when the pool is dry."
     rng = random.Random(f'{self.args.seed}/{self.state.global_step}/{round}')
     fresh = sorted(set(self.pool) - used)
-    if len(fresh) >= need: return rng.sample(fresh, need)
+    if len(fresh) >= need:
+        return rng.sample(fresh, need)
     return fresh + [rng.choice(sorted(self.pool)) for _ in range(need - len(fresh))]
 
+
 @patch
-def _sample_step(self:TBTTrainer, prompts:list) -> list:
+def _sample_step(self: TBTTrainer, prompts: list) -> list:
     "Run, gather and choose the step's groups; returns this process's share of the chosen rollouts."
     G, n = self.num_generations, self.args.groups_per_step
     P, rank = self.accelerator.num_processes, self.accelerator.process_index
     check_rollout_contract(gather_object(list(prompts)), G, n)
-    pk = self._passk_k() if self.args.advantage == 'passk' else None   # pass@k's k at this step (below)
-    if self.use_vllm: self._sync_weights()  # once, before the first round: no update happens between a step's rounds
+    pk = self._passk_k() if self.args.advantage == 'passk' else None  # pass@k's k at this step (below)
+    if self.use_vllm:
+        self._sync_weights()  # once, before the first round: no update happens between a step's rounds
     every = gather_object(self._run(self._jobs_for(list(prompts), G)))
     used = {r.uid for r in every}
+
     def refill(k, need):
         uids = self._draw(need, used, k)
         used.update(uids)
         jobs = [(self._task(u), self._repetition(k, j, m)) for j, u in enumerate(uids) for m in range(G)]
         lo, hi = len(jobs) * rank // P, len(jobs) * (rank + 1) // P
         got = gather_object(self._run(jobs[lo:hi]))
-        return [got[i:i + G] for i in range(0, len(got), G)]
-    s = dynamic_sample([every[i:i + G] for i in range(0, len(every), G)], refill, n, self.args.max_refill_rounds,
-                       agree=self._agree, kind=group_kind if pk is None else functools.partial(passk_kind, k=pk))
+        return [got[i : i + G] for i in range(0, len(got), G)]
+
+    s = dynamic_sample(
+        [every[i : i + G] for i in range(0, len(every), G)],
+        refill,
+        n,
+        self.args.max_refill_rounds,
+        agree=self._agree,
+        kind=group_kind if pk is None else functools.partial(passk_kind, k=pk),
+    )
     chosen = [s.groups[i] if pk is None else passk_group(s.groups[i], pk) for i in s.selected]
-    batch = ([r for g in chosen for r in g]
-             + [replace(r, filler=True) for i in s.fillers for r in s.groups[i]])
+    batch = [r for g in chosen for r in g] + [replace(r, filler=True) for i in s.fillers for r in s.groups[i]]
     per = len(batch) // P
-    if per != len(prompts): raise RuntimeError(f'{per} rollouts per process chosen for {len(prompts)} prompts')
+    if per != len(prompts):
+        raise RuntimeError(f'{per} rollouts per process chosen for {len(prompts)} prompts')
     step = self.state.global_step
     if s.short and self.accelerator.is_main_process:
-        logger.warning(f'step {step}: {len(s.selected)} useful group(s) of {n} after {s.refill_rounds} refill round(s) '
-                       f'(max_refill_rounds={self.args.max_refill_rounds}); training on {len(s.selected)}, '
-                       f'{s.short} filler group(s) masked out')
-    for k, v in step_metrics(s).items(): self._metrics['train'][k].append(v)
-    self.step_log.append({'step': step, 'groups': [[(r.uid, r.repetition, r.reward) for r in g] for g in s.groups],
-                          'kinds': s.kinds, 'rounds': s.rounds, 'selected': s.selected, 'fillers': s.fillers,
-                          'rows_per_process': per})
+        logger.warning(
+            f'step {step}: {len(s.selected)} useful group(s) of {n} after {s.refill_rounds} refill round(s) '
+            f'(max_refill_rounds={self.args.max_refill_rounds}); training on {len(s.selected)}, '
+            f'{s.short} filler group(s) masked out'
+        )
+    for k, v in step_metrics(s).items():
+        self._metrics['train'][k].append(v)
+    self.step_log.append(
+        {
+            'step': step,
+            'groups': [[(r.uid, r.repetition, r.reward) for r in g] for g in s.groups],
+            'kinds': s.kinds,
+            'rounds': s.rounds,
+            'selected': s.selected,
+            'fillers': s.fillers,
+            'rows_per_process': per,
+        }
+    )
     if pk is not None:
         self.step_log[-1]['passk_k'] = pk
         self._metrics['train']['tbt/passk_k'].append(pk)
-    return batch[rank * per:(rank + 1) * per]
+    return batch[rank * per : (rank + 1) * per]
 
 # %% ../nbs/10_grpo.ipynb #tr041
 @patch
-def _score(self:TBTTrainer, rows:list) -> dict:
+def _score(self: TBTTrainer, rows: list) -> dict:
     "TRL's batch of this process's chosen `rows`: ids padded, rewards, group advantages, masks; fillers carry no loss."
     self._finished_batch = self.last_batch = rows
-    try: out = super(TBTTrainer, self)._generate_and_score_completions([{'prompt': r.prompt} for r in rows])
-    finally: self._finished_batch = None   # taken by `_rollout`; never left for a later call
+    try:
+        out = super(TBTTrainer, self)._generate_and_score_completions([{'prompt': r.prompt} for r in rows])
+    finally:
+        self._finished_batch = None  # taken by `_rollout`; never left for a later call
     out['advantages'][torch.tensor([r.filler for r in rows], device=out['advantages'].device)] = 0.0
-    if any(r.weight != 1.0 for r in rows):   # the pass@k option (below): each group's weight
+    if any(r.weight != 1.0 for r in rows):  # the pass@k option (below): each group's weight
         out['advantages'] *= torch.tensor([r.weight for r in rows], device=out['advantages'].device)
     return out
 
 # %% ../nbs/10_grpo.ipynb #pk02
-def passk_rewards(rewards:list, # one group's binary rewards (0 or 1)
-                  k:int, # the k of pass@k, 1 <= k <= len(rewards)
-                  exact:bool=False, # Fractions instead of floats
-                 ) -> list:
+def passk_rewards(
+    rewards: list,  # one group's binary rewards (0 or 1)
+    k: int,  # the k of pass@k, 1 <= k <= len(rewards)
+    exact: bool = False,  # Fractions instead of floats
+) -> list:
     "Pass@k-transformed rewards: 1 for a success; for a failure, the chance that k-1 others of the group hold one."
     n = len(rewards)
-    if any(r not in (0, 1) for r in rewards): raise ValueError(f'pass@k needs binary rewards, got {list(rewards)}')
-    if not 1 <= k <= n: raise ValueError(f'k={k} must be at least 1 and at most the group size {n}')
+    if any(r not in (0, 1) for r in rewards):
+        raise ValueError(f'pass@k needs binary rewards, got {list(rewards)}')
+    if not 1 <= k <= n:
+        raise ValueError(f'k={k} must be at least 1 and at most the group size {n}')
     fail = 1 - passk_weight(sum(int(r) for r in rewards), n, k, exact=True)
     return [Fraction(1) if r else fail for r in rewards] if exact else [1.0 if r else float(fail) for r in rewards]
 
-def passk_weight(c:int, # successes in the group
-                 n:int, # the group's size
-                 k:int, # the k of pass@k
-                 exact:bool=False, # a Fraction instead of a float
-                ):
+
+def passk_weight(
+    c: int,  # successes in the group
+    n: int,  # the group's size
+    k: int,  # the k of pass@k
+    exact: bool = False,  # a Fraction instead of a float
+):
     "A group's pass@k weight: the chance that k-1 of its n-1 others, drawn at random, all fail (1 at k = 1)."
     w = Fraction(math.comb(max(n - 1 - c, 0), k - 1), math.comb(n - 1, k - 1))
     return w if exact else float(w)
 
-def passk_kind(rewards:list, # a group's rewards (or rollouts)
-               k:int, # the k of pass@k
-              ) -> str:
+
+def passk_kind(
+    rewards: list,  # a group's rewards (or rollouts)
+    k: int,  # the k of pass@k
+) -> str:
     "`group_kind` under the pass@k transform: a group is also zero-variance when its weight is 0 (more than n-k pass)."
     kd = group_kind(rewards)
-    if kd != 'useful': return kd
+    if kd != 'useful':
+        return kd
     rewards = [getattr(r, 'reward', r) for r in rewards]
     return 'useful' if passk_weight(sum(rewards), len(rewards), k) > 0 else 'zero_variance'
 
-def passk_group(group:list, # a useful group's rollouts
-                k:int, # the k of pass@k
-               ) -> list:
+
+def passk_group(
+    group: list,  # a useful group's rollouts
+    k: int,  # the k of pass@k
+) -> list:
     "The group's rollouts, each with the group's pass@k weight, by which `_score` multiplies TRL's advantages."
     w = passk_weight(sum(r.reward for r in group), len(group), k)
     return [replace(r, weight=w) for r in group]
 
-def passk_k_at(step:int, # the step, from 0
-               steps:int, # the run's steps
-               k:int, # k at the first step
-               k_end:int=None, # k at the last step; None: k throughout
-              ) -> int:
+
+def passk_k_at(
+    step: int,  # the step, from 0
+    steps: int,  # the run's steps
+    k: int,  # k at the first step
+    k_end: int = None,  # k at the last step; None: k throughout
+) -> int:
     "The k of a step: `k` at the first, `k_end` at the last, linear between, rounded half up."
-    if k_end is None or steps <= 1: return k
+    if k_end is None or steps <= 1:
+        return k
     return math.floor(k + (k_end - k) * min(step, steps - 1) / (steps - 1) + 0.5)
 
+
 @patch
-def _passk_k(self:TBTTrainer) -> int:
+def _passk_k(self: TBTTrainer) -> int:
     "This step's k (advantage: passk): the schedule over the run's steps."
     a = self.args
-    if a.episode_budget:   # over the budget: the share spent before this step, as step / (steps - 1)
+    if a.episode_budget:  # over the budget: the share spent before this step, as step / (steps - 1)
         return passk_k_at(self.training_episodes, a.episode_budget + 1, a.passk_k, a.passk_k_end)
     return passk_k_at(self.state.global_step, self.state.max_steps or a.max_steps, a.passk_k, a.passk_k_end)
 
 # %% ../nbs/10_grpo.ipynb #tr051
 @patch
-def _logprob_gap(self:TBTTrainer, out:dict) -> dict:
+def _logprob_gap(self: TBTTrainer, out: dict) -> dict:
     "|recorded - recomputed| logprob over all processes' sampled tokens (mean, max, ...), and the unknown share."
-    mask = (out["completion_mask"] * out["tool_mask"] if "tool_mask" in out else out["completion_mask"]).bool()
-    rec, old = out["sampling_per_token_logps"], out.get("old_per_token_logps")
+    mask = (out['completion_mask'] * out['tool_mask'] if 'tool_mask' in out else out['completion_mask']).bool()
+    rec, old = out['sampling_per_token_logps'], out.get('old_per_token_logps')
     if (
         old is None
     ):  # TRL recomputes them itself only for its importance sampling (use_vllm); every process runs this forward
-        ids = torch.cat([out["prompt_ids"], out["completion_ids"]], 1)
-        att = torch.cat([out["prompt_mask"], out["completion_mask"]], 1)
+        ids = torch.cat([out['prompt_ids'], out['completion_ids']], 1)
+        att = torch.cat([out['prompt_mask'], out['completion_mask']], 1)
         with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
             old = self._get_per_token_logps_and_entropies(
                 self.model,
                 ids,
                 att,
-                out["completion_ids"].size(1),
+                out['completion_ids'].size(1),
                 batch_size=self.args.per_device_train_batch_size,
             )[0]
     known = mask & ~torch.isnan(rec)
@@ -1041,73 +1459,75 @@ def _logprob_gap(self:TBTTrainer, out:dict) -> dict:
     t = s[:, :6].sum(0).tolist()
     n = t[2]
     return {
-        "mean": t[0] / n if n else math.nan,
-        "max": float(s[:, 6].max()) if n else math.nan,
-        "excess": t[1] / n if n else math.nan,
-        "unknown_share": (t[3] - t[2]) / t[3] if t[3] else 0.0,
-        "certain_share": t[5] / t[4] if t[4] else 0.0,
+        'mean': t[0] / n if n else math.nan,
+        'max': float(s[:, 6].max()) if n else math.nan,
+        'excess': t[1] / n if n else math.nan,
+        'unknown_share': (t[3] - t[2]) / t[3] if t[3] else 0.0,
+        'certain_share': t[5] / t[4] if t[4] else 0.0,
     }
 
 # %% ../nbs/10_grpo.ipynb #tr051b
 @patch
-def _check_logprobs(self:TBTTrainer, out:dict):
+def _check_logprobs(self: TBTTrainer, out: dict):
     "Log the logprob gap of the step; stop when the trained model's own sampler is not the model being trained."
     g, a, step = self._logprob_gap(out), self.args, self.state.global_step
-    for k in ("mean", "max"):
-        self._metrics["train"][f"tbt/logprob_gap/{k}"].append(g[k])
-    self._metrics["train"]["tbt/logprob_unknown_share"].append(g["unknown_share"])
-    self.step_log[-1]["logprob_gap"] = g
+    for k in ('mean', 'max'):
+        self._metrics['train'][f'tbt/logprob_gap/{k}'].append(g[k])
+    self._metrics['train']['tbt/logprob_unknown_share'].append(g['unknown_share'])
+    self.step_log[-1]['logprob_gap'] = g
     truncated = a.top_p < 1.0 or bool(a.top_k)
     # untruncated, the two must agree; truncated, the sampler gives a kept token at least the trainer's probability,
     # never certainty to a token the trainer gives less than half its mass (unless it keeps one token only)
-    bad = g["excess"] if truncated else g["mean"]
-    certain = truncated and a.top_k != 1 and g["certain_share"] > 0.5
+    bad = g['excess'] if truncated else g['mean']
+    certain = truncated and a.top_k != 1 and g['certain_share'] > 0.5
     what = (
         f"the sampled tokens' recorded logprobs differ from those the trained model gives them by {g['mean']:.3g} "
-        "nats on average "
-        f"(max {g['max']:.3g}"
+        'nats on average '
+        f'(max {g["max"]:.3g}'
         + (
-            f"; {g['excess']:.3g} beyond what top_p={a.top_p}, top_k={a.top_k} explain; "
-            f"{g['certain_share']:.0%} of its unlikely tokens recorded as certain"
+            f'; {g["excess"]:.3g} beyond what top_p={a.top_p}, top_k={a.top_k} explain; '
+            f'{g["certain_share"]:.0%} of its unlikely tokens recorded as certain'
             if truncated
-            else ""
+            else ''
         )
-        + f"; max_logprob_gap={a.max_logprob_gap})"
+        + f'; max_logprob_gap={a.max_logprob_gap})'
     )
     if a.max_logprob_gap is None or not (bad > a.max_logprob_gap or certain):
         pass
     elif self.policy is None:  # the sampler is meant to be the model being trained: it is not
         raise RuntimeError(
-            f"step {step}: {what}: the sampler is not the model being trained (a policy recording 0.0, stale or "
-            "other weights on the server, another chat template or temperature); "
-            "set max_logprob_gap: null to train anyway"
+            f'step {step}: {what}: the sampler is not the model being trained (a policy recording 0.0, stale or '
+            'other weights on the server, another chat template or temperature); '
+            'set max_logprob_gap: null to train anyway'
         )
-    elif not getattr(self, "_gap_said", False) and self.accelerator.is_main_process:
+    elif not getattr(self, '_gap_said', False) and self.accelerator.is_main_process:
         self._gap_said = True
         logger.warning(
-            f"step {step}: {what}: policy {self.policy.policy_id!r} is not the model being trained, "
-            "so its episodes are "
+            f'step {step}: {what}: policy {self.policy.policy_id!r} is not the model being trained, '
+            'so its episodes are '
             "off-policy and its logprobs are not the sampler's of this model"
         )
-    if g["unknown_share"] > 0 and self.policy is None and (a.top_p < 1.0 or a.top_k):
+    if g['unknown_share'] > 0 and self.policy is None and (a.top_p < 1.0 or a.top_k):
         raise RuntimeError(
-            f"step {step}: {g['unknown_share']:.1%} of the sampled tokens have no recorded logprob, so the "
-            f"importance-sampling correction of top_p={a.top_p}, top_k={a.top_k} cannot apply to them"
+            f'step {step}: {g["unknown_share"]:.1%} of the sampled tokens have no recorded logprob, so the '
+            f'importance-sampling correction of top_p={a.top_p}, top_k={a.top_k} cannot apply to them'
         )
 
 # %% ../nbs/10_grpo.ipynb #tr061
 @patch
-def _generate_and_score_completions(self:TBTTrainer, inputs):
+def _generate_and_score_completions(self: TBTTrainer, inputs):
     "A training step's batch (steps 1-5 above): sample and choose the groups, score them with TRL, check, decide."
-    if not self.model.training: return super(TBTTrainer, self)._generate_and_score_completions(inputs)  # evaluation
+    if not self.model.training:
+        return super(TBTTrainer, self)._generate_and_score_completions(inputs)  # evaluation
     rows = self._sample_step(self._step_prompts(inputs))
     out = self._score(rows)
     self._check_logprobs(out)
     self._skip = self._no_signal(out)
     return out
 
+
 @patch
-def _no_signal(self:TBTTrainer, out:dict) -> bool:
+def _no_signal(self: TBTTrainer, out: dict) -> bool:
     "True when no row with loss tokens has a non-zero advantage on any process (an all-reduce): the step is skipped."
     mask = out['completion_mask'] * out['tool_mask'] if 'tool_mask' in out else out['completion_mask']
     signal = (out['advantages'].abs() * (mask.sum(1) > 0)).sum()
@@ -1120,7 +1540,7 @@ def _no_signal(self:TBTTrainer, out:dict) -> bool:
 
 # %% ../nbs/10_grpo.ipynb #tr071
 @patch
-def _prepare_inputs(self:TBTTrainer, generation_batch):
+def _prepare_inputs(self: TBTTrainer, generation_batch):
     "This micro-step's micro-batch: on a step's first, the step's batch (`_generate_and_score_completions`), by length."
     if isinstance(generation_batch, dict) and 'advantages' in generation_batch:
         return generation_batch  # already prepared (see training_step)
@@ -1133,34 +1553,43 @@ def _prepare_inputs(self:TBTTrainer, generation_batch):
 
 # %% ../nbs/10_grpo.ipynb #tr081
 @patch
-def training_step(self:TBTTrainer, model, inputs, num_items_in_batch=None):
+def training_step(self: TBTTrainer, model, inputs, num_items_in_batch=None):
     model.train()  # before generation, which tells training from evaluation by it (from_pretrained gives eval mode)
     inputs = self._prepare_inputs(inputs)  # the step's episodes are generated here, on its first micro-step
-    if not self._skip: return super(TBTTrainer, self).training_step(model, inputs, num_items_in_batch)
+    if not self._skip:
+        return super(TBTTrainer, self).training_step(model, inputs, num_items_in_batch)
     self._step += 1  # what TRL's training_step counts
     model.zero_grad(set_to_none=True)  # no gradient at all: AdamW skips every parameter
     return torch.zeros((), device=self.accelerator.device)
 
 # %% ../nbs/10_grpo.ipynb #tr090
 @patch
-def tbt_state(self:TBTTrainer) -> dict:
+def tbt_state(self: TBTTrainer) -> dict:
     "What this trainer keeps beyond TRL's state: its records, and the pool when `set_pool` replaced it."
     swapped = self._pool_since is not None
-    return {'global_step': self.state.global_step, 'step_log': self.step_log, 'sync_log': self.sync_log,
-            'pool_log': self.pool_log, 'pool_since': self._pool_since, 'pool_uids': list(self.pool),
-            'pool': [json.loads(t.model_dump_json()) for t in self.pool.values()] if swapped else None}
+    return {
+        'global_step': self.state.global_step,
+        'step_log': self.step_log,
+        'sync_log': self.sync_log,
+        'pool_log': self.pool_log,
+        'pool_since': self._pool_since,
+        'pool_uids': list(self.pool),
+        'pool': [json.loads(t.model_dump_json()) for t in self.pool.values()] if swapped else None,
+    }
+
 
 @patch
-def _save_checkpoint(self:TBTTrainer, model, trial):
+def _save_checkpoint(self: TBTTrainer, model, trial):
     super(TBTTrainer, self)._save_checkpoint(model, trial)  # weights, tokenizer, optimizer, scheduler, RNG, state
     if self.args.should_save:
         d = Path(self._get_output_dir(trial=trial)) / f'{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}'
         tmp = d / f'{TBT_STATE}.tmp'
         tmp.write_text(json.dumps(self.tbt_state(), default=str) + '\n')
-        os.replace(tmp, d / TBT_STATE)   # whole or absent, never cut
+        os.replace(tmp, d / TBT_STATE)  # whole or absent, never cut
+
 
 @patch
-def load_tbt_state(self:TBTTrainer, checkpoint:str):
+def load_tbt_state(self: TBTTrainer, checkpoint: str):
     "Restore what `tbt_state` saved in `checkpoint` (records, pool, TRL's micro-step count)."
     path = Path(checkpoint) / TBT_STATE
     if not path.exists():
@@ -1170,38 +1599,55 @@ def load_tbt_state(self:TBTTrainer, checkpoint:str):
     if s['pool_since'] is not None:
         self._set_pool([Task.model_validate(t) for t in s['pool']], s['pool_since'])
     elif s['pool_uids'] != list(self.pool):
-        raise ValueError(f"{checkpoint} was trained on another pool ({len(s['pool_uids'])} tasks, this trainer has "
-                         f'{len(self.pool)}): resume with the pool it was trained on')
+        raise ValueError(
+            f'{checkpoint} was trained on another pool ({len(s["pool_uids"])} tasks, this trainer has '
+            f'{len(self.pool)}): resume with the pool it was trained on'
+        )
     self.step_log, self.sync_log, self.pool_log = s['step_log'], s['sync_log'], s['pool_log']
     self._step = s['global_step'] * self.args.gradient_accumulation_steps  # TRL's micro-step counter
 
 # %% ../nbs/10_grpo.ipynb #rs001
-class ConfigError(ValueError): "A recipe or an option a run cannot start with: one line that names the file and key."
+class ConfigError(ValueError):
+    "A recipe or an option a run cannot start with: one line that names the file and key."
 
-def checkpoint_problem(d) -> str|None:
+
+def checkpoint_problem(d) -> str | None:
     "What a checkpoint folder lacks to be resumed from (a save cut short), or None when it is complete."
     for name in (TRAINER_STATE_NAME, TBT_STATE):
         f = Path(d) / name
-        if not f.is_file(): return f'no {name}'
-        try: s = json.loads(f.read_text())
-        except (ValueError, UnicodeDecodeError): return f'{name} cut short'
-        if not isinstance(s, dict) or 'global_step' not in s: return f'{name} cut short'
+        if not f.is_file():
+            return f'no {name}'
+        try:
+            s = json.loads(f.read_text())
+        except (ValueError, UnicodeDecodeError):
+            return f'{name} cut short'
+        if not isinstance(s, dict) or 'global_step' not in s:
+            return f'{name} cut short'
     return None
 
-def _steps(folder:Path) -> dict:
-    "step -> checkpoint-<step> folder in `folder`."
-    return {int(m.group(1)): p for p in folder.glob(f'{PREFIX_CHECKPOINT_DIR}-*')
-            if p.is_dir() and (m := re.fullmatch(rf'{PREFIX_CHECKPOINT_DIR}-(\d+)', p.name))}
 
-def resume_checkpoint(resume, # resume_from_checkpoint: a checkpoint folder, or True / 'true': the last in output_dir
-                      output_dir:str,
-                     ) -> str|None:
+def _steps(folder: Path) -> dict:
+    "step -> checkpoint-<step> folder in `folder`."
+    return {
+        int(m.group(1)): p
+        for p in folder.glob(f'{PREFIX_CHECKPOINT_DIR}-*')
+        if p.is_dir() and (m := re.fullmatch(rf'{PREFIX_CHECKPOINT_DIR}-(\d+)', p.name))
+    }
+
+
+def resume_checkpoint(
+    resume,  # resume_from_checkpoint: a checkpoint folder, or True / 'true': the last in output_dir
+    output_dir: str,
+) -> str | None:
     "The complete checkpoint a run resumes from: `resume`, or the last before it when a save cut it short (said)."
-    if not resume or str(resume).lower() == 'false': return None
-    if resume is True or str(resume).lower() == 'true': folder, steps = Path(output_dir), _steps(Path(output_dir))
-    else:   # a named checkpoint-<n>, else the earlier ones beside it; a folder of another name: that one
+    if not resume or str(resume).lower() == 'false':
+        return None
+    if resume is True or str(resume).lower() == 'true':
+        folder, steps = Path(output_dir), _steps(Path(output_dir))
+    else:  # a named checkpoint-<n>, else the earlier ones beside it; a folder of another name: that one
         r = Path(resume)
-        if not r.is_dir(): raise ConfigError(f'resume_from_checkpoint={resume}: no such folder')
+        if not r.is_dir():
+            raise ConfigError(f'resume_from_checkpoint={resume}: no such folder')
         m = re.fullmatch(rf'{PREFIX_CHECKPOINT_DIR}-(\d+)', r.name)
         folder, steps = r.parent, {n: p for n, p in _steps(r.parent).items() if n <= int(m.group(1))} if m else {0: r}
     skipped = []
@@ -1213,78 +1659,99 @@ def resume_checkpoint(resume, # resume_from_checkpoint: a checkpoint folder, or 
             return str(steps[n])
         skipped.append((steps[n], why))
     what = '; '.join(f'{d.name}: {w}' for d, w in skipped)
-    raise ConfigError(f'resume_from_checkpoint={resume}: no complete checkpoint in {folder}'
-                      + (f' ({what})' if what else ''))
+    raise ConfigError(
+        f'resume_from_checkpoint={resume}: no complete checkpoint in {folder}' + (f' ({what})' if what else '')
+    )
 
-class _Finished(Exception): "A resumed run whose checkpoint is already at max_steps."
+
+class _Finished(Exception):
+    "A resumed run whose checkpoint is already at max_steps."
+
 
 class StopWhenFinished(TrainerCallback):
     "Ends `train` before its first step when the state it resumed is at `max_steps` (TRL's loop would train one more)."
+
     def on_train_begin(self, args, state, control, **kw):
-        if 0 < state.max_steps <= state.global_step: raise _Finished()
+        if 0 < state.max_steps <= state.global_step:
+            raise _Finished()
+
 
 @patch
-def train(self:TBTTrainer, resume_from_checkpoint=None, **kwargs):
+def train(self: TBTTrainer, resume_from_checkpoint=None, **kwargs):
     "TRL's `train` from the last complete checkpoint (`resume_checkpoint`) with our state; a finished run trains none."
     ckpt = resume_checkpoint(resume_from_checkpoint, self.args.output_dir)
-    if ckpt: self.load_tbt_state(ckpt)
+    if ckpt:
+        self.load_tbt_state(ckpt)
     if not any(isinstance(c, StopWhenFinished) for c in self.callback_handler.callbacks):
         self.add_callback(StopWhenFinished)
     if self.args.episode_budget and not any(isinstance(c, EpisodeBudget) for c in self.callback_handler.callbacks):
         self.add_callback(EpisodeBudget(self))
-    try: return super(TBTTrainer, self).train(resume_from_checkpoint=ckpt, **kwargs)
+    try:
+        return super(TBTTrainer, self).train(resume_from_checkpoint=ckpt, **kwargs)
     except _Finished:
-        logger.warning(f'{ckpt} is step {self.state.global_step} of max_steps={self.state.max_steps}: the run is '
-                       'finished; no step trained')
+        logger.warning(
+            f'{ckpt} is step {self.state.global_step} of max_steps={self.state.max_steps}: the run is '
+            'finished; no step trained'
+        )
         return TrainOutput(self.state.global_step, math.nan, {})
 
 # %% ../nbs/10_grpo.ipynb #tr100
 @patch
-def set_pool(self:TBTTrainer,
-             tasks:list, # the new pool (train-split tasks, at least groups_per_step of them)
-             probe_episodes:int=0, # episodes spent choosing it (a re-probe), counted in `episodes_used`
-            ):
+def set_pool(
+    self: TBTTrainer,
+    tasks: list,  # the new pool (train-split tasks, at least groups_per_step of them)
+    probe_episodes: int = 0,  # episodes spent choosing it (a re-probe), counted in `episodes_used`
+):
     "Draw the groups of every step from `tasks`, from the next step on (also before `train`)."
     self._set_pool(tasks, self.state.global_step)
-    self.pool_log.append({'step': self.state.global_step, 'pool': list(self.pool),
-                          'probe_episodes': int(probe_episodes)})
+    self.pool_log.append(
+        {'step': self.state.global_step, 'pool': list(self.pool), 'probe_episodes': int(probe_episodes)}
+    )
+
 
 @patch
-def _set_pool(self:TBTTrainer, tasks:list, since:int):
+def _set_pool(self: TBTTrainer, tasks: list, since: int):
     pool = {t.uid: with_budgets(t, self.args) for t in tasks}
     bench = [u for u, t in pool.items() if t.split == 'bench']
-    if bench: raise ValueError(f'{len(bench)} bench task(s) in the new pool, e.g. {bench[:3]}: never trained on')
+    if bench:
+        raise ValueError(f'{len(bench)} bench task(s) in the new pool, e.g. {bench[:3]}: never trained on')
     if len(pool) < self.args.groups_per_step:
         raise ValueError(f"a pool of {len(pool)} tasks cannot fill a step's {self.args.groups_per_step} groups")
     self.pool, self._pool_since = pool, since
 
+
 @patch
-def _pool_prompts(self:TBTTrainer, n_local:int) -> list:
+def _pool_prompts(self: TBTTrainer, n_local: int) -> list:
     "This process's prompts of a step drawn from a `set_pool` pool: seeded permutations of it, epoch by epoch."
     a, G, uids = self.args, self.num_generations, list(self.pool)
     per_epoch = len(uids) // a.groups_per_step * a.groups_per_step  # a step's groups never straddle two epochs
     first = (self.state.global_step - self._pool_since) * a.groups_per_step  # groups drawn from this pool so far
     epoch = first // per_epoch
     order = random.Random(f'{a.seed}/pool@{self._pool_since}/{epoch}').sample(uids, len(uids))
-    chosen = order[first % per_epoch:first % per_epoch + a.groups_per_step]
+    chosen = order[first % per_epoch : first % per_epoch + a.groups_per_step]
     every = [task_prompt(u) for u in chosen for _ in range(G)]
     rank = self.accelerator.process_index
-    return every[rank * n_local:(rank + 1) * n_local]
+    return every[rank * n_local : (rank + 1) * n_local]
+
 
 @patch(as_prop=True)
-def training_episodes(self:TBTTrainer) -> int:
+def training_episodes(self: TBTTrainer) -> int:
     "Episodes the training steps generated so far: every round and group, dropped ones too."
     return sum(len(g) for rec in self.step_log for g in rec['groups'])
 
+
 @patch(as_prop=True)
-def episodes_used(self:TBTTrainer) -> int:
+def episodes_used(self: TBTTrainer) -> int:
     "The run's episode budget so far: training episodes plus those spent choosing pools (`set_pool`)."
     return self.training_episodes + sum(p['probe_episodes'] for p in self.pool_log)
 
 # %% ../nbs/10_grpo.ipynb #pk10
 class EpisodeBudget(TrainerCallback):
     "Stop training once the next step could pass `episode_budget` (a step generates at least its groups' episodes)."
-    def __init__(self, trainer:TBTTrainer): self.trainer = trainer
+
+    def __init__(self, trainer: TBTTrainer):
+        self.trainer = trainer
+
     def on_step_end(self, args, state, control, **kw):
         if self.trainer.training_episodes + args.groups_per_step * args.group_size > args.episode_budget:
             control.should_training_stop = True
@@ -1293,39 +1760,55 @@ class EpisodeBudget(TrainerCallback):
 @dataclass(frozen=True)
 class MemoryPlan:
     "Estimated peak bytes of one GPU during one micro-batch's forward and backward, by part (`total`: their sum)."
-    tokens: int; weights: int; gradients: int; optimizer: int; activations: int; logits: int
-    @property
-    def total(self) -> int: return self.weights + self.gradients + self.optimizer + self.activations + self.logits
-    def __str__(self):
-        def gb(b): return f'{b / 2**30:.1f}'
-        return (f'{self.tokens} tokens: {gb(self.total)} GiB (weights {gb(self.weights)}, gradients '
-                f'{gb(self.gradients)}, optimizer {gb(self.optimizer)}, activations {gb(self.activations)}, '
-                f'logits {gb(self.logits)})')
 
-def memory_plan(cfg, # a transformers config of a Qwen3-shaped model (hidden_size, num_hidden_layers, ...)
-                tokens:int, # one episode, prompt and completion: a micro-batch of one
-                processes:int=1, # ZeRO-3 shards weights, gradients and optimizer over this many GPUs (1: no ZeRO)
-                offload:bool=False, # ZeRO-3 offload of parameters and optimizer to CPU memory
-                lora_rank:int=0, # 0: every parameter trains; else LoRA adapters of this rank
-                lora_targets:tuple=('q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'),
-                checkpointing:bool=True, # gradient checkpointing
-                dtype_bytes:int=2, # bf16 weights and activations (4: float32, as on a CPU)
-               ) -> MemoryPlan:
+    tokens: int
+    weights: int
+    gradients: int
+    optimizer: int
+    activations: int
+    logits: int
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.gradients + self.optimizer + self.activations + self.logits
+
+    def __str__(self):
+        def gb(b):
+            return f'{b / 2**30:.1f}'
+
+        return (
+            f'{self.tokens} tokens: {gb(self.total)} GiB (weights {gb(self.weights)}, gradients '
+            f'{gb(self.gradients)}, optimizer {gb(self.optimizer)}, activations {gb(self.activations)}, '
+            f'logits {gb(self.logits)})'
+        )
+
+
+def memory_plan(
+    cfg,  # a transformers config of a Qwen3-shaped model (hidden_size, num_hidden_layers, ...)
+    tokens: int,  # one episode, prompt and completion: a micro-batch of one
+    processes: int = 1,  # ZeRO-3 shards weights, gradients and optimizer over this many GPUs (1: no ZeRO)
+    offload: bool = False,  # ZeRO-3 offload of parameters and optimizer to CPU memory
+    lora_rank: int = 0,  # 0: every parameter trains; else LoRA adapters of this rank
+    lora_targets: tuple = ('q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'),
+    checkpointing: bool = True,  # gradient checkpointing
+    dtype_bytes: int = 2,  # bf16 weights and activations (4: float32, as on a CPU)
+) -> MemoryPlan:
     "Peak memory of one GPU for one episode's forward and backward, the optimizer's states resident."
     h, L, I, V = cfg.hidden_size, cfg.num_hidden_layers, cfg.intermediate_size, cfg.vocab_size
     hd = getattr(cfg, 'head_dim', None) or h // cfg.num_attention_heads
     q, kv = cfg.num_attention_heads * hd, cfg.num_key_value_heads * hd
-    shapes = dict(q_proj=(h, q), k_proj=(h, kv), v_proj=(h, kv), o_proj=(q, h), gate_proj=(h, I), up_proj=(h, I),
-                  down_proj=(I, h))
+    shapes = dict(
+        q_proj=(h, q), k_proj=(h, kv), v_proj=(h, kv), o_proj=(q, h), gate_proj=(h, I), up_proj=(h, I), down_proj=(I, h)
+    )
     layer = sum(a * b for a, b in shapes.values())
     head = V * h * (1 if getattr(cfg, 'tie_word_embeddings', False) else 2)
     P, w = L * layer + head, dtype_bytes
-    if lora_rank:   # the frozen base whole; float32 adapters: weight, gradient, AdamW's m and v
+    if lora_rank:  # the frozen base whole; float32 adapters: weight, gradient, AdamW's m and v
         A = L * lora_rank * sum(sum(shapes[t]) for t in lora_targets)
         weights, grads, opt = P * w + A * 4, A * 4, A * 8
     elif processes == 1 and not offload:
-        weights, grads, opt = P * w, P * w, P * (8 if w == 4 else 12)   # under bf16 an fp32 master copy too
-    else:           # ZeRO-3
+        weights, grads, opt = P * w, P * w, P * (8 if w == 4 else 12)  # under bf16 an fp32 master copy too
+    else:  # ZeRO-3
         live = (2 * layer + head) * w
         weights = live + (0 if offload else P * w // processes)
         grads = (layer + head) * w + (0 if offload else P * w // processes)
@@ -1335,7 +1818,8 @@ def memory_plan(cfg, # a transformers config of a Qwen3-shaped model (hidden_siz
     acts = L * tokens * h * w + 2 * per_layer if checkpointing else L * per_layer
     return MemoryPlan(tokens, weights, grads, opt, acts, tokens * V * (w + 4 + 4))
 
-def max_fitting_tokens(cfg, gpu_bytes:int, **kw) -> int:
+
+def max_fitting_tokens(cfg, gpu_bytes: int, **kw) -> int:
     "The longest episode (a multiple of 256 tokens) whose `memory_plan(cfg, tokens, **kw)` fits `gpu_bytes`; 0: none."
     lo, hi = 0, 1 << 24
     while hi - lo > 256:
@@ -1344,51 +1828,77 @@ def max_fitting_tokens(cfg, gpu_bytes:int, **kw) -> int:
     return lo
 
 # %% ../nbs/10_grpo.ipynb #mp007
-def lora_config(args:TBTConfig):
+def lora_config(args: TBTConfig):
     "TRL's `peft_config` for `args.lora_rank` (None: every parameter trains)."
-    if not args.lora_rank: return None
+    if not args.lora_rank:
+        return None
     from peft import LoraConfig
-    return LoraConfig(r=args.lora_rank, lora_alpha=args.lora_alpha, target_modules=list(args.lora_target_modules),
-                      lora_dropout=0.0, task_type='CAUSAL_LM')
 
-def check_memory(args:TBTConfig) -> str|None:
+    return LoraConfig(
+        r=args.lora_rank,
+        lora_alpha=args.lora_alpha,
+        target_modules=list(args.lora_target_modules),
+        lora_dropout=0.0,
+        task_type='CAUSAL_LM',
+    )
+
+
+def check_memory(args: TBTConfig) -> str | None:
     "A line with the memory plan at `max_episode_tokens`, or a ConfigError when it does not fit `gpu_memory_gb`."
     gb = args.gpu_memory_gb
-    if gb is None and torch.cuda.is_available(): gb = torch.cuda.get_device_properties(0).total_memory / 2**30
-    if gb is None: return None
+    if gb is None and torch.cuda.is_available():
+        gb = torch.cuda.get_device_properties(0).total_memory / 2**30
+    if gb is None:
+        return None
     from transformers import AutoConfig
-    try: cfg = AutoConfig.from_pretrained(args.policy_model)
-    except Exception: return f'memory: not checked ({args.policy_model}: no config.json here)'
+
+    try:
+        cfg = AutoConfig.from_pretrained(args.policy_model)
+    except Exception:
+        return f'memory: not checked ({args.policy_model}: no config.json here)'
     zero = int(os.environ.get('ACCELERATE_DEEPSPEED_ZERO_STAGE', '3' if args.num_processes > 1 else '0')) == 3
-    kw = dict(processes=args.num_processes if zero else 1, lora_rank=args.lora_rank,
-              lora_targets=tuple(args.lora_target_modules), checkpointing=bool(args.gradient_checkpointing),
-              offload=zero and os.environ.get('ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE', 'cpu') == 'cpu',
-              dtype_bytes=2 if args.bf16 or args.fp16 else 4)
+    kw = dict(
+        processes=args.num_processes if zero else 1,
+        lora_rank=args.lora_rank,
+        lora_targets=tuple(args.lora_target_modules),
+        checkpointing=bool(args.gradient_checkpointing),
+        offload=zero and os.environ.get('ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE', 'cpu') == 'cpu',
+        dtype_bytes=2 if args.bf16 or args.fp16 else 4,
+    )
     p = memory_plan(cfg, args.max_episode_tokens * args.per_device_train_batch_size, **kw)
     if p.total > gb * 2**30:
         fit = max_fitting_tokens(cfg, int(gb * 2**30), **kw) // args.per_device_train_batch_size
-        raise ConfigError(f'max_episode_tokens={args.max_episode_tokens}: the memory plan needs '
-                          f'{p.total / 2**30:.0f} GiB a GPU, over gpu_memory_gb={gb:.0f} (no sequence parallelism; '
-                          f'at most {fit} tokens fit)')
+        raise ConfigError(
+            f'max_episode_tokens={args.max_episode_tokens}: the memory plan needs '
+            f'{p.total / 2**30:.0f} GiB a GPU, over gpu_memory_gb={gb:.0f} (no sequence parallelism; '
+            f'at most {fit} tokens fit)'
+        )
     return f'memory: plan {p} of {gb:.0f} GiB a GPU'
-
 
 # %% ../nbs/10_grpo.ipynb #rc001
 class _Parser(TrlParser):
-    def error(self, message): raise ConfigError(f'command line: {message}')   # argparse would print its usage and exit
+    def error(self, message):
+        raise ConfigError(f'command line: {message}')  # argparse would print its usage and exit
 
-def _nullable(f) -> bool: return f.default is None or 'None' in str(f.type) or 'Optional' in str(f.type)
 
-def _check_value(action, v) -> str|None:
+def _nullable(f) -> bool:
+    return f.default is None or 'None' in str(f.type) or 'Optional' in str(f.type)
+
+
+def _check_value(action, v) -> str | None:
     "Why `v` (a YAML value) cannot be the value of `action`'s field; None if it can."
     many = action.nargs in ('+', '*')
-    if many and not isinstance(v, list): return f'expects a list, got {v!r}'
-    for x in (v if many else [v]):
+    if many and not isinstance(v, list):
+        return f'expects a list, got {v!r}'
+    for x in v if many else [v]:
         if isinstance(x, (dict, list)):
-            if action.type in (int, float, string_to_bool): return f'expects one value, got {x!r}'
+            if action.type in (int, float, string_to_bool):
+                return f'expects one value, got {x!r}'
             continue
-        if action.type is None: continue
-        try: got = action.type(x if isinstance(x, str) else str(x).lower() if isinstance(x, bool) else str(x))
+        if action.type is None:
+            continue
+        try:
+            got = action.type(x if isinstance(x, str) else str(x).lower() if isinstance(x, bool) else str(x))
         except (ValueError, TypeError, argparse.ArgumentTypeError):
             kind = getattr(action.type, '__name__', 'value')
             return f'{x!r} is not a{"n" if kind[0] in "aeiou" else ""} {kind}'.replace('string_to_bool', 'bool')
@@ -1396,107 +1906,196 @@ def _check_value(action, v) -> str|None:
             return f'{x!r} is not one of {", ".join(map(str, action.choices))}'
     return None
 
-def check_recipe(path:str) -> dict:
+
+def check_recipe(path: str) -> dict:
     "The recipe at `path` (YAML), its keys and values checked against TBTConfig's fields; a ConfigError if not."
     import difflib, yaml
-    try: config = yaml.safe_load(Path(path).read_text())
-    except OSError as e: raise ConfigError(f'{path}: cannot read the recipe ({e.strerror})') from None
-    except yaml.YAMLError as e: raise ConfigError(f'{path}: not YAML ({str(e).splitlines()[0]})') from None
-    if not isinstance(config, dict): raise ConfigError(f'{path}: a recipe is a YAML mapping of key: value')
+
+    try:
+        config = yaml.safe_load(Path(path).read_text())
+    except OSError as e:
+        raise ConfigError(f'{path}: cannot read the recipe ({e.strerror})') from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f'{path}: not YAML ({str(e).splitlines()[0]})') from None
+    if not isinstance(config, dict):
+        raise ConfigError(f'{path}: a recipe is a YAML mapping of key: value')
     actions = {a.dest: a for a in _Parser([TBTConfig])._actions}
     fields = {f.name: f for f in dataclasses.fields(TBTConfig)}
     for k, v in config.items():
-        if k == 'env': continue
+        if k == 'env':
+            continue
         if k not in fields:
             near = difflib.get_close_matches(str(k), list(fields), n=1)
             raise ConfigError(f'{path}: unknown key {k!r}' + (f' (did you mean {near[0]!r}?)' if near else ''))
-        why = ('null is not allowed' if not _nullable(fields[k]) else None) if v is None else (
-            _check_value(actions[k], v) if k in actions else None)
-        if why: raise ConfigError(f'{path}: {k}: {why}')
+        why = (
+            ('null is not allowed' if not _nullable(fields[k]) else None)
+            if v is None
+            else (_check_value(actions[k], v) if k in actions else None)
+        )
+        if why:
+            raise ConfigError(f'{path}: {k}: {why}')
     return config
 
-def parse_config(argv:list=None) -> TBTConfig:
+
+def parse_config(argv: list = None) -> TBTConfig:
     "The run's TBTConfig from `--config recipe.yaml` and command-line overrides; a one-line ConfigError if bad."
     argv = list(sys.argv[1:] if argv is None else argv)
     src = 'command line'
     if '--config' in argv:
         i = argv.index('--config')
-        if i + 1 >= len(argv): raise ConfigError('command line: --config needs a recipe file')
+        if i + 1 >= len(argv):
+            raise ConfigError('command line: --config needs a recipe file')
         check_recipe(argv[i + 1])
         src = argv[i + 1] + (' with the command line' if len(argv) > 2 else '')
-    try: (args,) = _Parser([TBTConfig]).parse_args_and_config(argv)
-    except ConfigError: raise
-    except (ValueError, TypeError) as e: raise ConfigError(f'{src}: {str(e).splitlines()[0]}') from None
+    try:
+        (args,) = _Parser([TBTConfig]).parse_args_and_config(argv)
+    except ConfigError:
+        raise
+    except (ValueError, TypeError) as e:
+        raise ConfigError(f'{src}: {str(e).splitlines()[0]}') from None
     return args
 
 # %% ../nbs/10_grpo.ipynb #c055
-_SHOWN = ('policy_model', 'task_files', 'pool_file', 'bench_file',
-          'groups_per_step', 'group_size', 'max_refill_rounds',
-          'max_turns', 'max_tokens_per_turn', 'max_episode_tokens', 'tool_timeout_s',
-          'user', 'user_base_url', 'judge', 'judge_base_url', 'temperature', 'top_p', 'top_k',
-          'learning_rate', 'lr_scheduler_type', 'weight_decay', 'max_grad_norm', 'epsilon', 'epsilon_high', 'beta',
-          'loss_type', 'scale_rewards', 'max_steps', 'num_processes', 'per_device_train_batch_size',
-          'gradient_accumulation_steps', 'generation_batch_size', 'steps_per_generation',
-          'bf16', 'gradient_checkpointing', 'use_vllm', 'save_strategy', 'save_steps', 'resume_from_checkpoint',
-          'output_dir', 'report_to', 'seed')
+_SHOWN = (
+    'policy_model',
+    'task_files',
+    'pool_file',
+    'bench_file',
+    'groups_per_step',
+    'group_size',
+    'max_refill_rounds',
+    'max_turns',
+    'max_tokens_per_turn',
+    'max_episode_tokens',
+    'tool_timeout_s',
+    'user',
+    'user_base_url',
+    'judge',
+    'judge_base_url',
+    'temperature',
+    'top_p',
+    'top_k',
+    'learning_rate',
+    'lr_scheduler_type',
+    'weight_decay',
+    'max_grad_norm',
+    'epsilon',
+    'epsilon_high',
+    'beta',
+    'loss_type',
+    'scale_rewards',
+    'max_steps',
+    'num_processes',
+    'per_device_train_batch_size',
+    'gradient_accumulation_steps',
+    'generation_batch_size',
+    'steps_per_generation',
+    'bf16',
+    'gradient_checkpointing',
+    'use_vllm',
+    'save_strategy',
+    'save_steps',
+    'resume_from_checkpoint',
+    'output_dir',
+    'report_to',
+    'seed',
+)
 
-def describe(args:TBTConfig) -> str:
+
+def describe(args: TBTConfig) -> str:
     "The resolved configuration that matters to a run, and its batch arithmetic."
-    def show(v): return repr(getattr(v, 'value', v))  # enums (lr_scheduler_type) by their value
+
+    def show(v):
+        return repr(getattr(v, 'value', v))  # enums (lr_scheduler_type) by their value
+
     lines = [f'{k}: {show(getattr(args, k))}' for k in _SHOWN]
-    eff = (f'effective episode budgets: {args.max_turns} turns, {args.max_tokens_per_turn} tokens a turn, '
-           f"{args.max_episode_tokens} tokens an episode, for every task (in place of each task's own limits)")
+    eff = (
+        f'effective episode budgets: {args.max_turns} turns, {args.max_tokens_per_turn} tokens a turn, '
+        f"{args.max_episode_tokens} tokens an episode, for every task (in place of each task's own limits)"
+    )
     if args.advantage == 'passk':
         end = args.passk_k if args.passk_k_end is None else args.passk_k_end
-        lines.append(f"advantage: 'passk', k = {args.passk_k}" + (f' -> {end} over the steps' if end != args.passk_k
-                                                                  else ' throughout'))
-    if args.lora_rank: lines.append(f'LoRA: rank {args.lora_rank}, alpha {args.lora_alpha}, on '
-                                    f'{", ".join(args.lora_target_modules)} (the base frozen)')
+        lines.append(
+            f"advantage: 'passk', k = {args.passk_k}"
+            + (f' -> {end} over the steps' if end != args.passk_k else ' throughout')
+        )
+    if args.lora_rank:
+        lines.append(
+            f'LoRA: rank {args.lora_rank}, alpha {args.lora_alpha}, on '
+            f'{", ".join(args.lora_target_modules)} (the base frozen)'
+        )
     return '\n'.join(lines + [f'batch: {args.plan}', eff])
 
-def report_callbacks(args:TBTConfig) -> list:
+
+def report_callbacks(args: TBTConfig) -> list:
     "The logging callbacks `report_to` names, built as the trainer builds them: a missing package is a clear error now."
     from transformers.integrations import get_reporting_integration_callbacks
+
     out = []
     for cb in get_reporting_integration_callbacks(args.report_to):
-        try: out.append(cb())
+        try:
+            out.append(cb())
         except Exception as e:
-            raise RuntimeError(f'report_to={args.report_to}: {cb.__name__} cannot start ({e}); install the train extra '
-                               '(pip install -e ".[train]": Trackio, W&B, TensorBoard; TensorBoard is also in '
-                               'pip install -e ".[gpu]") or set report_to: none') from e
+            raise RuntimeError(
+                f'report_to={args.report_to}: {cb.__name__} cannot start ({e}); install the train extra '
+                '(pip install -e ".[train]": Trackio, W&B, TensorBoard; TensorBoard is also in '
+                'pip install -e ".[gpu]") or set report_to: none'
+            ) from e
     return out
 
-def main(argv:list=None) -> int:
+
+def main(argv: list = None) -> int:
     "Train with GRPO on database-state rewards (`scripts/train.py`): --config recipe.yaml [overrides] [--dry-run]."
-    args = parse_config(argv)   # a ConfigError (one line) for a bad recipe or option
-    say = print if int(os.environ.get('RANK', '0')) == 0 else (lambda *a: None)   # once, not once per process
+    args = parse_config(argv)  # a ConfigError (one line) for a bad recipe or option
+    say = print if int(os.environ.get('RANK', '0')) == 0 else (lambda *a: None)  # once, not once per process
     say(describe(args))
-    try: report_callbacks(args)
+    try:
+        report_callbacks(args)
     except RuntimeError as e:
-        if not args.dry_run: raise
-        say(f'error: {e}'); return 1
-    if (line := check_memory(args)): say(line)   # a ConfigError if it cannot fit
-    if args.dry_run:   # the configuration and its arithmetic are checked; the pool too when its files exist already
-        try: pool = load_pool(args)
+        if not args.dry_run:
+            raise
+        say(f'error: {e}')
+        return 1
+    if line := check_memory(args):
+        say(line)  # a ConfigError if it cannot fit
+    if args.dry_run:  # the configuration and its arithmetic are checked; the pool too when its files exist already
+        try:
+            pool = load_pool(args)
         except (OSError, ValueError) as e:
-            say(f'pool: not checked ({str(e).splitlines()[0]} ...)'); return 0
-        say(f'pool: {len(pool)} tasks; their own limits, replaced by the budgets above: '
-            f'{show_budgets(budgets_record(pool))}')
+            say(f'pool: not checked ({str(e).splitlines()[0]} ...)')
+            return 0
+        say(
+            f'pool: {len(pool)} tasks; their own limits, replaced by the budgets above: '
+            f'{show_budgets(budgets_record(pool))}'
+        )
         if len(pool) < args.groups_per_step:
-            say(f'error: fewer pool tasks than groups_per_step={args.groups_per_step}'); return 1
+            say(f'error: fewer pool tasks than groups_per_step={args.groups_per_step}')
+            return 1
         return 0
     pool = load_pool(args)
     say(f'pool: {len(pool)} tasks')
-    if not args.policy_model: raise SystemExit('policy_model is required')
+    if not args.policy_model:
+        raise SystemExit('policy_model is required')
     from transformers import AutoTokenizer
+
     tok = AutoTokenizer.from_pretrained(args.policy_model)
     trainer = TBTTrainer(args.policy_model, args, pool, processing_class=tok, peft_config=lora_config(args))
     trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
     trainer.save_model(args.output_dir)
     if trainer.accelerator.is_main_process:  # what each step sampled, dropped, refilled and skipped, beside the model
-        (Path(args.output_dir)/'training_log.json').write_text(json.dumps(
-            {'steps': trainer.step_log, 'log_history': trainer.state.log_history, 'budgets': run_budgets(args),
-             'pools': trainer.pool_log, 'episodes_used': trainer.episodes_used},
-            indent=1, default=str) + '\n')
+        (Path(args.output_dir) / 'training_log.json').write_text(
+            json.dumps(
+                {
+                    'steps': trainer.step_log,
+                    'log_history': trainer.state.log_history,
+                    'budgets': run_budgets(args),
+                    'pools': trainer.pool_log,
+                    'episodes_used': trainer.episodes_used,
+                },
+                indent=1,
+                default=str,
+            )
+            + '\n'
+        )
     say(f'saved {args.output_dir}')
     return 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json, math, re, warnings
 from dataclasses import dataclass, field
 from transformers import PreTrainedTokenizerFast
+
 # The Jinja environment `apply_chat_template` renders with (same filters, same `{% generation %}` tag), compiled once.
 from transformers.utils.chat_template_utils import _compile_jinja_template
 
@@ -95,193 +96,282 @@ ADDED_TOKENS = ['<think>', '</think>', '<tool_call>', '</tool_call>', '<tool_res
 # GPT-4's split, plus an identifier prefix (`BK-`) as its own piece, never glued to what precedes it, and an
 # identifier's digits split 3, 2, then one at a time: a child id (`OI-753122`, its order `OR-75312` and position 2)
 # spells its parent's digits with its parent's tokens (`753`, `12`) and adds one single-digit token (`2`).
-ID_DIGITS_PATTERN = r"|(?<=[A-Z]-\p{N}{3})\p{N}{1,2}|(?<=[A-Z]-\p{N}{5})\p{N}"
-PRETOKENIZE_PATTERN = (r"[A-Z]+-"
-                       + ID_DIGITS_PATTERN +
-                       r"|(?i:'s|'t|'re|'ve|'m|'ll|'d)"
-                       r"|[^\r\n\p{L}\p{N}]?(?![A-Z]+-)\p{L}+"
-                       r"|\p{N}{1,3}"
-                       r"| ?[^\s\p{L}\p{N}]+[\r\n]*"
-                       r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+ID_DIGITS_PATTERN = r'|(?<=[A-Z]-\p{N}{3})\p{N}{1,2}|(?<=[A-Z]-\p{N}{5})\p{N}'
+PRETOKENIZE_PATTERN = (
+    r'[A-Z]+-' + ID_DIGITS_PATTERN + r"|(?i:'s|'t|'re|'ve|'m|'ll|'d)"
+    r'|[^\r\n\p{L}\p{N}]?(?![A-Z]+-)\p{L}+'
+    r'|\p{N}{1,3}'
+    r'| ?[^\s\p{L}\p{N}]+[\r\n]*'
+    r'|\s*[\r\n]+|\s+(?!\S)|\s+'
+)
 
-def make_tokenizer(texts, # training texts (rendered conversations, tool results, ...)
-                   vocab_size:int=2048, # total vocabulary, special and added tokens included
-                   min_frequency:int=2, # a merge must be seen this often
-                   template:str=None, # chat template to attach; QWEN3_CHAT_TEMPLATE if None
-                  ) -> PreTrainedTokenizerFast:
+
+def make_tokenizer(
+    texts,  # training texts (rendered conversations, tool results, ...)
+    vocab_size: int = 2048,  # total vocabulary, special and added tokens included
+    min_frequency: int = 2,  # a merge must be seen this often
+    template: str = None,  # chat template to attach; QWEN3_CHAT_TEMPLATE if None
+) -> PreTrainedTokenizerFast:
     "Train a small byte-level BPE tokenizer in Qwen3's chat format on `texts`."
     from tokenizers import Tokenizer, Regex, AddedToken, models, pre_tokenizers, decoders, trainers
+
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(PRETOKENIZE_PATTERN), behavior='isolated'),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(PRETOKENIZE_PATTERN), behavior='isolated'),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
     n_base = vocab_size - len(ADDED_TOKENS)
     if n_base < 256 + len(SPECIAL_TOKENS):
-        raise ValueError(f'vocab_size={vocab_size} is below the 256 bytes + '
-                         f'{len(SPECIAL_TOKENS) + len(ADDED_TOKENS)} markers it needs')
-    trainer = trainers.BpeTrainer(vocab_size=n_base, min_frequency=min_frequency, show_progress=False,
-                                  special_tokens=SPECIAL_TOKENS, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        raise ValueError(
+            f'vocab_size={vocab_size} is below the 256 bytes + '
+            f'{len(SPECIAL_TOKENS) + len(ADDED_TOKENS)} markers it needs'
+        )
+    trainer = trainers.BpeTrainer(
+        vocab_size=n_base,
+        min_frequency=min_frequency,
+        show_progress=False,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator(texts, trainer)
     tok.add_tokens([AddedToken(t, normalized=False, special=False) for t in ADDED_TOKENS])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token='<|im_end|>', pad_token='<|endoftext|>',
-                                   chat_template=template or QWEN3_CHAT_TEMPLATE, model_max_length=32768,
-                                   clean_up_tokenization_spaces=False)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token='<|im_end|>',
+        pad_token='<|endoftext|>',
+        chat_template=template or QWEN3_CHAT_TEMPLATE,
+        model_max_length=32768,
+        clean_up_tokenization_spaces=False,
+    )
 
 # %% ../nbs/00_interpret.ipynb #c022
-PARSE_ERROR_KINDS = ('bad_json', 'bad_xml', 'unterminated_call', 'unknown_tool',
-                     'missing_argument', 'bad_argument', 'unknown_argument')
+PARSE_ERROR_KINDS = (
+    'bad_json',
+    'bad_xml',
+    'unterminated_call',
+    'unknown_tool',
+    'missing_argument',
+    'bad_argument',
+    'unknown_argument',
+)
+
 
 @dataclass
 class ParseError:
     "One problem with a tool call in a model's output."
-    kind: str # one of PARSE_ERROR_KINDS
-    message: str # what went wrong, naming the tool and argument (shown to the agent)
-    raw: str = '' # the offending text (the whole `<tool_call>` block, or the argument's value)
-    tool: str|None = None # the tool's name, when it could be read
-    argument: str|None = None # the argument concerned, if any
+
+    kind: str  # one of PARSE_ERROR_KINDS
+    message: str  # what went wrong, naming the tool and argument (shown to the agent)
+    raw: str = ''  # the offending text (the whole `<tool_call>` block, or the argument's value)
+    tool: str | None = None  # the tool's name, when it could be read
+    argument: str | None = None  # the argument concerned, if any
 
     def as_tool_message(self) -> dict:
         "A tool-result message the episode can show the agent."
-        return {"role": "tool", "name": self.tool or "tool_call", "content": f"Error: {self.message}"}
+        return {'role': 'tool', 'name': self.tool or 'tool_call', 'content': f'Error: {self.message}'}
+
 
 @dataclass
 class ToolCall:
     "A well-formed call of a known tool, arguments typed against its schema."
-    name: str # the tool's name
-    arguments: dict # typed arguments
-    raw: str = '' # the `<tool_call>...</tool_call>` text it was parsed from
+
+    name: str  # the tool's name
+    arguments: dict  # typed arguments
+    raw: str = ''  # the `<tool_call>...</tool_call>` text it was parsed from
 
     def as_dict(self) -> dict:
         "The call as it appears in an assistant message's `tool_calls`."
-        return {"type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+        return {'type': 'function', 'function': {'name': self.name, 'arguments': self.arguments}}
 
 # %% ../nbs/00_interpret.ipynb #c025
 _NUMBER_RE = re.compile(r'[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?')
 _INT_RE = re.compile(r'[+-]?\d+')
 _TYPE_ORDER = ('null', 'boolean', 'integer', 'number', 'array', 'object', 'string')
-_TYPE_NAMES = {'string': 'a string', 'integer': 'an integer', 'number': 'a number',
-               'boolean': 'a boolean (true or false)', 'null': 'null', 'array': 'an array (JSON list)',
-               'object': 'an object (JSON)'}
+_TYPE_NAMES = {
+    'string': 'a string',
+    'integer': 'an integer',
+    'number': 'a number',
+    'boolean': 'a boolean (true or false)',
+    'null': 'null',
+    'array': 'an array (JSON list)',
+    'object': 'an object (JSON)',
+}
 
-def _schema_types(schema:dict):
+
+def _schema_types(schema: dict):
     "The JSON types a schema allows, or None when it does not say."
     t = schema.get('type')
-    if isinstance(t, str): return [t]
-    if isinstance(t, list): return t
+    if isinstance(t, str):
+        return [t]
+    if isinstance(t, list):
+        return t
     subs = schema.get('anyOf') or schema.get('oneOf')
-    if not subs: return None
+    if not subs:
+        return None
     types = []
     for s in subs:
         st = _schema_types(s) if isinstance(s, dict) else None
-        if st is None: return None
+        if st is None:
+            return None
         types += [x for x in st if x not in types]
     return types
 
-def _is(t:str, v) -> bool:
+
+def _is(t: str, v) -> bool:
     "Is `v` already a value of JSON type `t`?"
-    if t == 'string': return isinstance(v, str)
-    if t == 'integer': return isinstance(v, int) and not isinstance(v, bool)
-    if t == 'number': return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-    if t == 'boolean': return isinstance(v, bool)
-    if t == 'null': return v is None
-    if t == 'array': return isinstance(v, list)
-    if t == 'object': return isinstance(v, dict)
+    if t == 'string':
+        return isinstance(v, str)
+    if t == 'integer':
+        return isinstance(v, int) and not isinstance(v, bool)
+    if t == 'number':
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    if t == 'boolean':
+        return isinstance(v, bool)
+    if t == 'null':
+        return v is None
+    if t == 'array':
+        return isinstance(v, list)
+    if t == 'object':
+        return isinstance(v, dict)
     return True  # a type we do not know: accept
 
-def _convert(t:str, v):
+
+def _convert(t: str, v):
     "Convert `v` to JSON type `t`: (True, value) or (False, None)."
     s = v.strip() if isinstance(v, str) else None
-    if t == 'null': return (True, None) if s in ('null', 'None') else (False, None)
+    if t == 'null':
+        return (True, None) if s in ('null', 'None') else (False, None)
     if t == 'boolean':
-        if s is not None and s.lower() in ('true', 'false'): return True, s.lower() == 'true'
+        if s is not None and s.lower() in ('true', 'false'):
+            return True, s.lower() == 'true'
         return False, None
     if t in ('integer', 'number'):
         if s is not None:
-            if _INT_RE.fullmatch(s): v = int(s)
-            elif _NUMBER_RE.fullmatch(s): v = float(s)
-            else: return False, None
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v): return False, None
-        if t == 'number': return True, v
-        if isinstance(v, int): return True, v
+            if _INT_RE.fullmatch(s):
+                v = int(s)
+            elif _NUMBER_RE.fullmatch(s):
+                v = float(s)
+            else:
+                return False, None
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            return False, None
+        if t == 'number':
+            return True, v
+        if isinstance(v, int):
+            return True, v
         return (True, int(v)) if v.is_integer() else (False, None)
     if t in ('array', 'object'):
-        if s is None: return False, None
-        try: x = json.loads(s)
-        except ValueError: return False, None
+        if s is None:
+            return False, None
+        try:
+            x = json.loads(s)
+        except ValueError:
+            return False, None
         return (True, x) if _is(t, x) else (False, None)
     return False, None  # nothing becomes a string: a number the model wrote for a string is its mistake
 
+
 def _same(a, b) -> bool:
     "JSON equality: `True` is not `1`."
-    if isinstance(a, bool) or isinstance(b, bool): return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
     return a == b
 
-def _show(v, n:int=60) -> str:
+
+def _show(v, n: int = 60) -> str:
     "A value as JSON text, cut to `n` characters."
-    try: s = json.dumps(v, ensure_ascii=False)
-    except (TypeError, ValueError): s = repr(v)
-    return s if len(s) <= n else s[:n - 3] + '...'
+    try:
+        s = json.dumps(v, ensure_ascii=False)
+    except (TypeError, ValueError):
+        s = repr(v)
+    return s if len(s) <= n else s[: n - 3] + '...'
+
 
 def _coerce(v, schema):
     "Type `v` against `schema`: (value, None) or (raw value, reason)."
-    if not isinstance(schema, dict): return v, None
+    if not isinstance(schema, dict):
+        return v, None
     types = _schema_types(schema)
     if types and not any(_is(t, v) for t in types):
         for t in _TYPE_ORDER:
             if t in types:
                 ok, x = _convert(t, v)
-                if ok: v = x; break
-        else: return v, f"must be {' or '.join(_TYPE_NAMES.get(t, t) for t in types)}, got {_show(v)}"
+                if ok:
+                    v = x
+                    break
+        else:
+            return v, f'must be {" or ".join(_TYPE_NAMES.get(t, t) for t in types)}, got {_show(v)}'
     items, props = schema.get('items'), schema.get('properties')
     if isinstance(v, list) and isinstance(items, dict):
         out = []
         for i, x in enumerate(v):
             y, why = _coerce(x, items)
-            if why: return v, f"item {i} {why}"
+            if why:
+                return v, f'item {i} {why}'
             out.append(y)
         v = out
     if isinstance(v, dict) and isinstance(props, dict):
         out = {}
         for k, x in v.items():
             y, why = _coerce(x, props[k]) if k in props else (x, None)
-            if why: return v, f"field '{k}' {why}"
+            if why:
+                return v, f"field '{k}' {why}"
             out[k] = y
         v = out
     enum = schema.get('enum')
     if isinstance(enum, list) and not any(_same(v, e) for e in enum):
-        return v, f"must be one of {_show(enum, 200)}, got {_show(v)}"
+        return v, f'must be one of {_show(enum, 200)}, got {_show(v)}'
     return v, None
 
-def type_arguments(arguments:dict, # argument name -> value, as the model wrote it
-                   parameters_schema:dict, # the tool's `parameters` JSON schema (an object schema)
-                   tool:str=None, # the tool's name, for error messages
-                  ) -> tuple[dict, list[ParseError]]:
+
+def type_arguments(
+    arguments: dict,  # argument name -> value, as the model wrote it
+    parameters_schema: dict,  # the tool's `parameters` JSON schema (an object schema)
+    tool: str = None,  # the tool's name, for error messages
+) -> tuple[dict, list[ParseError]]:
     "Type `arguments` against a JSON schema; values that fail stay raw and yield errors."
-    who = f"{tool}: " if tool else ''
+    who = f'{tool}: ' if tool else ''
     if not isinstance(arguments, dict):
-        return {}, [ParseError('bad_argument', f"{who}arguments must be a JSON object, got {_show(arguments)}",
-                               _show(arguments, 1000), tool)]
+        return {}, [
+            ParseError(
+                'bad_argument',
+                f'{who}arguments must be a JSON object, got {_show(arguments)}',
+                _show(arguments, 1000),
+                tool,
+            )
+        ]
     schema = parameters_schema if isinstance(parameters_schema, dict) else {}
     props, extra = schema.get('properties'), schema.get('additionalProperties')
     typed, errors = {}, []
     for k, v in arguments.items():
-        if isinstance(props, dict) and k in props: sub = props[k]
-        elif not isinstance(props, dict) or extra is True: typed[k] = v; continue
-        elif isinstance(extra, dict): sub = extra
+        if isinstance(props, dict) and k in props:
+            sub = props[k]
+        elif not isinstance(props, dict) or extra is True:
+            typed[k] = v
+            continue
+        elif isinstance(extra, dict):
+            sub = extra
         else:
             expected = ', '.join(props) or 'no arguments'
-            errors.append(ParseError('unknown_argument', f"{who}unknown argument '{k}'; expected: {expected}",
-                                     _show(v, 1000), tool, k))
-            typed[k] = v; continue
+            errors.append(
+                ParseError(
+                    'unknown_argument', f"{who}unknown argument '{k}'; expected: {expected}", _show(v, 1000), tool, k
+                )
+            )
+            typed[k] = v
+            continue
         x, why = _coerce(v, sub)
-        if why: errors.append(ParseError('bad_argument', f"{who}argument '{k}' {why}", _show(v, 1000), tool, k))
+        if why:
+            errors.append(ParseError('bad_argument', f"{who}argument '{k}' {why}", _show(v, 1000), tool, k))
         typed[k] = v if why else x
     for k in schema.get('required') or []:
         if k not in arguments:
             known = isinstance(props, dict) and isinstance(props.get(k), dict)
             types = _schema_types(props[k]) if known else None
-            kind = f" ({' or '.join(types)})" if types else ''
+            kind = f' ({" or ".join(types)})' if types else ''
             errors.append(ParseError('missing_argument', f"{who}missing required argument '{k}'{kind}", '', tool, k))
     return typed, errors
 
@@ -293,30 +383,39 @@ _FUNCTION_RE = re.compile(r'<function=([^>\n]*)>(.*)</function>', re.S)
 _PARAMETER_RE = re.compile(r'<parameter=([^>\n]*)>(.*?)</parameter>', re.S)
 _FUNCTION_NAME_RE = re.compile(r'<function=([^>\n]*)>')
 
-def _tool_schemas(tools) -> dict|None:
+
+def _tool_schemas(tools) -> dict | None:
     "name -> parameters schema, from OpenAI-style tool specs (or bare function specs)."
-    if tools is None: return None
+    if tools is None:
+        return None
     out = {}
     for t in tools:
         f = t.get('function', t) if isinstance(t, dict) else {}
-        if 'name' in f: out[f['name']] = f.get('parameters') or {}
+        if 'name' in f:
+            out[f['name']] = f.get('parameters') or {}
     return out
 
-def _split_reasoning(text:str):
+
+def _split_reasoning(text: str):
     "(reasoning or None, text after the reasoning block, text before it)."
     c = text.find(_THINK_CLOSE)
     o = text.find(_THINK_OPEN, 0, c if c >= 0 else len(text))
-    if c >= 0 and o < 0: return text[:c].strip('\n'), text[c + len(_THINK_CLOSE):].lstrip('\n'), ''
-    if c >= 0: return text[o + len(_THINK_OPEN):c].strip('\n'), text[c + len(_THINK_CLOSE):].lstrip('\n'), text[:o]
-    if o >= 0: return text[o + len(_THINK_OPEN):].strip('\n'), '', text[:o]
+    if c >= 0 and o < 0:
+        return text[:c].strip('\n'), text[c + len(_THINK_CLOSE) :].lstrip('\n'), ''
+    if c >= 0:
+        return text[o + len(_THINK_OPEN) : c].strip('\n'), text[c + len(_THINK_CLOSE) :].lstrip('\n'), text[:o]
+    if o >= 0:
+        return text[o + len(_THINK_OPEN) :].strip('\n'), '', text[:o]
     return None, text, ''
 
-def _check_call(name:str, arguments, raw:str, schemas):
+
+def _check_call(name: str, arguments, raw: str, schemas):
     "A ToolCall, or the errors that keep it from being one."
     if schemas is None:
         if not isinstance(arguments, dict):
-            return None, [ParseError('bad_json', f"{name}: arguments must be a JSON object, got {_show(arguments)}",
-                                     raw, name)]
+            return None, [
+                ParseError('bad_json', f'{name}: arguments must be a JSON object, got {_show(arguments)}', raw, name)
+            ]
         return ToolCall(name, arguments, raw), []
     if name not in schemas:
         available = ', '.join(schemas) or 'none'
@@ -324,99 +423,149 @@ def _check_call(name:str, arguments, raw:str, schemas):
     typed, errors = type_arguments(arguments, schemas[name], name)
     return (None, errors) if errors else (ToolCall(name, typed, raw), [])
 
-def _json_problem(e:Exception) -> str:
+
+def _json_problem(e: Exception) -> str:
     "Why `json.loads` refused a text, for the agent: a syntax error with its place, or a limit of the parser."
-    if isinstance(e, json.JSONDecodeError): return f'{e.msg} at char {e.pos}'
-    if isinstance(e, RecursionError): return 'nested too deeply'
+    if isinstance(e, json.JSONDecodeError):
+        return f'{e.msg} at char {e.pos}'
+    if isinstance(e, RecursionError):
+        return 'nested too deeply'
     return str(e).split(';')[0]  # e.g. an integer literal over the interpreter's digit limit
 
-def _loads(text:str):
-    "`json.loads` that fails only with ValueError (too deep a nesting included)."
-    try: return json.loads(text)
-    except RecursionError as e: raise ValueError(_json_problem(e)) from None
 
-def _parse_json_call(body:str, raw:str, schemas):
-    try: obj = _loads(body)
+def _loads(text: str):
+    "`json.loads` that fails only with ValueError (too deep a nesting included)."
+    try:
+        return json.loads(text)
+    except RecursionError as e:
+        raise ValueError(_json_problem(e)) from None
+
+
+def _parse_json_call(body: str, raw: str, schemas):
+    try:
+        obj = _loads(body)
     except ValueError as e:
-        m = _NAME_RE.search(body); name = m.group(1) if m else None
-        why = f"tool call is not valid JSON ({_json_problem(e)})"
-        return None, [ParseError('bad_json', f"{name + ': ' if name else ''}{why}; "
-                                 'write {"name": <tool>, "arguments": {...}}', raw, name)]
+        m = _NAME_RE.search(body)
+        name = m.group(1) if m else None
+        why = f'tool call is not valid JSON ({_json_problem(e)})'
+        return None, [
+            ParseError(
+                'bad_json',
+                f'{name + ": " if name else ""}{why}; write {{"name": <tool>, "arguments": {{...}}}}',
+                raw,
+                name,
+            )
+        ]
     if not isinstance(obj, dict) or not isinstance(obj.get('name'), str):
-        return None, [ParseError('bad_json', 'tool call must be a JSON object {"name": <tool>, "arguments": {...}}',
-                                 raw)]
+        return None, [
+            ParseError('bad_json', 'tool call must be a JSON object {"name": <tool>, "arguments": {...}}', raw)
+        ]
     name, args = obj['name'], obj.get('arguments', obj.get('parameters', {}))
     if isinstance(args, str):
-        try: args = _loads(args) if args.strip() else {}
+        try:
+            args = _loads(args) if args.strip() else {}
         except ValueError as e:
-            return None, [ParseError('bad_json', f"{name}: arguments are not valid JSON ({_json_problem(e)})",
-                                     raw, name)]
+            return None, [
+                ParseError('bad_json', f'{name}: arguments are not valid JSON ({_json_problem(e)})', raw, name)
+            ]
     if not isinstance(args, dict):
-        return None, [ParseError('bad_json', f"{name}: arguments must be a JSON object, got {_show(args)}", raw, name)]
+        return None, [ParseError('bad_json', f'{name}: arguments must be a JSON object, got {_show(args)}', raw, name)]
     return _check_call(name, args, raw, schemas)
 
-def _parse_xml_call(body:str, raw:str, schemas):
+
+def _parse_xml_call(body: str, raw: str, schemas):
     m = _FUNCTION_RE.fullmatch(body)
     if not m:
-        name = body[len('<function='):].split('>', 1)[0].strip() or None
-        return None, [ParseError('bad_xml', f"{name + ': ' if name else ''}tool call must be "
-                                 "<function=NAME><parameter=P>VALUE</parameter>...</function>", raw, name)]
+        name = body[len('<function=') :].split('>', 1)[0].strip() or None
+        return None, [
+            ParseError(
+                'bad_xml',
+                f'{name + ": " if name else ""}tool call must be '
+                '<function=NAME><parameter=P>VALUE</parameter>...</function>',
+                raw,
+                name,
+            )
+        ]
     name, inner = m.group(1).strip(), m.group(2)
     args, pos = {}, 0
     for p in _PARAMETER_RE.finditer(inner):
-        if inner[pos:p.start()].strip(): break
+        if inner[pos : p.start()].strip():
+            break
         key, value = p.group(1).strip(), p.group(2)
-        if value.startswith('\n'): value = value[1:]
-        if value.endswith('\n'): value = value[:-1]
-        if key in args: return None, [ParseError('bad_xml', f"{name}: parameter '{key}' given twice", raw, name, key)]
+        if value.startswith('\n'):
+            value = value[1:]
+        if value.endswith('\n'):
+            value = value[:-1]
+        if key in args:
+            return None, [ParseError('bad_xml', f"{name}: parameter '{key}' given twice", raw, name, key)]
         args[key], pos = value, p.end()
     if inner[pos:].strip():
-        return None, [ParseError('bad_xml', f"{name}: unexpected text in the call: {_show(inner[pos:].strip())}; "
-                                 'each value goes in <parameter=P>VALUE</parameter>', raw, name)]
+        return None, [
+            ParseError(
+                'bad_xml',
+                f'{name}: unexpected text in the call: {_show(inner[pos:].strip())}; '
+                'each value goes in <parameter=P>VALUE</parameter>',
+                raw,
+                name,
+            )
+        ]
     return _check_call(name, args, raw, schemas)
 
 # %% ../nbs/00_interpret.ipynb #c032
 @dataclass
 class AssistantTurn:
     "One assistant output, parsed."
-    content: str # the visible text
-    reasoning: str|None # the text of the `<think>` block; None when there was none
-    tool_calls: list # ToolCall list: the well-formed calls of known tools, in order
-    errors: list # ParseError list: calls that could not be made
-    raw: str # the text as generated
+
+    content: str  # the visible text
+    reasoning: str | None  # the text of the `<think>` block; None when there was none
+    tool_calls: list  # ToolCall list: the well-formed calls of known tools, in order
+    errors: list  # ParseError list: calls that could not be made
+    raw: str  # the text as generated
 
     @property
     def message(self) -> dict:
         "The assistant message for the conversation: renders back to exactly the generated text."
         text = self.raw.split(_END, 1)[0]
-        m = {"role": "assistant", "content": self.content, "reasoning_content": self.reasoning}
-        if self.tool_calls: m["tool_calls"] = [c.as_dict() for c in self.tool_calls]
-        if not self.errors and assistant_text(m) == text: return m
+        m = {'role': 'assistant', 'content': self.content, 'reasoning_content': self.reasoning}
+        if self.tool_calls:
+            m['tool_calls'] = [c.as_dict() for c in self.tool_calls]
+        if not self.errors and assistant_text(m) == text:
+            return m
         # Not in canonical form (a malformed call, compact JSON, the XML form, odd spacing): keep the text
         # after the reasoning verbatim as content, like vLLM's parsers do when a call fails to parse.
         if self.reasoning is not None:
-            m = {"role": "assistant", "content": text.split(_THINK_CLOSE, 1)[-1].lstrip('\n'),
-                 "reasoning_content": self.reasoning}
-            if assistant_text(m) == text: return m
-        return {"role": "assistant", "content": text, "reasoning_content": None}
+            m = {
+                'role': 'assistant',
+                'content': text.split(_THINK_CLOSE, 1)[-1].lstrip('\n'),
+                'reasoning_content': self.reasoning,
+            }
+            if assistant_text(m) == text:
+                return m
+        return {'role': 'assistant', 'content': text, 'reasoning_content': None}
+
 
 # A JSON string (no raw newline can be in one), or a call tag
 _TAG_OR_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"|</tool_call>|<tool_call>')
 
-def _call_tags(text:str, start:int) -> tuple:
+
+def _call_tags(text: str, start: int) -> tuple:
     "Where the call opened before `start` closes, and where a later one opens (-1: nowhere)."
     # tags inside JSON strings do not count
     if not text[start:].lstrip().startswith('{'):  # the XML form: values are raw text
         return text.find(_CALL_CLOSE, start), text.find(_CALL_OPEN, start)
     k = -1
     for m in _TAG_OR_STRING.finditer(text, start):
-        if m.group() == _CALL_CLOSE: return m.start(), k
-        if m.group() == _CALL_OPEN and k < 0: k = m.start()
+        if m.group() == _CALL_CLOSE:
+            return m.start(), k
+        if m.group() == _CALL_OPEN and k < 0:
+            k = m.start()
     return -1, k
 
-def parse_assistant(text:str, # what the model generated after `<|im_start|>assistant\n`
-                    tools:list=None, # OpenAI-style tool specs; None: take calls as written
-                   ) -> AssistantTurn:
+
+def parse_assistant(
+    text: str,  # what the model generated after `<|im_start|>assistant\n`
+    tools: list = None,  # OpenAI-style tool specs; None: take calls as written
+) -> AssistantTurn:
     "Parse one assistant output into content, reasoning, typed tool calls and parse errors."
     body = text.split(_END, 1)[0]
     reasoning, rest, before = _split_reasoning(body)
@@ -424,7 +573,9 @@ def parse_assistant(text:str, # what the model generated after `<|im_start|>assi
     calls, errors, texts, pos = [], [], [before] if before.strip() else [], 0
     while True:
         i = rest.find(_CALL_OPEN, pos)
-        if i < 0: texts.append(rest[pos:]); break
+        if i < 0:
+            texts.append(rest[pos:])
+            break
         texts.append(rest[pos:i])
         j, k = _call_tags(rest, i + len(_CALL_OPEN))
         if j < 0 or 0 <= k < j:
@@ -432,31 +583,38 @@ def parse_assistant(text:str, # what the model generated after `<|im_start|>assi
             raw = rest[i:stop]
             m = _NAME_RE.search(raw) or _FUNCTION_NAME_RE.search(raw)
             name = m.group(1).strip() if m else None
-            errors.append(ParseError('unterminated_call',
-                                     f"{name + ': ' if name else ''}<tool_call> without </tool_call>", raw, name))
+            errors.append(
+                ParseError(
+                    'unterminated_call', f'{name + ": " if name else ""}<tool_call> without </tool_call>', raw, name
+                )
+            )
             pos = stop
             continue
-        raw, inner = rest[i:j + len(_CALL_CLOSE)], rest[i + len(_CALL_OPEN):j].strip()
+        raw, inner = rest[i : j + len(_CALL_CLOSE)], rest[i + len(_CALL_OPEN) : j].strip()
         call, errs = (_parse_xml_call if inner.startswith('<function=') else _parse_json_call)(inner, raw, schemas)
-        if call: calls.append(call)
+        if call:
+            calls.append(call)
         errors += errs
         pos = j + len(_CALL_CLOSE)
-    if len(texts) == 1: content = texts[0]
+    if len(texts) == 1:
+        content = texts[0]
     else:
         first = texts[0][:-1] if texts[0].endswith('\n') else texts[0]
         content = '\n'.join([first] * bool(first) + [t.strip() for t in texts[1:] if t.strip()])
     return AssistantTurn(content, reasoning, calls, errors, text)
 
 # %% ../nbs/00_interpret.ipynb #c034
-def assistant_text(message:dict, # an assistant message
-                  ) -> str:
+def assistant_text(
+    message: dict,  # an assistant message
+) -> str:
     "The generated part of an assistant turn as QWEN3_CHAT_TEMPLATE renders it, without `<|im_end|>`."
     c = message.get('content')
     content = c if isinstance(c, str) else ('' if c is None else json.dumps(c, ensure_ascii=False))
     r = message.get('reasoning_content')
-    out = [f"<think>\n{r.strip(chr(10))}\n</think>\n\n{content.lstrip(chr(10))}" if isinstance(r, str) else content]
+    out = [f'<think>\n{r.strip(chr(10))}\n</think>\n\n{content.lstrip(chr(10))}' if isinstance(r, str) else content]
     for i, tc in enumerate(message.get('tool_calls') or []):
-        if i or content: out.append('\n')
+        if i or content:
+            out.append('\n')
         f = tc.get('function') or tc
         a = f.get('arguments')
         args = a if isinstance(a, str) else json.dumps(a, ensure_ascii=False)
@@ -464,40 +622,55 @@ def assistant_text(message:dict, # an assistant message
     return ''.join(out)
 
 # %% ../nbs/00_interpret.ipynb #c044
-_ANCHOR = [{"role": "user", "content": "?"}, {"role": "assistant", "content": ".", "reasoning_content": "."}]
+_ANCHOR = [{'role': 'user', 'content': '?'}, {'role': 'assistant', 'content': '.', 'reasoning_content': '.'}]
 
-def _diff_at(a:str, b:str) -> int:
+
+def _diff_at(a: str, b: str) -> int:
     "The first index where `a` and `b` differ."
     n = min(len(a), len(b))
     return next((i for i in range(n) if a[i] != b[i]), n)
 
-def _around(s:str, i:int, w:int=60) -> str:
-    return ('...' if i > w else '') + repr(s[max(0, i - w):i + w]) + ('...' if i + w < len(s) else '')
+
+def _around(s: str, i: int, w: int = 60) -> str:
+    return ('...' if i > w else '') + repr(s[max(0, i - w) : i + w]) + ('...' if i + w < len(s) else '')
+
 
 class TemplateReplaced(UserWarning):
     "A checkpoint's own chat template was replaced by QWEN3_CHAT_TEMPLATE."
 
+
 _ANNOUNCED: set = set()  # checkpoints whose template replacement was announced (once per process)
+
 
 class ChatFormat:
     "A tokenizer bound to a chat template: render, encode, observation deltas, parse."
-    def __init__(self, tokenizer, # a Hugging Face tokenizer
-                 template:str=None, # None: ours for Qwen3-style or template-less tokenizers; 'checkpoint': its own
-                ):
+
+    def __init__(
+        self,
+        tokenizer,  # a Hugging Face tokenizer
+        template: str = None,  # None: ours for Qwen3-style or template-less tokenizers; 'checkpoint': its own
+    ):
         own = getattr(tokenizer, 'chat_template', None)
-        if isinstance(own, dict): own = own.get('default')
+        if isinstance(own, dict):
+            own = own.get('default')
         name = getattr(tokenizer, 'name_or_path', None) or 'a tokenizer without a name'
         keep = template == 'checkpoint'
-        if keep and not own: raise ValueError(f"template='checkpoint': {name} has no chat template of its own")
-        if keep: template = own
+        if keep and not own:
+            raise ValueError(f"template='checkpoint': {name} has no chat template of its own")
+        if keep:
+            template = own
         if template is None:
             template = QWEN3_CHAT_TEMPLATE if not own or '<|im_start|>' in own else own
             if own and template != own and name not in _ANNOUNCED:
                 _ANNOUNCED.add(name)
-                warnings.warn(f"ChatFormat: the chat template of {name} is REPLACED by QWEN3_CHAT_TEMPLATE, the "
-                              "prefix-preserving Qwen3 format (every turn keeps its reasoning), so that episodes "
-                              "can be built turn by turn; pass "
-                              "template='checkpoint' to keep the checkpoint's own", TemplateReplaced, stacklevel=2)
+                warnings.warn(
+                    f'ChatFormat: the chat template of {name} is REPLACED by QWEN3_CHAT_TEMPLATE, the '
+                    'prefix-preserving Qwen3 format (every turn keeps its reasoning), so that episodes '
+                    'can be built turn by turn; pass '
+                    "template='checkpoint' to keep the checkpoint's own",
+                    TemplateReplaced,
+                    stacklevel=2,
+                )
         self.tokenizer, self.template = tokenizer, template
         self._render = _compile_jinja_template(template).render
         self._backend = getattr(tokenizer, 'backend_tokenizer', None)
@@ -505,8 +678,9 @@ class ChatFormat:
         self.end_of_turn = '<|im_end|>' if '<|im_end|>' in template else tokenizer.eos_token
         ids = self.encode(self.end_of_turn or '')
         if len(ids) != 1:
-            raise ValueError(f"the tokenizer has no single token for the end of a turn {self.end_of_turn!r} "
-                             f"(got {ids})")
+            raise ValueError(
+                f'the tokenizer has no single token for the end of a turn {self.end_of_turn!r} (got {ids})'
+            )
         self.eos_id = ids[0]
         pad = tokenizer.pad_token_id
         if pad is None:
@@ -515,59 +689,74 @@ class ChatFormat:
         self.pad_id = pad
         self._anchor_text = self.render(_ANCHOR)
         self._anchor_cut = self._anchor_text.rindex(self.end_of_turn) + len(self.end_of_turn)
-        if keep:   # episodes are built turn by turn: a template that re-renders earlier turns cannot serve them
+        if keep:  # episodes are built turn by turn: a template that re-renders earlier turns cannot serve them
             try:
                 for m in ({'role': 'user', 'content': '?'}, {'role': 'tool', 'name': 't', 'content': '1'}):
                     self.observation_text([m])
             except ValueError as e:
-                raise ValueError(f"template='checkpoint': the chat template of {name} cannot build episodes turn "
-                                 f"by turn: {e}\n"
-                                 "Use the default (template=None), the prefix-preserving QWEN3_CHAT_TEMPLATE") from None
+                raise ValueError(
+                    f"template='checkpoint': the chat template of {name} cannot build episodes turn "
+                    f'by turn: {e}\n'
+                    'Use the default (template=None), the prefix-preserving QWEN3_CHAT_TEMPLATE'
+                ) from None
 
     def __repr__(self):
         ours = self.template == QWEN3_CHAT_TEMPLATE
         which = 'QWEN3_CHAT_TEMPLATE' if ours else f'template of {len(self.template)} chars'
         return f'ChatFormat({type(self.tokenizer).__name__}, {which}, eos_id={self.eos_id}, pad_id={self.pad_id})'
 
-    def render(self, messages:list, # the conversation
-               tools:list=None, # OpenAI-style tool specs, declared in the system turn
-               add_generation_prompt:bool=False, # end with the header of the next assistant turn
-              ) -> str:
+    def render(
+        self,
+        messages: list,  # the conversation
+        tools: list = None,  # OpenAI-style tool specs, declared in the system turn
+        add_generation_prompt: bool = False,  # end with the header of the next assistant turn
+    ) -> str:
         "The conversation as text."
-        return self._render(messages=messages, tools=tools or None, documents=None,
-                            add_generation_prompt=add_generation_prompt, **self._kwargs)
+        return self._render(
+            messages=messages,
+            tools=tools or None,
+            documents=None,
+            add_generation_prompt=add_generation_prompt,
+            **self._kwargs,
+        )
 
-    def encode(self, text:str) -> list[int]:
+    def encode(self, text: str) -> list[int]:
         "Token ids of `text`: special tokens recognised, no BOS/EOS added."
-        if self._backend is not None: return self._backend.encode(text, add_special_tokens=False).ids
+        if self._backend is not None:
+            return self._backend.encode(text, add_special_tokens=False).ids
         return self.tokenizer.encode(text, add_special_tokens=False)
 
-    def decode(self, ids:list) -> str:
+    def decode(self, ids: list) -> str:
         "The exact text of `ids`, special tokens included."
-        if self._backend is not None: return self._backend.decode(list(ids), skip_special_tokens=False)
+        if self._backend is not None:
+            return self._backend.decode(list(ids), skip_special_tokens=False)
         return self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
-    def prompt_ids(self, messages:list, tools:list=None) -> list[int]:
+    def prompt_ids(self, messages: list, tools: list = None) -> list[int]:
         "Token ids of the conversation followed by the generation prompt."
         return self.encode(self.render(messages, tools, add_generation_prompt=True))
 
-    def observation_text(self, messages:list) -> str:
+    def observation_text(self, messages: list) -> str:
         "The text that follows an assistant's `<|im_end|>`: `messages` and the next assistant header."
         full = self.render(_ANCHOR + list(messages), add_generation_prompt=True)
         if not full.startswith(self._anchor_text):
             i = _diff_at(full, self._anchor_text)
             roles = [m.get('role') for m in messages]
-            raise ValueError(f"the chat template is not prefix-preserving: appending {roles} "
-                             f"changes how the earlier turns render, at character {i}:\n"
-                             f"  alone:    {_around(self._anchor_text, i)}\n  extended: {_around(full, i)}")
-        return full[self._anchor_cut:]
+            raise ValueError(
+                f'the chat template is not prefix-preserving: appending {roles} '
+                f'changes how the earlier turns render, at character {i}:\n'
+                f'  alone:    {_around(self._anchor_text, i)}\n  extended: {_around(full, i)}'
+            )
+        return full[self._anchor_cut :]
 
-    def observation_ids(self, messages:list, # tool results and/or a user turn, following an assistant turn
-                       ) -> list[int]:
+    def observation_ids(
+        self,
+        messages: list,  # tool results and/or a user turn, following an assistant turn
+    ) -> list[int]:
         "Token delta for `messages` after an assistant turn, ending with the next assistant header."
         return self.encode(self.observation_text(messages))
 
-    def parse(self, text:str, tools:list=None) -> AssistantTurn:
+    def parse(self, text: str, tools: list = None) -> AssistantTurn:
         "Parse one assistant output (see `parse_assistant`)."
         return parse_assistant(text, tools)
 
@@ -575,39 +764,48 @@ class ChatFormat:
 @dataclass
 class TokenTrajectory:
     "Prompt ids, then sampled ids (mask 1) and observation deltas (mask 0), exactly as the model saw them."
-    fmt: ChatFormat = field(repr=False) # the chat format the episode runs with
-    prompt_ids: list # the rendered prompt (conversation + generation prompt)
-    tools: list|None = field(default=None, repr=False) # the tools declared in the prompt
-    completion_ids: list = field(default_factory=list) # everything after the prompt
-    mask: list = field(default_factory=list) # 1 for sampled tokens, 0 for observation tokens
-    logprobs: list = field(default_factory=list) # sampling logprob per completion token; None when unknown
-    segments: list = field(default_factory=list) # (kind, start, end) over completion_ids; kind 'sampled'/'observation'
+
+    fmt: ChatFormat = field(repr=False)  # the chat format the episode runs with
+    prompt_ids: list  # the rendered prompt (conversation + generation prompt)
+    tools: list | None = field(default=None, repr=False)  # the tools declared in the prompt
+    completion_ids: list = field(default_factory=list)  # everything after the prompt
+    mask: list = field(default_factory=list)  # 1 for sampled tokens, 0 for observation tokens
+    logprobs: list = field(default_factory=list)  # sampling logprob per completion token; None when unknown
+    segments: list = field(default_factory=list)  # (kind, start, end) over completion_ids; kind 'sampled'/'observation'
 
     @classmethod
-    def start(cls, fmt:ChatFormat, # the chat format
-              messages:list, # the conversation so far (system, user, ...)
-              tools:list=None, # OpenAI-style tool specs
-             ) -> TokenTrajectory:
+    def start(
+        cls,
+        fmt: ChatFormat,  # the chat format
+        messages: list,  # the conversation so far (system, user, ...)
+        tools: list = None,  # OpenAI-style tool specs
+    ) -> TokenTrajectory:
         "A trajectory whose prompt is `messages` rendered with the generation prompt."
         return cls(fmt, fmt.prompt_ids(messages, tools), tools)
 
-    def _add(self, kind:str, ids:list, mask:int, logprobs:list):
+    def _add(self, kind: str, ids: list, mask: int, logprobs: list):
         n = len(self.completion_ids)
-        self.completion_ids += ids; self.mask += [mask] * len(ids); self.logprobs += logprobs
+        self.completion_ids += ids
+        self.mask += [mask] * len(ids)
+        self.logprobs += logprobs
         self.segments.append((kind, n, n + len(ids)))
         return self
 
-    def add_sampled(self, ids:list, # token ids exactly as sampled
-                    logprobs:list=None, # their sampling logprobs, if known
-                   ) -> TokenTrajectory:
+    def add_sampled(
+        self,
+        ids: list,  # token ids exactly as sampled
+        logprobs: list = None,  # their sampling logprobs, if known
+    ) -> TokenTrajectory:
         "Append model tokens (mask 1)."
         ids = list(ids)
         if logprobs is not None and len(logprobs) != len(ids):
-            raise ValueError(f"{len(logprobs)} logprobs for {len(ids)} sampled ids")
+            raise ValueError(f'{len(logprobs)} logprobs for {len(ids)} sampled ids')
         return self._add('sampled', ids, 1, list(logprobs) if logprobs is not None else [None] * len(ids))
 
-    def add_observation(self, messages:list, # tool results and/or a user turn
-                       ) -> TokenTrajectory:
+    def add_observation(
+        self,
+        messages: list,  # tool results and/or a user turn
+    ) -> TokenTrajectory:
         "Append the observation delta for `messages` (mask 0)."
         ids = self.fmt.observation_ids(messages)
         return self._add('observation', ids, 0, [None] * len(ids))
@@ -619,59 +817,72 @@ class TokenTrajectory:
 
     def __repr__(self):
         parts = ', '.join(f'{k}[{e - s}]' for k, s, e in self.segments)
-        return (f'TokenTrajectory(prompt[{len(self.prompt_ids)}], {parts or "no completion"}; '
-                f'{sum(self.mask)} sampled tokens)')
+        return (
+            f'TokenTrajectory(prompt[{len(self.prompt_ids)}], {parts or "no completion"}; '
+            f'{sum(self.mask)} sampled tokens)'
+        )
 
-    def _where(self, pos:int, unit:str) -> str:
+    def _where(self, pos: int, unit: str) -> str:
         "Which part of the trajectory a token index (`unit`='token') or character index (`unit`='char') is in."
         if unit == 'char':
             ends, n = [], len(self.prompt_ids)
             ends.append(('the prompt', len(self.fmt.decode(self.prompt_ids))))
             for i, (kind, s, e) in enumerate(self.segments):
-                ends.append((f'{kind} segment {i}, completion tokens {s}-{e}', len(self.fmt.decode(self.ids[:n + e]))))
+                ends.append((f'{kind} segment {i}, completion tokens {s}-{e}', len(self.fmt.decode(self.ids[: n + e]))))
             return next((name for name, end in ends if pos < end), 'past the end of the trajectory')
-        if pos < len(self.prompt_ids): return 'the prompt'
+        if pos < len(self.prompt_ids):
+            return 'the prompt'
         p = pos - len(self.prompt_ids)
-        return next((f'{k} segment {i}, completion tokens {s}-{e}'
-                     for i, (k, s, e) in enumerate(self.segments) if s <= p < e),
-                    'past the end of the trajectory')
+        return next(
+            (f'{k} segment {i}, completion tokens {s}-{e}' for i, (k, s, e) in enumerate(self.segments) if s <= p < e),
+            'past the end of the trajectory',
+        )
 
-    def check(self, messages:list, # the whole conversation, as the episode recorded it
-              tools:list=None, # the tools; by default those the trajectory started with
-             ):
+    def check(
+        self,
+        messages: list,  # the whole conversation, as the episode recorded it
+        tools: list = None,  # the tools; by default those the trajectory started with
+    ):
         "Raise a ValueError unless the trajectory decodes to the conversation and its written tokens are canonical."
         fmt, tools = self.fmt, self.tools if tools is None else tools
         if not len(self.completion_ids) == len(self.mask) == len(self.logprobs):
-            raise ValueError(f"{len(self.completion_ids)} completion ids, {len(self.mask)} mask entries, "
-                             f"{len(self.logprobs)} logprobs")
+            raise ValueError(
+                f'{len(self.completion_ids)} completion ids, {len(self.mask)} mask entries, '
+                f'{len(self.logprobs)} logprobs'
+            )
         last_assistant = bool(messages) and messages[-1].get('role') == 'assistant'
         want = fmt.render(messages, tools, add_generation_prompt=not last_assistant)
         if last_assistant:
             cut = want.rindex(fmt.end_of_turn)
             ended = bool(self.completion_ids) and self.completion_ids[-1] == fmt.eos_id
-            want = want[:cut + len(fmt.end_of_turn)] if ended else want[:cut]
+            want = want[: cut + len(fmt.end_of_turn)] if ended else want[:cut]
         got = fmt.decode(self.ids)
         if got != want:
             i = _diff_at(got, want)
-            raise ValueError(f"token trajectory and rendered conversation differ at character {i} "
-                             f"(in {self._where(i, 'char')}):\n"
-                             f"  trajectory: {_around(got, i)}\n  rendered:   {_around(want, i)}")
+            raise ValueError(
+                f'token trajectory and rendered conversation differ at character {i} '
+                f'(in {self._where(i, "char")}):\n'
+                f'  trajectory: {_around(got, i)}\n  rendered:   {_around(want, i)}'
+            )
         ends = [0] + [e for *_, e in self.segments]
         if [(s, e) for _, s, e in self.segments] != list(zip(ends, ends[1:])) or ends[-1] != len(self.completion_ids):
-            raise ValueError(f"segments {self.segments} do not tile the {len(self.completion_ids)} completion ids")
+            raise ValueError(f'segments {self.segments} do not tile the {len(self.completion_ids)} completion ids')
         for k, s, e in self.segments:
             if set(self.mask[s:e]) - {int(k == 'sampled')}:
                 where = self._where(len(self.prompt_ids) + s, 'token')
-                raise ValueError(f"{where} has mask {sorted(set(self.mask[s:e]))}")
-        written = [(0, self.prompt_ids)] + [(len(self.prompt_ids) + s, self.completion_ids[s:e])
-                                            for k, s, e in self.segments if k == 'observation']
+                raise ValueError(f'{where} has mask {sorted(set(self.mask[s:e]))}')
+        written = [(0, self.prompt_ids)] + [
+            (len(self.prompt_ids) + s, self.completion_ids[s:e]) for k, s, e in self.segments if k == 'observation'
+        ]
         for at, ids in written:
             canon = fmt.encode(fmt.decode(ids))
             if canon != ids:
                 i = at + _diff_at(ids, canon)
-                raise ValueError(f"token trajectory and the encoded conversation differ at token {i} "
-                                 f"(in {self._where(i, 'token')}): "
-                                 f"trajectory {self.ids[i:i + 5]} = {fmt.decode(self.ids[i:i + 5])!r}, "
-                                 f"encoded {canon[i - at:i - at + 5]} = {fmt.decode(canon[i - at:i - at + 5])!r}; "
-                                 f"after {fmt.decode(self.ids[max(0, i - 20):i])!r}")
+                raise ValueError(
+                    f'token trajectory and the encoded conversation differ at token {i} '
+                    f'(in {self._where(i, "token")}): '
+                    f'trajectory {self.ids[i : i + 5]} = {fmt.decode(self.ids[i : i + 5])!r}, '
+                    f'encoded {canon[i - at : i - at + 5]} = {fmt.decode(canon[i - at : i - at + 5])!r}; '
+                    f'after {fmt.decode(self.ids[max(0, i - 20) : i])!r}'
+                )
         return self

@@ -24,93 +24,135 @@ __all__ = ['DOMAINS', 'STATUSES', 'INTERVALS', 'PARTS', 'TOKENS', 'BUDGETS', 're
            'plot_pass_curves', 'plot_transitions']
 
 # %% ../nbs/07a_metrics.ipynb #c006
-def read_attempts(path:str|Path, # a JSON Lines file, one attempt record per line
-                 ) -> list:
+def read_attempts(
+    path: str | Path,  # a JSON Lines file, one attempt record per line
+) -> list:
     "Attempt records from a JSON Lines file; blank lines are skipped, a malformed line is an error naming it."
     out = []
     for i, line in enumerate(Path(path).read_text().splitlines(), 1):
-        if not line.strip(): continue
-        try: out.append(json.loads(line))
-        except json.JSONDecodeError as e: raise ValueError(f'{path}:{i}: not a JSON attempt record ({e.msg})') from None
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            raise ValueError(f'{path}:{i}: not a JSON attempt record ({e.msg})') from None
     return out
 
 # %% ../nbs/07a_metrics.ipynb #c009
 DOMAINS = ('retail', 'travel', 'insurance', 'neobank', 'consulting')  # the benchmark's five business domains
 
-def synthetic_records(successes:list, # successes per task, each in 0..k
-                      k:int, # repetitions per task
-                      domains:list=None, # each task's domain (default: the five domains in turn)
-                      families:list=None, # each task's family (default: `f{i % 7}`)
-                      held_out:list=None, # each task's held-out-family flag (default: False)
-                      policy_id:str='synthetic', # the policy id written into every record
-                      usage=None, # a usage dict for every attempt, or a function (task index, repetition) -> usage
-                      split:str='bench', # the split written into every record
-                     ) -> list:
+
+def synthetic_records(
+    successes: list,  # successes per task, each in 0..k
+    k: int,  # repetitions per task
+    domains: list = None,  # each task's domain (default: the five domains in turn)
+    families: list = None,  # each task's family (default: `f{i % 7}`)
+    held_out: list = None,  # each task's held-out-family flag (default: False)
+    policy_id: str = 'synthetic',  # the policy id written into every record
+    usage=None,  # a usage dict for every attempt, or a function (task index, repetition) -> usage
+    split: str = 'bench',  # the split written into every record
+) -> list:
     "Attempt records of a campaign in which task i succeeds on its first `successes[i]` of `k` repetitions."
     out = []
     for i, c in enumerate(successes):
-        if not 0 <= c <= k: raise ValueError(f'task {i}: {c} successes is outside 0..{k}')
+        if not 0 <= c <= k:
+            raise ValueError(f'task {i}: {c} successes is outside 0..{k}')
         dom = domains[i] if domains is not None else DOMAINS[i % len(DOMAINS)]
         fam = families[i] if families is not None else f'f{i % 7}'
         for j in range(k):
-            out.append(dict(task_uid=f'{dom}/{fam}/{i:04d}', domain=dom, family=fam, split=split,
-                            held_out_family=bool(held_out[i]) if held_out is not None else False,
-                            repetition=j, policy_id=policy_id, status='ok', reward=int(j < c),
-                            usage=(usage(i, j) if callable(usage) else usage) or {}, duration_s=1.0))
+            out.append(
+                dict(
+                    task_uid=f'{dom}/{fam}/{i:04d}',
+                    domain=dom,
+                    family=fam,
+                    split=split,
+                    held_out_family=bool(held_out[i]) if held_out is not None else False,
+                    repetition=j,
+                    policy_id=policy_id,
+                    status='ok',
+                    reward=int(j < c),
+                    usage=(usage(i, j) if callable(usage) else usage) or {},
+                    duration_s=1.0,
+                )
+            )
     return out
 
 # %% ../nbs/07a_metrics.ipynb #c012
 STATUSES = ('ok', 'truncated', 'system_error')  # `truncated` is a clean run; `system_error` is not
 
-def _key(r): return (r.get('task_uid'), r.get('repetition'))
-def _order(key): return (str(key[0]), key[1] if isinstance(key[1], int) else -1)
-def _show(x): return f'{x[0]}#{x[1]}' if isinstance(x, tuple) else str(x)
+
+def _key(r):
+    return (r.get('task_uid'), r.get('repetition'))
+
+
+def _order(key):
+    return (str(key[0]), key[1] if isinstance(key[1], int) else -1)
+
+
+def _show(x):
+    return f'{x[0]}#{x[1]}' if isinstance(x, tuple) else str(x)
+
 
 class CampaignIncomplete(ValueError):
     "A campaign that must not be aggregated; the message reports what is wrong and no metrics."
-    def __init__(self, problems:dict, # kind of problem -> the keys (task uid, repetition) or uids it concerns
-                 expected:int, # attempts expected
-                 first:int=5, # keys shown per kind of problem
-                ):
-        self.problems = problems
-        parts = [f'{len(v)} {kind} (' + ', '.join(_show(x) for x in v[:first]) + (', ...' if len(v) > first else '')
-                 + ')' for kind, v in problems.items()]
-        super().__init__(f'campaign incomplete, no metrics computed ({expected} attempts expected): '
-                         + '; '.join(parts))
 
-def campaign_problems(records:list, # attempt records
-                      uids:list, # the task uids the campaign must cover
-                      k:int, # the repetitions each task must have: 0..k-1
-                     ) -> dict:
+    def __init__(
+        self,
+        problems: dict,  # kind of problem -> the keys (task uid, repetition) or uids it concerns
+        expected: int,  # attempts expected
+        first: int = 5,  # keys shown per kind of problem
+    ):
+        self.problems = problems
+        parts = [
+            f'{len(v)} {kind} (' + ', '.join(_show(x) for x in v[:first]) + (', ...' if len(v) > first else '') + ')'
+            for kind, v in problems.items()
+        ]
+        super().__init__(
+            f'campaign incomplete, no metrics computed ({expected} attempts expected): ' + '; '.join(parts)
+        )
+
+
+def campaign_problems(
+    records: list,  # attempt records
+    uids: list,  # the task uids the campaign must cover
+    k: int,  # the repetitions each task must have: 0..k-1
+) -> dict:
     "What keeps `records` from being exactly `uids` x `k` clean attempts: kind of problem -> keys; empty when complete."
     uids = list(uids)
     if k < 1 or not uids:
         raise ValueError(f'a campaign needs at least one task and k >= 1 (got {len(uids)} tasks, k={k})')
-    if len(set(uids)) != len(uids): raise ValueError('the expected task uids contain duplicates')
+    if len(set(uids)) != len(uids):
+        raise ValueError('the expected task uids contain duplicates')
     expected = {(u, j) for u in uids for j in range(k)}
     keys = [_key(r) for r in records]
     seen = Counter(keys)
     labels = defaultdict(set)
     for (u, _), r in zip(keys, records):
         labels[u].add((r.get('domain'), r.get('family'), bool(r.get('held_out_family'))))
+
     def invalid(r):
         s = r.get('status')
         return s not in STATUSES or (s != 'system_error' and r.get('reward') not in (0, 1))
+
     policies = sorted({str(r.get('policy_id')) for r in records})
-    problems = {'missing': sorted(expected - seen.keys(), key=_order),
-                'duplicated': sorted((key for key, n in seen.items() if n > 1), key=_order),
-                'unexpected': sorted(seen.keys() - expected, key=_order),
-                'system errors': sorted((key for key, r in zip(keys, records) if r.get('status') == 'system_error'),
-                                        key=_order),
-                'invalid status or reward': sorted((key for key, r in zip(keys, records) if invalid(r)), key=_order),
-                'tasks with inconsistent labels': sorted((u for u, l in labels.items() if len(l) > 1), key=str),
-                'policy ids, one expected': policies if len(policies) > 1 else []}
+    problems = {
+        'missing': sorted(expected - seen.keys(), key=_order),
+        'duplicated': sorted((key for key, n in seen.items() if n > 1), key=_order),
+        'unexpected': sorted(seen.keys() - expected, key=_order),
+        'system errors': sorted(
+            (key for key, r in zip(keys, records) if r.get('status') == 'system_error'), key=_order
+        ),
+        'invalid status or reward': sorted((key for key, r in zip(keys, records) if invalid(r)), key=_order),
+        'tasks with inconsistent labels': sorted((u for u, l in labels.items() if len(l) > 1), key=str),
+        'policy ids, one expected': policies if len(policies) > 1 else [],
+    }
     return {kind: v for kind, v in problems.items() if v}
 
 # %% ../nbs/07a_metrics.ipynb #c014
 @dataclass
 class Campaign:
     "A validated campaign: the tasks x k reward matrix, each task's labels, and the attempt records."
+
     uids: list  # task uids, in the expected order
     rewards: np.ndarray  # (tasks, k) of 0/1; row i is uids[i], column j repetition j
     domains: np.ndarray  # each task's domain
@@ -121,77 +163,101 @@ class Campaign:
     budgets: dict = None  # the episode budgets it ran under (`budgets_record`, from campaign.json), if recorded
 
     @classmethod
-    def from_records(cls, records:list, # attempt records
-                     uids:list, # the task uids the campaign must cover
-                     k:int, # repetitions per task
-                    ) -> Campaign:
+    def from_records(
+        cls,
+        records: list,  # attempt records
+        uids: list,  # the task uids the campaign must cover
+        k: int,  # repetitions per task
+    ) -> Campaign:
         "Validate `records` as exactly `uids` x `k` clean attempts and build the campaign, else `CampaignIncomplete`."
         records, uids = list(records), list(uids)
-        if problems := campaign_problems(records, uids, k): raise CampaignIncomplete(problems, len(uids) * k)
+        if problems := campaign_problems(records, uids, k):
+            raise CampaignIncomplete(problems, len(uids) * k)
         row = {u: i for i, u in enumerate(uids)}
         rewards, label = np.zeros((len(uids), k), dtype=np.int8), {}
         for r in records:
             rewards[row[r['task_uid']], r['repetition']] = int(r['reward'])
             label[r['task_uid']] = r
-        return cls(uids, rewards, np.array([label[u].get('domain') for u in uids], dtype=object),
-                   np.array([label[u].get('family') for u in uids], dtype=object),
-                   np.array([bool(label[u].get('held_out_family')) for u in uids]), records,
-                   records[0].get('policy_id'))
+        return cls(
+            uids,
+            rewards,
+            np.array([label[u].get('domain') for u in uids], dtype=object),
+            np.array([label[u].get('family') for u in uids], dtype=object),
+            np.array([bool(label[u].get('held_out_family')) for u in uids]),
+            records,
+            records[0].get('policy_id'),
+        )
 
     @property
-    def k(self) -> int: return self.rewards.shape[1]
+    def k(self) -> int:
+        return self.rewards.shape[1]
+
     @property
-    def successes(self) -> np.ndarray: return self.rewards.sum(1)
+    def successes(self) -> np.ndarray:
+        return self.rewards.sum(1)
 
 # %% ../nbs/07a_metrics.ipynb #c019
-def _binom_ratio(m, n, k:int):
+def _binom_ratio(m, n, k: int):
     "C(m, k) / C(n, k) for arrays m <= n, as a product of k factors in [0, 1]."
     i = np.arange(k)
     f = (np.asarray(m, dtype=float)[..., None] - i) / (np.asarray(n, dtype=float)[..., None] - i)
     return np.clip(f, 0, None).prod(-1)
 
+
 def _check_k(n, c, k):
     n, c = np.asarray(n), np.asarray(c)
-    if k < 1 or np.any(k > n): raise ValueError(f'k={k} must be in 1..n (n={n.min() if n.size else n})')
-    if np.any(c < 0) or np.any(c > n): raise ValueError('successes must be in 0..n')
+    if k < 1 or np.any(k > n):
+        raise ValueError(f'k={k} must be in 1..n (n={n.min() if n.size else n})')
+    if np.any(c < 0) or np.any(c > n):
+        raise ValueError('successes must be in 0..n')
 
-def pass_at_k(n, # attempts per task (array or int)
-              c, # successes per task
-              k:int, # attempts drawn
-             ) -> np.ndarray:
+
+def pass_at_k(
+    n,  # attempts per task (array or int)
+    c,  # successes per task
+    k: int,  # attempts drawn
+) -> np.ndarray:
     "Unbiased pass@k = 1 - C(n-c, k)/C(n, k), per task."
     _check_k(n, c, k)
     return 1 - _binom_ratio(np.asarray(n) - np.asarray(c), n, k)
 
-def pass_hat_k(n, # attempts per task (array or int)
-               c, # successes per task
-               k:int, # attempts drawn
-              ) -> np.ndarray:
+
+def pass_hat_k(
+    n,  # attempts per task (array or int)
+    c,  # successes per task
+    k: int,  # attempts drawn
+) -> np.ndarray:
     "Unbiased pass^k = C(c, k)/C(n, k), per task: all k drawn attempts succeed."
     _check_k(n, c, k)
     return _binom_ratio(c, n, k)
 
-def k_ladder(n:int, # attempts per task
-            ) -> list:
+
+def k_ladder(
+    n: int,  # attempts per task
+) -> list:
     "The k at which pass@k and pass^k are reported: 1, 2, 4, ... up to n, and n itself."
     ks = [2**i for i in range(n.bit_length()) if 2**i <= n]
     return ks + ([n] if ks[-1] != n else [])
 
 # %% ../nbs/07a_metrics.ipynb #c023
-def wilson(successes:int, # successes
-           n:int, # trials
-           conf:float=0.95, # confidence level
-          ) -> tuple:
+def wilson(
+    successes: int,  # successes
+    n: int,  # trials
+    conf: float = 0.95,  # confidence level
+) -> tuple:
     "Wilson score interval (lo, hi) for a binomial proportion: scipy's `binomtest(...).proportion_ci(method='wilson')`."
-    if n == 0: return (math.nan, math.nan)
+    if n == 0:
+        return (math.nan, math.nan)
     ci = stats.binomtest(int(successes), int(n)).proportion_ci(conf, method='wilson')
     return (float(ci.low), float(ci.high))
 
-def bootstrap_mean(values, # one value (or one row of values) per task
-                   n_boot:int=4000, # resamples
-                   seed:int=0, # seed of the resampling
-                   conf:float=0.95, # confidence level
-                  ) -> tuple:
+
+def bootstrap_mean(
+    values,  # one value (or one row of values) per task
+    n_boot: int = 4000,  # resamples
+    seed: int = 0,  # seed of the resampling
+    conf: float = 0.95,  # confidence level
+) -> tuple:
     "Percentile interval (lo, hi) of the mean of `values` when tasks are resampled with replacement."
     v, rng, means = np.asarray(values, dtype=float), np.random.default_rng(seed), []
     for start in range(0, n_boot, 500):  # in chunks: resamples x tasks indices stay small
@@ -200,12 +266,14 @@ def bootstrap_mean(values, # one value (or one row of values) per task
     lo, hi = np.quantile(np.concatenate(means), [(1 - conf) / 2, (1 + conf) / 2], axis=0)
     return (lo, hi)
 
-def bootstrap_ratio(num, # one numerator per task (e.g. its cost)
-                    den, # one denominator per task (e.g. 1 if it is dependable)
-                    n_boot:int=4000, # resamples
-                    seed:int=0, # seed of the resampling
-                    conf:float=0.95, # confidence level
-                   ) -> tuple:
+
+def bootstrap_ratio(
+    num,  # one numerator per task (e.g. its cost)
+    den,  # one denominator per task (e.g. 1 if it is dependable)
+    n_boot: int = 4000,  # resamples
+    seed: int = 0,  # seed of the resampling
+    conf: float = 0.95,  # confidence level
+) -> tuple:
     "Percentile interval (lo, hi) of sum(num) / sum(den) over task resamples; one with no denominator is infinite."
     num, den, rng, out = np.asarray(num, float), np.asarray(den, float), np.random.default_rng(seed), []
     for start in range(0, n_boot, 500):
@@ -213,66 +281,99 @@ def bootstrap_ratio(num, # one numerator per task (e.g. its cost)
         n, d = num[idx].sum(1), den[idx].sum(1)
         out.append(np.divide(n, d, out=np.full_like(n, np.inf), where=d > 0))
     r = np.concatenate(out)  # 'lower' / 'higher': never interpolate towards an infinite resample
-    return (float(np.quantile(r, (1 - conf) / 2, method='lower')),
-            float(np.quantile(r, (1 + conf) / 2, method='higher')))
+    return (
+        float(np.quantile(r, (1 - conf) / 2, method='lower')),
+        float(np.quantile(r, (1 + conf) / 2, method='higher')),
+    )
+
 
 INTERVALS = {'tasks': 'bootstrap over tasks', 'wilson': 'Wilson over attempts'}  # the pass@1 intervals, by name
 
-def interval_label(interval:str, # a key of INTERVALS
-                   conf:float=0.95, # confidence level
-                  ) -> str:
+
+def interval_label(
+    interval: str,  # a key of INTERVALS
+    conf: float = 0.95,  # confidence level
+) -> str:
     "How a table names the interval it shows, e.g. '95% bootstrap over tasks'."
     return f'{conf:.0%} {INTERVALS[interval]}'
 
 # %% ../nbs/07a_metrics.ipynb #c026
-def summarize(rewards, # (tasks, k) array of 0/1
-              conf:float=0.95, # confidence level of the pass@1 interval
-              interval:str='auto', # 'tasks' (bootstrap over tasks), 'wilson' (over attempts), 'auto': tasks if k > 1
-              seed:int=0, # seed of the bootstrap
-             ) -> dict:
+def summarize(
+    rewards,  # (tasks, k) array of 0/1
+    conf: float = 0.95,  # confidence level of the pass@1 interval
+    interval: str = 'auto',  # 'tasks' (bootstrap over tasks), 'wilson' (over attempts), 'auto': tasks if k > 1
+    seed: int = 0,  # seed of the bootstrap
+) -> dict:
     "pass@1 with an interval (named in `pass@1_interval`), solved once, solved k/k, pass@j and pass^j up `k_ladder(k)`."
     r = np.asarray(rewards)
     T, k = r.shape
     c = r.sum(1)
     s = int(c.sum())
-    if interval == 'auto': interval = 'tasks' if k > 1 else 'wilson'
-    if interval == 'bootstrap': interval = 'tasks'  # its older name
-    if interval == 'wilson': lo, hi = wilson(s, T * k, conf)
-    elif interval == 'tasks': lo, hi = bootstrap_mean(c / k, seed=seed, conf=conf) if T > 1 else (math.nan, math.nan)
-    else: raise ValueError(f"interval must be 'auto', 'tasks' or 'wilson', not {interval!r}")
+    if interval == 'auto':
+        interval = 'tasks' if k > 1 else 'wilson'
+    if interval == 'bootstrap':
+        interval = 'tasks'  # its older name
+    if interval == 'wilson':
+        lo, hi = wilson(s, T * k, conf)
+    elif interval == 'tasks':
+        lo, hi = bootstrap_mean(c / k, seed=seed, conf=conf) if T > 1 else (math.nan, math.nan)
+    else:
+        raise ValueError(f"interval must be 'auto', 'tasks' or 'wilson', not {interval!r}")
     once, every = int((c > 0).sum()), int((c == k).sum())
-    out = {'tasks': T, 'k': k, 'attempts': T * k, 'successes': s, 'pass@1': s / (T * k),
-           'pass@1_lo': float(lo), 'pass@1_hi': float(hi), 'pass@1_interval': interval_label(interval, conf),
-           'solved_once': once, 'solved_once_rate': once / T,
-           'solved_all': every, 'solved_all_rate': every / T}
-    for j in k_ladder(k)[1:]: out[f'pass@{j}'] = float(pass_at_k(k, c, j).mean())
-    for j in k_ladder(k): out[f'pass^{j}'] = float(pass_hat_k(k, c, j).mean())
+    out = {
+        'tasks': T,
+        'k': k,
+        'attempts': T * k,
+        'successes': s,
+        'pass@1': s / (T * k),
+        'pass@1_lo': float(lo),
+        'pass@1_hi': float(hi),
+        'pass@1_interval': interval_label(interval, conf),
+        'solved_once': once,
+        'solved_once_rate': once / T,
+        'solved_all': every,
+        'solved_all_rate': every / T,
+    }
+    for j in k_ladder(k)[1:]:
+        out[f'pass@{j}'] = float(pass_at_k(k, c, j).mean())
+    for j in k_ladder(k):
+        out[f'pass^{j}'] = float(pass_hat_k(k, c, j).mean())
     return out
 
+
 def _is_rate(key):
-    return key.endswith('_rate') or (key.startswith(('pass@', 'pass^'))
-                                     and not key.endswith(('_lo', '_hi', '_interval')))
+    return key.endswith('_rate') or (
+        key.startswith(('pass@', 'pass^')) and not key.endswith(('_lo', '_hi', '_interval'))
+    )
+
 
 def _labels(camp, by):
-    if by == 'domain': return camp.domains
-    if by == 'family': return camp.families
-    if by == 'held_out': return np.where(camp.held_out, 'held-out family', 'in-family').astype(object)
+    if by == 'domain':
+        return camp.domains
+    if by == 'family':
+        return camp.families
+    if by == 'held_out':
+        return np.where(camp.held_out, 'held-out family', 'in-family').astype(object)
     raise ValueError(f"by must be 'domain', 'family' or 'held_out', not {by!r}")
 
-def metrics_table(camp:Campaign, # a validated campaign
-                  by:str='domain', # 'domain', 'family' or 'held_out'
-                  prices:dict=None, # a price table: adds the cost index to each row
-                  conf:float=0.95, # confidence level of the pass@1 interval
-                  interval:str='auto', # 'auto', 'tasks' or 'wilson' (see `summarize`)
-                 ) -> list:
+
+def metrics_table(
+    camp: Campaign,  # a validated campaign
+    by: str = 'domain',  # 'domain', 'family' or 'held_out'
+    prices: dict = None,  # a price table: adds the cost index to each row
+    conf: float = 0.95,  # confidence level of the pass@1 interval
+    interval: str = 'auto',  # 'auto', 'tasks' or 'wilson' (see `summarize`)
+) -> list:
     "One row of metrics per group, then the micro (all attempts) and macro (mean over groups) rows."
     labels, rows = _labels(camp, by), []
     for g in sorted(set(labels), key=str):
         m = labels == g
         rows.append({by: g, **summarize(camp.rewards[m], conf, interval)})
-        if prices is not None: rows[-1].update(_cost_row(cost_index(camp, prices, tasks=m)))
+        if prices is not None:
+            rows[-1].update(_cost_row(cost_index(camp, prices, tasks=m)))
     micro = {by: 'micro (all)', **summarize(camp.rewards, conf, interval)}
-    if prices is not None: micro.update(_cost_row(cost_index(camp, prices)))
+    if prices is not None:
+        micro.update(_cost_row(cost_index(camp, prices)))
     macro = {key: (float(np.mean([r[key] for r in rows])) if _is_rate(key) else None) for key in micro}
     macro[by] = 'macro (mean of groups)'
     return rows + [micro, macro]
@@ -281,59 +382,80 @@ def metrics_table(camp:Campaign, # a validated campaign
 PARTS = ('agent', 'user', 'judge')  # the parts of an attempt's token usage
 TOKENS = ('input', 'cached_input', 'output')  # the counts of each part, priced separately
 
-def _default_prices() -> Path: return data_path('prices.yaml')  # a checkout's, or the wheel's copy
 
-def load_prices(path:str|Path=None, # a YAML price table; default: the project's data/prices.yaml
-               ) -> dict:
+def _default_prices() -> Path:
+    return data_path('prices.yaml')  # a checkout's, or the wheel's copy
+
+
+def load_prices(
+    path: str | Path = None,  # a YAML price table; default: the project's data/prices.yaml
+) -> dict:
     "The price table: model -> {input, cached_input, output} in USD per million tokens."
     path = Path(path) if path else _default_prices()
     table = yaml.safe_load(path.read_text()) or {}
     for model, p in table.items():
-        if (not isinstance(p, dict) or set(p) != set(TOKENS)
-                or not all(isinstance(p[t], (int, float)) and p[t] >= 0 for t in TOKENS)):
-            raise ValueError(f'{path}: model {model!r} needs exactly {", ".join(TOKENS)} as non-negative numbers, '
-                             f'got {p!r}')
+        if (
+            not isinstance(p, dict)
+            or set(p) != set(TOKENS)
+            or not all(isinstance(p[t], (int, float)) and p[t] >= 0 for t in TOKENS)
+        ):
+            raise ValueError(
+                f'{path}: model {model!r} needs exactly {", ".join(TOKENS)} as non-negative numbers, got {p!r}'
+            )
     return table
 
-def usage_totals(records:list, # attempt records
-                 part:str='agent', # 'agent', 'user' or 'judge'
-                ) -> dict:
+
+def usage_totals(
+    records: list,  # attempt records
+    part: str = 'agent',  # 'agent', 'user' or 'judge'
+) -> dict:
     "Token totals of one part of the usage, per model: model -> {input, cached_input, output}."
     tot = defaultdict(lambda: dict.fromkeys(TOKENS, 0))
     for r in records:
         u = (r.get('usage') or {}).get(part)
-        if not u: continue
+        if not u:
+            continue
         n = {t: int(u.get(t) or 0) for t in TOKENS}
-        where = f"{part} usage of {r.get('task_uid')}#{r.get('repetition')}"
+        where = f'{part} usage of {r.get("task_uid")}#{r.get("repetition")}'
         if min(n.values()) < 0 or n['cached_input'] > n['input']:
             raise ValueError(f'{where}: token counts must be >= 0 with cached_input <= input, got {n}')
         if not u.get('model'):
-            if any(n.values()): raise ValueError(f'{where}: tokens recorded without a model')
+            if any(n.values()):
+                raise ValueError(f'{where}: tokens recorded without a model')
             continue
-        for t in TOKENS: tot[u['model']][t] += n[t]
+        for t in TOKENS:
+            tot[u['model']][t] += n[t]
     return dict(tot)
 
-def price_of(totals:dict, # model -> token totals, from `usage_totals`
-             prices:dict, # the price table
-             part:str='agent', # which part of the usage (for the error message)
-            ) -> float:
+
+def price_of(
+    totals: dict,  # model -> token totals, from `usage_totals`
+    prices: dict,  # the price table
+    part: str = 'agent',  # which part of the usage (for the error message)
+) -> float:
     "USD cost of token totals at the table's prices; an unknown model is an error naming it."
     cost = 0.0
     for model, n in totals.items():
         if model not in prices:
-            raise ValueError(f"no price for model {model!r} ({part} usage): "
-                             "add it to the price table (data/prices.yaml)")
+            raise ValueError(
+                f'no price for model {model!r} ({part} usage): add it to the price table (data/prices.yaml)'
+            )
         p = prices[model]
-        cost += ((n['input'] - n['cached_input']) * p['input'] + n['cached_input'] * p['cached_input']
-                 + n['output'] * p['output']) / 1e6
+        cost += (
+            (n['input'] - n['cached_input']) * p['input']
+            + n['cached_input'] * p['cached_input']
+            + n['output'] * p['output']
+        ) / 1e6
     return cost
 
-def cost_index(camp:Campaign, # a validated campaign
-               prices:dict, # the price table (`load_prices`)
-               parts:tuple=('agent',), # the usage parts that make the campaign cost
-               tasks=None, # optional boolean mask over the campaign's tasks
-               conf:float=0.95, # confidence level of the interval of the cost per dependable task
-              ) -> dict:
+
+def cost_index(
+    camp: Campaign,  # a validated campaign
+    prices: dict,  # the price table (`load_prices`)
+    parts: tuple = ('agent',),  # the usage parts that make the campaign cost
+    tasks=None,  # optional boolean mask over the campaign's tasks
+    conf: float = 0.95,  # confidence level of the interval of the cost per dependable task
+) -> dict:
     "Campaign cost, cost per success and per dependable task (an interval over tasks), tokens and cost of each part."
     mask = np.ones(len(camp.uids), bool) if tasks is None else np.asarray(tasks, bool)
     keep = {u for u, m in zip(camp.uids, mask) if m}
@@ -342,92 +464,135 @@ def cost_index(camp:Campaign, # a validated campaign
     for part in PARTS:
         tot = usage_totals(recs, part)
         out[f'{part}_cost'] = price_of(tot, prices, part)
-        for t in TOKENS: out[f'{part}_{t}'] = sum(n[t] for n in tot.values())
+        for t in TOKENS:
+            out[f'{part}_{t}'] = sum(n[t] for n in tot.values())
     c = camp.successes[mask]
     s, dep, cost = int(c.sum()), int((c == camp.k).sum()), sum(out[f'{p}_cost'] for p in parts)
     lo, hi = bootstrap_ratio(task_costs(camp, prices, parts)[mask], c == camp.k, conf=conf) if dep else (None, None)
-    return {'cost': cost, 'successes': s, 'dependable': dep, 'cost_per_success': cost / s if s else None,
-            'cost_per_dependable': cost / dep if dep else None,
-            'cost_per_dependable_lo': lo, 'cost_per_dependable_hi': hi,
-            'cost_interval': interval_label('tasks', conf), **out}
+    return {
+        'cost': cost,
+        'successes': s,
+        'dependable': dep,
+        'cost_per_success': cost / s if s else None,
+        'cost_per_dependable': cost / dep if dep else None,
+        'cost_per_dependable_lo': lo,
+        'cost_per_dependable_hi': hi,
+        'cost_interval': interval_label('tasks', conf),
+        **out,
+    }
 
-def task_costs(camp:Campaign, # a validated campaign
-               prices:dict, # the price table
-               parts:tuple=('agent',), # the usage parts that make the cost
-              ) -> np.ndarray:
+
+def task_costs(
+    camp: Campaign,  # a validated campaign
+    prices: dict,  # the price table
+    parts: tuple = ('agent',),  # the usage parts that make the cost
+) -> np.ndarray:
     "Each task's cost (USD) over its k attempts, in the campaign's task order: what the cost interval resamples."
     by = defaultdict(list)
-    for r in camp.records: by[r['task_uid']].append(r)
+    for r in camp.records:
+        by[r['task_uid']].append(r)
     return np.array([sum(price_of(usage_totals(by[u], p), prices, p) for p in parts) for u in camp.uids])
 
-def _cost_row(ci): return {k: ci[k] for k in ('cost', 'cost_per_success', 'cost_per_dependable',
-                                              'cost_per_dependable_lo',
-                                              'cost_per_dependable_hi', 'user_cost', 'judge_cost')}
+
+def _cost_row(ci):
+    return {
+        k: ci[k]
+        for k in (
+            'cost',
+            'cost_per_success',
+            'cost_per_dependable',
+            'cost_per_dependable_lo',
+            'cost_per_dependable_hi',
+            'user_cost',
+            'judge_cost',
+        )
+    }
 
 # %% ../nbs/07a_metrics.ipynb #c031b
 BUDGETS = ('max_turns', 'max_tokens_per_turn', 'max_episode_tokens')  # the episode budgets, all in the policy's control
 
+
 class BudgetsDiffer(UserWarning):
     "Numbers measured under different episode budgets are compared, or a pool probed under other budgets is trained on."
 
-def apply_budgets(task, # a `Task`
-                  budgets:dict, # a run's budgets: each of BUDGETS -> a positive integer
-                 ):
+
+def apply_budgets(
+    task,  # a `Task`
+    budgets: dict,  # a run's budgets: each of BUDGETS -> a positive integer
+):
     "`task` with its episode budgets replaced by `budgets` (its wall clock, an infrastructure guard, stays its own)."
     bad = {f: budgets.get(f) for f in BUDGETS if type(budgets.get(f)) is not int or budgets.get(f) < 1}
-    if bad: raise ValueError(f'episode budgets must be positive integers for {", ".join(BUDGETS)}; got {bad}')
+    if bad:
+        raise ValueError(f'episode budgets must be positive integers for {", ".join(BUDGETS)}; got {bad}')
     return task.model_copy(update={'limits': task.limits.model_copy(update={f: budgets[f] for f in BUDGETS})})
 
-def budgets_record(tasks:list, # the tasks as they run (after `apply_budgets` where a run's budgets apply)
-                   max_tokens:int=None, # the sampler's own per-turn cap, if any
-                   source:str='tasks', # 'run' (a run's budgets replaced the tasks') or 'tasks' (each task's own limits)
-                  ) -> dict:
+
+def budgets_record(
+    tasks: list,  # the tasks as they run (after `apply_budgets` where a run's budgets apply)
+    max_tokens: int = None,  # the sampler's own per-turn cap, if any
+    source: str = 'tasks',  # 'run' (a run's budgets replaced the tasks') or 'tasks' (each task's own limits)
+) -> dict:
     "The episode budgets a campaign runs under, for campaign.json: each budget's figure, or [min, max] over the tasks."
-    if source not in ('run', 'tasks'): raise ValueError(f"source must be 'run' or 'tasks', not {source!r}")
+    if source not in ('run', 'tasks'):
+        raise ValueError(f"source must be 'run' or 'tasks', not {source!r}")
     out = {'source': source}
     for f in BUDGETS:
         v = [getattr(t.limits, f) for t in tasks]
-        if f == 'max_tokens_per_turn' and max_tokens: v = [min(x, max_tokens) for x in v]
+        if f == 'max_tokens_per_turn' and max_tokens:
+            v = [min(x, max_tokens) for x in v]
         out[f] = min(v) if min(v) == max(v) else [min(v), max(v)]
     return out
 
-def show_budgets(r:dict) -> str:
+
+def show_budgets(r: dict) -> str:
     "A budget record in words."
-    if not r: return 'not recorded'
+    if not r:
+        return 'not recorded'
     fig = lambda v: f'{v[0]}-{v[1]}' if isinstance(v, list) else f'{v}'
     how = "the run's, for every task" if r.get('source') == 'run' else "each task's own"
-    return (f"{fig(r['max_turns'])} turns, {fig(r['max_tokens_per_turn'])} tokens a turn, "
-            f"{fig(r['max_episode_tokens'])} an episode ({how})")
+    return (
+        f'{fig(r["max_turns"])} turns, {fig(r["max_tokens_per_turn"])} tokens a turn, '
+        f'{fig(r["max_episode_tokens"])} an episode ({how})'
+    )
 
-def budgets_differ(a:dict, # one budget record (None: not recorded)
-                   b:dict, # the other
-                   names:tuple=('one', 'the other'), # what each belongs to
-                  ) -> str|None:
+
+def budgets_differ(
+    a: dict,  # one budget record (None: not recorded)
+    b: dict,  # the other
+    names: tuple = ('one', 'the other'),  # what each belongs to
+) -> str | None:
     "A message naming both sets when two records differ in a figure (or only one is recorded); None when they agree."
-    if not a and not b: return None
-    if a and b and all(a.get(f) == b.get(f) for f in BUDGETS): return None
+    if not a and not b:
+        return None
+    if a and b and all(a.get(f) == b.get(f) for f in BUDGETS):
+        return None
     return f'episode budgets differ: {names[0]}: {show_budgets(a)}; {names[1]}: {show_budgets(b)}'
 
-def warn_budgets(a:dict, b:dict, names:tuple) -> bool:
+
+def warn_budgets(a: dict, b: dict, names: tuple) -> bool:
     "Warn (`BudgetsDiffer`) when two budget records differ; True if they do."
     msg = budgets_differ(a, b, names)
-    if msg: warnings.warn(msg, BudgetsDiffer, stacklevel=3)
+    if msg:
+        warnings.warn(msg, BudgetsDiffer, stacklevel=3)
     return msg is not None
 
 # %% ../nbs/07a_metrics.ipynb #c033
 def _transition(before, after):
     return np.where(before & after, 'kept', np.where(after, 'gained', np.where(before, 'lost', 'never')))
 
-def compare(base:Campaign, # the campaign of the base policy
-            trained:Campaign, # the campaign of the trained policy, same tasks and k
-            n_boot:int=4000, # bootstrap resamples of tasks
-            seed:int=0, # seed of the bootstrap
-            conf:float=0.95, # confidence level of the intervals
-           ) -> dict:
+
+def compare(
+    base: Campaign,  # the campaign of the base policy
+    trained: Campaign,  # the campaign of the trained policy, same tasks and k
+    n_boot: int = 4000,  # bootstrap resamples of tasks
+    seed: int = 0,  # seed of the bootstrap
+    conf: float = 0.95,  # confidence level of the intervals
+) -> dict:
     "Per-task transitions, paired bootstrap intervals of the pass@1 and k/k differences, and McNemar's exact test."
     if set(base.uids) != set(trained.uids) or base.k != trained.k:
-        raise ValueError(f'campaigns differ: {len(set(base.uids) ^ set(trained.uids))} tasks not in both, '
-                         f'k {base.k} vs {trained.k}')
+        raise ValueError(
+            f'campaigns differ: {len(set(base.uids) ^ set(trained.uids))} tasks not in both, k {base.k} vs {trained.k}'
+        )
     warn_budgets(base.budgets, trained.budgets, ('base', 'trained'))
     k, row = base.k, {u: i for i, u in enumerate(trained.uids)}
     cb, ct = base.successes, trained.successes[[row[u] for u in base.uids]]
@@ -436,93 +601,163 @@ def compare(base:Campaign, # the campaign of the base policy
     (lo1, lo_all), (hi1, hi_all) = bootstrap_mean(np.stack([(ct - cb) / k, all_t * 1.0 - all_b], 1), n_boot, seed, conf)
     gained, lost = int((t_all == 'gained').sum()), int((t_all == 'lost').sum())
     T = len(cb)
-    per_task = [dict(task_uid=u, domain=base.domains[i], family=base.families[i], base=int(cb[i]), trained=int(ct[i]),
-                     all_k=str(t_all[i]), once=str(t_once[i])) for i, u in enumerate(base.uids)]
-    return {'tasks': T, 'k': k,
-            'pass@1_base': cb.sum() / (T * k), 'pass@1_trained': ct.sum() / (T * k),
-            'pass@1_diff': (ct - cb).sum() / (T * k),
-            'pass@1_diff_lo': float(lo1), 'pass@1_diff_hi': float(hi1),
-            'diff_interval': interval_label('tasks', conf) + ', paired',
-            'all_k_base': int(all_b.sum()), 'all_k_trained': int(all_t.sum()),
-            'all_k_diff_rate': (all_t.sum() - all_b.sum()) / T,
-            'all_k_diff_lo': float(lo_all), 'all_k_diff_hi': float(hi_all),
-            'all_k_gained': gained, 'all_k_lost': lost,
-            'once_gained': int((t_once == 'gained').sum()), 'once_lost': int((t_once == 'lost').sum()),
-            'mcnemar_p': float(stats.binomtest(gained, gained + lost, 0.5).pvalue) if gained + lost else 1.0,
-            'per_task': per_task}
+    per_task = [
+        dict(
+            task_uid=u,
+            domain=base.domains[i],
+            family=base.families[i],
+            base=int(cb[i]),
+            trained=int(ct[i]),
+            all_k=str(t_all[i]),
+            once=str(t_once[i]),
+        )
+        for i, u in enumerate(base.uids)
+    ]
+    return {
+        'tasks': T,
+        'k': k,
+        'pass@1_base': cb.sum() / (T * k),
+        'pass@1_trained': ct.sum() / (T * k),
+        'pass@1_diff': (ct - cb).sum() / (T * k),
+        'pass@1_diff_lo': float(lo1),
+        'pass@1_diff_hi': float(hi1),
+        'diff_interval': interval_label('tasks', conf) + ', paired',
+        'all_k_base': int(all_b.sum()),
+        'all_k_trained': int(all_t.sum()),
+        'all_k_diff_rate': (all_t.sum() - all_b.sum()) / T,
+        'all_k_diff_lo': float(lo_all),
+        'all_k_diff_hi': float(hi_all),
+        'all_k_gained': gained,
+        'all_k_lost': lost,
+        'once_gained': int((t_once == 'gained').sum()),
+        'once_lost': int((t_once == 'lost').sum()),
+        'mcnemar_p': float(stats.binomtest(gained, gained + lost, 0.5).pvalue) if gained + lost else 1.0,
+        'per_task': per_task,
+    }
 
 # %% ../nbs/07a_metrics.ipynb #c036
 def _cell(v):
-    if v is None: return 'n/a'
-    if isinstance(v, (float, np.floating)): return f'{v:.4f}'
+    if v is None:
+        return 'n/a'
+    if isinstance(v, (float, np.floating)):
+        return f'{v:.4f}'
     return str(v)
 
-def _usd(x, nd=2): return 'n/a' if x is None else 'unbounded' if x == math.inf else f'${x:,.{nd}f}'
 
-def pretty(rows:list, # rows of `metrics_table` or `summarize`
-          ) -> list:
+def _usd(x, nd=2):
+    return 'n/a' if x is None else 'unbounded' if x == math.inf else f'${x:,.{nd}f}'
+
+
+def pretty(
+    rows: list,  # rows of `metrics_table` or `summarize`
+) -> list:
     "Rows for reading: rates as percentages, costs in dollars, `n/a` for missing values."
+
     def fmt(key, v):
-        if v is None: return 'n/a'
+        if v is None:
+            return 'n/a'
         rate = key.startswith(('pass@', 'pass^')) or key.endswith('_rate')
-        if isinstance(v, (float, np.floating)) and rate: return f'{v:.2%}'
-        if 'cost' in key: return _usd(v, 3 if key == 'cost_per_success' else 2)
+        if isinstance(v, (float, np.floating)) and rate:
+            return f'{v:.2%}'
+        if 'cost' in key:
+            return _usd(v, 3 if key == 'cost_per_success' else 2)
         return _cell(v)
+
     return [{k: fmt(k, v) for k, v in r.items()} for r in rows]
 
-def _cols(rows, cols): return list(cols or dict.fromkeys(k for r in rows for k in r))
 
-def to_markdown(rows:list, # rows (dicts)
-                cols:list=None, # columns, default: every key in order of appearance
-               ) -> str:
+def _cols(rows, cols):
+    return list(cols or dict.fromkeys(k for r in rows for k in r))
+
+
+def to_markdown(
+    rows: list,  # rows (dicts)
+    cols: list = None,  # columns, default: every key in order of appearance
+) -> str:
     "A markdown table."
     cols = _cols(rows, cols)
     esc = lambda v: _cell(v).replace('|', r'\|')
     lines = ['| ' + ' | '.join(cols) + ' |', '|' + '---|' * len(cols)]
     return '\n'.join(lines + ['| ' + ' | '.join(esc(r.get(c)) for c in cols) + ' |' for r in rows]) + '\n'
 
-def to_csv(rows:list, # rows (dicts)
-           cols:list=None, # columns, default: every key in order of appearance
-          ) -> str:
+
+def to_csv(
+    rows: list,  # rows (dicts)
+    cols: list = None,  # columns, default: every key in order of appearance
+) -> str:
     "A CSV table (raw values; empty for missing)."
     buf = io.StringIO()
     w = csv.DictWriter(buf, _cols(rows, cols), extrasaction='ignore', lineterminator='\n')
-    w.writeheader(); w.writerows(rows)
+    w.writeheader()
+    w.writerows(rows)
     return buf.getvalue()
 
-_TEX = {'\\': r'\textbackslash{}', '&': r'\&', '%': r'\%', '$': r'\$', '#': r'\#', '_': r'\_',
-        '{': r'\{', '}': r'\}', '~': r'\textasciitilde{}', '^': r'\textasciicircum{}'}
 
-def to_latex(rows:list, # rows (dicts)
-             cols:list=None, # columns, default: every key in order of appearance
-            ) -> str:
+_TEX = {
+    '\\': r'\textbackslash{}',
+    '&': r'\&',
+    '%': r'\%',
+    '$': r'\$',
+    '#': r'\#',
+    '_': r'\_',
+    '{': r'\{',
+    '}': r'\}',
+    '~': r'\textasciitilde{}',
+    '^': r'\textasciicircum{}',
+}
+
+
+def to_latex(
+    rows: list,  # rows (dicts)
+    cols: list = None,  # columns, default: every key in order of appearance
+) -> str:
     "A LaTeX (booktabs) tabular, special characters escaped."
     cols = _cols(rows, cols)
     esc = lambda v: ''.join(_TEX.get(ch, ch) for ch in _cell(v))
     body = [' & '.join(esc(r.get(c)) for c in cols) + r' \\' for r in rows]
-    return '\n'.join([r'\begin{tabular}{l' + 'r' * (len(cols) - 1) + '}', r'\toprule',
-                      ' & '.join(map(esc, cols)) + r' \\', r'\midrule', *body, r'\bottomrule', r'\end{tabular}']) + '\n'
+    return (
+        '\n'.join(
+            [
+                r'\begin{tabular}{l' + 'r' * (len(cols) - 1) + '}',
+                r'\toprule',
+                ' & '.join(map(esc, cols)) + r' \\',
+                r'\midrule',
+                *body,
+                r'\bottomrule',
+                r'\end{tabular}',
+            ]
+        )
+        + '\n'
+    )
 
-def write_tables(rows:list, # rows (dicts)
-                 stem:str|Path, # path without suffix: writes stem.md, stem.csv and stem.tex
-                 cols:list=None, # columns
-                ) -> list:
+
+def write_tables(
+    rows: list,  # rows (dicts)
+    stem: str | Path,  # path without suffix: writes stem.md, stem.csv and stem.tex
+    cols: list = None,  # columns
+) -> list:
     "Write a table as markdown, CSV and LaTeX; returns the three paths."
-    stem = Path(stem); stem.parent.mkdir(parents=True, exist_ok=True)
+    stem = Path(stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
     out = []
     for suffix, render in (('.md', to_markdown), ('.csv', to_csv), ('.tex', to_latex)):
-        p = stem.with_name(stem.name + suffix); p.write_text(render(rows, cols)); out.append(p)
+        p = stem.with_name(stem.name + suffix)
+        p.write_text(render(rows, cols))
+        out.append(p)
     return out
 
 # %% ../nbs/07a_metrics.ipynb #c039
-def _rel(a, b): return 'n/a' if a is None or b is None or a == 0 else f'{b / a - 1:+.1%}'
+def _rel(a, b):
+    return 'n/a' if a is None or b is None or a == 0 else f'{b / a - 1:+.1%}'
 
-def headline(base:Campaign, # the campaign of the base policy
-             trained:Campaign, # the campaign of the trained policy, same tasks and k
-             prices:dict, # the price table
-             names:tuple=('base', 'RL'), # column names of the two campaigns
-             parts:tuple=('agent',), # the usage parts that make the campaign cost
-            ) -> list:
+
+def headline(
+    base: Campaign,  # the campaign of the base policy
+    trained: Campaign,  # the campaign of the trained policy, same tasks and k
+    prices: dict,  # the price table
+    names: tuple = ('base', 'RL'),  # column names of the two campaigns
+    parts: tuple = ('agent',),  # the usage parts that make the campaign cost
+) -> list:
     "The method's results table (observed k/k, pass@1, pass@k, cost index), base vs trained, with the change."
     if base.k != trained.k or set(base.uids) != set(trained.uids):
         raise ValueError('headline compares two campaigns of the same tasks and k')
@@ -530,79 +765,120 @@ def headline(base:Campaign, # the campaign of the base policy
     cb, ct = cost_index(base, prices, parts), cost_index(trained, prices, parts)
     k, (a, b) = base.k, names
     return [
-        {'metric': f'observed {k}/{k}', a: f"{sb['solved_all']} ({sb['solved_all_rate']:.2%})",
-         b: f"{st['solved_all']} ({st['solved_all_rate']:.2%})", 'change': f"{st['solved_all'] - sb['solved_all']:+d}"},
-        {'metric': 'pass@1', a: f"{sb['pass@1']:.2%}", b: f"{st['pass@1']:.2%}",
-         'change': f"{(st['pass@1'] - sb['pass@1']) * 100:+.2f} pts"},
-        {'metric': f'pass@{k}', a: f"{sb['solved_once']} ({sb['solved_once_rate']:.2%})",
-         b: f"{st['solved_once']} ({st['solved_once_rate']:.2%})",
-         'change': f"{st['solved_once'] - sb['solved_once']:+d}"},
+        {
+            'metric': f'observed {k}/{k}',
+            a: f'{sb["solved_all"]} ({sb["solved_all_rate"]:.2%})',
+            b: f'{st["solved_all"]} ({st["solved_all_rate"]:.2%})',
+            'change': f'{st["solved_all"] - sb["solved_all"]:+d}',
+        },
+        {
+            'metric': 'pass@1',
+            a: f'{sb["pass@1"]:.2%}',
+            b: f'{st["pass@1"]:.2%}',
+            'change': f'{(st["pass@1"] - sb["pass@1"]) * 100:+.2f} pts',
+        },
+        {
+            'metric': f'pass@{k}',
+            a: f'{sb["solved_once"]} ({sb["solved_once_rate"]:.2%})',
+            b: f'{st["solved_once"]} ({st["solved_once_rate"]:.2%})',
+            'change': f'{st["solved_once"] - sb["solved_once"]:+d}',
+        },
         {'metric': 'campaign cost', a: _usd(cb['cost']), b: _usd(ct['cost']), 'change': _rel(cb['cost'], ct['cost'])},
-        {'metric': 'cost per successful attempt',
-         a: _usd(cb['cost_per_success'], 3), b: _usd(ct['cost_per_success'], 3),
-         'change': _rel(cb['cost_per_success'], ct['cost_per_success'])},
-        {'metric': 'cost per dependable task', a: _usd(cb['cost_per_dependable']), b: _usd(ct['cost_per_dependable']),
-         'change': _rel(cb['cost_per_dependable'], ct['cost_per_dependable'])}]
+        {
+            'metric': 'cost per successful attempt',
+            a: _usd(cb['cost_per_success'], 3),
+            b: _usd(ct['cost_per_success'], 3),
+            'change': _rel(cb['cost_per_success'], ct['cost_per_success']),
+        },
+        {
+            'metric': 'cost per dependable task',
+            a: _usd(cb['cost_per_dependable']),
+            b: _usd(ct['cost_per_dependable']),
+            'change': _rel(cb['cost_per_dependable'], ct['cost_per_dependable']),
+        },
+    ]
 
-def _tokens(ci, part): return ci[f'{part}_input'] + ci[f'{part}_output']
 
-def _spend(s:dict) -> str:
+def _tokens(ci, part):
+    return ci[f'{part}_input'] + ci[f'{part}_output']
+
+
+def _spend(s: dict) -> str:
     "One line of what a stage spent: episodes, tokens, dollars where every model is priced."
     usd = _usd(s['usd']) if s.get('usd') is not None else 'no price'
-    return f"{s['episodes']:,} episodes, {s['tokens']:,} tokens, {usd}"
+    return f'{s["episodes"]:,} episodes, {s["tokens"]:,} tokens, {usd}'
 
-def campaign_spend(records:list, # attempt records, system errors included (they were paid for too)
-                   prices:dict=None, # the price table; None or an unpriced model: no dollars
-                  ) -> dict:
+
+def campaign_spend(
+    records: list,  # attempt records, system errors included (they were paid for too)
+    prices: dict = None,  # the price table; None or an unpriced model: no dollars
+) -> dict:
     "What a campaign spent, every usage part together: episodes, tokens, and dollars where every model is priced."
     tot = {p: usage_totals(records, p) for p in PARTS}
     tokens = sum(n['input'] + n['output'] for t in tot.values() for n in t.values())
-    try: usd = sum(price_of(t, prices, p) for p, t in tot.items()) if prices is not None else None
-    except ValueError: usd = None
+    try:
+        usd = sum(price_of(t, prices, p) for p, t in tot.items()) if prices is not None else None
+    except ValueError:
+        usd = None
     return {'episodes': len(records), 'tokens': tokens, 'usd': usd}
 
-def cost_lines(base:Campaign, # the campaign of the base policy
-               trained:Campaign, # the campaign of the trained policy, same tasks and k
-               prices:dict, # the price table
-               names:tuple=('base', 'RL'), # column names of the two campaigns
-               spent:dict=None, # what the trained policy cost to make: stage name -> `campaign_spend`-like dict
-               conf:float=0.95, # confidence level of the interval
-              ) -> list:
+
+def cost_lines(
+    base: Campaign,  # the campaign of the base policy
+    trained: Campaign,  # the campaign of the trained policy, same tasks and k
+    prices: dict,  # the price table
+    names: tuple = ('base', 'RL'),  # column names of the two campaigns
+    spent: dict = None,  # what the trained policy cost to make: stage name -> `campaign_spend`-like dict
+    conf: float = 0.95,  # confidence level of the interval
+) -> list:
     "Costs beside the headline: the index (the agent's inference) with its interval; user, judge, probing, training."
     cb, ct = cost_index(base, prices, conf=conf), cost_index(trained, prices, conf=conf)
     a, b = names
+
     def ci(c):
         lo, hi = c['cost_per_dependable_lo'], c['cost_per_dependable_hi']
         return 'n/a' if lo is None else f'[{_usd(lo)}, {_usd(hi)}]'
-    def part(c, p): return f"{_tokens(c, p):,} tokens, {_usd(c[f'{p}_cost'])}"
-    rows = [{'line': 'campaign cost (the index: inference of the evaluated policy)',
-             a: _usd(cb['cost']), b: _usd(ct['cost'])},
-            {'line': 'cost per dependable task',
-             a: _usd(cb['cost_per_dependable']), b: _usd(ct['cost_per_dependable'])},
-            {'line': f"cost per dependable task, {cb['cost_interval']}", a: ci(cb), b: ci(ct)},
-            {'line': 'simulated user (not in the index)', a: part(cb, 'user'), b: part(ct, 'user')},
-            {'line': 'judge (not in the index)', a: part(cb, 'judge'), b: part(ct, 'judge')}]
+
+    def part(c, p):
+        return f'{_tokens(c, p):,} tokens, {_usd(c[f"{p}_cost"])}'
+
+    rows = [
+        {
+            'line': 'campaign cost (the index: inference of the evaluated policy)',
+            a: _usd(cb['cost']),
+            b: _usd(ct['cost']),
+        },
+        {'line': 'cost per dependable task', a: _usd(cb['cost_per_dependable']), b: _usd(ct['cost_per_dependable'])},
+        {'line': f'cost per dependable task, {cb["cost_interval"]}', a: ci(cb), b: ci(ct)},
+        {'line': 'simulated user (not in the index)', a: part(cb, 'user'), b: part(ct, 'user')},
+        {'line': 'judge (not in the index)', a: part(cb, 'judge'), b: part(ct, 'judge')},
+    ]
     for stage, s in (spent or {}).items():
         rows.append({'line': f'{stage} spent to make {b} (not in the index)', a: '', b: _spend(s)})
     return rows
 
 # %% ../nbs/07a_metrics.ipynb #c048
-def scratch_dir(*parts:str, # sub-folders
-               ) -> Path:
+def scratch_dir(
+    *parts: str,  # sub-folders
+) -> Path:
     "A git-ignored folder under the project's data/runs/_scratch/ for demonstration outputs (created)."
-    p = project_dir()/'data'/'runs'/'_scratch'/Path(*parts)
+    p = project_dir() / 'data' / 'runs' / '_scratch' / Path(*parts)
     p.mkdir(parents=True, exist_ok=True)
     return p
 
+
 def _save(fig, path):
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, bbox_inches='tight')
     return path
 
-def plot_domains(campaigns:dict, # name -> Campaign
-                 path:str|Path, # the image file to write
-                 by:str='domain', # 'domain', 'family' or 'held_out'
-                ) -> Path:
+
+def plot_domains(
+    campaigns: dict,  # name -> Campaign
+    path: str | Path,  # the image file to write
+    by: str = 'domain',  # 'domain', 'family' or 'held_out'
+) -> Path:
     "Bars per group: pass@1 and observed k/k rate, one bar per campaign."
     tables = {name: {r[by]: r for r in metrics_table(c, by)[:-2]} for name, c in campaigns.items()}
     groups = sorted({g for t in tables.values() for g in t}, key=str)
@@ -612,13 +888,17 @@ def plot_domains(campaigns:dict, # name -> Campaign
         for i, (name, t) in enumerate(tables.items()):
             ax.bar(x + i * w, [t[g][key] if g in t else 0 for g in groups], w, label=name)
         ax.set_xticks(x + w * (len(campaigns) - 1) / 2, groups, rotation=30, ha='right')
-        ax.set_ylim(0, 1); ax.set_title(title); ax.grid(axis='y', alpha=.3)
+        ax.set_ylim(0, 1)
+        ax.set_title(title)
+        ax.grid(axis='y', alpha=0.3)
     ax.legend(fontsize=8)
     return _save(fig, path)
 
-def plot_pass_curves(campaigns:dict, # name -> Campaign
-                     path:str|Path, # the image file to write
-                    ) -> Path:
+
+def plot_pass_curves(
+    campaigns: dict,  # name -> Campaign
+    path: str | Path,  # the image file to write
+) -> Path:
     "pass^k (solid) and pass@k (dashed) against k, one colour per campaign."
     fig = Figure(figsize=(5, 3.2), dpi=80)
     ax = fig.subplots()
@@ -627,13 +907,20 @@ def plot_pass_curves(campaigns:dict, # name -> Campaign
         ax.plot(ks, [pass_hat_k(c.k, c.successes, j).mean() for j in ks], '-', color=f'C{i}', label=f'{name} pass^k')
         ax.plot(ks, [pass_at_k(c.k, c.successes, j).mean() for j in ks], '--', color=f'C{i}', label=f'{name} pass@k')
     ks = k_ladder(max(c.k for c in campaigns.values()))
-    ax.set_xscale('log', base=2); ax.set_xticks(ks, [str(j) for j in ks]); ax.minorticks_off()
-    ax.set_xlabel('k'); ax.set_ylim(0, 1); ax.grid(alpha=.3); ax.legend(fontsize=7)
+    ax.set_xscale('log', base=2)
+    ax.set_xticks(ks, [str(j) for j in ks])
+    ax.minorticks_off()
+    ax.set_xlabel('k')
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
     return _save(fig, path)
 
-def plot_transitions(cmp:dict, # the result of `compare`
-                     path:str|Path, # the image file to write
-                    ) -> Path:
+
+def plot_transitions(
+    cmp: dict,  # the result of `compare`
+    path: str | Path,  # the image file to write
+) -> Path:
     "Tasks gained and lost between two campaigns, for observed k/k and for solved at least once."
     fig = Figure(figsize=(5, 2.4), dpi=80)
     ax = fig.subplots()
@@ -642,8 +929,11 @@ def plot_transitions(cmp:dict, # the result of `compare`
     ax.barh(labels, gained, color='tab:green', label='gained')
     ax.barh(labels, [-x for x in lost], color='tab:red', label='lost')
     for y, (g, l) in enumerate(zip(gained, lost)):
-        ax.text(g, y, f' +{g}', va='center', fontsize=8); ax.text(-l, y, f'-{l} ', va='center', ha='right', fontsize=8)
-    ax.axvline(0, color='k', lw=.8); ax.set_xlabel(f'tasks (k = {k})')
+        ax.text(g, y, f' +{g}', va='center', fontsize=8)
+        ax.text(-l, y, f'-{l} ', va='center', ha='right', fontsize=8)
+    ax.axvline(0, color='k', lw=0.8)
+    ax.set_xlabel(f'tasks (k = {k})')
     lim = max(gained + lost + [1]) * 1.3
-    ax.set_xlim(-lim, lim); ax.legend(fontsize=8, ncol=2, loc='upper center', bbox_to_anchor=(0.5, -0.3))
+    ax.set_xlim(-lim, lim)
+    ax.legend(fontsize=8, ncol=2, loc='upper center', bbox_to_anchor=(0.5, -0.3))
     return _save(fig, path)

@@ -19,37 +19,44 @@ __all__ = ['TRAINED_BY', 'MainJob', 'job_tasks', 'report', 'headline_rows', 'tra
 @dataclass
 class MainJob:
     "The main job's configuration (every field is a `tbt main` option)."
-    run: str = 'tiny-cpu'                       # the run's directory under runs_dir
+
+    run: str = 'tiny-cpu'  # the run's directory under runs_dir
     runs_dir: str = 'data/runs'
     recipe: str = 'scripts/recipes/tiny_cpu.yaml'  # the GRPO recipe (model, steps, groups, sampling)
     base_model: str = 'data/models/tiny-qwen3'  # the base policy
     task_dir: str = 'data/tasks'
     domains: str = 'travel,retail'
-    probe_per_family: int = 4                  # training tasks probed per family
-    probe_k: int = 4                           # probes per task (the method's minimum of clean runs)
-    bench_per_family: int = 10                 # bench tasks evaluated per family (10: all of them)
-    bench_k: int = 4                           # attempts per bench task: observed k/k is out of this k
-    steps: int = 0                             # GRPO steps (0: the recipe's max_steps)
-    concurrency: int = 16                      # episodes live at once (64 decoded at half the speed)
-    adopt_model: bool = False                  # evaluate a model in the run's model/ that this job did not train
+    probe_per_family: int = 4  # training tasks probed per family
+    probe_k: int = 4  # probes per task (the method's minimum of clean runs)
+    bench_per_family: int = 10  # bench tasks evaluated per family (10: all of them)
+    bench_k: int = 4  # attempts per bench task: observed k/k is out of this k
+    steps: int = 0  # GRPO steps (0: the recipe's max_steps)
+    concurrency: int = 16  # episodes live at once (64 decoded at half the speed)
+    adopt_model: bool = False  # evaluate a model in the run's model/ that this job did not train
 
     @property
-    def dir(self) -> Path: return Path(self.runs_dir)/self.run
+    def dir(self) -> Path:
+        return Path(self.runs_dir) / self.run
 
-def _per_family(tasks:list, n:int) -> list:
+
+def _per_family(tasks: list, n: int) -> list:
     "The first n tasks (by uid) of every family: a deterministic, balanced sample."
     out, seen = [], {}
     for t in sorted(tasks, key=lambda t: t.uid):
-        if seen.get(t.family, 0) < n: out.append(t); seen[t.family] = seen.get(t.family, 0) + 1
+        if seen.get(t.family, 0) < n:
+            out.append(t)
+            seen[t.family] = seen.get(t.family, 0) + 1
     return out
 
-def job_tasks(job:MainJob) -> tuple:
+
+def job_tasks(job: MainJob) -> tuple:
     "The task files (generated when missing), the probed training tasks and the bench tasks of the job."
     files = []
     for d in job.domains.split(','):
         for split, n, seed in (('train', 40, 0), ('bench', 10, 1)):
-            p = Path(job.task_dir)/f'{d}_{split}.jsonl'
-            if not p.exists(): write_tasks(generate_tasks(d, split, seed=seed, n=n), p)
+            p = Path(job.task_dir) / f'{d}_{split}.jsonl'
+            if not p.exists():
+                write_tasks(generate_tasks(d, split, seed=seed, n=n), p)
             files.append(str(p))
     tasks = load_tasks(*files)
     train = _per_family([t for t in tasks if t.split == 'train'], job.probe_per_family)
@@ -59,283 +66,454 @@ def job_tasks(job:MainJob) -> tuple:
 # %% ../nbs/12_pipeline.ipynb #c006
 def _brief(camp) -> dict:
     s = metrics.summarize(camp.rewards)
-    return {'pass@1': s['pass@1'], 'pass@1_lo': s['pass@1_lo'], 'pass@1_hi': s['pass@1_hi'],
-            'pass@1_interval': s['pass@1_interval'],
-            f'pass@{camp.k}': s['solved_once_rate'],
-            'observed_kk': s['solved_all'], 'observed_kk_rate': s['solved_all_rate'], 'solved_once': s['solved_once'],
-            'tasks': s['tasks'], 'attempts': s['attempts'], 'successes': s['successes']}
+    return {
+        'pass@1': s['pass@1'],
+        'pass@1_lo': s['pass@1_lo'],
+        'pass@1_hi': s['pass@1_hi'],
+        'pass@1_interval': s['pass@1_interval'],
+        f'pass@{camp.k}': s['solved_once_rate'],
+        'observed_kk': s['solved_all'],
+        'observed_kk_rate': s['solved_all_rate'],
+        'solved_once': s['solved_once'],
+        'tasks': s['tasks'],
+        'attempts': s['attempts'],
+        'successes': s['successes'],
+    }
+
 
 def _subset(camp, mask):
     import numpy as np
+
     m = np.asarray(mask, bool)
     keep = {u for u, x in zip(camp.uids, m) if x}
-    return metrics.Campaign([u for u in camp.uids if u in keep], camp.rewards[m], camp.domains[m], camp.families[m],
-                            camp.held_out[m], [r for r in camp.records if r['task_uid'] in keep], camp.policy_id)
+    return metrics.Campaign(
+        [u for u in camp.uids if u in keep],
+        camp.rewards[m],
+        camp.domains[m],
+        camp.families[m],
+        camp.held_out[m],
+        [r for r in camp.records if r['task_uid'] in keep],
+        camp.policy_id,
+    )
 
-def report(run_dir:str|Path, extra:dict=None) -> dict:
+
+def report(run_dir: str | Path, extra: dict = None) -> dict:
     "Write summary.json, tables and figures of a run from its stored campaigns; returns the summary."
     from thinkingbox_training.campaigns import load_campaign
+
     d = Path(run_dir)
-    base, trained = load_campaign(d/'eval-base'), load_campaign(d/'eval-trained')
-    old = json.loads((d/'summary.json').read_text()) if (d/'summary.json').exists() else {}
+    base, trained = load_campaign(d / 'eval-base'), load_campaign(d / 'eval-trained')
+    old = json.loads((d / 'summary.json').read_text()) if (d / 'summary.json').exists() else {}
     cmp = metrics.compare(base, trained)
-    def plain(c): return {k: v for k, v in c.items()
-                          if isinstance(v, (int, float, str)) or k.endswith(('_ci', '_interval'))}
+
+    def plain(c):
+        return {k: v for k, v in c.items() if isinstance(v, (int, float, str)) or k.endswith(('_ci', '_interval'))}
+
     groups = {}
     for name, mask in (('in_family', ~base.held_out), ('held_out_family', base.held_out)):
-        if not mask.any(): continue
+        if not mask.any():
+            continue
         b, t = _subset(base, mask), _subset(trained, mask)
-        groups[name] = {'base': _brief(b), 'trained': _brief(t), 'tasks': int(mask.sum()),
-                        'comparison': plain(metrics.compare(b, t))}  # the paired difference within the group
-    summary = {**old, **(extra or {}), 'k': base.k, 'bench_tasks': len(base.uids),
-               'base': {'policy': base.policy_id, **_brief(base)},
-               'trained': {'policy': trained.policy_id, **_brief(trained)},
-               'by_family_group': groups,
-               'comparison': plain(cmp)}
-    (d/'tables').mkdir(exist_ok=True); (d/'figures').mkdir(exist_ok=True)
+        groups[name] = {
+            'base': _brief(b),
+            'trained': _brief(t),
+            'tasks': int(mask.sum()),
+            'comparison': plain(metrics.compare(b, t)),
+        }  # the paired difference within the group
+    summary = {
+        **old,
+        **(extra or {}),
+        'k': base.k,
+        'bench_tasks': len(base.uids),
+        'base': {'policy': base.policy_id, **_brief(base)},
+        'trained': {'policy': trained.policy_id, **_brief(trained)},
+        'by_family_group': groups,
+        'comparison': plain(cmp),
+    }
+    (d / 'tables').mkdir(exist_ok=True)
+    (d / 'figures').mkdir(exist_ok=True)
     rows = []
     for label, camp in (('base', base), ('trained', trained)):
-        for r in metrics.metrics_table(camp, by='held_out'): rows.append({'policy': label, **r})
-    metrics.write_tables(metrics.pretty(rows), d/'tables'/'by_family_group')
-    dom_rows = [{'policy': label, **r} for label, camp in (('base', base), ('trained', trained))
-                for r in metrics.metrics_table(camp, by='domain')]
-    metrics.write_tables(metrics.pretty(dom_rows), d/'tables'/'by_domain')
-    metrics.write_tables(headline_rows(summary), d/'tables'/'headline')
-    metrics.plot_domains({'base': base, 'trained': trained}, d/'figures'/'domains.png')
-    metrics.plot_pass_curves({'base': base, 'trained': trained}, d/'figures'/'pass_curves.png')
-    metrics.plot_transitions(cmp, d/'figures'/'transitions.png')
-    summary['budgets'] = {**summary.get('budgets', {}), 'evaluate_base': base.budgets,
-                          'evaluate_trained': trained.budgets}
-    try: lines = metrics.cost_lines(base, trained, metrics.load_prices(), ('base', 'trained'), summary.get('spent'))
-    except (ValueError, FileNotFoundError) as e: lines = [{'line': f'no cost index: {e}'}]
+        for r in metrics.metrics_table(camp, by='held_out'):
+            rows.append({'policy': label, **r})
+    metrics.write_tables(metrics.pretty(rows), d / 'tables' / 'by_family_group')
+    dom_rows = [
+        {'policy': label, **r}
+        for label, camp in (('base', base), ('trained', trained))
+        for r in metrics.metrics_table(camp, by='domain')
+    ]
+    metrics.write_tables(metrics.pretty(dom_rows), d / 'tables' / 'by_domain')
+    metrics.write_tables(headline_rows(summary), d / 'tables' / 'headline')
+    metrics.plot_domains({'base': base, 'trained': trained}, d / 'figures' / 'domains.png')
+    metrics.plot_pass_curves({'base': base, 'trained': trained}, d / 'figures' / 'pass_curves.png')
+    metrics.plot_transitions(cmp, d / 'figures' / 'transitions.png')
+    summary['budgets'] = {
+        **summary.get('budgets', {}),
+        'evaluate_base': base.budgets,
+        'evaluate_trained': trained.budgets,
+    }
+    try:
+        lines = metrics.cost_lines(base, trained, metrics.load_prices(), ('base', 'trained'), summary.get('spent'))
+    except (ValueError, FileNotFoundError) as e:
+        lines = [{'line': f'no cost index: {e}'}]
     summary['costs'] = lines
-    metrics.write_tables(lines, d/'tables'/'costs')
-    (d/'summary.json').write_text(json.dumps(summary, indent=1, sort_keys=True, default=str) + '\n')
+    metrics.write_tables(lines, d / 'tables' / 'costs')
+    (d / 'summary.json').write_text(json.dumps(summary, indent=1, sort_keys=True, default=str) + '\n')
     return summary
 
-def headline_rows(s:dict) -> list:
+
+def headline_rows(s: dict) -> list:
     "The run's headline table: base vs trained, overall and per family group, with intervals."
-    k, ci = s['k'], s['base'].get('pass@1_interval', '95% Wilson over attempts')   # summaries before issue 27: Wilson
+    k, ci = s['k'], s['base'].get('pass@1_interval', '95% Wilson over attempts')  # summaries before issue 27: Wilson
+
     def row(label, b, t):
-        return {'tasks': label,
-                f'pass@1 base [{ci}]': f"{b['pass@1']:.1%} [{b['pass@1_lo']:.1%}, {b['pass@1_hi']:.1%}]",
-                f'pass@1 trained [{ci}]': f"{t['pass@1']:.1%} [{t['pass@1_lo']:.1%}, {t['pass@1_hi']:.1%}]",
-                f'observed {k}/{k} base': f"{b['observed_kk']}/{b['tasks']}",
-                f'observed {k}/{k} trained': f"{t['observed_kk']}/{t['tasks']}",
-                f'pass@{k} base': f"{b[f'pass@{k}']:.1%}", f'pass@{k} trained': f"{t[f'pass@{k}']:.1%}"}
-    out = [row(f"all ({s['bench_tasks']})", s['base'], s['trained'])]
+        return {
+            'tasks': label,
+            f'pass@1 base [{ci}]': f'{b["pass@1"]:.1%} [{b["pass@1_lo"]:.1%}, {b["pass@1_hi"]:.1%}]',
+            f'pass@1 trained [{ci}]': f'{t["pass@1"]:.1%} [{t["pass@1_lo"]:.1%}, {t["pass@1_hi"]:.1%}]',
+            f'observed {k}/{k} base': f'{b["observed_kk"]}/{b["tasks"]}',
+            f'observed {k}/{k} trained': f'{t["observed_kk"]}/{t["tasks"]}',
+            f'pass@{k} base': f'{b[f"pass@{k}"]:.1%}',
+            f'pass@{k} trained': f'{t[f"pass@{k}"]:.1%}',
+        }
+
+    out = [row(f'all ({s["bench_tasks"]})', s['base'], s['trained'])]
     for g, v in s.get('by_family_group', {}).items():
-        out.append(row(f"{g.replace('_', ' ')} ({v['tasks']})", v['base'], v['trained']))
+        out.append(row(f'{g.replace("_", " ")} ({v["tasks"]})', v['base'], v['trained']))
     return out
 
 # %% ../nbs/12_pipeline.ipynb #c010
-def training_spend(model_dir:str|Path) -> dict|None:
+def training_spend(model_dir: str | Path) -> dict | None:
     "What training spent, from `training_log.json`: every episode it generated (refills included) and their tokens."
-    f = Path(model_dir)/'training_log.json'
-    if not f.exists(): return None
+    f = Path(model_dir) / 'training_log.json'
+    if not f.exists():
+        return None
     log = json.loads(f.read_text())
     per_step = [sum(len(g) for g in st['groups']) for st in log['steps']]
     means = [h['tbt/episode_tokens'] for h in log.get('log_history', []) if 'tbt/episode_tokens' in h]  # one a step
     return {'episodes': sum(per_step), 'tokens': int(round(sum(m * n for m, n in zip(means, per_step)))), 'usd': None}
 
-def training_steps(model_dir:str|Path) -> list:
+
+def training_steps(model_dir: str | Path) -> list:
     """One row per GRPO step from `training_log.json`: mean reward of the groups it trained on, groups
     generated/useful/zero-variance/system-error, refill rounds, skipped."""
-    f = Path(model_dir)/'training_log.json'
-    if not f.exists(): return []
+    f = Path(model_dir) / 'training_log.json'
+    if not f.exists():
+        return []
     out = []
     for st in json.loads(f.read_text())['steps']:
         kinds = st.get('kinds', [])
         rewards = [g[2] for i in st.get('selected', []) for g in st['groups'][i]]
         reward = round(sum(rewards) / len(rewards), 3) if rewards else float('nan')
-        out.append({'step': st['step'] + 1, 'reward': reward, 'groups': len(kinds),
-                    'useful': len(st.get('selected', [])), 'zero_variance': sum(k == 'zero_variance' for k in kinds),
-                    'system_error': sum(k == 'system_error' for k in kinds),
-                    'refill_rounds': max(st.get('rounds') or [0]), 'skipped': bool(st.get('skipped'))})
+        out.append(
+            {
+                'step': st['step'] + 1,
+                'reward': reward,
+                'groups': len(kinds),
+                'useful': len(st.get('selected', [])),
+                'zero_variance': sum(k == 'zero_variance' for k in kinds),
+                'system_error': sum(k == 'system_error' for k in kinds),
+                'refill_rounds': max(st.get('rounds') or [0]),
+                'skipped': bool(st.get('skipped')),
+            }
+        )
     return out
 
 # %% ../nbs/12_pipeline.ipynb #c010b
 TRAINED_BY = 'tbt_main.json'  # the record the job's own training leaves beside the model
 
-def training_inputs(job:MainJob, pool:str|Path) -> dict:
+
+def training_inputs(job: MainJob, pool: str | Path) -> dict:
     "What the job's training is made of: the recipe (path and content), the base model, the pool and the steps."
     digest = lambda p: hashlib.sha256(Path(p).read_bytes()).hexdigest()[:16]  # noqa: E731
-    return {'recipe': job.recipe, 'recipe_sha256': digest(job.recipe), 'base_model': job.base_model,
-            'pool_sha256': digest(pool), 'steps': job.steps}
+    return {
+        'recipe': job.recipe,
+        'recipe_sha256': digest(job.recipe),
+        'base_model': job.base_model,
+        'pool_sha256': digest(pool),
+        'steps': job.steps,
+    }
 
-def mark_trained(model_dir:str|Path, inputs:dict):
+
+def mark_trained(model_dir: str | Path, inputs: dict):
     "Record beside a model the job just trained what it was trained from (`TRAINED_BY`)."
     rec = {'trained_by': 'tbt main', 'inputs': inputs, 'at': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}
-    (Path(model_dir)/TRAINED_BY).write_text(json.dumps(rec, indent=1) + '\n')
+    (Path(model_dir) / TRAINED_BY).write_text(json.dumps(rec, indent=1) + '\n')
 
-def _recorded(model_dir:Path, strict:bool=False) -> dict|None:
+
+def _recorded(model_dir: Path, strict: bool = False) -> dict | None:
     "The inputs the job recorded beside a model it trained; None (or, `strict`, the exception) when there are none."
     try:
-        got = json.loads((Path(model_dir)/TRAINED_BY).read_text())['inputs']
-        if not isinstance(got, dict): raise TypeError(f'inputs is {type(got).__name__}, not an object')
+        got = json.loads((Path(model_dir) / TRAINED_BY).read_text())['inputs']
+        if not isinstance(got, dict):
+            raise TypeError(f'inputs is {type(got).__name__}, not an object')
         return got
     except (OSError, ValueError, KeyError, TypeError):
-        if strict: raise
+        if strict:
+            raise
         return None
 
-def reuse_model(model_dir:str|Path, # the run's model/
-                inputs:dict=None,   # this run's `training_inputs` (None: only whether the job trained it)
-                adopt:bool=False,   # take a model the job did not train (said loudly) instead of refusing it
-               ) -> bool:
+
+def reuse_model(
+    model_dir: str | Path,  # the run's model/
+    inputs: dict = None,  # this run's `training_inputs` (None: only whether the job trained it)
+    adopt: bool = False,  # take a model the job did not train (said loudly) instead of refusing it
+) -> bool:
     """Whether the job's training is done: False when `model_dir` holds no model (train one); True when it holds one
     this job trained from these `inputs`. A model the job did not train, or trained from other inputs, stops the job
     with what to do (`SystemExit`), unless `adopt`."""
     d = Path(model_dir)
-    if not (d/'config.json').exists(): return False
+    if not (d / 'config.json').exists():
+        return False
     why = None
-    try: had = _recorded(d, strict=True)
+    try:
+        had = _recorded(d, strict=True)
     except FileNotFoundError:
-        why = (f'holds a model this job did not train (no {TRAINED_BY}: `scripts/train.py` or `accelerate launch` '
-               'with the recipe\'s output_dir write there)')
+        why = (
+            f'holds a model this job did not train (no {TRAINED_BY}: `scripts/train.py` or `accelerate launch` '
+            "with the recipe's output_dir write there)"
+        )
     except (ValueError, KeyError, TypeError) as e:
         why = f'holds a model whose {TRAINED_BY} cannot be read ({type(e).__name__}: {e})'
     else:
         differ = [k for k in (inputs or {}) if had.get(k) != inputs[k]]
         if differ:
-            why = ('holds a model this job trained from other inputs: '
-                   + ', '.join(f'{k} {had.get(k)!r}, now {inputs[k]!r}' for k in differ))
-    if why is None: return True
+            why = 'holds a model this job trained from other inputs: ' + ', '.join(
+                f'{k} {had.get(k)!r}, now {inputs[k]!r}' for k in differ
+            )
+    if why is None:
+        return True
     if adopt:
         print(f'[train] WARNING: {d} {why}; --adopt-model: it is evaluated as the trained policy', flush=True)
         return True
-    raise SystemExit(f'{d} {why}. Move it away (or use another --run) and the job trains its own; '
-                     '--adopt-model evaluates it as it is')
+    raise SystemExit(
+        f'{d} {why}. Move it away (or use another --run) and the job trains its own; '
+        '--adopt-model evaluates it as it is'
+    )
 
 # %% ../nbs/12_pipeline.ipynb #c012
-def campaign_settings(args, # the run's TBTConfig
-                      bench:list, # the bench tasks
-                     ) -> dict:
+def campaign_settings(
+    args,  # the run's TBTConfig
+    bench: list,  # the bench tasks
+) -> dict:
     """Sampling and budgets of each campaign: probing under the recipe's (training's), evaluation under each bench
     task's own."""
     from dataclasses import replace
     from thinkingbox_training.grpo import sampling_config, run_budgets
+
     s = sampling_config(args)
-    return {'probe': dict(sampling=s, budgets=run_budgets(args)),
-            'evaluate': dict(sampling=replace(s, max_tokens=max(t.limits.max_tokens_per_turn for t in bench)),
-                             budgets=None)}
+    return {
+        'probe': dict(sampling=s, budgets=run_budgets(args)),
+        'evaluate': dict(
+            sampling=replace(s, max_tokens=max(t.limits.max_tokens_per_turn for t in bench)), budgets=None
+        ),
+    }
+
 
 def _prices():
-    try: return metrics.load_prices()
-    except (ValueError, FileNotFoundError): return None
+    try:
+        return metrics.load_prices()
+    except (ValueError, FileNotFoundError):
+        return None
 
-def write_pool(run_dir:str|Path, # the run's directory: its probe/campaign.json is read, its pool/ written
-               probes:list, # the probing campaign's attempt records
-               bench_uids, # uids selection must exclude
-               figures:bool=True, # also draw the selection's figures
-              ) -> tuple:
+
+def write_pool(
+    run_dir: str | Path,  # the run's directory: its probe/campaign.json is read, its pool/ written
+    probes: list,  # the probing campaign's attempt records
+    bench_uids,  # uids selection must exclude
+    figures: bool = True,  # also draw the selection's figures
+) -> tuple:
     """Select the pool from `probes` and write it under `run_dir/pool`; the selection and its manifest. The manifest
     names its inputs by a hash over what selection reads, never by the bytes of the exported attempts: those carry
     each attempt's `duration_s`, so the same inputs would hash differently on every run."""
     from thinkingbox_training.difficulty import SelectionConfig, select_pool, write_selection
+
     d = Path(run_dir)
     sel = select_pool(probes, SelectionConfig(), bench_uids=bench_uids)
-    probe_budgets = json.loads((d/'probe'/'campaign.json').read_text()).get('budgets')
-    return sel, write_selection(sel, d/'pool', figures=figures, probe_budgets=probe_budgets)
+    probe_budgets = json.loads((d / 'probe' / 'campaign.json').read_text()).get('budgets')
+    return sel, write_selection(sel, d / 'pool', figures=figures, probe_budgets=probe_budgets)
 
-def run_main(job:MainJob) -> dict:
+
+def run_main(job: MainJob) -> dict:
     "Probe, select, train, evaluate, report; each stage skipped or resumed when its artifacts exist."
-    if not job.adopt_model: reuse_model(job.dir/'model')  # a model the job did not train stops it before any work
+    if not job.adopt_model:
+        reuse_model(job.dir / 'model')  # a model the job did not train stops it before any work
     from trl import TrlParser
     from thinkingbox_training.campaigns import run_campaign, AttemptStore
     from thinkingbox_training.grpo import TBTConfig, sampling_config, main as grpo_main
     from thinkingbox_training.policies import HFPolicy
+
     t_start, times = time.perf_counter(), {}
-    d = job.dir; d.mkdir(parents=True, exist_ok=True)
-    (args,) = TrlParser([TBTConfig]).parse_args_and_config(['--config', job.recipe, '--output_dir', str(d/'model'),
-                                                            '--dry_run', 'true'])
+    d = job.dir
+    d.mkdir(parents=True, exist_ok=True)
+    (args,) = TrlParser([TBTConfig]).parse_args_and_config(
+        ['--config', job.recipe, '--output_dir', str(d / 'model'), '--dry_run', 'true']
+    )
     sampling = sampling_config(args)
     files, train, bench, bench_uids = job_tasks(job)
     how = campaign_settings(args, bench)
-    print(f'[tasks] {len(train)} training tasks to probe, {len(bench)} bench tasks '
-          f'({sum(t.held_out_family for t in bench)} of held-out families)')
+    print(
+        f'[tasks] {len(train)} training tasks to probe, {len(bench)} bench tasks '
+        f'({sum(t.held_out_family for t in bench)} of held-out families)'
+    )
 
     t0 = time.perf_counter()
     base = HFPolicy(job.base_model, sampling=sampling)
     # the exports committed under data/runs have no store beside them (stores are not committed): regenerated
-    r = run_campaign(d/'probe', train, base, job.probe_k, concurrency=job.concurrency, task_files=files,
-                     lost_store='regenerate', **how['probe'])
+    r = run_campaign(
+        d / 'probe',
+        train,
+        base,
+        job.probe_k,
+        concurrency=job.concurrency,
+        task_files=files,
+        lost_store='regenerate',
+        **how['probe'],
+    )
     times['probe_s'] = time.perf_counter() - t0
-    print(f"[probe] {r['executed']} episodes this run ({r['expected']} in all), {times['probe_s']:.0f} s, "
-          "under the recipe's budgets: "
-          f"{metrics.show_budgets({'source': 'run', **how['probe']['budgets']})}")
+    print(
+        f'[probe] {r["executed"]} episodes this run ({r["expected"]} in all), {times["probe_s"]:.0f} s, '
+        "under the recipe's budgets: "
+        f'{metrics.show_budgets({"source": "run", **how["probe"]["budgets"]})}'
+    )
 
     t0 = time.perf_counter()
-    s = AttemptStore(d/'probe'/'attempts.sqlite'); probes = s.records('probe'); s.close()
+    s = AttemptStore(d / 'probe' / 'attempts.sqlite')
+    probes = s.records('probe')
+    s.close()
     sel, man = write_pool(d, probes, bench_uids)
     probe_budgets = man['probe_budgets']
     times['select_s'] = time.perf_counter() - t0
     bands = man['counts']['bands']
-    print('[select] bands: ' + ', '.join(f"{b} {v['tasks']}" for b, v in bands.items()) + f"; pool {len(sel.pool)}")
+    print('[select] bands: ' + ', '.join(f'{b} {v["tasks"]}' for b, v in bands.items()) + f'; pool {len(sel.pool)}')
     if len(sel.train) < args.groups_per_step:
-        raise SystemExit(f'the pool has {len(sel.train)} tasks, fewer than the {args.groups_per_step} groups a step '
-                         'needs: '
-                         'probe more tasks (--probe-per-family)')
+        raise SystemExit(
+            f'the pool has {len(sel.train)} tasks, fewer than the {args.groups_per_step} groups a step '
+            'needs: '
+            'probe more tasks (--probe-per-family)'
+        )
 
     t0 = time.perf_counter()
-    model_dir, inputs = d/'model', training_inputs(job, d/'pool'/'pool.txt')
+    model_dir, inputs = d / 'model', training_inputs(job, d / 'pool' / 'pool.txt')
     reused = reuse_model(model_dir, inputs, adopt=job.adopt_model)
     origin = 'an earlier run of this job' if reused else 'this run'
-    if reused and _recorded(model_dir) != inputs: origin = 'elsewhere (adopted)'
+    if reused and _recorded(model_dir) != inputs:
+        origin = 'elsewhere (adopted)'
     if not reused:
-        argv = ['--config', job.recipe, '--output_dir', str(model_dir), '--policy_model', job.base_model,
-                '--pool_file', str(d/'pool'/'pool.txt'), '--task_files', *files]
-        if job.steps: argv += ['--max_steps', str(job.steps)]
+        argv = [
+            '--config',
+            job.recipe,
+            '--output_dir',
+            str(model_dir),
+            '--policy_model',
+            job.base_model,
+            '--pool_file',
+            str(d / 'pool' / 'pool.txt'),
+            '--task_files',
+            *files,
+        ]
+        if job.steps:
+            argv += ['--max_steps', str(job.steps)]
         rc = grpo_main(argv)
-        if rc: raise SystemExit(f'training failed ({rc})')
+        if rc:
+            raise SystemExit(f'training failed ({rc})')
         mark_trained(model_dir, inputs)
     times['train_s'] = time.perf_counter() - t0
     training = training_steps(model_dir)
-    for r in training: print(f"[train] step {r['step']}: " + ', '.join(f'{k} {v}' for k, v in r.items() if k != 'step'))
-    print(f"[train] {times['train_s']:.0f} s -> {model_dir} (trained by {origin})")
+    for r in training:
+        print(f'[train] step {r["step"]}: ' + ', '.join(f'{k} {v}' for k, v in r.items() if k != 'step'))
+    print(f'[train] {times["train_s"]:.0f} s -> {model_dir} (trained by {origin})')
 
     t0 = time.perf_counter()
-    run_campaign(d/'eval-base', bench, base, job.bench_k, concurrency=job.concurrency, task_files=files,
-                 lost_store='regenerate', **how['evaluate'])
+    run_campaign(
+        d / 'eval-base',
+        bench,
+        base,
+        job.bench_k,
+        concurrency=job.concurrency,
+        task_files=files,
+        lost_store='regenerate',
+        **how['evaluate'],
+    )
     trained = HFPolicy(model_dir, sampling=sampling, name='tiny-qwen3-grpo')
-    run_campaign(d/'eval-trained', bench, trained, job.bench_k, concurrency=job.concurrency, task_files=files,
-                 lost_store='regenerate', **how['evaluate'])
+    run_campaign(
+        d / 'eval-trained',
+        bench,
+        trained,
+        job.bench_k,
+        concurrency=job.concurrency,
+        task_files=files,
+        lost_store='regenerate',
+        **how['evaluate'],
+    )
     times['evaluate_s'] = time.perf_counter() - t0
     own = metrics.budgets_record(bench, how['evaluate']['sampling'].max_tokens)
     print(f"[evaluate] under each bench task's own limits: {metrics.show_budgets(own)}")
     times['wall_s'] = time.perf_counter() - t_start
-    recipe_keys = ('groups_per_step', 'group_size', 'max_steps', 'learning_rate', 'temperature', 'max_tokens_per_turn',
-                   'max_turns', 'max_episode_tokens')
-    extra = {'config': asdict(job), 'recipe': {k: str(getattr(args, k)) for k in recipe_keys},
-             'times': times, 'pool': len(sel.train),
-             'budgets': {'probe': probe_budgets, 'train': how['probe']['budgets']},
-             'spent': {'probing': metrics.campaign_spend(metrics.read_attempts(d/'probe'/'attempts.jsonl'), _prices()),
-                       **({'training': training_spend(model_dir)} if training_spend(model_dir) else {})},
-             'probe': {'tasks': len(train), 'k': job.probe_k, 'bands': {b: v['tasks'] for b, v in bands.items()}},
-             'model': {'trained_by': origin, 'inputs': inputs},
-             'training': training}
+    recipe_keys = (
+        'groups_per_step',
+        'group_size',
+        'max_steps',
+        'learning_rate',
+        'temperature',
+        'max_tokens_per_turn',
+        'max_turns',
+        'max_episode_tokens',
+    )
+    extra = {
+        'config': asdict(job),
+        'recipe': {k: str(getattr(args, k)) for k in recipe_keys},
+        'times': times,
+        'pool': len(sel.train),
+        'budgets': {'probe': probe_budgets, 'train': how['probe']['budgets']},
+        'spent': {
+            'probing': metrics.campaign_spend(metrics.read_attempts(d / 'probe' / 'attempts.jsonl'), _prices()),
+            **({'training': training_spend(model_dir)} if training_spend(model_dir) else {}),
+        },
+        'probe': {'tasks': len(train), 'k': job.probe_k, 'bands': {b: v['tasks'] for b, v in bands.items()}},
+        'model': {'trained_by': origin, 'inputs': inputs},
+        'training': training,
+    }
     summary = report(d, extra)
     print(metrics.to_markdown(headline_rows(summary)))
-    print(f"[done] {times['wall_s']:.0f} s; {d}/summary.json")
+    print(f'[done] {times["wall_s"]:.0f} s; {d}/summary.json')
     return summary
 
+
 @command('main')
-def main_cli(run:str='tiny-cpu',                  # run directory name under data/runs
-             recipe:str='scripts/recipes/tiny_cpu.yaml', # GRPO recipe
-             base_model:str='data/models/tiny-qwen3',  # base policy
-             probe_per_family:int=4, probe_k:int=4,
-             bench_per_family:int=10, bench_k:int=4,
-             steps:int=0,                          # GRPO steps (0: the recipe's)
-             concurrency:int=16,
-             adopt_model:bool=False):              # evaluate a model in the run's model/ that this job did not train
+def main_cli(
+    run: str = 'tiny-cpu',  # run directory name under data/runs
+    recipe: str = 'scripts/recipes/tiny_cpu.yaml',  # GRPO recipe
+    base_model: str = 'data/models/tiny-qwen3',  # base policy
+    probe_per_family: int = 4,
+    probe_k: int = 4,
+    bench_per_family: int = 10,
+    bench_k: int = 4,
+    steps: int = 0,  # GRPO steps (0: the recipe's)
+    concurrency: int = 16,
+    adopt_model: bool = False,
+):  # evaluate a model in the run's model/ that this job did not train
     "The main job: probe -> select -> GRPO -> evaluate base and trained -> report (resumable)."
-    run_main(MainJob(run=run, recipe=recipe, base_model=base_model, probe_per_family=probe_per_family, probe_k=probe_k,
-                     bench_per_family=bench_per_family, bench_k=bench_k, steps=steps, concurrency=concurrency,
-                     adopt_model=adopt_model))
+    run_main(
+        MainJob(
+            run=run,
+            recipe=recipe,
+            base_model=base_model,
+            probe_per_family=probe_per_family,
+            probe_k=probe_k,
+            bench_per_family=bench_per_family,
+            bench_k=bench_k,
+            steps=steps,
+            concurrency=concurrency,
+            adopt_model=adopt_model,
+        )
+    )
     return 0
 
+
 @command('results')
-def results_cli(run:str='tiny-cpu', runs_dir:str='data/runs'):
+def results_cli(run: str = 'tiny-cpu', runs_dir: str = 'data/runs'):
     "Regenerate a run's summary, tables and figures from its stored campaigns (no training)."
-    s = report(Path(runs_dir)/run)
+    s = report(Path(runs_dir) / run)
     print(metrics.to_markdown(headline_rows(s)))
     return 0

@@ -20,13 +20,14 @@ __all__ = ['ASK', 'READ_TOOL', 'SamplingConfig', 'GenRequest', 'Generation', 'un
 @dataclass
 class SamplingConfig:
     "Sampling settings shared by probing, training and evaluation."
-    temperature: float = 1.0   # 0 = greedy
-    top_p: float = 1.0         # nucleus; 1 = off
-    top_k: int = 0             # 0 = off
-    max_tokens: int = 256      # sampled tokens per assistant turn
-    seed: int = 0              # base seed; each attempt's seed derives from it, the task uid and the repetition
 
-    def attempt_seed(self, uid:str, repetition:int) -> int:
+    temperature: float = 1.0  # 0 = greedy
+    top_p: float = 1.0  # nucleus; 1 = off
+    top_k: int = 0  # 0 = off
+    max_tokens: int = 256  # sampled tokens per assistant turn
+    seed: int = 0  # base seed; each attempt's seed derives from it, the task uid and the repetition
+
+    def attempt_seed(self, uid: str, repetition: int) -> int:
         "The seed of one attempt: a stable hash of (seed, uid, repetition)."
         h = hashlib.sha256(f'{self.seed}/{uid}/{repetition}'.encode()).digest()
         return int.from_bytes(h[:8], 'little') & (2**63 - 1)
@@ -35,30 +36,35 @@ class SamplingConfig:
 @dataclass
 class GenRequest:
     "What a policy needs to produce one conversation's next assistant turn."
-    messages: list                   # the conversation so far (message level)
-    tools: list                      # OpenAI-style tool specs
+
+    messages: list  # the conversation so far (message level)
+    tools: list  # OpenAI-style tool specs
     task: Task
     repetition: int
-    turn: int                        # assistant turns so far
-    seed: int                        # per-attempt seed (from SamplingConfig.attempt_seed), advanced per turn
-    max_tokens: int                  # tokens this turn may sample
-    prompt_ids: list|None = None     # the token trajectory so far (token level)
-    key: Any = None                  # names the episode across its turns (a policy may cache its KV under it)
+    turn: int  # assistant turns so far
+    seed: int  # per-attempt seed (from SamplingConfig.attempt_seed), advanced per turn
+    max_tokens: int  # tokens this turn may sample
+    prompt_ids: list | None = None  # the token trajectory so far (token level)
+    key: Any = None  # names the episode across its turns (a policy may cache its KV under it)
+
 
 @dataclass
 class Generation:
     "One sampled assistant turn."
-    text: str                        # the generated text after the assistant header (with <|im_end|> when it stopped)
-    token_ids: list|None = None      # exactly as sampled (token-level policies)
-    logprobs: list|None = None       # sampling logprob of each token, under the processed distribution
-    finish: str = 'stop'             # 'stop' (ended its turn) or 'length' (cut off at max_tokens)
+
+    text: str  # the generated text after the assistant header (with <|im_end|> when it stopped)
+    token_ids: list | None = None  # exactly as sampled (token-level policies)
+    logprobs: list | None = None  # sampling logprob of each token, under the processed distribution
+    finish: str = 'stop'  # 'stop' (ended its turn) or 'length' (cut off at max_tokens)
     usage: Usage = field(default_factory=Usage)
 
 # %% ../nbs/06_policies.ipynb #c008
-def _process(logits, cfg:SamplingConfig):
+def _process(logits, cfg: SamplingConfig):
     "Logits after temperature, top-k and top-p (masked entries -inf)."
     import torch
-    if cfg.temperature and cfg.temperature != 1.0: logits = logits / cfg.temperature
+
+    if cfg.temperature and cfg.temperature != 1.0:
+        logits = logits / cfg.temperature
     if cfg.top_k and cfg.top_k < logits.shape[-1]:
         kth = torch.topk(logits, cfg.top_k, dim=-1).values[..., -1:]
         logits = logits.masked_fill(logits < kth, float('-inf'))
@@ -69,9 +75,11 @@ def _process(logits, cfg:SamplingConfig):
         logits = logits.masked_fill(drop.scatter(-1, idx, drop), float('-inf'))
     return logits
 
+
 _M64 = (1 << 64) - 1
 
-def uniforms(seeds:list, step:int) -> list[float]:
+
+def uniforms(seeds: list, step: int) -> list[float]:
     "One uniform in [0, 1) per seed for draw number `step`: a counter-based stream (splitmix64 of seed and step)."
     out = []
     for s in seeds:
@@ -81,16 +89,20 @@ def uniforms(seeds:list, step:int) -> list[float]:
         out.append(((z ^ (z >> 31)) >> 11) / 2.0**53)
     return out
 
+
 def draw(logprobs, u):
     "Inverse-CDF draw: per row, the first token whose cumulative probability exceeds u (never one of probability 0)."
     import torch
+
     cdf = logprobs.double().exp().cumsum(-1)
     x = torch.as_tensor(u, dtype=torch.float64, device=cdf.device)[:, None] * cdf[:, -1:]
     return torch.searchsorted(cdf, x, right=True)[:, 0].clamp(max=cdf.shape[-1] - 1)
 
-def _slab_attention(module, query, key, value, attention_mask, scaling:float=None, slab=None, **kw):
+
+def _slab_attention(module, query, key, value, attention_mask, scaling: float = None, slab=None, **kw):
     "Attention of new tokens over their shared prefix (read once for all its rows) and their own slab columns."
     import torch
+
     B, H, Q, D = query.shape
     G = key.shape[1]
     R = H // G  # a kv head's query heads become more query rows of that head: no copy of keys or values
@@ -115,15 +127,26 @@ def _slab_attention(module, query, key, value, attention_mask, scaling:float=Non
         mq, lq, oq = (m, l, o) if whole else (m[rows], l[rows], o[rows])
         mr = torch.maximum(mq, mp)
         a, c = (mq - mr).exp(), (mp - mr).exp()
-        if whole: l, o = lq * a + lp * c, oq * a + op * c
-        else: l[rows], o[rows] = lq * a + lp * c, oq * a + op * c
+        if whole:
+            l, o = lq * a + lp * c, oq * a + op * c
+        else:
+            l[rows], o[rows] = lq * a + lp * c, oq * a + op * c
     return (o / l).view(B, H, Q, D).transpose(1, 2).contiguous(), None
+
 
 class _Slab:
     "The batch's KV cache: shared prefixes kept once; each row's own tokens in a preallocated per-layer buffer."
-    def __init__(self, rows:list, # per row: (prefix or None, own cache or None), caches as per layer (keys, values)
-                 capacity:int, config, dtype, device):
+
+    def __init__(
+        self,
+        rows: list,  # per row: (prefix or None, own cache or None), caches as per layer (keys, values)
+        capacity: int,
+        config,
+        dtype,
+        device,
+    ):
         import torch
+
         G, L = config.num_key_value_heads, config.num_hidden_layers
         D = getattr(config, 'head_dim', None) or config.hidden_size // config.num_attention_heads
         B = len(rows)
@@ -131,7 +154,8 @@ class _Slab:
         self.v = [torch.zeros(B, G, capacity, D, dtype=dtype, device=device) for _ in range(L)]
         for r, (_, own) in enumerate(rows):
             for li, (k, v) in enumerate(own or []):
-                self.k[li][r, :, :k.shape[2]] = k[0]; self.v[li][r, :, :v.shape[2]] = v[0]
+                self.k[li][r, :, : k.shape[2]] = k[0]
+                self.v[li][r, :, : v.shape[2]] = v[0]
         self.n = torch.tensor([own[0][0].shape[2] if own else 0 for _, own in rows], device=device)
         self.prefix = [p for p, _ in rows]  # row -> its prefix's cache (or None)
         # each row's first own position (its prefix's length)
@@ -141,61 +165,76 @@ class _Slab:
     def at(self, cols):
         "Prepare a forward of rows [0, len(cols)) writing at columns `cols` [rows, new tokens]: its mask and positions."
         import torch
+
         b = cols.shape[0]
         self.cols, self.width = cols, int(cols.max()) + 1
         mask = (torch.arange(self.width, device=cols.device) <= cols[..., None])[:, None]  # [b, 1, new, width]
         return mask, self.start[:b, None] + cols
 
-    def update(self, key, value, layer_idx:int, *args, **kw):
+    def update(self, key, value, layer_idx: int, *args, **kw):
         "Write the new keys and values at their columns; return the columns attention reads."
         b = key.shape[0]
         r = self.rows[:b, None]
         K, V = self.k[layer_idx], self.v[layer_idx]
         K[r, :, self.cols], V[r, :, self.cols] = key.transpose(1, 2), value.transpose(1, 2)
-        return K[:b, :, :self.width], V[:b, :, :self.width]
+        return K[:b, :, : self.width], V[:b, :, : self.width]
 
-    def groups(self, layer_idx:int, b:int) -> list:
+    def groups(self, layer_idx: int, b: int) -> list:
         "(the prefix's keys and values at this layer, the rows among [0, b) that share it) for each shared prefix."
         import torch
+
         if self._groups is None or self._groups[0] != b:  # again when rows move or leave
             by = {}
             for r, p in enumerate(self.prefix[:b]):
-                if p is not None: by.setdefault(id(p), (p, []))[1].append(r)
+                if p is not None:
+                    by.setdefault(id(p), (p, []))[1].append(r)
             self._groups = (b, [(p, torch.tensor(rs, device=self.n.device)) for p, rs in by.values()])
         return [(p[layer_idx], rows) for p, rows in self._groups[1]]
 
-    def row(self, r:int) -> list:
+    def row(self, r: int) -> list:
         "Row r's own cache, copied out (so a kept episode does not hold the whole batch's buffers alive)."
         n = int(self.n[r])
-        return [(K[r:r + 1, :, :n].clone(), V[r:r + 1, :, :n].clone()) for K, V in zip(self.k, self.v)]
+        return [(K[r : r + 1, :, :n].clone(), V[r : r + 1, :, :n].clone()) for K, V in zip(self.k, self.v)]
 
-    def move(self, src:int, dst:int):
+    def move(self, src: int, dst: int):
         "Copy row src into row dst (a finished row's place), so the live rows stay rows [0, live)."
         n = int(self.n[src])
-        for K, V in zip(self.k, self.v): K[dst, :, :n] = K[src, :, :n]; V[dst, :, :n] = V[src, :, :n]
+        for K, V in zip(self.k, self.v):
+            K[dst, :, :n] = K[src, :, :n]
+            V[dst, :, :n] = V[src, :, :n]
         self.n[dst], self.start[dst], self.prefix[dst] = self.n[src], self.start[src], self.prefix[src]
         self._groups = None
 
-def _with_template(policy_id:str, template:str|None) -> str:
+
+def _with_template(policy_id: str, template: str | None) -> str:
     "A policy id that says which chat template the policy runs under, as its spec does (`MODEL:template=checkpoint`)."
     return policy_id if template is None else f'{policy_id}:template={template}'
 
+
 class HFPolicy:
     "A local Hugging Face causal LM, batched over conversations, token in / token out."
-    def __init__(self, model, # a model, or a name/path for AutoModelForCausalLM
-                 tokenizer=None, # its tokenizer (loaded from `model` when it is a path)
-                 sampling:SamplingConfig=None, device:str=None, dtype=None, name:str=None,
-                 template:str=None, # the chat template: None, the project's; 'checkpoint', the model's own (ChatFormat)
-                ):
+
+    def __init__(
+        self,
+        model,  # a model, or a name/path for AutoModelForCausalLM
+        tokenizer=None,  # its tokenizer (loaded from `model` when it is a path)
+        sampling: SamplingConfig = None,
+        device: str = None,
+        dtype=None,
+        name: str = None,
+        template: str = None,  # the chat template: None, the project's; 'checkpoint', the model's own (ChatFormat)
+    ):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
+
         if isinstance(model, (str, os.PathLike)):
             # a directory's name, or a hub name's last part
             name = name or _with_template(os.path.basename(os.path.normpath(str(model))), template)
             tokenizer = tokenizer or AutoTokenizer.from_pretrained(model)
             model = AutoModelForCausalLM.from_pretrained(model, dtype=dtype or torch.float32)
         self.model, self.tokenizer = model, tokenizer
-        if device: self.model.to(device)
+        if device:
+            self.model.to(device)
         self.fmt = ChatFormat(tokenizer, template)
         self.sampling = sampling or SamplingConfig()
         self.policy_id = name or _with_template(getattr(model, 'name_or_path', None) or type(model).__name__, template)
@@ -203,24 +242,28 @@ class HFPolicy:
         self.reset_cache()
 
     @property
-    def device(self): return next(self.model.parameters()).device
+    def device(self):
+        return next(self.model.parameters()).device
 
     def reset_cache(self):
         "Forget every cached KV (call after the weights change; `EpisodeRunner.run` calls it at its start)."
         self._rows, self._prefixes = {}, {}
-        try: ctypes.CDLL('libc.so.6').malloc_trim(0)  # glibc keeps freed KV buffers: without this RSS grows run by run
-        except (OSError, AttributeError): pass
+        try:
+            ctypes.CDLL('libc.so.6').malloc_trim(0)  # glibc keeps freed KV buffers: without this RSS grows run by run
+        except (OSError, AttributeError):
+            pass
 
     def release(self, key):
         "Forget the KV cache of an episode that ended."
         self._rows.pop(key, None)
 
-    def _start(self, ids:list, key) -> tuple:
+    def _start(self, ids: list, key) -> tuple:
         "(shared prefix or None, the row's kept own cache or None, the ids still to feed) for one prompt."
         import torch
+
         row = self._rows.get(key) if key is not None else None
-        if row is not None and len(row[0]) < len(ids) and ids[:len(row[0])] == row[0]:
-            return row[1], row[2], ids[len(row[0]):]
+        if row is not None and len(row[0]) < len(ids) and ids[: len(row[0])] == row[0]:
+            return row[1], row[2], ids[len(row[0]) :]
         cut = ids.index(self.fmt.eos_id) + 1 if self.fmt.eos_id in ids[:-1] else 0  # the system turn, shared by many
         prefix = self._prefixes.get(tuple(ids[:cut])) if cut else None
         if cut and prefix is None and len(self._prefixes) < 64:
@@ -230,35 +273,48 @@ class HFPolicy:
             self._prefixes[tuple(ids[:cut])] = prefix
         return prefix, None, ids[cut:] if prefix is not None else ids
 
-    def _prefill(self, slab:_Slab, chunks:list, chunk:int=32):
+    def _prefill(self, slab: _Slab, chunks: list, chunk: int = 32):
         "Feed every row its new ids in one batch, `chunk` positions a forward; the logits at each row's last id."
         import torch
+
         dev, C = self.device, max(map(len, chunks))
         c = torch.tensor([len(x) for x in chunks], device=dev)
         ids = torch.full((len(chunks), C), self.fmt.eos_id, device=dev)
-        for r, x in enumerate(chunks): ids[r, C - len(x):] = torch.tensor(x, device=dev)
+        for r, x in enumerate(chunks):
+            ids[r, C - len(x) :] = torch.tensor(x, device=dev)
         j = torch.arange(C, device=dev)
         pad = j < (C - c)[:, None]  # padding in front of a row's ids writes just past its end, which nothing reads
         cols = slab.n[:, None] + torch.where(pad, c[:, None], j - (C - c)[:, None])
         for j0 in range(0, C, chunk):
             b = int((C - c < j0 + chunk).sum())  # rows with ids in this stretch: a prefix of the sorted rows
-            mask, pos = slab.at(cols[:b, j0:j0 + chunk])
-            o = self.model(input_ids=ids[:b, j0:j0 + chunk], attention_mask=mask, position_ids=pos,
-                           past_key_values=slab, use_cache=True, slab=slab, logits_to_keep=1)
+            mask, pos = slab.at(cols[:b, j0 : j0 + chunk])
+            o = self.model(
+                input_ids=ids[:b, j0 : j0 + chunk],
+                attention_mask=mask,
+                position_ids=pos,
+                past_key_values=slab,
+                use_cache=True,
+                slab=slab,
+                logits_to_keep=1,
+            )
         slab.n += c
         return o.logits[:, -1].float()
 
-    def sample(self, prompts:list, # token id lists
-               seeds:list, # one seed per prompt
-               max_tokens:int|list=None, # tokens each prompt may sample this turn (one limit, or one per prompt)
-               keys:list=None, # one key per prompt naming its episode: its KV cache is kept for its next turn
-              ) -> list[Generation]:
+    def sample(
+        self,
+        prompts: list,  # token id lists
+        seeds: list,  # one seed per prompt
+        max_tokens: int | list = None,  # tokens each prompt may sample this turn (one limit, or one per prompt)
+        keys: list = None,  # one key per prompt naming its episode: its KV cache is kept for its next turn
+    ) -> list[Generation]:
         "Sample one turn for each prompt: all fed in one batch (each from its cache), then one batched decode loop."
         import torch
         from transformers import AttentionInterface
+
         cfg, m, dev = self.sampling, self.model, self.device
         B = len(prompts)
-        if max_tokens is None or isinstance(max_tokens, int): max_tokens = [max_tokens or cfg.max_tokens] * B
+        if max_tokens is None or isinstance(max_tokens, int):
+            max_tokens = [max_tokens or cfg.max_tokens] * B
         if len(max_tokens) != B or min(max_tokens) < 1:
             raise ValueError(f'max_tokens must give each of the {B} prompts at least 1 token, got {max_tokens}')
         keys = keys or [None] * B
@@ -277,18 +333,24 @@ class HFPolicy:
                 t0 = time.perf_counter()
                 logits = self._prefill(slab, [starts[i][2] for i in who])
                 t1 = time.perf_counter()
-                self.stats['prefill_s'] += t1 - t0; self.stats['prefill_tokens'] += sum(len(s[2]) for s in starts)
+                self.stats['prefill_s'] += t1 - t0
+                self.stats['prefill_tokens'] += sum(len(s[2]) for s in starts)
                 for step in range(max(max_tokens)):
-                    if cfg.temperature == 0: lp = torch.log_softmax(logits, -1); nxt = lp.argmax(-1)
+                    if cfg.temperature == 0:
+                        lp = torch.log_softmax(logits, -1)
+                        nxt = lp.argmax(-1)
                     else:
                         lp = torch.log_softmax(_process(logits, cfg), -1)
                         nxt = draw(lp, uniforms([seeds[i] for i in who], step)).to(dev)
                     got = lp.gather(1, nxt[:, None])[:, 0].tolist()
                     fin = []
                     for r, (i, t) in enumerate(zip(who, nxt.tolist())):
-                        out_ids[i].append(t); out_lp[i].append(got[r])
-                        if t == self.fmt.eos_id: done[i] = True
-                        if done[i] or len(out_ids[i]) == max_tokens[i]: fin.append(r)
+                        out_ids[i].append(t)
+                        out_lp[i].append(got[r])
+                        if t == self.fmt.eos_id:
+                            done[i] = True
+                        if done[i] or len(out_ids[i]) == max_tokens[i]:
+                            fin.append(r)
                     for r in fin:  # keep a finished row's cache: prompt + sampled tokens but the last (not fed)
                         i = who[r]
                         if keys[i] is not None:
@@ -296,64 +358,124 @@ class HFPolicy:
                     if fin:  # finished rows stop costing anything: live rows from the end move into their places
                         live = len(who) - len(fin)
                         holes, movers = [r for r in fin if r < live], [r for r in range(live, len(who)) if r not in fin]
-                        for h, s in zip(holes, movers): slab.move(s, h); nxt[h] = nxt[s]; who[h] = who[s]
+                        for h, s in zip(holes, movers):
+                            slab.move(s, h)
+                            nxt[h] = nxt[s]
+                            who[h] = who[s]
                         who, nxt = who[:live], nxt[:live]
-                        if not who: break
+                        if not who:
+                            break
                     b = len(who)
                     mask, pos = slab.at(slab.n[:b, None])
-                    o = m(input_ids=nxt.view(b, 1), attention_mask=mask, position_ids=pos, past_key_values=slab,
-                          use_cache=True, slab=slab)
+                    o = m(
+                        input_ids=nxt.view(b, 1),
+                        attention_mask=mask,
+                        position_ids=pos,
+                        past_key_values=slab,
+                        use_cache=True,
+                        slab=slab,
+                    )
                     slab.n[:b] += 1
                     logits = o.logits[:, -1, :].float()
                     self.stats['decode_steps'] += 1
                 self.stats['decode_s'] += time.perf_counter() - t1
-        finally: m.config._attn_implementation = impl; m.train(was_training)
-        return [Generation(text=self.fmt.decode(out_ids[i]), token_ids=out_ids[i], logprobs=out_lp[i],
-                           finish='stop' if done[i] else 'length',
-                           usage=Usage(model=self.policy_id, input=len(prompts[i]), output=len(out_ids[i]), calls=1))
-                for i in range(B)]
+        finally:
+            m.config._attn_implementation = impl
+            m.train(was_training)
+        return [
+            Generation(
+                text=self.fmt.decode(out_ids[i]),
+                token_ids=out_ids[i],
+                logprobs=out_lp[i],
+                finish='stop' if done[i] else 'length',
+                usage=Usage(model=self.policy_id, input=len(prompts[i]), output=len(out_ids[i]), calls=1),
+            )
+            for i in range(B)
+        ]
 
-    async def generate(self, requests:list) -> list[Generation]:
+    async def generate(self, requests: list) -> list[Generation]:
         "The next turn of every request, in one batch (run in a worker thread so the event loop stays free)."
-        if not requests: return []
-        return await asyncio.to_thread(self.sample, [r.prompt_ids for r in requests], [r.seed for r in requests],
-                                       [r.max_tokens for r in requests], [r.key for r in requests])
+        if not requests:
+            return []
+        return await asyncio.to_thread(
+            self.sample,
+            [r.prompt_ids for r in requests],
+            [r.seed for r in requests],
+            [r.max_tokens for r in requests],
+            [r.key for r in requests],
+        )
 
 # %% ../nbs/06_policies.ipynb #c010
-def tiny_qwen3(tokenizer, hidden_size:int=64, layers:int=2, heads:int=4, kv_heads:int=2, intermediate:int=192,
-               seed:int=0):
+def tiny_qwen3(
+    tokenizer,
+    hidden_size: int = 64,
+    layers: int = 2,
+    heads: int = 4,
+    kv_heads: int = 2,
+    intermediate: int = 192,
+    seed: int = 0,
+):
     "A small randomly initialised Qwen3ForCausalLM for `tokenizer` (tests, demos, the base of the shipped policy)."
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
+
     torch.manual_seed(seed)
-    cfg = Qwen3Config(vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=intermediate,
-                      num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
-                      head_dim=hidden_size // heads, max_position_embeddings=8192, tie_word_embeddings=True,
-                      eos_token_id=tokenizer.convert_tokens_to_ids('<|im_end|>'), pad_token_id=tokenizer.pad_token_id,
-                      bos_token_id=None)
+    cfg = Qwen3Config(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=intermediate,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        head_dim=hidden_size // heads,
+        max_position_embeddings=8192,
+        tie_word_embeddings=True,
+        eos_token_id=tokenizer.convert_tokens_to_ids('<|im_end|>'),
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=None,
+    )
     return Qwen3ForCausalLM(cfg)
 
 # %% ../nbs/06_policies.ipynb #c017
 class VLLMPolicy:
     "An in-process vLLM engine (GPU), token in / token out."
-    def __init__(self, model:str, sampling:SamplingConfig=None, name:str=None,
-                 template:str=None, # None: the project's chat template; 'checkpoint': the model's own
-                 **engine_kw):
-        try: from vllm import LLM
+
+    def __init__(
+        self,
+        model: str,
+        sampling: SamplingConfig = None,
+        name: str = None,
+        template: str = None,  # None: the project's chat template; 'checkpoint': the model's own
+        **engine_kw,
+    ):
+        try:
+            from vllm import LLM
         except ImportError as e:
             raise ImportError('VLLMPolicy needs the gpu extra: pip install "thinkingbox-training[gpu]"') from e
         from transformers import AutoTokenizer
+
         self.llm = LLM(model=model, logprobs_mode='processed_logprobs', **engine_kw)
         self.tokenizer = AutoTokenizer.from_pretrained(model)
         self.fmt, self.sampling = ChatFormat(self.tokenizer, template), sampling or SamplingConfig()
         self.policy_id = name or _with_template(model, template)
 
-    async def generate(self, requests:list) -> list[Generation]:
+    async def generate(self, requests: list) -> list[Generation]:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
+
         c = self.sampling
-        params = [SamplingParams(temperature=c.temperature, top_p=c.top_p, top_k=c.top_k or -1, max_tokens=r.max_tokens,
-                                 seed=r.seed % 2**31, logprobs=0, stop_token_ids=[self.fmt.eos_id]) for r in requests]
+        params = [
+            SamplingParams(
+                temperature=c.temperature,
+                top_p=c.top_p,
+                top_k=c.top_k or -1,
+                max_tokens=r.max_tokens,
+                seed=r.seed % 2**31,
+                logprobs=0,
+                stop_token_ids=[self.fmt.eos_id],
+            )
+            for r in requests
+        ]
         prompts = [TokensPrompt(prompt_token_ids=r.prompt_ids) for r in requests]
         outs = await asyncio.to_thread(self.llm.generate, prompts, params, use_tqdm=False)
         res = []
@@ -361,16 +483,22 @@ class VLLMPolicy:
             s = o.outputs[0]
             ids = list(s.token_ids)
             lps = [d[t].logprob for t, d in zip(ids, s.logprobs)] if s.logprobs else None
-            res.append(Generation(text=self.fmt.decode(ids), token_ids=ids, logprobs=lps,
-                                  finish='stop' if ids and ids[-1] == self.fmt.eos_id else 'length',
-                                  usage=Usage(model=self.policy_id, input=len(r.prompt_ids), output=len(ids), calls=1)))
+            res.append(
+                Generation(
+                    text=self.fmt.decode(ids),
+                    token_ids=ids,
+                    logprobs=lps,
+                    finish='stop' if ids and ids[-1] == self.fmt.eos_id else 'length',
+                    usage=Usage(model=self.policy_id, input=len(r.prompt_ids), output=len(ids), calls=1),
+                )
+            )
         return res
 
 # %% ../nbs/06_policies.ipynb #c019
 import logging
 
 # the HTTP clients of openai log one INFO line per request once MCP's servers set the root logger to INFO
-for _name in ("httpx", "httpx2"):
+for _name in ('httpx', 'httpx2'):
     logging.getLogger(_name).setLevel(logging.WARNING)
 
 
@@ -393,11 +521,11 @@ class EndpointPolicy:
             raise ValueError('EndpointPolicy: template= applies to a tokenizer; a ChatFormat already has its template')
         self.fmt = tokenizer if isinstance(tokenizer, ChatFormat) else ChatFormat(tokenizer, template)
         self._client_kw = dict(
-            base_url=base_url or os.environ.get("TBT_POLICY_BASE_URL"),
-            api_key=api_key or os.environ.get("TBT_POLICY_API_KEY", "none"),
+            base_url=base_url or os.environ.get('TBT_POLICY_BASE_URL'),
+            api_key=api_key or os.environ.get('TBT_POLICY_API_KEY', 'none'),
             timeout=timeout_s,
         )
-        self.policy_id, self.concurrency, self._loop = _with_template(f"endpoint:{model}", template), concurrency, None
+        self.policy_id, self.concurrency, self._loop = _with_template(f'endpoint:{model}', template), concurrency, None
 
     def _bind(self):
         "A client and a concurrency gate for the running event loop (each EpisodeRunner.run may run in a new one)."
@@ -415,47 +543,45 @@ class EndpointPolicy:
     def request_body(self, r: GenRequest) -> dict:
         "The /v1/completions parameters of one request (beyond model and prompt), as vLLM reads them."
         c = self.sampling
-        body = dict(
-            temperature=c.temperature, top_p=c.top_p, max_tokens=r.max_tokens, seed=r.seed % 2**63, logprobs=0
-        )
+        body = dict(temperature=c.temperature, top_p=c.top_p, max_tokens=r.max_tokens, seed=r.seed % 2**63, logprobs=0)
         extra = {
-            "return_token_ids": True,
-            "return_tokens_as_token_ids": True,
-            "stop_token_ids": [self.fmt.eos_id],
-            "skip_special_tokens": False,
-            "spaces_between_special_tokens": False,
+            'return_token_ids': True,
+            'return_tokens_as_token_ids': True,
+            'stop_token_ids': [self.fmt.eos_id],
+            'skip_special_tokens': False,
+            'spaces_between_special_tokens': False,
         }
         if c.top_k:
-            extra["top_k"] = c.top_k
-        return {**body, "extra_body": extra}
+            extra['top_k'] = c.top_k
+        return {**body, 'extra_body': extra}
 
     async def _one(self, r: GenRequest) -> Generation:
         if r.prompt_ids is None:
-            raise ValueError(f"{self.policy_id}: a token-level policy needs GenRequest.prompt_ids")
+            raise ValueError(f'{self.policy_id}: a token-level policy needs GenRequest.prompt_ids')
         client = self._bind()
         async with self._gate:
             if self.model is None:
                 self.model = (await client.models.list()).data[0].id
-                self.policy_id = f"endpoint:{self.model}"
+                self.policy_id = f'endpoint:{self.model}'
             o = await client.completions.create(model=self.model, prompt=list(r.prompt_ids), **self.request_body(r))
         ch = o.choices[0]
         extra = ch.model_extra or {}
-        sent = extra.get("prompt_token_ids")
+        sent = extra.get('prompt_token_ids')
         if sent is not None and list(sent) != list(r.prompt_ids):
             i = next(
                 (k for k, (a, b) in enumerate(zip(sent, r.prompt_ids)) if a != b), min(len(sent), len(r.prompt_ids))
             )
             raise RuntimeError(
-                f"{self.policy_id}: the server read other prompt ids than were sent, from position {i} "
-                f"(sent {list(r.prompt_ids[i : i + 5])}, read {list(sent[i : i + 5])}): it is not token-exact"
+                f'{self.policy_id}: the server read other prompt ids than were sent, from position {i} '
+                f'(sent {list(r.prompt_ids[i : i + 5])}, read {list(sent[i : i + 5])}): it is not token-exact'
             )
         lp = ch.logprobs
-        ids = extra.get("token_ids")
+        ids = extra.get('token_ids')
         if ids is None and lp is not None and lp.tokens:
-            ids = [int(t.removeprefix("token_id:")) for t in lp.tokens]
+            ids = [int(t.removeprefix('token_id:')) for t in lp.tokens]
         if ids is None:
             raise RuntimeError(
-                f"{self.policy_id}: the server returned no token ids (a vLLM server returns them with return_token_ids)"
+                f'{self.policy_id}: the server returned no token ids (a vLLM server returns them with return_token_ids)'
             )
         ids = list(ids)
         lps = (
@@ -464,8 +590,8 @@ class EndpointPolicy:
             else [None] * len(ids)
         )
         if len(lps) != len(ids):
-            raise RuntimeError(f"{self.policy_id}: {len(lps)} logprobs for {len(ids)} token ids")
-        stopped = ch.finish_reason == "stop"
+            raise RuntimeError(f'{self.policy_id}: {len(lps)} logprobs for {len(ids)} token ids')
+        stopped = ch.finish_reason == 'stop'
         if stopped and (not ids or ids[-1] != self.fmt.eos_id):
             ids, lps = ids + [self.fmt.eos_id], lps + [None]  # stop token not echoed
         u = o.usage
@@ -473,11 +599,11 @@ class EndpointPolicy:
             text=self.fmt.decode(ids),
             token_ids=ids,
             logprobs=lps,
-            finish="stop" if stopped else "length",
+            finish='stop' if stopped else 'length',
             usage=Usage(
                 model=self.model,
-                input=getattr(u, "prompt_tokens", 0) or len(r.prompt_ids),
-                output=getattr(u, "completion_tokens", 0) or len(ids),
+                input=getattr(u, 'prompt_tokens', 0) or len(r.prompt_ids),
+                output=getattr(u, 'completion_tokens', 0) or len(ids),
                 calls=1,
             ),
         )
@@ -504,11 +630,11 @@ class ChatEndpointPolicy:
         self.model, self.sampling, self.fmt = model, sampling or SamplingConfig(), None
         self.reasoning_back = reasoning_back
         self.client = AsyncOpenAI(
-            base_url=base_url or os.environ.get("TBT_POLICY_BASE_URL"),
-            api_key=api_key or os.environ.get("TBT_POLICY_API_KEY", "none"),
+            base_url=base_url or os.environ.get('TBT_POLICY_BASE_URL'),
+            api_key=api_key or os.environ.get('TBT_POLICY_API_KEY', 'none'),
             timeout=timeout_s,
         )
-        self.policy_id = f"chat:{model}"
+        self.policy_id = f'chat:{model}'
 
     async def _one(self, r: GenRequest) -> Generation:
         msgs = chat_messages(r.messages, r.tools, reasoning=self.reasoning_back)
@@ -522,21 +648,27 @@ class ChatEndpointPolicy:
         )
         ch = o.choices[0].message
         # a call whose arguments are not JSON stays as written: the engine's parser makes it a failed call
-        calls = [{"type": "function", "function": {"name": tc.function.name, "arguments": _json_or_text(tc)}}
-                 for tc in (ch.tool_calls or [])]
+        calls = [
+            {'type': 'function', 'function': {'name': tc.function.name, 'arguments': _json_or_text(tc)}}
+            for tc in (ch.tool_calls or [])
+        ]
         # reasoning the endpoint returns apart from the content (vLLM, DeepSeek): kept as the turn's reasoning
-        reasoning = getattr(ch, "reasoning_content", None) or getattr(ch, "reasoning", None)
-        message = {"role": "assistant", "content": ch.content or "", "tool_calls": calls,
-                   "reasoning_content": reasoning if isinstance(reasoning, str) else None}
-        text = assistant_text(message) + "<|im_end|>"
+        reasoning = getattr(ch, 'reasoning_content', None) or getattr(ch, 'reasoning', None)
+        message = {
+            'role': 'assistant',
+            'content': ch.content or '',
+            'tool_calls': calls,
+            'reasoning_content': reasoning if isinstance(reasoning, str) else None,
+        }
+        text = assistant_text(message) + '<|im_end|>'
         u = o.usage
         return Generation(
             text=text,
-            finish="length" if o.choices[0].finish_reason == "length" else "stop",
+            finish='length' if o.choices[0].finish_reason == 'length' else 'stop',
             usage=Usage(
                 model=self.model,
-                input=getattr(u, "prompt_tokens", 0) or 0,
-                output=getattr(u, "completion_tokens", 0) or 0,
+                input=getattr(u, 'prompt_tokens', 0) or 0,
+                output=getattr(u, 'completion_tokens', 0) or 0,
                 calls=1,
             ),
         )
@@ -550,7 +682,7 @@ def _json_or_text(tc):
     import json as _json
 
     try:
-        return _json.loads(tc.function.arguments or "{}")
+        return _json.loads(tc.function.arguments or '{}')
     except ValueError:
         return tc.function.arguments
 
@@ -568,69 +700,72 @@ def _blocks(message: dict, tools) -> list:
         if isinstance(b, ToolCall):
             name, args = b.name, _json.dumps(b.arguments, ensure_ascii=False)
         else:
-            body = b.raw.replace("<tool_call>", "", 1).replace("</tool_call>", "").strip()
+            body = b.raw.replace('<tool_call>', '', 1).replace('</tool_call>', '').strip()
             try:
                 obj = _json.loads(body)
-                args = obj.get("arguments", obj.get("parameters", {})) if isinstance(obj, dict) else body
+                args = obj.get('arguments', obj.get('parameters', {})) if isinstance(obj, dict) else body
                 args = args if isinstance(args, str) else _json.dumps(args, ensure_ascii=False)
             except ValueError:  # as `assistant_text` renders a call whose arguments are not JSON: that text back
                 m = re.fullmatch(r'\{"name": "[^"]*", "arguments": (.*)\}', body, re.DOTALL)
                 args = m.group(1) if m else body
-            name = b.tool if b.tool and re.fullmatch(r"[A-Za-z0-9_-]{1,64}", b.tool) else "invalid_tool_call"
+            name = b.tool if b.tool and re.fullmatch(r'[A-Za-z0-9_-]{1,64}', b.tool) else 'invalid_tool_call'
         ok = bool(strict.tool_calls) and not strict.errors
         found.append((name, args, len(strict.tool_calls) + len(strict.errors), ok))
     return found
 
 
-def chat_messages(messages: list,  # the conversation as the episode records it
-                  tools: list = None,  # the tools the agent was shown (how the engine parsed each call)
-                  reasoning: bool = False,  # keep `reasoning_content` on assistant turns (not in OpenAI's API)
-                  ) -> list:
+def chat_messages(
+    messages: list,  # the conversation as the episode records it
+    tools: list = None,  # the tools the agent was shown (how the engine parsed each call)
+    reasoning: bool = False,  # keep `reasoning_content` on assistant turns (not in OpenAI's API)
+) -> list:
     """The conversation as OpenAI's chat API takes it: every call the model wrote, well-formed or not, is a
     `tool_calls` entry with an id of its own, answered by one `tool` message (its result, or the error the agent
     was shown); tool results name no tool; content is text."""
     out, n, i = [], 0, 0
     while i < len(messages):
         m = messages[i]
-        if m["role"] != "assistant":
-            role = "user" if m["role"] == "tool" else m["role"]  # a tool result that answers no call: a user turn
-            out.append({"role": role, "content": m.get("content") or ""})
+        if m['role'] != 'assistant':
+            role = 'user' if m['role'] == 'tool' else m['role']  # a tool result that answers no call: a user turn
+            out.append({'role': role, 'content': m.get('content') or ''})
             i += 1
             continue
         results = []
         j = i + 1
-        while j < len(messages) and messages[j]["role"] == "tool":
-            results.append(messages[j].get("content") or "")
+        while j < len(messages) and messages[j]['role'] == 'tool':
+            results.append(messages[j].get('content') or '')
             j += 1
-        blocks = _blocks(m, tools) if results or m.get("tool_calls") else []
+        blocks = _blocks(m, tools) if results or m.get('tool_calls') else []
         visible = parse_assistant(assistant_text(m), None).content
-        msg = {"role": "assistant", "content": visible if visible or not blocks else None}
-        if reasoning and isinstance(m.get("reasoning_content"), str):
-            msg["reasoning_content"] = m["reasoning_content"]
+        msg = {'role': 'assistant', 'content': visible if visible or not blocks else None}
+        if reasoning and isinstance(m.get('reasoning_content'), str):
+            msg['reasoning_content'] = m['reasoning_content']
         if blocks:
-            ids = [f"call_{n + k}" for k in range(len(blocks))]
+            ids = [f'call_{n + k}' for k in range(len(blocks))]
             n += len(blocks)
-            msg["tool_calls"] = [{"id": c, "type": "function", "function": {"name": b[0], "arguments": b[1]}}
-                                 for c, b in zip(ids, blocks)]
+            msg['tool_calls'] = [
+                {'id': c, 'type': 'function', 'function': {'name': b[0], 'arguments': b[1]}}
+                for c, b in zip(ids, blocks)
+            ]
             # the engine's order: results of the well-formed calls, then the errors of the failed ones
             oks = [k for k, b in enumerate(blocks) if b[3]]
             answers, pos = {}, 0
             for k in oks:
-                answers[k] = results[pos] if pos < len(results) else ""
+                answers[k] = results[pos] if pos < len(results) else ''
                 pos += 1
             for k, b in enumerate(blocks):
                 if not b[3]:
-                    answers[k] = "\n".join(results[pos:pos + b[2]])
+                    answers[k] = '\n'.join(results[pos : pos + b[2]])
                     pos += b[2]
             if pos < len(results):  # more results than calls (never from our engine): kept, on the last call
-                answers[len(blocks) - 1] = "\n".join([answers[len(blocks) - 1]] + results[pos:])
+                answers[len(blocks) - 1] = '\n'.join([answers[len(blocks) - 1]] + results[pos:])
             out.append(msg)
-            out += [{"role": "tool", "tool_call_id": c, "content": answers[k]} for k, c in enumerate(ids)]
+            out += [{'role': 'tool', 'tool_call_id': c, 'content': answers[k]} for k, c in enumerate(ids)]
         else:
-            if msg["content"] is None:
-                msg["content"] = ""
+            if msg['content'] is None:
+                msg['content'] = ''
             out.append(msg)
-            out += [{"role": "user", "content": t} for t in results]  # results without a call: never ours
+            out += [{'role': 'user', 'content': t} for t in results]  # results without a call: never ours
         i = j
     return out
 
@@ -639,179 +774,228 @@ def chat_request_problems(body: dict) -> list[str]:
     """What OpenAI's chat API would refuse in a request body: every message and tool checked against the `openai`
     package's own types (no unknown field), and the rules between messages (each call answered by one `tool` message
     right after it, tool call ids unique, a `tool` message only after the calls it answers)."""
-    from openai.types.chat import (ChatCompletionMessageParam, ChatCompletionMessageFunctionToolCallParam,
-                                   ChatCompletionFunctionToolParam)
+    from openai.types.chat import (
+        ChatCompletionMessageParam,
+        ChatCompletionMessageFunctionToolCallParam,
+        ChatCompletionFunctionToolParam,
+    )
     from pydantic import ConfigDict, TypeAdapter, ValidationError
 
-    strict = ConfigDict(extra="forbid", strict=True)
+    strict = ConfigDict(extra='forbid', strict=True)
     problems = []
 
     def check(adapter, value, where):
         try:  # in a list: a TypedDict takes no config of its own, a list of them does
             TypeAdapter(list[adapter], config=strict).validate_python([value])
         except ValidationError as e:
-            errs = [{**x, "loc": x["loc"][1:]} for x in e.errors()]
-            role = value.get("role") if isinstance(value, dict) else None
+            errs = [{**x, 'loc': x['loc'][1:]} for x in e.errors()]
+            role = value.get('role') if isinstance(value, dict) else None
             # of a union's errors, those of the member the message claims to be (its role)
-            own = [x for x in errs if role and x["loc"] and f"{role.capitalize()}Message" in str(x["loc"][0])]
-            shown = [{**x, "loc": x["loc"][1:]} for x in own] or errs
-            problems.append(f"{where}: " + "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}"
-                                                      for x in shown[:3]))
+            own = [x for x in errs if role and x['loc'] and f'{role.capitalize()}Message' in str(x['loc'][0])]
+            shown = [{**x, 'loc': x['loc'][1:]} for x in own] or errs
+            problems.append(f'{where}: ' + '; '.join(f'{".".join(map(str, x["loc"]))}: {x["msg"]}' for x in shown[:3]))
 
-    for k, t in enumerate(body.get("tools") or []):
-        check(ChatCompletionFunctionToolParam, t, f"tools[{k}]")
-        name = (t.get("function") or {}).get("name", "") if isinstance(t, dict) else ""
-        if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", str(name)):
-            problems.append(f"tools[{k}].function.name {name!r} does not match ^[a-zA-Z0-9_-]{{1,64}}$")
+    for k, t in enumerate(body.get('tools') or []):
+        check(ChatCompletionFunctionToolParam, t, f'tools[{k}]')
+        name = (t.get('function') or {}).get('name', '') if isinstance(t, dict) else ''
+        if not re.fullmatch(r'[A-Za-z0-9_-]{1,64}', str(name)):
+            problems.append(f'tools[{k}].function.name {name!r} does not match ^[a-zA-Z0-9_-]{{1,64}}$')
     seen, pending = set(), []
-    for k, m in enumerate(body.get("messages") or []):
-        check(ChatCompletionMessageParam, m, f"messages[{k}]")
-        role = m.get("role")
-        if pending and role != "tool":
-            problems.append(f"messages[{k}] ({role}): tool call(s) {pending} of the assistant message before are "
-                            "not answered by tool messages")
+    for k, m in enumerate(body.get('messages') or []):
+        check(ChatCompletionMessageParam, m, f'messages[{k}]')
+        role = m.get('role')
+        if pending and role != 'tool':
+            problems.append(
+                f'messages[{k}] ({role}): tool call(s) {pending} of the assistant message before are '
+                'not answered by tool messages'
+            )
             pending = []
-        if role == "assistant":
-            calls = m.get("tool_calls") or []
-            if m.get("content") is None and not calls:
-                problems.append(f"messages[{k}]: an assistant message without tool_calls needs content")
+        if role == 'assistant':
+            calls = m.get('tool_calls') or []
+            if m.get('content') is None and not calls:
+                problems.append(f'messages[{k}]: an assistant message without tool_calls needs content')
             for c, tc in enumerate(calls):
-                check(ChatCompletionMessageFunctionToolCallParam, tc, f"messages[{k}].tool_calls[{c}]")
-                i = tc.get("id") if isinstance(tc, dict) else None
+                check(ChatCompletionMessageFunctionToolCallParam, tc, f'messages[{k}].tool_calls[{c}]')
+                i = tc.get('id') if isinstance(tc, dict) else None
                 if i in seen:
-                    problems.append(f"messages[{k}].tool_calls[{c}]: id {i!r} is used by an earlier call")
+                    problems.append(f'messages[{k}].tool_calls[{c}]: id {i!r} is used by an earlier call')
                 seen.add(i)
                 pending.append(i)
-        elif role == "tool":
-            i = m.get("tool_call_id")
+        elif role == 'tool':
+            i = m.get('tool_call_id')
             if i not in pending:
-                problems.append(f"messages[{k}]: a tool message answers {i!r}, which is no pending call of the "
-                                "assistant message before it")
+                problems.append(
+                    f'messages[{k}]: a tool message answers {i!r}, which is no pending call of the '
+                    'assistant message before it'
+                )
             else:
                 pending.remove(i)
     if pending:
-        problems.append(f"the request ends with tool call(s) {pending} unanswered")
+        problems.append(f'the request ends with tool call(s) {pending} unanswered')
     return problems
-
 
 # %% ../nbs/06_policies.ipynb #c023
 ASK = 'Could you give me your {fact}, please?'  # the expert's question for a fact the conversation has not shown
 
+
 def call_values(arguments) -> list:
     "The scalar values of a call's arguments, nested ones included."
-    if isinstance(arguments, dict): return [x for v in arguments.values() for x in call_values(v)]
-    if isinstance(arguments, list): return [x for v in arguments for x in call_values(v)]
+    if isinstance(arguments, dict):
+        return [x for v in arguments.values() for x in call_values(v)]
+    if isinstance(arguments, list):
+        return [x for v in arguments for x in call_values(v)]
     return [arguments]
 
-def seen_text(messages:list) -> str:
+
+def seen_text(messages: list) -> str:
     "What the agent has been told so far: user messages and tool results."
     return '\n'.join(m.get('content') or '' for m in messages if m['role'] in ('user', 'tool'))
+
 
 def _as_call(c) -> dict:
     return c if isinstance(c, dict) else {'name': c.name, 'arguments': dict(c.arguments)}
 
+
 READ_TOOL = re.compile(r'^(get|find|list|quote|search|lookup|check)_')  # a tool whose name says it only reads
+
 
 class ScriptedPolicy:
     "The expert: golden calls one per turn, then the reference reply; flawed on a seeded share of attempts."
-    def __init__(self, flaw=0.0, # share of attempts that go wrong: a rate in [0, 1], or a function task -> rate
-                 seed:int=0, # seeds which attempts are flawed
-                 ask:bool=False, # ask the user for a fact a call needs that the conversation has not shown yet
-                 tokenizer=None, # a tokenizer or ChatFormat: turns then carry token ids, as a model's do
-                 name:str=None, # the policy id; default 'scripted' or 'scripted:flaw=P'
-                ):
-        if not callable(flaw) and not 0 <= flaw <= 1: raise ValueError(f'flaw must be in [0, 1], got {flaw}')
+
+    def __init__(
+        self,
+        flaw=0.0,  # share of attempts that go wrong: a rate in [0, 1], or a function task -> rate
+        seed: int = 0,  # seeds which attempts are flawed
+        ask: bool = False,  # ask the user for a fact a call needs that the conversation has not shown yet
+        tokenizer=None,  # a tokenizer or ChatFormat: turns then carry token ids, as a model's do
+        name: str = None,  # the policy id; default 'scripted' or 'scripted:flaw=P'
+    ):
+        if not callable(flaw) and not 0 <= flaw <= 1:
+            raise ValueError(f'flaw must be in [0, 1], got {flaw}')
         self.flaw, self.seed, self.ask = flaw, seed, ask
-        if tokenizer is not None and not isinstance(tokenizer, ChatFormat): tokenizer = ChatFormat(tokenizer)
+        if tokenizer is not None and not isinstance(tokenizer, ChatFormat):
+            tokenizer = ChatFormat(tokenizer)
         self.fmt = tokenizer
         self.policy_id = name or 'scripted' + (f':flaw={flaw:g}' if not callable(flaw) and flaw else '')
 
-    def rate(self, task:Task) -> float:
+    def rate(self, task: Task) -> float:
         "The share of flawed attempts for `task`."
         return self.flaw(task) if callable(self.flaw) else self.flaw
 
-    def flawed(self, task:Task, repetition:int) -> bool:
+    def flawed(self, task: Task, repetition: int) -> bool:
         "Whether this attempt takes a wrong path (deterministic per seed, task uid and repetition)."
         p = self.rate(task)
         return p > 0 and random.Random(f'{self.seed}/{task.uid}/{repetition}').random() < p
 
-    def plan(self, task:Task, repetition:int) -> list[dict]:
+    def plan(self, task: Task, repetition: int) -> list[dict]:
         "The tool calls of this attempt: the golden ones, or the golden lookups then the family's first wrong move."
         golden = [_as_call(c) for c in task.golden]
-        if not self.flawed(task, repetition): return golden
+        if not self.flawed(task, repetition):
+            return golden
         fam = get_domain(task.domain).families.get(task.family)
         moves = fam.wrong_moves(task) if fam is not None and fam.wrong_moves else []
-        if not moves: return golden[:-1]
+        if not moves:
+            return golden[:-1]
         reads = list(itertools.takewhile(lambda c: READ_TOOL.match(c['name']), golden))
         return reads + [c for c in map(_as_call, moves[0][0]) if c not in reads]
 
-    def _question(self, r:GenRequest, call:dict) -> str|None:
+    def _question(self, r: GenRequest, call: dict) -> str | None:
         "The question to ask before `call`, if it needs a fact of the user's that the conversation has not shown."
         seen, asked = seen_text(r.messages), {m.get('content') for m in r.messages if m['role'] == 'assistant'}
-        qs = [ASK.format(fact=fact) for fact, value in r.task.user.facts.items()
-              if isinstance(value, str) and value in call_values(call['arguments']) and value not in seen]
+        qs = [
+            ASK.format(fact=fact)
+            for fact, value in r.task.user.facts.items()
+            if isinstance(value, str) and value in call_values(call['arguments']) and value not in seen
+        ]
         return next((q for q in qs if q not in asked), None)
 
-    def _turn(self, r:GenRequest) -> Generation:
+    def _turn(self, r: GenRequest) -> Generation:
         plan = self.plan(r.task, r.repetition)
         made = sum(len(m.get('tool_calls') or []) for m in r.messages if m['role'] == 'assistant')
-        if made >= len(plan): msg = {'role': 'assistant', 'content': r.task.reply or 'Done.'}
-        elif self.ask and (q := self._question(r, plan[made])): msg = {'role': 'assistant', 'content': q}
-        else: msg = {'role': 'assistant', 'content': '', 'tool_calls': [{'type': 'function', 'function': plan[made]}]}
+        if made >= len(plan):
+            msg = {'role': 'assistant', 'content': r.task.reply or 'Done.'}
+        elif self.ask and (q := self._question(r, plan[made])):
+            msg = {'role': 'assistant', 'content': q}
+        else:
+            msg = {'role': 'assistant', 'content': '', 'tool_calls': [{'type': 'function', 'function': plan[made]}]}
         text = assistant_text(msg) + '<|im_end|>'
-        if self.fmt is None: return Generation(text=text, usage=Usage(model='scripted', calls=1))
+        if self.fmt is None:
+            return Generation(text=text, usage=Usage(model='scripted', calls=1))
         ids = self.fmt.encode(text)
-        return Generation(text=text, token_ids=ids, logprobs=[0.0] * len(ids), finish='stop',
-                          usage=Usage(model='scripted', input=len(r.prompt_ids or []), output=len(ids), calls=1))
+        return Generation(
+            text=text,
+            token_ids=ids,
+            logprobs=[0.0] * len(ids),
+            finish='stop',
+            usage=Usage(model='scripted', input=len(r.prompt_ids or []), output=len(ids), calls=1),
+        )
 
-    async def generate(self, requests:list) -> list[Generation]:
+    async def generate(self, requests: list) -> list[Generation]:
         return [self._turn(r) for r in requests]
 
 # %% ../nbs/06_policies.ipynb #c025
-def make_policy(spec:str, sampling:SamplingConfig=None, **kw):
+def make_policy(spec: str, sampling: SamplingConfig = None, **kw):
     "The policy named by `spec` (see above)."
     full, opt = spec, None
     if ':template=' in spec:
         spec, opt = spec.split(':template=', 1)
         if opt != 'checkpoint':
-            raise ValueError(f"bad policy spec {full!r}: the template option is ':template=checkpoint' "
-                             "(the checkpoint's own chat template; without it, the project's)")
+            raise ValueError(
+                f"bad policy spec {full!r}: the template option is ':template=checkpoint' "
+                "(the checkpoint's own chat template; without it, the project's)"
+            )
         if spec.startswith(('scripted', 'chat:')):
-            raise ValueError(f"bad policy spec {full!r}: ':template=' applies to a token-level policy "
-                             "(a model, vllm:MODEL or endpoint:MODEL)")
+            raise ValueError(
+                f"bad policy spec {full!r}: ':template=' applies to a token-level policy "
+                '(a model, vllm:MODEL or endpoint:MODEL)'
+            )
         kw['template'] = opt
     if spec.startswith('scripted'):
         m = re.fullmatch(r'scripted(?::flaw=([0-9.]+))?', spec)
-        if not m: raise ValueError(f"bad scripted policy spec {spec!r}: use 'scripted' or 'scripted:flaw=0.3'")
+        if not m:
+            raise ValueError(f"bad scripted policy spec {spec!r}: use 'scripted' or 'scripted:flaw=0.3'")
         return ScriptedPolicy(flaw=float(m.group(1) or 0), seed=(sampling or SamplingConfig()).seed)
-    if spec.startswith('vllm:'): return VLLMPolicy(spec[5:], sampling, **kw)
+    if spec.startswith('vllm:'):
+        return VLLMPolicy(spec[5:], sampling, **kw)
     if spec.startswith('endpoint:'):
         from transformers import AutoTokenizer
+
         # the tokenizer passed, the one TBT_POLICY_TOKENIZER names, or by default the served model's own
         tok = kw.pop('tokenizer', None) or os.environ.get('TBT_POLICY_TOKENIZER') or spec[9:]
         if isinstance(tok, str):
-            try: tok = AutoTokenizer.from_pretrained(tok)
+            try:
+                tok = AutoTokenizer.from_pretrained(tok)
             except (OSError, ValueError) as e:
-                raise ValueError(f"{spec}: an endpoint policy needs the served model's tokenizer, and {tok!r} "
-                                 "does not load one; "
-                                 'pass tokenizer= or set TBT_POLICY_TOKENIZER') from e
+                raise ValueError(
+                    f"{spec}: an endpoint policy needs the served model's tokenizer, and {tok!r} "
+                    'does not load one; '
+                    'pass tokenizer= or set TBT_POLICY_TOKENIZER'
+                ) from e
         return EndpointPolicy(spec[9:], tok, sampling=sampling, **kw)
-    if spec.startswith('chat:'): return ChatEndpointPolicy(spec[5:], sampling=sampling, **kw)
+    if spec.startswith('chat:'):
+        return ChatEndpointPolicy(spec[5:], sampling=sampling, **kw)
     return HFPolicy(spec, sampling=sampling, **kw)
 
 # %% ../nbs/06_policies.ipynb #c901
-def generation_speed(policy, # a token-level policy with `fmt` and `sample` (`HFPolicy`)
-                     convs:list, # (messages, tools) conversations to continue, repeated in turn to fill the batch
-                     batch:int=8, # conversations sampled together
-                     max_tokens:int=64, # tokens each may sample
-                    ) -> dict:
+def generation_speed(
+    policy,  # a token-level policy with `fmt` and `sample` (`HFPolicy`)
+    convs: list,  # (messages, tools) conversations to continue, repeated in turn to fill the batch
+    batch: int = 8,  # conversations sampled together
+    max_tokens: int = 64,  # tokens each may sample
+) -> dict:
     "Sampled tokens per second of one batched turn, and the batch's mean prompt length."
     import statistics, time
+
     prompts = [policy.fmt.prompt_ids(m, t) for m, t in (list(convs) * batch)[:batch]]
     policy.sample(prompts[:2], [0, 1], 4)  # warm up
     t0 = time.perf_counter()
     gens = policy.sample(prompts, list(range(batch)), max_tokens)
     dt = time.perf_counter() - t0
     n = sum(len(g.token_ids) for g in gens)
-    return {'batch': batch, 'prompt_tokens': round(statistics.mean(map(len, prompts))), 'sampled_tokens': n,
-            's': round(dt, 2), 'tokens_per_s': round(n / dt, 1)}
+    return {
+        'batch': batch,
+        'prompt_tokens': round(statistics.mean(map(len, prompts))),
+        'sampled_tokens': n,
+        's': round(dt, 2),
+        'tokens_per_s': round(n / dt, 1),
+    }

@@ -8,8 +8,17 @@ import json, os, time
 from pathlib import Path
 from .tasks import generate_tasks
 from .policies import SamplingConfig, HFPolicy, generation_speed
-from .base_policy import (DOMAINS, model_dir, run_demonstrations, encode_conversation,
-                                              episode_metrics, format_report, rollouts, _batch, lm_loss)
+from thinkingbox_training.base_policy import (
+    DOMAINS,
+    model_dir,
+    run_demonstrations,
+    encode_conversation,
+    episode_metrics,
+    format_report,
+    rollouts,
+    _batch,
+    lm_loss,
+)
 from .cli import command
 
 # %% auto #0
@@ -19,36 +28,43 @@ __all__ = ['weights_sha256', 'policy_report', 'train_step_speed', 'speed_report'
 def weights_sha256(model=None) -> str:
     "The sha256 of a model directory's weights (default: the shipped model): what a recorded report was measured on."
     import hashlib
-    return hashlib.sha256((Path(model or model_dir())/'model.safetensors').read_bytes()).hexdigest()
+
+    return hashlib.sha256((Path(model or model_dir()) / 'model.safetensors').read_bytes()).hexdigest()
+
 
 @command('policy-report')
-def policy_report(seed:int=2, # task and sampling seed (not the demonstrations' 1000)
-                  k:int=8, # attempts per task
-                  n:int=2, # fresh tasks per family
-                  model:str='', # a model directory; '' = data/models/tiny-qwen3
-                  split:str='train', # 'train' (the families training sees) or 'bench' (every family, held-out ones too)
-                  out:str='', # also write the metrics as JSON here
-                 ):
+def policy_report(
+    seed: int = 2,  # task and sampling seed (not the demonstrations' 1000)
+    k: int = 8,  # attempts per task
+    n: int = 2,  # fresh tasks per family
+    model: str = '',  # a model directory; '' = data/models/tiny-qwen3
+    split: str = 'train',  # 'train' (the families training sees) or 'bench' (every family, held-out ones too)
+    out: str = '',  # also write the metrics as JSON here
+):
     "The base policy on fresh tasks at temperature 1.0; ends with wellformed= id_copy= mixed= calls_per_episode=."
     t0 = time.perf_counter()
     eps = rollouts(model or None, seed=seed, k=k, n=n, split=split)
     m = episode_metrics(eps)
     m['wall_s'] = round(time.perf_counter() - t0, 1)
     m['run'] = {'seed': seed, 'k': k, 'n': n, 'split': split, 'weights_sha256': weights_sha256(model or None)}
-    if out: Path(out).parent.mkdir(parents=True, exist_ok=True); Path(out).write_text(json.dumps(m, indent=1))
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(m, indent=1))
     print(f'{len(eps)} episodes in {m["wall_s"]} s (seed {seed}, k {k}, {n} tasks per family, split {split})')
     print(format_report(m))
     return 0
 
 # %% ../nbs/14a_policy_report.ipynb #c008
-def _mid_episode(n:int, seed:int=11) -> list:
+def _mid_episode(n: int, seed: int = 11) -> list:
     "Conversations of `n` demonstrations: each up to (not including) its final reply, with its tools, and whole."
     eps = run_demonstrations([t for d in DOMAINS for t in generate_tasks(d, 'train', seed=seed, n=max(1, n // 19 + 1))])
     return [(e.trajectory.messages[:-1], e.trajectory.tools, e.trajectory.messages) for e in eps][:n]
 
-def train_step_speed(model, tokenizer, batch:int=8, convs:list=None, lr:float=1e-5) -> dict:
+
+def train_step_speed(model, tokenizer, batch: int = 8, convs: list = None, lr: float = 1e-5) -> dict:
     "Seconds of one forward+backward+AdamW step on `batch` whole demonstrations (a copy of the model is trained)."
     import copy, torch
+
     convs = convs or _mid_episode(batch)
     m = copy.deepcopy(model).train()
     opt = torch.optim.AdamW(m.parameters(), lr=lr)
@@ -58,64 +74,89 @@ def train_step_speed(model, tokenizer, batch:int=8, convs:list=None, lr:float=1e
     for _ in range(2):
         t0 = time.perf_counter()
         loss, _ = lm_loss(m, ids, lab)
-        opt.zero_grad(); loss.backward(); opt.step()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
         times.append(time.perf_counter() - t0)
     return {'batch': batch, 'tokens': int(ids.numel()), 'longest': ids.shape[1], 's': round(times[-1], 3)}
 
-def speed_report(model:str='', batches=(8, 32), train_batches=(8, 16)) -> list[dict]:
+
+def speed_report(model: str = '', batches=(8, 32), train_batches=(8, 16)) -> list[dict]:
     "Generation and training speed of the shipped model on this machine."
     pol = HFPolicy(model or str(model_dir()), sampling=SamplingConfig(temperature=1.0))
     convs = _mid_episode(max(*batches, *train_batches))
     threads = os.environ.get('OMP_NUM_THREADS')
     prompts = [(m, t) for m, t, _ in convs]
     rows = [{'what': 'generate', 'threads': threads, **generation_speed(pol, prompts, b)} for b in batches]
-    rows += [{'what': 'train step', 'threads': threads, **train_step_speed(pol.model, pol.tokenizer, b, convs=convs)}
-             for b in train_batches]
+    rows += [
+        {'what': 'train step', 'threads': threads, **train_step_speed(pol.model, pol.tokenizer, b, convs=convs)}
+        for b in train_batches
+    ]
     return rows
 
+
 @command('policy-speed')
-def policy_speed(model:str='', # a model directory; '' = data/models/tiny-qwen3
-                 out:str='', # also write the rows as JSON here
-                ):
+def policy_speed(
+    model: str = '',  # a model directory; '' = data/models/tiny-qwen3
+    out: str = '',  # also write the rows as JSON here
+):
     "Generation tokens/s (batch 8, 32) and one training step (batch 8, 16) of the base policy on this machine."
     rows = speed_report(model)
-    for r in rows: print(r)
-    if out: Path(out).write_text(json.dumps({'weights_sha256': weights_sha256(model or None), 'rows': rows}, indent=1))
+    for r in rows:
+        print(r)
+    if out:
+        Path(out).write_text(json.dumps({'weights_sha256': weights_sha256(model or None), 'rows': rows}, indent=1))
     return 0
 
 # %% ../nbs/14a_policy_report.ipynb #c010
-def build_figure(build:dict):
+def build_figure(build: dict):
     "Token accuracy of drills and episodes over the build's steps (echo-only start, mixed steps, polish passes)."
     from matplotlib.figure import Figure
-    fig = Figure(figsize=(7, 3.2)); ax = fig.add_subplot()
+
+    fig = Figure(figsize=(7, 3.2))
+    ax = fig.add_subplot()
     rows = [r for r in build['sft'] if 'step' in r]
     echo_steps = next(r['steps'] for r in build['sft'] if 'steps' in r)
     x = lambda r: r['step'] + (echo_steps if r['phase'] == 'sft' else 0)
     cfg, end = build['config'], echo_steps + build['config']['steps']
     polish_x = lambda r: end + (r.get('polish_pass', 1) - 1) * cfg['polish_steps'] + r['step']  # after the mixed steps
-    pts_of = lambda k: ([(x(r), r[k]) for r in rows if k in r]
-                        + [(polish_x(r), r[k]) for r in build.get('polish', []) if 'step' in r and k in r])
-    for k, label in (('echo_acc', 'echo drills'), ('cut_acc', 'cut drills (call arguments)'),
-                     ('episode_acc', 'whole episodes')):
+    pts_of = lambda k: (
+        [(x(r), r[k]) for r in rows if k in r]
+        + [(polish_x(r), r[k]) for r in build.get('polish', []) if 'step' in r and k in r]
+    )
+    for k, label in (
+        ('echo_acc', 'echo drills'),
+        ('cut_acc', 'cut drills (call arguments)'),
+        ('episode_acc', 'whole episodes'),
+    ):
         ax.plot(*zip(*pts_of(k)), label=label, marker='.')
     ax.axvline(echo_steps, color='grey', ls=':', lw=1)
     ax.text(echo_steps, 0.05, ' episodes join', color='grey', fontsize=8)
     for p in sorted({r.get('polish_pass', 1) for r in build.get('polish', [])}):
         s = end + (p - 1) * cfg['polish_steps']
-        ax.axvline(s, color='grey', ls=':', lw=1); ax.text(s, 0.32, f' polish {p}', color='grey', fontsize=8)
-    ax.set(xlabel='step', ylabel='token accuracy (argmax)', ylim=(0, 1),
-           title='base policy build: supervised fine-tuning')
-    ax.legend(loc='lower right', fontsize=8); fig.tight_layout()
+        ax.axvline(s, color='grey', ls=':', lw=1)
+        ax.text(s, 0.32, f' polish {p}', color='grey', fontsize=8)
+    ax.set(
+        xlabel='step', ylabel='token accuracy (argmax)', ylim=(0, 1), title='base policy build: supervised fine-tuning'
+    )
+    ax.legend(loc='lower right', fontsize=8)
+    fig.tight_layout()
     return fig
+
 
 def recorded(model=None) -> tuple[dict, dict, dict]:
     "build.json, report.json and speed.json of a model directory; refuses a report or speed file of other weights."
     d = Path(model or model_dir())
-    build, report, speed = (json.loads((d/f).read_text()) for f in ('build.json', 'report.json', 'speed.json'))
+    build, report, speed = (json.loads((d / f).read_text()) for f in ('build.json', 'report.json', 'speed.json'))
     sha = weights_sha256(d)
     redo = {'report.json': 'policy-report --seed 2 --k 8', 'speed.json': 'policy-speed'}
-    for name, got in (('report.json', report.get('run', {}).get('weights_sha256')),
-                      ('speed.json', speed.get('weights_sha256'))):
-        if got != sha: raise ValueError(f'{d/name} was measured on other weights ({str(got)[:12]} != {sha[:12]}): '
-                                        f'rerun `tbt {redo[name]} --out {d/name}`')
+    for name, got in (
+        ('report.json', report.get('run', {}).get('weights_sha256')),
+        ('speed.json', speed.get('weights_sha256')),
+    ):
+        if got != sha:
+            raise ValueError(
+                f'{d / name} was measured on other weights ({str(got)[:12]} != {sha[:12]}): '
+                f'rerun `tbt {redo[name]} --out {d / name}`'
+            )
     return build, report, speed

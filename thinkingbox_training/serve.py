@@ -15,68 +15,95 @@ __all__ = ['MCP_MAX_BODY', 'SharedBackend', 'serving_session', 'http_server', 'm
 # %% ../nbs/03a_serve.ipynb #c003b
 class SharedBackend:
     "A backend that every client of a served domain shares: tool calls run one at a time, each its own transaction."
-    def __init__(self, db): # the provisioned backend: an `EpisodeDB`, or a ThinkingBox task's
+
+    def __init__(self, db):  # the provisioned backend: an `EpisodeDB`, or a ThinkingBox task's
         self.db, self.lock = db, threading.Lock()
-    def run_tool(self, name:str, arguments:dict):
-        with self.lock: return self.db.run_tool(name, arguments)
+
+    def run_tool(self, name: str, arguments: dict):
+        with self.lock:
+            return self.db.run_tool(name, arguments)
+
     def snapshot(self) -> dict:
-        with self.lock: return self.db.snapshot()
+        with self.lock:
+            return self.db.snapshot()
+
     def __getattr__(self, name):  # dom, conn, close, ...: the backend's own
-        if name == 'db': raise AttributeError(name)
+        if name == 'db':
+            raise AttributeError(name)
         return getattr(self.db, name)
 
 # %% ../nbs/03a_serve.ipynb #c004
-def serving_session(domain:str=None, # a registered domain (a fresh database from its seed)
-                    tasks:str=None,  # or task files (JSON Lines, ThinkingBox modules or test lists), comma-separated
-                    task:str=None,   # ... and the uid of the task whose initial state is served
-                   ) -> ToolSession:
+def serving_session(
+    domain: str = None,  # a registered domain (a fresh database from its seed)
+    tasks: str = None,  # or task files (JSON Lines, ThinkingBox modules or test lists), comma-separated
+    task: str = None,  # ... and the uid of the task whose initial state is served
+) -> ToolSession:
     """A `ToolSession` whose MCP server holds one provisioned database, shared by every client and called one call at
     a time (not entered: its server is served)."""
     t = None
     if task:
-        if not tasks: raise ValueError('--task needs --tasks: the files that hold it')
+        if not tasks:
+            raise ValueError('--task needs --tasks: the files that hold it')
         by = {x.uid: x for x in load_tasks(*[p for p in tasks.split(',') if p])}
-        if task not in by: raise ValueError(f'no task {task!r} in {tasks}')
+        if task not in by:
+            raise ValueError(f'no task {task!r} in {tasks}')
         t = by[task]
-        if domain and domain != t.domain: raise ValueError(f'task {task} is of domain {t.domain}, not {domain}')
+        if domain and domain != t.domain:
+            raise ValueError(f'task {task} is of domain {t.domain}, not {domain}')
         domain = t.domain
-    if not domain: raise ValueError('name a --domain, or a --task with its --tasks')
+    if not domain:
+        raise ValueError('name a --domain, or a --task with its --tasks')
     return ToolSession(SharedBackend(get_domain(domain).provision(t)))
 
+
 MCP_MAX_BODY = 4 * 2**20  # bytes of one HTTP request: a tool call's arguments (hostile tests send 1 MB strings)
+
 
 def _naming_h11() -> type:
     "uvicorn's HTTP/1.1, whose 400 for a malformed request names what is wrong (not 'Invalid HTTP request received.')"
     import h11  # here, not at import: `tbt --help` imports this module
     from uvicorn.protocols.http.h11_impl import H11Protocol
+
     class NamingH11(H11Protocol):
-        def send_400_response(self, msg:str):
+        def send_400_response(self, msg: str):
             e = sys.exc_info()[1]  # uvicorn calls this inside its `except h11.RemoteProtocolError`
-            if isinstance(e, h11.RemoteProtocolError) and str(e): msg = f'invalid HTTP request: {e}'
+            if isinstance(e, h11.RemoteProtocolError) and str(e):
+                msg = f'invalid HTTP request: {e}'
             super().send_400_response(msg.encode('ascii', 'replace').decode())
+
     return NamingH11
 
-def http_server(ts:ToolSession, host:str='127.0.0.1', port:int=8000):
+
+def http_server(ts: ToolSession, host: str = '127.0.0.1', port: int = 8000):
     """The uvicorn server of `ts`'s MCP server, streamable HTTP at http://HOST:PORT/mcp: bodies over `MCP_MAX_BODY`
     refused (413), malformed requests answered 400 naming what is wrong. `.run()` serves, `.should_exit = True` stops.
     """
     import uvicorn
+
     app = ts.server.streamable_http_app(host=host, max_request_body_size=MCP_MAX_BODY)
     return uvicorn.Server(uvicorn.Config(app, host=host, port=port, http=_naming_h11(), log_level='warning'))
 
+
 @command('mcp-serve')
-def mcp_serve(domain:str=None,          # a registered domain, served from its seed
-              tasks:str=None,           # task files holding --task
-              task:str=None,            # serve this task's initial state
-              transport:str='stdio',    # stdio or http (streamable HTTP at http://HOST:PORT/mcp)
-              host:str='127.0.0.1',     # HTTP: the address to bind (the tools write: keep it local unless you mean it)
-              port:int=8000):           # HTTP: the port
+def mcp_serve(
+    domain: str = None,  # a registered domain, served from its seed
+    tasks: str = None,  # task files holding --task
+    task: str = None,  # serve this task's initial state
+    transport: str = 'stdio',  # stdio or http (streamable HTTP at http://HOST:PORT/mcp)
+    host: str = '127.0.0.1',  # HTTP: the address to bind (the tools write: keep it local unless you mean it)
+    port: int = 8000,
+):  # HTTP: the port
     """Serve a domain's tools (a task's initial state, or a fresh one) as a standalone MCP server: one database for the
     server's life, shared by every client, one tool call at a time."""
     ts = serving_session(domain, tasks, task)
-    print(f'serving {ts.dom.name} ({len(ts.names)} tools) over {transport}: one database, shared by every client',
-          file=sys.stderr)
-    if transport == 'stdio': ts.server.run('stdio')
-    elif transport == 'http': http_server(ts, host, port).run()
-    else: raise SystemExit(f"unknown transport {transport!r}: use stdio or http")
+    print(
+        f'serving {ts.dom.name} ({len(ts.names)} tools) over {transport}: one database, shared by every client',
+        file=sys.stderr,
+    )
+    if transport == 'stdio':
+        ts.server.run('stdio')
+    elif transport == 'http':
+        http_server(ts, host, port).run()
+    else:
+        raise SystemExit(f'unknown transport {transport!r}: use stdio or http')
     return 0

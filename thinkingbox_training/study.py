@@ -24,48 +24,57 @@ __all__ = ['STUDY', 'RECIPE', 'BASE_MODEL', 'POOL_TASK_FILES', 'REPROBE_STEPS', 
            'family_table', 'study_report', 'study_report_cli']
 
 # %% ../nbs/15_study.ipynb #s004
-STUDY = 'data/runs/study'                       # the study's directory, relative to the checkout
-RECIPE = 'scripts/recipes/tiny_cpu.yaml'        # the training recipe of every seed
+STUDY = 'data/runs/study'  # the study's directory, relative to the checkout
+RECIPE = 'scripts/recipes/tiny_cpu.yaml'  # the training recipe of every seed
 BASE_MODEL = 'data/models/tiny-qwen3'
 POOL_TASK_FILES = ('data/tasks/travel_train.jsonl', 'data/tasks/retail_train.jsonl')  # the pool's tasks, in this order
-REPROBE_STEPS = (9, 17)                         # the second arm re-probes before these steps (DESIGN.md)
-REPROBE_K = 4                                   # attempts per probed task when re-probing
+REPROBE_STEPS = (9, 17)  # the second arm re-probes before these steps (DESIGN.md)
+REPROBE_K = 4  # attempts per probed task when re-probing
+
 
 @dataclass
 class Stage:
     "One unit of the study's work: a campaign of one policy on one task set, or one training run."
-    part: int                 # the design's part (1-4)
-    name: str                 # what it is, in words
-    kind: str                 # 'campaign' or 'train'
-    out: str                  # its directory, relative to the study's
-    tasks: str = None         # campaign: 'bench' or 'pool'
-    k: int = 0                # campaign: attempts per task
-    policy: str = None        # campaign: 'base', or a model directory relative to the study's
-    policy_name: str = None   # campaign: the policy id of a trained policy
-    seed: int = None          # train: the recipe's seed
-    save_steps: int = 0       # train: a checkpoint every this many steps (0: none)
-    reprobe_steps: tuple = () # train: re-probe the pool before these steps (the second arm)
+
+    part: int  # the design's part (1-4)
+    name: str  # what it is, in words
+    kind: str  # 'campaign' or 'train'
+    out: str  # its directory, relative to the study's
+    tasks: str = None  # campaign: 'bench' or 'pool'
+    k: int = 0  # campaign: attempts per task
+    policy: str = None  # campaign: 'base', or a model directory relative to the study's
+    policy_name: str = None  # campaign: the policy id of a trained policy
+    seed: int = None  # train: the recipe's seed
+    save_steps: int = 0  # train: a checkpoint every this many steps (0: none)
+    reprobe_steps: tuple = ()  # train: re-probe the pool before these steps (the second arm)
     estimated_min: float = 0.0  # the design's estimate for the whole stage
-    after: str = None         # the training stage whose model this campaign evaluates
-    recipe: str = None        # train: its recipe (default: the study's)
-    argv: tuple = ()          # train: more scripts/train.py arguments (an episode budget, checkpoints)
+    after: str = None  # the training stage whose model this campaign evaluates
+    recipe: str = None  # train: its recipe (default: the study's)
+    argv: tuple = ()  # train: more scripts/train.py arguments (an episode budget, checkpoints)
+
 
 _EVAL = re.compile(r'(base|(?:(\w+) )?seed (\d+)(?: step (\d+))?|re-probed arm) k=(\d+)')
 # an arm's seed ('train passk seed 0', 'passk seed 0 k=20') trains and is evaluated under {arm}-seed{n}/
 _TRAIN = re.compile(r'train (?:(?:(\w+) )?seed (\d+)|re-probed arm \(seed (\d+)\))')
 
+
 def _policy_of(m) -> tuple:
     "(directory, model directory, policy name) of the policy an evaluation item names."
     who, arm, seed, step = m.group(1), m.group(2), m.group(3), m.group(4)
-    if who == 'base': return 'base', 'base', None
-    if who == 're-probed arm': return 'reprobed', 'reprobed/model', 'tiny-qwen3-grpo-reprobed'
-    if arm: return f'{arm}-seed{seed}', f'{arm}-seed{seed}/model', f'tiny-qwen3-grpo-{arm}-seed{seed}'
+    if who == 'base':
+        return 'base', 'base', None
+    if who == 're-probed arm':
+        return 'reprobed', 'reprobed/model', 'tiny-qwen3-grpo-reprobed'
+    if arm:
+        return f'{arm}-seed{seed}', f'{arm}-seed{seed}/model', f'tiny-qwen3-grpo-{arm}-seed{seed}'
     if step:
         return f'seed{seed}-step{step}', f'seed{seed}/model/checkpoint-{step}', f'tiny-qwen3-grpo-seed{seed}-step{step}'
     return f'seed{seed}', f'seed{seed}/model', f'tiny-qwen3-grpo-seed{seed}'
 
-def study_stages(design:dict, # the parsed design.json
-                ) -> list:
+
+def study_stages(
+    design: dict,  # the parsed design.json
+) -> list:
     "The stages of every part, in order: each design item as the campaigns or the training run it needs."
     c, lc = design['costs'], design['design']['checkpoints_for_learning_curve']
     per_ep = lambda held, fam: (held * c['s_per_episode_held_out'] + fam * c['s_per_episode_in_family']) / 60
@@ -74,134 +83,222 @@ def study_stages(design:dict, # the parsed design.json
         for it in p['items']:
             if it['kind'] == 'train':
                 m = _TRAIN.fullmatch(it['name'])
-                if not m: raise ValueError(f"design item {it['name']!r}: not a training item this study knows")
-                if m.group(1) is not None:   # an arm's seed, with its recipe and arguments (the pass@k comparison)
+                if not m:
+                    raise ValueError(f'design item {it["name"]!r}: not a training item this study knows')
+                if m.group(1) is not None:  # an arm's seed, with its recipe and arguments (the pass@k comparison)
                     s = int(m.group(2))
-                    st = Stage(i, it['name'], 'train', f'{m.group(1)}-seed{s}/model', seed=s,
-                               estimated_min=it['minutes'], recipe=it.get('recipe'), argv=tuple(it.get('argv', ())))
+                    st = Stage(
+                        i,
+                        it['name'],
+                        'train',
+                        f'{m.group(1)}-seed{s}/model',
+                        seed=s,
+                        estimated_min=it['minutes'],
+                        recipe=it.get('recipe'),
+                        argv=tuple(it.get('argv', ())),
+                    )
                 elif m.group(2) is not None:
                     s = int(m.group(2))
-                    st = Stage(i, it['name'], 'train', f'seed{s}/model', seed=s, estimated_min=it['minutes'],
-                               save_steps=int(np.gcd.reduce(lc['steps'])) if s == lc['seed'] else 0)
+                    st = Stage(
+                        i,
+                        it['name'],
+                        'train',
+                        f'seed{s}/model',
+                        seed=s,
+                        estimated_min=it['minutes'],
+                        save_steps=int(np.gcd.reduce(lc['steps'])) if s == lc['seed'] else 0,
+                    )
                 else:
-                    st = Stage(i, it['name'], 'train', 'reprobed/model', seed=int(m.group(3)),
-                               reprobe_steps=REPROBE_STEPS, estimated_min=it['minutes'])
-                trains[st.out] = st.name; out.append(st)
+                    st = Stage(
+                        i,
+                        it['name'],
+                        'train',
+                        'reprobed/model',
+                        seed=int(m.group(3)),
+                        reprobe_steps=REPROBE_STEPS,
+                        estimated_min=it['minutes'],
+                    )
+                trains[st.out] = st.name
+                out.append(st)
                 continue
             m = _EVAL.fullmatch(it['name'])
             if not m or it['kind'] != 'eval':
-                raise ValueError(f"design item {it['name']!r}: not an item this study knows")
+                raise ValueError(f'design item {it["name"]!r}: not an item this study knows')
             d, model, name = _policy_of(m)
-            k = int(m.group(5)); assert k == it['k'], it
+            k = int(m.group(5))
+            assert k == it['k'], it
             after = None if model == 'base' else model.split('/checkpoint-')[0]
-            out.append(Stage(i, f"{it['name']}: bench", 'campaign', f'{d}/bench-k{k}', 'bench', k, model, name,
-                             estimated_min=per_ep(it['held_out'] * k, it['in_family'] * k), after=after))
+            out.append(
+                Stage(
+                    i,
+                    f'{it["name"]}: bench',
+                    'campaign',
+                    f'{d}/bench-k{k}',
+                    'bench',
+                    k,
+                    model,
+                    name,
+                    estimated_min=per_ep(it['held_out'] * k, it['in_family'] * k),
+                    after=after,
+                )
+            )
             if it.get('pool'):
                 kp = it['k_pool']
-                out.append(Stage(i, f"{it['name']}: pool", 'campaign', f'{d}/pool-k{kp}', 'pool', kp, model, name,
-                                 estimated_min=per_ep(0, it['pool'] * kp), after=after))
+                out.append(
+                    Stage(
+                        i,
+                        f'{it["name"]}: pool',
+                        'campaign',
+                        f'{d}/pool-k{kp}',
+                        'pool',
+                        kp,
+                        model,
+                        name,
+                        estimated_min=per_ep(0, it['pool'] * kp),
+                        after=after,
+                    )
+                )
     return out
 
 # %% ../nbs/15_study.ipynb #s008
-def campaign_keys(out:str|Path) -> set|None:
+def campaign_keys(out: str | Path) -> set | None:
     "The (task uid, repetition) of every clean attempt stored in campaign directory `out`; None if it has none."
     from thinkingbox_training.campaigns import read_meta
+
     out = Path(out)
-    if not (out/'campaign.json').exists(): return None
+    if not (out / 'campaign.json').exists():
+        return None
     name = read_meta(out)['campaign']
-    db = out/'attempts.sqlite'
+    db = out / 'attempts.sqlite'
     if db.exists():
         try:
             con = sqlite3.connect(f'file:{db}?mode=ro', uri=True)
-            try: return {(u, r) for u, r in con.execute("SELECT task_uid, repetition FROM attempts WHERE campaign=? "
-                                                        "AND status != 'system_error'", (name,))}
-            finally: con.close()
-        except sqlite3.Error: pass  # unreadable read-only (no WAL index yet): the export says what was finished
-    if (out/'attempts.jsonl').exists():
-        return {(r['task_uid'], r['repetition']) for r in metrics.read_attempts(out/'attempts.jsonl')
-                if r.get('status') != 'system_error'}
+            try:
+                return {
+                    (u, r)
+                    for u, r in con.execute(
+                        "SELECT task_uid, repetition FROM attempts WHERE campaign=? AND status != 'system_error'",
+                        (name,),
+                    )
+                }
+            finally:
+                con.close()
+        except sqlite3.Error:
+            pass  # unreadable read-only (no WAL index yet): the export says what was finished
+    if (out / 'attempts.jsonl').exists():
+        return {
+            (r['task_uid'], r['repetition'])
+            for r in metrics.read_attempts(out / 'attempts.jsonl')
+            if r.get('status') != 'system_error'
+        }
     return set()
 
-def store_wall_s(out:str|Path) -> float|None:
+
+def store_wall_s(out: str | Path) -> float | None:
     """Seconds the campaign's invocations ran, from its store. One that never finished (it was stopped) counts until
     the next one started, an upper bound; the last one, unfinished, counts up to now (it is running)."""
-    db = Path(out)/'attempts.sqlite'
-    if not db.exists(): return None
+    db = Path(out) / 'attempts.sqlite'
+    if not db.exists():
+        return None
     try:
         con = sqlite3.connect(f'file:{db}?mode=ro', uri=True)
-        try: rows = con.execute('SELECT started, finished FROM invocations').fetchall()
-        finally: con.close()
-    except sqlite3.Error: return None
+        try:
+            rows = con.execute('SELECT started, finished FROM invocations').fetchall()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return None
     rows = sorted(rows)
     nxt = [s for s, _ in rows[1:]] + [time.time()]
     ends = [f if f is not None else n for (_, f), n in zip(rows, nxt)]
     return float(sum(e - s for (s, _), e in zip(rows, ends)))
 
-def checkpoints(model_dir:str|Path) -> dict:
+
+def checkpoints(model_dir: str | Path) -> dict:
     "step -> directory of every `checkpoint-<step>` a training run saved."
     d = Path(model_dir)
-    if not d.is_dir(): return {}
+    if not d.is_dir():
+        return {}
     return {int(p.name.split('-')[1]): p for p in d.glob('checkpoint-*') if p.name.split('-')[1].isdigit()}
 
-def trained(model_dir:str|Path) -> bool:
+
+def trained(model_dir: str | Path) -> bool:
     """Whether a training run finished: its training log is written once the model is saved (the log is committed,
     the model's weights need not be)."""
-    return (Path(model_dir)/'training_log.json').exists()
+    return (Path(model_dir) / 'training_log.json').exists()
 
 # %% ../nbs/15_study.ipynb #s010
-def _rel(p:Path) -> str:
+def _rel(p: Path) -> str:
     "A path as the command line shows it: relative to the working directory when under it."
-    try: return str(Path(p).resolve().relative_to(Path.cwd().resolve()))
-    except ValueError: return str(p)
+    try:
+        return str(Path(p).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)
+
 
 @dataclass
 class Study:
     "The study on a checkout: its design's stages, task sets, evaluation settings, and how each stage runs."
-    root: Path = None              # the checkout (default: the package's)
-    dir: str = STUDY               # the study's directory, relative to root
-    recipe: str = RECIPE           # the training recipe
-    base_model: str = BASE_MODEL   # the base policy
-    concurrency: int = 16          # episodes live at once in every campaign
-    shards: int = 1                # processes each campaign runs in (`run_campaign(shards=...)`; records unchanged)
-    design: dict = None            # default: the study's design.json
-    bench_files: tuple = None      # default: the design's task sets (committed bench + added held-out tasks)
+
+    root: Path = None  # the checkout (default: the package's)
+    dir: str = STUDY  # the study's directory, relative to root
+    recipe: str = RECIPE  # the training recipe
+    base_model: str = BASE_MODEL  # the base policy
+    concurrency: int = 16  # episodes live at once in every campaign
+    shards: int = 1  # processes each campaign runs in (`run_campaign(shards=...)`; records unchanged)
+    design: dict = None  # default: the study's design.json
+    bench_files: tuple = None  # default: the design's task sets (committed bench + added held-out tasks)
     pool_files: tuple = POOL_TASK_FILES  # the files the pool's tasks come from
-    policy: object = None          # stage -> policy, in place of the Hugging Face model of each stage
-    runner_kw: dict = None         # passed to run_campaign
-    train_procs: int = 1           # a part's training runs side by side, each in its own process (the cores shared)
+    policy: object = None  # stage -> policy, in place of the Hugging Face model of each stage
+    runner_kw: dict = None  # passed to run_campaign
+    train_procs: int = 1  # a part's training runs side by side, each in its own process (the cores shared)
 
     def __post_init__(self):
         self.root = Path(self.root or project_dir())
-        self.design = self.design or json.loads((self.path/'design.json').read_text())
+        self.design = self.design or json.loads((self.path / 'design.json').read_text())
         ts = self.design['task_sets']
-        self.bench_files = tuple(self.bench_files or (*ts['bench_committed']['files'],
-                                                      *ts['bench_held_out_added']['files']))
+        self.bench_files = tuple(
+            self.bench_files or (*ts['bench_committed']['files'], *ts['bench_held_out_added']['files'])
+        )
         self.stages = study_stages(self.design)
         self._tasks, self._args = {}, None
 
     @property
-    def path(self) -> Path: return self.root/self.dir
-    def stage(self, out:str) -> Stage: return next(s for s in self.stages if s.out == out)
-    def part(self, n:int) -> list: return [s for s in self.stages if s.part == n]
+    def path(self) -> Path:
+        return self.root / self.dir
 
-    def final_k(self, seed:int) -> int:
+    def stage(self, out: str) -> Stage:
+        return next(s for s in self.stages if s.out == out)
+
+    def part(self, n: int) -> list:
+        return [s for s in self.stages if s.part == n]
+
+    def final_k(self, seed: int) -> int:
         "The k of seed `seed`'s final bench evaluation: the design's item (a revision may set it below `k_final`)."
-        return next((s.k for s in self.stages if s.kind == 'campaign' and s.tasks == 'bench'
-                     and s.policy == f'seed{seed}/model'), self.design['design']['k_final'])
+        return next(
+            (
+                s.k
+                for s in self.stages
+                if s.kind == 'campaign' and s.tasks == 'bench' and s.policy == f'seed{seed}/model'
+            ),
+            self.design['design']['k_final'],
+        )
 
-    def files(self, which:str) -> list:
+    def files(self, which: str) -> list:
         "The task files of 'bench' or 'pool' (hashed into each campaign's campaign.json)."
-        return [_rel(self.root/f) for f in (self.bench_files if which == 'bench' else self.pool_files)]
+        return [_rel(self.root / f) for f in (self.bench_files if which == 'bench' else self.pool_files)]
 
-    def tasks(self, which:str) -> list:
+    def tasks(self, which: str) -> list:
         "The bench tasks (split 'bench' of the bench files) or the pool's tasks (pool.txt, in its order)."
         from thinkingbox_training.tasks import load_tasks, read_uids
+
         if which not in self._tasks:
             ts = load_tasks(*self.files(which))
-            if which == 'bench': self._tasks[which] = [t for t in ts if t.split == 'bench']
+            if which == 'bench':
+                self._tasks[which] = [t for t in ts if t.split == 'bench']
             else:
                 by = {t.uid: t for t in ts}
-                self._tasks[which] = [by[u] for u in read_uids(str(self.root/self.design['pool']['path']))]
+                self._tasks[which] = [by[u] for u in read_uids(str(self.root / self.design['pool']['path']))]
         return self._tasks[which]
 
     @property
@@ -210,162 +307,260 @@ class Study:
         if self._args is None:
             from trl import TrlParser
             from thinkingbox_training.grpo import TBTConfig
+
             (self._args,) = TrlParser([TBTConfig]).parse_args_and_config(
-                ['--config', str(self.root/self.recipe), '--output_dir', str(self.path/'_parse'), '--dry_run', 'true'])
+                [
+                    '--config',
+                    str(self.root / self.recipe),
+                    '--output_dir',
+                    str(self.path / '_parse'),
+                    '--dry_run',
+                    'true',
+                ]
+            )
         return self._args
 
     def settings(self) -> dict:
         "Every campaign's sampling and budgets: the main job's evaluation settings for the study's bench."
         from thinkingbox_training.pipeline import campaign_settings
+
         return campaign_settings(self.args, self.tasks('bench'))['evaluate']
 
 # %% ../nbs/15_study.ipynb #s012
 @dataclass
 class StageStatus:
     "Where one stage stands."
-    state: str              # 'done', 'partial', 'todo' or 'waiting' (its policy is not trained yet)
-    left_min: float         # the design's estimate of what is left
-    episodes: int = 0       # campaign: episodes in all
-    left: int = 0           # campaign: episodes not yet stored
-    steps_done: int = 0     # train: the last checkpoint's step
-    resume_from: str = None # train: the checkpoint it resumes from
 
-def _policy_ready(study:Study, st:Stage) -> bool:
+    state: str  # 'done', 'partial', 'todo' or 'waiting' (its policy is not trained yet)
+    left_min: float  # the design's estimate of what is left
+    episodes: int = 0  # campaign: episodes in all
+    left: int = 0  # campaign: episodes not yet stored
+    steps_done: int = 0  # train: the last checkpoint's step
+    resume_from: str = None  # train: the checkpoint it resumes from
+
+
+def _policy_ready(study: Study, st: Stage) -> bool:
     "Whether the model a campaign evaluates is there: the base, a finished run's model, or a saved checkpoint."
-    if st.policy == 'base' or study.policy is not None: return True
-    d = study.path/st.policy
-    return (d/'config.json').exists() and ('/checkpoint-' in st.policy or trained(d))
+    if st.policy == 'base' or study.policy is not None:
+        return True
+    d = study.path / st.policy
+    return (d / 'config.json').exists() and ('/checkpoint-' in st.policy or trained(d))
 
-def stage_status(study:Study, st:Stage) -> StageStatus:
+
+def stage_status(study: Study, st: Stage) -> StageStatus:
     "Where `st` stands on `study`'s checkout (reads its artifacts only)."
-    d, c = study.path/st.out, study.design['costs']
+    d, c = study.path / st.out, study.design['costs']
     if st.kind == 'train':
         if trained(d):  # the steps its log records (the re-probed arm stops at its episode budget)
-            log = json.loads((d/'training_log.json').read_text())
+            log = json.loads((d / 'training_log.json').read_text())
             return StageStatus('done', 0.0, steps_done=len(log.get('steps', [])))
-        ck = checkpoints(d); last = max(ck, default=0)
-        steps = study.design['design']['steps']   # the recipe's max_steps, as the design states it
-        return StageStatus('partial' if ck else 'todo', st.estimated_min * (1 - last / steps), steps_done=last,
-                           resume_from=_rel(ck[last]) if ck else None)
+        ck = checkpoints(d)
+        last = max(ck, default=0)
+        steps = study.design['design']['steps']  # the recipe's max_steps, as the design states it
+        return StageStatus(
+            'partial' if ck else 'todo',
+            st.estimated_min * (1 - last / steps),
+            steps_done=last,
+            resume_from=_rel(ck[last]) if ck else None,
+        )
     tasks = study.tasks(st.tasks)
     want = {(t.uid, j) for t in tasks for j in range(st.k)}
     left = want - (campaign_keys(d) or set())
     held = {t.uid for t in tasks if t.held_out_family}
     n_held = sum(u in held for u, _ in left)
     left_min = (n_held * c['s_per_episode_held_out'] + (len(left) - n_held) * c['s_per_episode_in_family']) / 60
-    state = ('done' if not left else 'partial' if len(left) < len(want)
-             else 'todo' if _policy_ready(study, st) else 'waiting')
+    state = (
+        'done'
+        if not left
+        else 'partial'
+        if len(left) < len(want)
+        else 'todo'
+        if _policy_ready(study, st)
+        else 'waiting'
+    )
     return StageStatus(state, left_min, len(want), len(left))
 
-def plan_rows(study:Study, parts:list) -> list:
+
+def plan_rows(study: Study, parts: list) -> list:
     "One row per stage of `parts`: what it is, where it stands, the minutes left."
     rows = []
     for st in study.stages:
-        if st.part not in parts: continue
+        if st.part not in parts:
+            continue
         s = stage_status(study, st)
-        what = (f'{st.k} x {len(study.tasks(st.tasks))} {st.tasks} tasks' if st.kind == 'campaign'
-                else f'seed {st.seed}' + (f', checkpoints every {st.save_steps}' if st.save_steps else '')
-                + (f', re-probing before steps {", ".join(map(str, st.reprobe_steps))}' if st.reprobe_steps else ''))
-        done = (f'{s.episodes - s.left}/{s.episodes} episodes' if st.kind == 'campaign'
-                else f'step {s.steps_done}' + (f' ({s.resume_from})' if s.resume_from else ''))
-        rows.append({'part': st.part, 'stage': st.out, 'what': what, 'state': s.state, 'stored': done,
-                     'left (min)': round(s.left_min, 1)})
+        what = (
+            f'{st.k} x {len(study.tasks(st.tasks))} {st.tasks} tasks'
+            if st.kind == 'campaign'
+            else f'seed {st.seed}'
+            + (f', checkpoints every {st.save_steps}' if st.save_steps else '')
+            + (f', re-probing before steps {", ".join(map(str, st.reprobe_steps))}' if st.reprobe_steps else '')
+        )
+        done = (
+            f'{s.episodes - s.left}/{s.episodes} episodes'
+            if st.kind == 'campaign'
+            else f'step {s.steps_done}' + (f' ({s.resume_from})' if s.resume_from else '')
+        )
+        rows.append(
+            {
+                'part': st.part,
+                'stage': st.out,
+                'what': what,
+                'state': s.state,
+                'stored': done,
+                'left (min)': round(s.left_min, 1),
+            }
+        )
     return rows
 
 # %% ../nbs/15_study.ipynb #s016
-def train_argv(study:Study, st:Stage) -> list:
+def train_argv(study: Study, st: Stage) -> list:
     "The `scripts/train.py` arguments of a training stage, resuming from its last checkpoint if it has one."
     import yaml
+
     recipe = st.recipe or study.recipe
-    files = yaml.safe_load((study.root/recipe).read_text())['task_files']
-    argv = ['--config', _rel(study.root/recipe), '--output_dir', _rel(study.path/st.out),
-            '--policy_model', _rel(study.root/study.base_model),
-            '--pool_file', _rel(study.root/study.design['pool']['path']),
-            '--task_files', *[_rel(study.root/f) for f in files], '--seed', str(st.seed)]
-    if st.save_steps: argv += ['--save_strategy', 'steps', '--save_steps', str(st.save_steps)]
+    files = yaml.safe_load((study.root / recipe).read_text())['task_files']
+    argv = [
+        '--config',
+        _rel(study.root / recipe),
+        '--output_dir',
+        _rel(study.path / st.out),
+        '--policy_model',
+        _rel(study.root / study.base_model),
+        '--pool_file',
+        _rel(study.root / study.design['pool']['path']),
+        '--task_files',
+        *[_rel(study.root / f) for f in files],
+        '--seed',
+        str(st.seed),
+    ]
+    if st.save_steps:
+        argv += ['--save_strategy', 'steps', '--save_steps', str(st.save_steps)]
     argv += list(st.argv)
-    ck = checkpoints(study.path/st.out)
-    if ck and not trained(study.path/st.out): argv += ['--resume_from_checkpoint', _rel(ck[max(ck)])]
+    ck = checkpoints(study.path / st.out)
+    if ck and not trained(study.path / st.out):
+        argv += ['--resume_from_checkpoint', _rel(ck[max(ck)])]
     return argv
 
-def train_side_by_side(study:Study, stages:list, on_done=None) -> dict:
+
+def train_side_by_side(study: Study, stages: list, on_done=None) -> dict:
     """Run plain training stages at once, each the checkout's `scripts/train.py` in its own process with its share of
     the cores (`OMP_NUM_THREADS`), its output in `<model dir>/train.log`; out -> {started, wall_s, exit}.
     `on_done(out, rec)` is called as each one ends."""
     import os, subprocess, sys
+
     threads = max(1, (os.cpu_count() or 1) // len(stages))
     env = {**os.environ, 'OMP_NUM_THREADS': str(threads)}
     procs, out = {}, {}
     for st in stages:
         argv = train_argv(study, st)
-        d = study.path/st.out; d.mkdir(parents=True, exist_ok=True)
-        print(f'[train, side by side, {threads} thread(s)] scripts/train.py ' + ' '.join(argv)
-              + f'  (output: {_rel(d/"train.log")})', flush=True)
-        with open(d/'train.log', 'ab') as f:
-            procs[st.out] = (subprocess.Popen([sys.executable, str(study.root/'scripts'/'train.py'), *argv], stdout=f,
-                                              stderr=subprocess.STDOUT, env=env), time.perf_counter())
+        d = study.path / st.out
+        d.mkdir(parents=True, exist_ok=True)
+        print(
+            f'[train, side by side, {threads} thread(s)] scripts/train.py '
+            + ' '.join(argv)
+            + f'  (output: {_rel(d / "train.log")})',
+            flush=True,
+        )
+        with open(d / 'train.log', 'ab') as f:
+            procs[st.out] = (
+                subprocess.Popen(
+                    [sys.executable, str(study.root / 'scripts' / 'train.py'), *argv],
+                    stdout=f,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                ),
+                time.perf_counter(),
+            )
         out[st.out] = {'started': _now()}
     while len(out) > sum('exit' in r for r in out.values()):
         for o, (p, t0) in procs.items():
             if 'exit' not in out[o] and p.poll() is not None:
                 out[o].update(wall_s=round(time.perf_counter() - t0, 1), exit=p.returncode)
-                if on_done: on_done(o, out[o])
+                if on_done:
+                    on_done(o, out[o])
         time.sleep(0.5)
     return out
 
-def run_stage(study:Study, st:Stage) -> dict:
+
+def run_stage(study: Study, st: Stage) -> dict:
     "Run (or resume) one stage; what it did."
     from thinkingbox_training.campaigns import run_campaign
+
     if st.kind == 'train':
-        if st.reprobe_steps: return train_reprobed(study, st)
+        if st.reprobe_steps:
+            return train_reprobed(study, st)
         from thinkingbox_training.grpo import main as grpo_main
+
         argv = train_argv(study, st)
         print('[train] scripts/train.py ' + ' '.join(argv), flush=True)
-        if rc := grpo_main(argv): raise SystemExit(f'{st.out}: training failed ({rc})')
-        return {'trained': _rel(study.path/st.out)}
+        if rc := grpo_main(argv):
+            raise SystemExit(f'{st.out}: training failed ({rc})')
+        return {'trained': _rel(study.path / st.out)}
     if not _policy_ready(study, st):
-        raise SystemExit(f'{st.out}: its policy {study.path/st.policy} is not trained yet: run the part that trains it')
-    if study.policy is not None: pol = study.policy(st)
+        raise SystemExit(
+            f'{st.out}: its policy {study.path / st.policy} is not trained yet: run the part that trains it'
+        )
+    if study.policy is not None:
+        pol = study.policy(st)
     else:
         from functools import partial
         from thinkingbox_training.policies import HFPolicy
         from thinkingbox_training.grpo import sampling_config
-        model = study.root/study.base_model if st.policy == 'base' else study.path/st.policy
+
+        model = study.root / study.base_model if st.policy == 'base' else study.path / st.policy
         # a recipe, not a policy: each shard process makes its own
         pol = partial(HFPolicy, model, sampling=sampling_config(study.args), name=st.policy_name)
-    r = run_campaign(study.path/st.out, study.tasks(st.tasks), pol, st.k, concurrency=study.concurrency,
-                     task_files=study.files(st.tasks), runner_kw=study.runner_kw, shards=study.shards,
-                     lost_store='regenerate',  # a committed export without its store (a fresh clone): as before
-                     **study.settings())
+    r = run_campaign(
+        study.path / st.out,
+        study.tasks(st.tasks),
+        pol,
+        st.k,
+        concurrency=study.concurrency,
+        task_files=study.files(st.tasks),
+        runner_kw=study.runner_kw,
+        shards=study.shards,
+        lost_store='regenerate',  # a committed export without its store (a fresh clone): as before
+        **study.settings(),
+    )
     return {k: r[k] for k in ('executed', 'expected', 'system_errors_left')}
 
 # %% ../nbs/15_study.ipynb #s019
 from transformers import TrainerCallback
 
+
 def probe_tasks() -> tuple:
     "The task files and the 76 training tasks the main job probes (4 per training family), as `job_tasks` gives them."
     from thinkingbox_training.pipeline import MainJob, job_tasks
-    files, train, _, bench_uids = job_tasks(MainJob(task_dir=str(project_dir()/'data'/'tasks')))
+
+    files, train, _, bench_uids = job_tasks(MainJob(task_dir=str(project_dir() / 'data' / 'tasks')))
     return [_rel(f) for f in files], train, bench_uids
 
-def episode_budget(study:Study) -> int:
+
+def episode_budget(study: Study) -> int:
     "The fixed arm's training rollouts (seed 0 of the main arm): the second arm's budget, re-probing included."
     from thinkingbox_training.pipeline import training_spend
+
     st = next(s for s in study.stages if s.kind == 'train' and s.save_steps)
-    spend = training_spend(study.path/st.out) if trained(study.path/st.out) else None
-    if spend is None: raise SystemExit(f'{st.out} is not trained yet: the second arm spends what it spent (part 1)')
+    spend = training_spend(study.path / st.out) if trained(study.path / st.out) else None
+    if spend is None:
+        raise SystemExit(f'{st.out} is not trained yet: the second arm spends what it spent (part 1)')
     return spend['episodes']
+
 
 class Reprobe(TrainerCallback):
     "Re-probe the probed training tasks before the given steps, reselect the pool; train until the budget is spent."
-    def __init__(self, study:Study, # the study (its bench uids are never in a pool)
-                 out:Path, # the arm's directory: re-probe campaigns and selections go here
-                 steps:tuple, # re-probe before these steps (counted from 1)
-                 budget:int, # episodes the arm may spend: training rollouts and re-probing episodes
-                 per_step:int, # the fewest episodes a step generates (groups_per_step x group_size)
-                 probe:tuple=None): # (task files, tasks, bench uids) to re-probe; default `probe_tasks()`
+
+    def __init__(
+        self,
+        study: Study,  # the study (its bench uids are never in a pool)
+        out: Path,  # the arm's directory: re-probe campaigns and selections go here
+        steps: tuple,  # re-probe before these steps (counted from 1)
+        budget: int,  # episodes the arm may spend: training rollouts and re-probing episodes
+        per_step: int,  # the fewest episodes a step generates (groups_per_step x group_size)
+        probe: tuple = None,
+    ):  # (task files, tasks, bench uids) to re-probe; default `probe_tasks()`
         self.study, self.out, self.steps, self.budget, self.per_step = study, Path(out), tuple(steps), budget, per_step
-        self.trainer, self.log = None, []   # the trainer is set once built (it takes its callbacks at construction)
+        self.trainer, self.log = None, []  # the trainer is set once built (it takes its callbacks at construction)
         self.probe = probe or probe_tasks()
         self.reprobe_episodes = REPROBE_K * len(self.probe[1])
 
@@ -374,209 +569,324 @@ class Reprobe(TrainerCallback):
         return self.trainer.episodes_used + sum(r['episodes'] for r in self.log if not r['used'])
 
     def on_step_begin(self, args, state, control, **kw):
-        step = state.global_step + 1          # the step about to run, counted from 1
+        step = state.global_step + 1  # the step about to run, counted from 1
         done = {p['step'] + 1 for p in self.trainer.pool_log} | {r['step'] for r in self.log}  # restored on resume
-        if step not in self.steps or step in done: return
-        if self.spent() + self.reprobe_episodes + self.per_step > self.budget: self.skip(step)
-        else: self.reprobe(step)
+        if step not in self.steps or step in done:
+            return
+        if self.spent() + self.reprobe_episodes + self.per_step > self.budget:
+            self.skip(step)
+        else:
+            self.reprobe(step)
 
     def on_step_end(self, args, state, control, **kw):
         # a re-probe that no longer fits is skipped before its step (`on_step_begin`): only the next step must fit
-        if self.spent() + self.per_step > self.budget: control.should_training_stop = True
+        if self.spent() + self.per_step > self.budget:
+            control.should_training_stop = True
 
-    def skip(self, step:int):
+    def skip(self, step: int):
         "Skip the re-probe before `step`: it and a step after it would pass the budget; training goes on."
         self.log.append({'step': step, 'episodes': 0, 'pool': None, 'used': False, 'skipped': True})
-        print(f'[reprobe] before step {step}: skipped ({self.spent()} of {self.budget} episodes spent; a re-probe of '
-              f'{self.reprobe_episodes} and a step no longer fit); training goes on with the pool it has', flush=True)
+        print(
+            f'[reprobe] before step {step}: skipped ({self.spent()} of {self.budget} episodes spent; a re-probe of '
+            f'{self.reprobe_episodes} and a step no longer fit); training goes on with the pool it has',
+            flush=True,
+        )
 
-    def reprobe(self, step:int):
+    def reprobe(self, step: int):
         from thinkingbox_training.campaigns import run_campaign, campaign_records
         from thinkingbox_training.difficulty import SelectionConfig, select_pool, write_selection
         from thinkingbox_training.grpo import sampling_config
         from thinkingbox_training.pipeline import campaign_settings
         from thinkingbox_training.policies import HFPolicy
+
         t = self.trainer
         files, tasks, bench_uids = self.probe
         how = campaign_settings(t.args, tasks)['probe']
         # the policy as it is now: the model being trained (or the fixed policy a trainer samples with instead)
-        pol = t.policy or HFPolicy(t.model, t.processing_class, sampling=sampling_config(t.args),
-                                   name=f'tiny-qwen3-grpo-reprobed-after-step{step - 1}')
-        was = t.model.training; t.model.eval()
+        pol = t.policy or HFPolicy(
+            t.model,
+            t.processing_class,
+            sampling=sampling_config(t.args),
+            name=f'tiny-qwen3-grpo-reprobed-after-step{step - 1}',
+        )
+        was = t.model.training
+        t.model.eval()
         try:
-            run_campaign(self.out/f'reprobe-step{step}', tasks, pol, REPROBE_K, concurrency=self.study.concurrency,
-                         task_files=files, runner_kw=self.study.runner_kw, lost_store='regenerate', **how)
-        finally: t.model.train(was)
-        recs = campaign_records(self.out/f'reprobe-step{step}')
+            run_campaign(
+                self.out / f'reprobe-step{step}',
+                tasks,
+                pol,
+                REPROBE_K,
+                concurrency=self.study.concurrency,
+                task_files=files,
+                runner_kw=self.study.runner_kw,
+                lost_store='regenerate',
+                **how,
+            )
+        finally:
+            t.model.train(was)
+        recs = campaign_records(self.out / f'reprobe-step{step}')
         bench = set(bench_uids) | {x.uid for x in self.study.tasks('bench')}
         sel = select_pool(recs, SelectionConfig(), bench_uids=bench)
-        man = write_selection(sel, self.out/f'pool-step{step}', probe_budgets=how['budgets'])
+        man = write_selection(sel, self.out / f'pool-step{step}', probe_budgets=how['budgets'])
         by = {x.uid: x for x in tasks}
         used = len(sel.train) >= t.args.groups_per_step
-        if used: t.set_pool([by[u] for u in sel.train], probe_episodes=len(recs))
-        self.log.append({'step': step, 'episodes': len(recs), 'pool': len(sel.train), 'used': used,
-                         'bands': {b: v['tasks'] for b, v in man['counts']['bands'].items()}})
-        print(f"[reprobe] before step {step}: {len(recs)} episodes; new pool {len(sel.train)} tasks"
-              + ('' if used else f' (fewer than {t.args.groups_per_step} groups: the old pool is kept)'), flush=True)
+        if used:
+            t.set_pool([by[u] for u in sel.train], probe_episodes=len(recs))
+        self.log.append(
+            {
+                'step': step,
+                'episodes': len(recs),
+                'pool': len(sel.train),
+                'used': used,
+                'bands': {b: v['tasks'] for b, v in man['counts']['bands'].items()},
+            }
+        )
+        print(
+            f'[reprobe] before step {step}: {len(recs)} episodes; new pool {len(sel.train)} tasks'
+            + ('' if used else f' (fewer than {t.args.groups_per_step} groups: the old pool is kept)'),
+            flush=True,
+        )
 
 # %% ../nbs/15_study.ipynb #s020
-def train_reprobed(study:Study, st:Stage) -> dict:
+def train_reprobed(study: Study, st: Stage) -> dict:
     "Train the second arm: the recipe's run of `st.seed` with `Reprobe`, until the fixed arm's episode budget."
     from trl import TrlParser
     from transformers import AutoTokenizer
     from thinkingbox_training.grpo import TBTConfig, TBTTrainer, load_pool, run_budgets
-    out, budget = study.path/st.out, episode_budget(study)
+
+    out, budget = study.path / st.out, episode_budget(study)
     # the budget ends it first; a checkpoint just before each re-probe, so a resumed run re-probes the same weights
     gap = int(np.gcd.reduce([x - 1 for x in st.reprobe_steps]))
-    argv = train_argv(study, st) + ['--max_steps', str(2 * study.design['design']['steps']), '--save_strategy', 'steps',
-                                    '--save_steps', str(gap)]
+    argv = train_argv(study, st) + [
+        '--max_steps',
+        str(2 * study.design['design']['steps']),
+        '--save_strategy',
+        'steps',
+        '--save_steps',
+        str(gap),
+    ]
     (args,) = TrlParser([TBTConfig]).parse_args_and_config(argv)
-    if not checkpoints(out):   # a fresh start: what an interrupted run re-probed, it probed with other weights
+    if not checkpoints(out):  # a fresh start: what an interrupted run re-probed, it probed with other weights
         for d in [*out.parent.glob('reprobe-step*'), *out.parent.glob('pool-step*')]:
-            if d.is_dir() and '.stale-' not in d.name: d.rename(d.with_name(f'{d.name}.stale-{int(time.time())}'))
+            if d.is_dir() and '.stale-' not in d.name:
+                d.rename(d.with_name(f'{d.name}.stale-{int(time.time())}'))
     cb = Reprobe(study, out.parent, st.reprobe_steps, budget, args.groups_per_step * args.group_size)
     print(f'[train] the re-probed arm: scripts/train.py {" ".join(argv)}; budget {budget} episodes', flush=True)
-    trainer = TBTTrainer(args.policy_model, args, load_pool(args),
-                         processing_class=AutoTokenizer.from_pretrained(args.policy_model), callbacks=[cb])
+    trainer = TBTTrainer(
+        args.policy_model,
+        args,
+        load_pool(args),
+        processing_class=AutoTokenizer.from_pretrained(args.policy_model),
+        callbacks=[cb],
+    )
     cb.trainer = trainer
     trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
     trainer.save_model(args.output_dir)
-    (out/'training_log.json').write_text(json.dumps(
-        {'steps': trainer.step_log, 'log_history': trainer.state.log_history, 'budgets': run_budgets(args),
-         'pools': trainer.pool_log, 'episodes_used': trainer.episodes_used, 'reprobes': cb.log,
-         'episode_budget': budget, 'episodes_spent': cb.spent()}, indent=1, default=str) + '\n')
+    (out / 'training_log.json').write_text(
+        json.dumps(
+            {
+                'steps': trainer.step_log,
+                'log_history': trainer.state.log_history,
+                'budgets': run_budgets(args),
+                'pools': trainer.pool_log,
+                'episodes_used': trainer.episodes_used,
+                'reprobes': cb.log,
+                'episode_budget': budget,
+                'episodes_spent': cb.spent(),
+            },
+            indent=1,
+            default=str,
+        )
+        + '\n'
+    )
     return {'trained': _rel(out), 'steps': trainer.state.global_step, 'episodes_spent': cb.spent(), 'budget': budget}
 
 # %% ../nbs/15_study.ipynb #s022
-def _now() -> str: return time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())
+def _now() -> str:
+    return time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())
 
-def read_parts(study:Study) -> dict:
+
+def read_parts(study: Study) -> dict:
     "parts.json: part -> its invocations, each with its stages' wall times; and the total wall time of each part."
-    f = study.path/'parts.json'
+    f = study.path / 'parts.json'
     return json.loads(f.read_text()) if f.exists() else {'parts': {}}
 
-def _write_parts(study:Study, log:dict):
-    from thinkingbox_training.difficulty import atomic_write
-    for p in log['parts'].values(): p['wall_s'] = round(sum(i.get('wall_s', 0) for i in p['invocations']), 1)
-    atomic_write(study.path/'parts.json', json.dumps(log, indent=1, sort_keys=True) + '\n')
 
-def measured_rate(study:Study) -> float|None:
+def _write_parts(study: Study, log: dict):
+    from thinkingbox_training.difficulty import atomic_write
+
+    for p in log['parts'].values():
+        p['wall_s'] = round(sum(i.get('wall_s', 0) for i in p['invocations']), 1)
+    atomic_write(study.path / 'parts.json', json.dumps(log, indent=1, sort_keys=True) + '\n')
+
+
+def measured_rate(study: Study) -> float | None:
     "How fast the study's campaigns ran, against the design's costs: design minutes of the episodes stored / minutes."
     c, design_min, wall = study.design['costs'], 0.0, 0.0
     for st in study.stages:
-        w = store_wall_s(study.path/st.out) if st.kind == 'campaign' else None
-        if not w: continue
-        keys = campaign_keys(study.path/st.out) or set()
+        w = store_wall_s(study.path / st.out) if st.kind == 'campaign' else None
+        if not w:
+            continue
+        keys = campaign_keys(study.path / st.out) or set()
         held = {t.uid for t in study.tasks(st.tasks) if t.held_out_family}
         n_held = sum(u in held for u, _ in keys)
         design_min += (n_held * c['s_per_episode_held_out'] + (len(keys) - n_held) * c['s_per_episode_in_family']) / 60
         wall += w / 60
     return design_min / wall if wall > 1 else None
 
-def _parts(part:str) -> list:
-    if str(part) == 'all': return [1, 2, 3, 4]
-    if str(part) not in ('1', '2', '3', '4'): raise SystemExit(f'--part must be 1, 2, 3, 4 or all, not {part!r}')
+
+def _parts(part: str) -> list:
+    if str(part) == 'all':
+        return [1, 2, 3, 4]
+    if str(part) not in ('1', '2', '3', '4'):
+        raise SystemExit(f'--part must be 1, 2, 3, 4 or all, not {part!r}')
     return [int(part)]
 
-def _side_by_side(study:Study, p:int, side:list, log:dict, inv:dict, t_part:float):
+
+def _side_by_side(study: Study, p: int, side: list, log: dict, inv: dict, t_part: float):
     "Part `p`'s training stages `side` at once (`train_side_by_side`), each recorded in the invocation as it ends."
     inv.setdefault('side_by_side', []).extend(s.out for s in side)
-    for s in side: inv['stages'][s.out] = {'state_before': stage_status(study, s).state}
+    for s in side:
+        inv['stages'][s.out] = {'state_before': stage_status(study, s).state}
+
     def done(o, r):
         inv['stages'][o].update(r, state_after=stage_status(study, study.stage(o)).state)
-        inv['wall_s'] = round(time.perf_counter() - t_part, 1); _write_parts(study, log)
-        print(f"[part {p}] {o}: {inv['stages'][o]['state_after']} in {r['wall_s'] / 60:.1f} min", flush=True)
+        inv['wall_s'] = round(time.perf_counter() - t_part, 1)
+        _write_parts(study, log)
+        print(f'[part {p}] {o}: {inv["stages"][o]["state_after"]} in {r["wall_s"] / 60:.1f} min', flush=True)
+
     res = train_side_by_side(study, side, done)
     if bad := [o for o, r in res.items() if r['exit']]:
-        raise SystemExit(f"{', '.join(bad)}: training failed (see train.log in each)")
+        raise SystemExit(f'{", ".join(bad)}: training failed (see train.log in each)')
 
-def reproduce(study:Study, parts:list, dry_run:bool=False) -> list:
+
+def reproduce(study: Study, parts: list, dry_run: bool = False) -> list:
     "Run (or resume) the stages of `parts` in order, skipping what is done; the plan rows as they stood at the start."
     rows = plan_rows(study, parts)
-    print(metrics.to_markdown([{**r, 'left (min)': f"{r['left (min)']:.1f}"} for r in rows]))
+    print(metrics.to_markdown([{**r, 'left (min)': f'{r["left (min)"]:.1f}'} for r in rows]))
     left, f = sum(r['left (min)'] for r in rows), study.design['compute']['safety_factor']
-    print(f"[estimate] {left:.0f} min left for part(s) {', '.join(map(str, parts))} by the design's costs "
-          f'({left * f:.0f} with its x{f} safety factor)', flush=True)
+    print(
+        f"[estimate] {left:.0f} min left for part(s) {', '.join(map(str, parts))} by the design's costs "
+        f'({left * f:.0f} with its x{f} safety factor)',
+        flush=True,
+    )
     if rate := measured_rate(study):
-        print(f"[estimate] the study's campaigns so far ran at {rate:.2f} of the design's speed: its campaigns "
-              f"would take {sum(r['left (min)'] for r in rows if r['stage'].split('/')[-1] != 'model') / rate:.0f} "
-              'min at that speed', flush=True)
-    if dry_run: return rows
+        print(
+            f"[estimate] the study's campaigns so far ran at {rate:.2f} of the design's speed: its campaigns "
+            f'would take {sum(r["left (min)"] for r in rows if r["stage"].split("/")[-1] != "model") / rate:.0f} '
+            'min at that speed',
+            flush=True,
+        )
+    if dry_run:
+        return rows
     log = read_parts(study)
     for p in parts:
         todo = [s for s in study.part(p) if stage_status(study, s).state != 'done']
-        inv = {'started': _now(), 'estimate_min': round(sum(stage_status(study, s).left_min for s in todo), 1),
-               'stages': {}, 'wall_s': 0.0}
+        inv = {
+            'started': _now(),
+            'estimate_min': round(sum(stage_status(study, s).left_min for s in todo), 1),
+            'stages': {},
+            'wall_s': 0.0,
+        }
         log['parts'].setdefault(str(p), {'invocations': []})['invocations'].append(inv)
         _write_parts(study, log)
         t_part = time.perf_counter()
         trains = [s for s in todo if s.kind == 'train' and not s.reprobe_steps]
-        while study.train_procs > 1 and len(trains) > 1:   # training first, train_procs at a time; campaigns after
-            side, trains = trains[:study.train_procs], trains[study.train_procs:]
+        while study.train_procs > 1 and len(trains) > 1:  # training first, train_procs at a time; campaigns after
+            side, trains = trains[: study.train_procs], trains[study.train_procs :]
             _side_by_side(study, p, side, log, inv, t_part)
             todo = [s for s in todo if s not in side]
         for i, st in enumerate(todo, 1):
             s = stage_status(study, st)
-            print(f'[part {p}] stage {i}/{len(todo)}: {st.out} ({st.name}; {s.state}, ~{s.left_min:.0f} min)',
-                  flush=True)
+            print(
+                f'[part {p}] stage {i}/{len(todo)}: {st.out} ({st.name}; {s.state}, ~{s.left_min:.0f} min)', flush=True
+            )
             rec = inv['stages'][st.out] = {'state_before': s.state, 'started': _now()}
             t0 = time.perf_counter()
-            try: rec.update(run_stage(study, st))
+            try:
+                rec.update(run_stage(study, st))
             finally:
                 rec['wall_s'] = round(time.perf_counter() - t0, 1)
                 rec['state_after'] = stage_status(study, st).state
                 inv['wall_s'] = round(time.perf_counter() - t_part, 1)
                 _write_parts(study, log)
             left = sum(stage_status(study, x).left_min for x in todo[i:])
-            print(f"[part {p}] {st.out}: {rec['state_after']} in {rec['wall_s'] / 60:.1f} min; "
-                  f'~{left:.0f} min left in this part', flush=True)
-        inv['finished'] = _now(); inv['wall_s'] = round(time.perf_counter() - t_part, 1)
+            print(
+                f'[part {p}] {st.out}: {rec["state_after"]} in {rec["wall_s"] / 60:.1f} min; '
+                f'~{left:.0f} min left in this part',
+                flush=True,
+            )
+        inv['finished'] = _now()
+        inv['wall_s'] = round(time.perf_counter() - t_part, 1)
         _write_parts(study, log)
         undone = [s.out for s in study.part(p) if stage_status(study, s).state != 'done']
-        print(f"[part {p}] {inv['wall_s'] / 60:.1f} min" + (f'; not done: {", ".join(undone)}' if undone else '; done'))
+        print(f'[part {p}] {inv["wall_s"] / 60:.1f} min' + (f'; not done: {", ".join(undone)}' if undone else '; done'))
     return rows
 
+
 @command('reproduce')
-def reproduce_cli(part:str='all',       # the design's part: 1, 2, 3, 4 or all
-                  dry_run:bool=False,   # print the plan and the estimate, run nothing
-                  concurrency:int=16,   # episodes live at once (the design's 16)
-                  shards:int=1,         # processes per campaign (`tbt evaluate --shards`; the same records)
-                  train_procs:int=1,    # a part's training runs side by side (2 on a 2-core machine: one core each)
-                  study:str=STUDY):     # the design's folder: data/runs/study, or data/runs/passk (pass@k comparison)
+def reproduce_cli(
+    part: str = 'all',  # the design's part: 1, 2, 3, 4 or all
+    dry_run: bool = False,  # print the plan and the estimate, run nothing
+    concurrency: int = 16,  # episodes live at once (the design's 16)
+    shards: int = 1,  # processes per campaign (`tbt evaluate --shards`; the same records)
+    train_procs: int = 1,  # a part's training runs side by side (2 on a 2-core machine: one core each)
+    study: str = STUDY,
+):  # the design's folder: data/runs/study, or data/runs/passk (pass@k comparison)
     "The pre-registered study of issue 32, part by part (resumable): campaigns, training runs, wall times."
-    if not (project_dir()/study/'design.json').is_file():
+    if not (project_dir() / study / 'design.json').is_file():
         raise SystemExit(f'--study {study}: no design.json there (data/runs/study or data/runs/passk)')
     st = Study(dir=study, concurrency=concurrency, shards=shards, train_procs=train_procs)
     reproduce(st, _parts(part), dry_run)
-    if not dry_run and st.dir == STUDY:   # the study's own report; the pass@k comparison has its results notebook
-        print(f"[report] {', '.join(study_report(st)['figures'])} in {_rel(st.path)}/figures")
+    if not dry_run and st.dir == STUDY:  # the study's own report; the pass@k comparison has its results notebook
+        print(f'[report] {", ".join(study_report(st)["figures"])} in {_rel(st.path)}/figures')
     return 0
 
 # %% ../nbs/15_study.ipynb #s025
-def subset(camp:metrics.Campaign, mask) -> metrics.Campaign:
+def subset(camp: metrics.Campaign, mask) -> metrics.Campaign:
     "The campaign restricted to the tasks where `mask` holds."
     m = np.asarray(mask, bool)
     keep = {u for u, x in zip(camp.uids, m) if x}
-    c = metrics.Campaign([u for u in camp.uids if u in keep], camp.rewards[m], camp.domains[m], camp.families[m],
-                         camp.held_out[m], [r for r in camp.records if r['task_uid'] in keep], camp.policy_id)
+    c = metrics.Campaign(
+        [u for u in camp.uids if u in keep],
+        camp.rewards[m],
+        camp.domains[m],
+        camp.families[m],
+        camp.held_out[m],
+        [r for r in camp.records if r['task_uid'] in keep],
+        camp.policy_id,
+    )
     c.budgets = camp.budgets
     return c
 
-def first_k(camp:metrics.Campaign, k:int) -> metrics.Campaign:
+
+def first_k(camp: metrics.Campaign, k: int) -> metrics.Campaign:
     "The campaign of the first `k` attempts of every task (with common attempt seeds: a k-attempt campaign)."
-    if k > camp.k: raise ValueError(f'the campaign has {camp.k} attempts per task, fewer than {k}')
-    c = metrics.Campaign(camp.uids, camp.rewards[:, :k], camp.domains, camp.families, camp.held_out,
-                         [r for r in camp.records if r['repetition'] < k], camp.policy_id)
+    if k > camp.k:
+        raise ValueError(f'the campaign has {camp.k} attempts per task, fewer than {k}')
+    c = metrics.Campaign(
+        camp.uids,
+        camp.rewards[:, :k],
+        camp.domains,
+        camp.families,
+        camp.held_out,
+        [r for r in camp.records if r['repetition'] < k],
+        camp.policy_id,
+    )
     c.budgets = camp.budgets
     return c
 
-def aligned(camp:metrics.Campaign, uids:list) -> np.ndarray:
+
+def aligned(camp: metrics.Campaign, uids: list) -> np.ndarray:
     "Each task's pass@1 (successes / k), in the order of `uids`."
     row = {u: i for i, u in enumerate(camp.uids)}
-    if set(row) != set(uids): raise ValueError(f'campaigns differ in {len(set(row) ^ set(uids))} tasks')
+    if set(row) != set(uids):
+        raise ValueError(f'campaigns differ in {len(set(row) ^ set(uids))} tasks')
     return camp.successes[[row[u] for u in uids]] / camp.k
 
-def task_groups(camp:metrics.Campaign) -> dict:
+
+def task_groups(camp: metrics.Campaign) -> dict:
     "The bench's task groups the study reports: held-out families, in-family, and each domain (with both)."
     out = {'held_out_family': camp.held_out, 'in_family': ~camp.held_out}
     for d in sorted(set(camp.domains)):
@@ -585,21 +895,34 @@ def task_groups(camp:metrics.Campaign) -> dict:
         out[f'{d} in_family'] = (camp.domains == d) & ~camp.held_out
     return {g: m for g, m in out.items() if m.any()}
 
-def brief(camp:metrics.Campaign, n_boot:int=4000) -> dict:
+
+def brief(camp: metrics.Campaign, n_boot: int = 4000) -> dict:
     "pass@1 with its task-bootstrap interval, pass@k, observed k/k with its task-bootstrap interval."
     s = metrics.summarize(camp.rewards)
     kk = camp.successes == camp.k
     lo, hi = metrics.bootstrap_mean(kk, n_boot=n_boot) if len(kk) > 1 else (np.nan, np.nan)
-    return {'tasks': s['tasks'], 'k': s['k'], 'pass@1': s['pass@1'], 'pass@1_lo': s['pass@1_lo'],
-            'pass@1_hi': s['pass@1_hi'], 'pass@k': s['solved_once_rate'], 'observed_kk': s['solved_all'],
-            'observed_kk_rate': s['solved_all_rate'], 'observed_kk_lo': float(lo), 'observed_kk_hi': float(hi)}
+    return {
+        'tasks': s['tasks'],
+        'k': s['k'],
+        'pass@1': s['pass@1'],
+        'pass@1_lo': s['pass@1_lo'],
+        'pass@1_hi': s['pass@1_hi'],
+        'pass@k': s['solved_once_rate'],
+        'observed_kk': s['solved_all'],
+        'observed_kk_rate': s['solved_all_rate'],
+        'observed_kk_lo': float(lo),
+        'observed_kk_hi': float(hi),
+    }
 
-def paired(base:metrics.Campaign, trained:metrics.Campaign, n_boot:int=4000) -> dict:
+
+def paired(base: metrics.Campaign, trained: metrics.Campaign, n_boot: int = 4000) -> dict:
     """`metrics.compare` without its per-task rows (pass@1 and k/k differences with paired task-bootstrap intervals,
     k/k gained and lost, McNemar), plus the pass@k difference with its interval. A base with more attempts than the
     trained policy is compared on its first `trained.k`."""
     import warnings
-    if base.k > trained.k: base = first_k(base, trained.k)  # common attempt seeds: the base's k-attempt campaign
+
+    if base.k > trained.k:
+        base = first_k(base, trained.k)  # common attempt seeds: the base's k-attempt campaign
     with warnings.catch_warnings():
         warnings.simplefilter('ignore', metrics.BudgetsDiffer)  # same settings by construction; campaign.json says
         c = metrics.compare(base, trained, n_boot=n_boot)
@@ -609,31 +932,45 @@ def paired(base:metrics.Campaign, trained:metrics.Campaign, n_boot:int=4000) -> 
     return {**out, 'pass@k_diff': float(once.mean()), 'pass@k_diff_lo': float(lo), 'pass@k_diff_hi': float(hi)}
 
 # %% ../nbs/15_study.ipynb #s027
-def cluster_bootstrap(values, # one value per task
-                      clusters, # each task's cluster (its family)
-                      n_boot:int=10000, seed:int=0, conf:float=0.95) -> tuple:
+def cluster_bootstrap(
+    values,  # one value per task
+    clusters,  # each task's cluster (its family)
+    n_boot: int = 10000,
+    seed: int = 0,
+    conf: float = 0.95,
+) -> tuple:
     "Percentile interval of the mean over tasks when whole clusters are resampled with replacement."
     v, cl = np.asarray(values, float), np.asarray(clusters)
     names = sorted(set(cl.tolist()), key=str)
-    sums = np.array([v[cl == c].sum() for c in names]); ns = np.array([(cl == c).sum() for c in names])
+    sums = np.array([v[cl == c].sum() for c in names])
+    ns = np.array([(cl == c).sum() for c in names])
     draw = np.random.default_rng(seed).integers(0, len(names), (n_boot, len(names)))
     means = sums[draw].sum(1) / ns[draw].sum(1)
     lo, hi = np.quantile(means, [(1 - conf) / 2, (1 + conf) / 2])
     return float(lo), float(hi)
 
-def paired_rates(base:metrics.Campaign, # the base policy's campaign
-                 trained:list) -> tuple: # one campaign per seed, same tasks, each k at most the base's
+
+def paired_rates(
+    base: metrics.Campaign,  # the base policy's campaign
+    trained: list,
+) -> tuple:  # one campaign per seed, same tasks, each k at most the base's
     "seeds x tasks pass@1 of each seed, and of the base over its first k attempts for that seed's k (base's order)."
     if any(c.k > base.k for c in trained):
         raise ValueError(f'a trained campaign has more attempts than the base ({base.k})')
     # each seed against the base's first k of its attempts (common attempt seeds: the base's k-attempt campaign)
-    return (np.array([aligned(c, base.uids) for c in trained]),
-            np.array([aligned(first_k(base, c.k), base.uids) for c in trained]))
+    return (
+        np.array([aligned(c, base.uids) for c in trained]),
+        np.array([aligned(first_k(base, c.k), base.uids) for c in trained]),
+    )
 
-def primary_test(base:metrics.Campaign, # the base policy's campaign
-                 trained:list, # one campaign per seed, same tasks, each k at most the base's
-                 mask=None, # the tasks tested (default: all)
-                 n_boot:int=10000, seed:int=0) -> dict:
+
+def primary_test(
+    base: metrics.Campaign,  # the base policy's campaign
+    trained: list,  # one campaign per seed, same tasks, each k at most the base's
+    mask=None,  # the tasks tested (default: all)
+    n_boot: int = 10000,
+    seed: int = 0,
+) -> dict:
     """Mean over tasks of the seeds' average paired pass@1 difference (each seed against the base's first k of its
     attempts): paired t over tasks, task and family bootstraps."""
     uids = base.uids
@@ -645,90 +982,151 @@ def primary_test(base:metrics.Campaign, # the base policy's campaign
     lo, hi = metrics.bootstrap_mean(d, n_boot=n_boot, seed=seed)
     flo, fhi = cluster_bootstrap(d, base.families[m], n_boot, seed)
     seed_means = (per_seed - b_seed)[:, m].mean(1)
-    out = {'tasks': int(m.sum()), 'seeds': len(trained), 'k': base.k, 'k_per_seed': [c.k for c in trained],
-           'base': float(b[m].mean()),
-           # the base over the attempts each seed is paired with (its first k), and their mean: base + diff = trained
-           'base_per_seed': [float(x) for x in b_seed[:, m].mean(1)], 'base_paired': float(b_seed[:, m].mean()),
-           'trained': float(per_seed[:, m].mean()), 'diff': float(d.mean()), 'diff_lo': float(lo), 'diff_hi': float(hi),
-           't': float(t.statistic), 'df': int(m.sum() - 1), 'p': float(t.pvalue), 'sd_per_task': float(d.std(ddof=1)),
-           'family_diff_lo': flo, 'family_diff_hi': fhi, 'families': len(set(base.families[m].tolist())),
-           # the change this test detects with 80% power at its observed per-task spread (the design's formula)
-           'detectable_change': float((stats.t.ppf(0.975, m.sum() - 1) + stats.t.ppf(0.8, m.sum() - 1))
-                                      * d.std(ddof=1) / np.sqrt(m.sum())),
-           'per_seed_diff': [float(x) for x in seed_means]}
+    out = {
+        'tasks': int(m.sum()),
+        'seeds': len(trained),
+        'k': base.k,
+        'k_per_seed': [c.k for c in trained],
+        'base': float(b[m].mean()),
+        # the base over the attempts each seed is paired with (its first k), and their mean: base + diff = trained
+        'base_per_seed': [float(x) for x in b_seed[:, m].mean(1)],
+        'base_paired': float(b_seed[:, m].mean()),
+        'trained': float(per_seed[:, m].mean()),
+        'diff': float(d.mean()),
+        'diff_lo': float(lo),
+        'diff_hi': float(hi),
+        't': float(t.statistic),
+        'df': int(m.sum() - 1),
+        'p': float(t.pvalue),
+        'sd_per_task': float(d.std(ddof=1)),
+        'family_diff_lo': flo,
+        'family_diff_hi': fhi,
+        'families': len(set(base.families[m].tolist())),
+        # the change this test detects with 80% power at its observed per-task spread (the design's formula)
+        'detectable_change': float(
+            (stats.t.ppf(0.975, m.sum() - 1) + stats.t.ppf(0.8, m.sum() - 1)) * d.std(ddof=1) / np.sqrt(m.sum())
+        ),
+        'per_seed_diff': [float(x) for x in seed_means],
+    }
     if len(trained) > 1:
-        sd = float(seed_means.std(ddof=1)); tt = seed_means.mean() / (sd / np.sqrt(len(trained))) if sd else np.inf
-        out.update(seed_sd=sd, seeds_random_t=float(tt), seeds_random_df=len(trained) - 1,
-                   seeds_random_p=float(2 * stats.t.sf(abs(tt), len(trained) - 1)))
+        sd = float(seed_means.std(ddof=1))
+        tt = seed_means.mean() / (sd / np.sqrt(len(trained))) if sd else np.inf
+        out.update(
+            seed_sd=sd,
+            seeds_random_t=float(tt),
+            seeds_random_df=len(trained) - 1,
+            seeds_random_p=float(2 * stats.t.sf(abs(tt), len(trained) - 1)),
+        )
     return out
 
 # %% ../nbs/15_study.ipynb #s029b
-def sign_patterns(n:int, # clusters
-                  max_exact:int=12, # enumerate all 2^n patterns up to this many clusters
-                  n_draws:int=20000, seed:int=0) -> np.ndarray:
+def sign_patterns(
+    n: int,  # clusters
+    max_exact: int = 12,  # enumerate all 2^n patterns up to this many clusters
+    n_draws: int = 20000,
+    seed: int = 0,
+) -> np.ndarray:
     "Rademacher sign patterns, one row each: all 2^n of them for a few clusters, else `n_draws` random ones."
-    if n <= max_exact: return np.array(list(itertools.product([1.0, -1.0], repeat=n)))
+    if n <= max_exact:
+        return np.array(list(itertools.product([1.0, -1.0], repeat=n)))
     return np.random.default_rng(seed).choice([1.0, -1.0], (n_draws, n))
 
-def _t_over(x:np.ndarray) -> np.ndarray:
+
+def _t_over(x: np.ndarray) -> np.ndarray:
     "One-sample t of each row of `x` against 0 (its mean over its SE)."
     sd = x.std(axis=-1, ddof=1)
     with np.errstate(divide='ignore', invalid='ignore'):
         return np.where(sd > 0, x.mean(-1) / (sd / np.sqrt(x.shape[-1])), np.sign(x.mean(-1)) * np.inf)
 
+
 def intraclass(values, clusters) -> tuple:
     "One-way ANOVA intraclass correlation of `values` within `clusters`, and the design effect 1 + (n0 - 1) x ICC."
     v, cl = np.asarray(values, float), np.asarray(clusters)
     names = sorted(set(cl.tolist()), key=str)
-    g = [v[cl == c] for c in names]; ns = np.array([len(x) for x in g]); N, F = ns.sum(), len(g)
-    if F < 2 or N <= F: return np.nan, np.nan   # one family, or one task per family: nothing within families
-    n0 = (N - (ns ** 2).sum() / N) / (F - 1)
+    g = [v[cl == c] for c in names]
+    ns = np.array([len(x) for x in g])
+    N, F = ns.sum(), len(g)
+    if F < 2 or N <= F:
+        return np.nan, np.nan  # one family, or one task per family: nothing within families
+    n0 = (N - (ns**2).sum() / N) / (F - 1)
     msb = sum(len(x) * (x.mean() - v.mean()) ** 2 for x in g) / (F - 1)
     msw = sum(((x - x.mean()) ** 2).sum() for x in g) / (N - F)
     icc = (msb - msw) / (msb + (n0 - 1) * msw) if msb + (n0 - 1) * msw > 0 else 0.0
     return float(icc), float(1 + (n0 - 1) * icc)
 
-def family_test(values, # one value per task: a paired change (pass@1, pass@k, ...)
-                families, # each task's family: the unit of inference
-                conf:float=0.95, max_exact:int=12, seed:int=0) -> dict:
+
+def family_test(
+    values,  # one value per task: a paired change (pass@1, pass@k, ...)
+    families,  # each task's family: the unit of inference
+    conf: float = 0.95,
+    max_exact: int = 12,
+    seed: int = 0,
+) -> dict:
     """Inference with the family as the unit: the mean of the family means, a t over families (F-1 df), and a wild
     cluster bootstrap (null imposed, one Rademacher sign per family, the same t) over every sign pattern."""
     v, cl = np.asarray(values, float), np.asarray(families)
     names = sorted(set(cl.tolist()), key=str)
-    if len(names) < 2: raise ValueError(f'family-level inference needs at least 2 families, got {len(names)}')
-    fm = np.array([v[cl == f].mean() for f in names]); F = len(fm)
+    if len(names) < 2:
+        raise ValueError(f'family-level inference needs at least 2 families, got {len(names)}')
+    fm = np.array([v[cl == f].mean() for f in names])
+    F = len(fm)
     m, se = fm.mean(), fm.std(ddof=1) / np.sqrt(F)
     t, q = float(_t_over(fm)), stats.t.ppf((1 + conf) / 2, F - 1)
     pats = sign_patterns(F, max_exact, seed=seed)
     wild = _t_over(pats * fm)
     icc, deff = intraclass(v, cl)
-    return {'families': F, 'tasks': len(v), 'diff': float(m), 'diff_lo': float(m - q * se),
-            'diff_hi': float(m + q * se), 't': t, 'df': F - 1, 'p': float(2 * stats.t.sf(abs(t), F - 1)),
-            'wild_p': float(np.mean(np.abs(wild) >= abs(t) * (1 - 1e-12))), 'wild_patterns': len(pats),
-            'wild_exact': F <= max_exact, 'icc': icc, 'design_effect': deff,
-            # what this test detects with 80% power at the observed spread of family means (post hoc)
-            'detectable_change': float((q + stats.t.ppf(0.8, F - 1)) * se),
-            'per_family': {f: {'tasks': int((cl == f).sum()), 'diff': float(x)} for f, x in zip(names, fm)}}
+    return {
+        'families': F,
+        'tasks': len(v),
+        'diff': float(m),
+        'diff_lo': float(m - q * se),
+        'diff_hi': float(m + q * se),
+        't': t,
+        'df': F - 1,
+        'p': float(2 * stats.t.sf(abs(t), F - 1)),
+        'wild_p': float(np.mean(np.abs(wild) >= abs(t) * (1 - 1e-12))),
+        'wild_patterns': len(pats),
+        'wild_exact': F <= max_exact,
+        'icc': icc,
+        'design_effect': deff,
+        # what this test detects with 80% power at the observed spread of family means (post hoc)
+        'detectable_change': float((q + stats.t.ppf(0.8, F - 1)) * se),
+        'per_family': {f: {'tasks': int((cl == f).sum()), 'diff': float(x)} for f, x in zip(names, fm)},
+    }
 
-def seed_task_interval(per_seed, # seeds x tasks: each seed's paired change per task
-                       conf:float=0.95) -> dict:
+
+def seed_task_interval(
+    per_seed,  # seeds x tasks: each seed's paired change per task
+    conf: float = 0.95,
+) -> dict:
     """The seed-averaged mean change with task and seed uncertainty: SE = sqrt(task SE^2 + seed variance / seeds)
     (the design notebook's formula), Satterthwaite degrees of freedom, t interval and p."""
-    D = np.asarray(per_seed, float); S, n = D.shape
+    D = np.asarray(per_seed, float)
+    S, n = D.shape
     d, sm = D.mean(0), D.mean(1)
     a2, b2 = d.var(ddof=1) / n, (sm.var(ddof=1) / S if S > 1 else 0.0)
     se = np.sqrt(a2 + b2)
-    df = se ** 4 / (a2 ** 2 / (n - 1) + (b2 ** 2 / (S - 1) if S > 1 else 0.0))
+    df = se**4 / (a2**2 / (n - 1) + (b2**2 / (S - 1) if S > 1 else 0.0))
     t, q = d.mean() / se, stats.t.ppf((1 + conf) / 2, df)
-    return {'diff': float(d.mean()), 'se': float(se), 'task_se': float(np.sqrt(a2)), 'seed_sd': float(np.sqrt(b2 * S)),
-            'df': float(df), 'diff_lo': float(d.mean() - q * se), 'diff_hi': float(d.mean() + q * se),
-            'p': float(2 * stats.t.sf(abs(t), df))}
+    return {
+        'diff': float(d.mean()),
+        'se': float(se),
+        'task_se': float(np.sqrt(a2)),
+        'seed_sd': float(np.sqrt(b2 * S)),
+        'df': float(df),
+        'diff_lo': float(d.mean() - q * se),
+        'diff_hi': float(d.mean() + q * se),
+        'p': float(2 * stats.t.sf(abs(t), df)),
+    }
 
-def family_level(base:metrics.Campaign, # the base policy's campaign
-                 trained:list, # one campaign per seed (each paired with the base's first k, as `primary_test`)
-                 mask=None, # the tasks (default: all)
-                 labels:list=None, # each seed's name (default: seed 0, 1, ...)
-                 n_boot:int=4000) -> dict:
+
+def family_level(
+    base: metrics.Campaign,  # the base policy's campaign
+    trained: list,  # one campaign per seed (each paired with the base's first k, as `primary_test`)
+    mask=None,  # the tasks (default: all)
+    labels: list = None,  # each seed's name (default: seed 0, 1, ...)
+    n_boot: int = 4000,
+) -> dict:
     """The seed-averaged change at the family level (`family_test`), with task and seed uncertainty
     (`seed_task_interval`), and per family: the base, each seed's paired change [task bootstrap], their mean."""
     m = np.ones(len(base.uids), bool) if mask is None else np.asarray(mask, bool)
@@ -739,90 +1137,149 @@ def family_level(base:metrics.Campaign, # the base policy's campaign
     for f in sorted(set(fams.tolist())):
         i = fams == f
         dom = base.domains[m][i]
-        row = {'family': f, 'domain': str(dom[0]), 'held_out': bool(base.held_out[m][i][0]), 'tasks': int(i.sum()),
-               'base': float((base.successes / base.k)[m][i].mean()), 'base_k': base.k, 'seeds': []}
+        row = {
+            'family': f,
+            'domain': str(dom[0]),
+            'held_out': bool(base.held_out[m][i][0]),
+            'tasks': int(i.sum()),
+            'base': float((base.successes / base.k)[m][i].mean()),
+            'base_k': base.k,
+            'seeds': [],
+        }
         for lab, c, d, bs in zip(labels, trained, D, b_seed[:, m]):
             lo, hi = metrics.bootstrap_mean(d[i], n_boot=n_boot)
-            row['seeds'].append({'seed': lab, 'k': c.k, 'base_paired': float(bs[i].mean()), 'diff': float(d[i].mean()),
-                                 'diff_lo': float(lo), 'diff_hi': float(hi)})
+            row['seeds'].append(
+                {
+                    'seed': lab,
+                    'k': c.k,
+                    'base_paired': float(bs[i].mean()),
+                    'diff': float(d[i].mean()),
+                    'diff_lo': float(lo),
+                    'diff_hi': float(hi),
+                }
+            )
         sm = D[:, i].mean(1)
-        row.update(diff=float(sm.mean()), seed_sd=float(sm.std(ddof=1)) if len(sm) > 1 else np.nan,
-                   seed_range=float(sm.max() - sm.min()))
+        row.update(
+            diff=float(sm.mean()),
+            seed_sd=float(sm.std(ddof=1)) if len(sm) > 1 else np.nan,
+            seed_range=float(sm.max() - sm.min()),
+        )
         rows.append(row)
     return {'family': family_test(D.mean(0), fams), 'seeds_and_tasks': seed_task_interval(D), 'per_family': rows}
 
 # %% ../nbs/15_study.ipynb #s031
-def training_rows(model_dir:str|Path) -> list:
+def training_rows(model_dir: str | Path) -> list:
     "`pipeline.training_steps`, with each step's zero-variance share of groups, episodes and logprob gap."
     from thinkingbox_training.pipeline import training_steps
-    f = Path(model_dir)/'training_log.json'
-    if not f.exists(): return []
+
+    f = Path(model_dir) / 'training_log.json'
+    if not f.exists():
+        return []
     log = json.loads(f.read_text())['steps']
     out = []
     for r, st in zip(training_steps(model_dir), log):
         gap = (st.get('logprob_gap') or {}).get('mean')
-        out.append({**r, 'zero_variance_share': r['zero_variance'] / r['groups'] if r['groups'] else np.nan,
-                    'episodes': sum(len(g) for g in st['groups']), 'logprob_gap': gap})
+        out.append(
+            {
+                **r,
+                'zero_variance_share': r['zero_variance'] / r['groups'] if r['groups'] else np.nan,
+                'episodes': sum(len(g) for g in st['groups']),
+                'logprob_gap': gap,
+            }
+        )
     return out
 
-def zero_variance(model_dir:str|Path) -> dict|None:
+
+def zero_variance(model_dir: str | Path) -> dict | None:
     "A run's groups and rollouts, those in zero-variance groups, their share (Wilson interval over groups)."
     rows = training_rows(model_dir)
-    if not rows: return None
-    f = json.loads((Path(model_dir)/'training_log.json').read_text())
+    if not rows:
+        return None
+    f = json.loads((Path(model_dir) / 'training_log.json').read_text())
     g, z = sum(r['groups'] for r in rows), sum(r['zero_variance'] for r in rows)
     ep = sum(r['episodes'] for r in rows)
     ez = sum(len(gr) for st in f['steps'] for gr, kd in zip(st['groups'], st.get('kinds', [])) if kd == 'zero_variance')
     lo, hi = metrics.wilson(z, g)
-    return {'steps': len(rows), 'groups': g, 'zero_variance_groups': z, 'share': z / g if g else np.nan,
-            'share_lo': lo, 'share_hi': hi, 'rollouts': ep, 'rollouts_in_zero_variance': ez,
-            'rollout_share': ez / ep if ep else np.nan,
-            'reprobe_episodes': (rp := sum(p['probe_episodes'] for p in f.get('pools', []))
-                                 + sum(r['episodes'] for r in f.get('reprobes', []) if not r.get('used', True))),
-            'episodes_spent': ep + rp, 'episode_budget': f.get('episode_budget'),
-            'reprobes_skipped': [r['step'] for r in f.get('reprobes', []) if r.get('skipped')]}
+    return {
+        'steps': len(rows),
+        'groups': g,
+        'zero_variance_groups': z,
+        'share': z / g if g else np.nan,
+        'share_lo': lo,
+        'share_hi': hi,
+        'rollouts': ep,
+        'rollouts_in_zero_variance': ez,
+        'rollout_share': ez / ep if ep else np.nan,
+        'reprobe_episodes': (
+            rp := sum(p['probe_episodes'] for p in f.get('pools', []))
+            + sum(r['episodes'] for r in f.get('reprobes', []) if not r.get('used', True))
+        ),
+        'episodes_spent': ep + rp,
+        'episode_budget': f.get('episode_budget'),
+        'reprobes_skipped': [r['step'] for r in f.get('reprobes', []) if r.get('skipped')],
+    }
 
 # %% ../nbs/15_study.ipynb #s033
-def load_campaigns(study:Study) -> dict:
+def load_campaigns(study: Study) -> dict:
     "stage directory -> the validated campaign, for every campaign stage that is complete."
     from thinkingbox_training.campaigns import load_campaign
+
     out = {}
     for st in study.stages:
         if st.kind == 'campaign' and stage_status(study, st).state == 'done':
-            out[st.out] = load_campaign(study.path/st.out)
+            out[st.out] = load_campaign(study.path / st.out)
     return out
 
+
 def _fmt(x, lo=None, hi=None, pts=False):
-    if x is None or (isinstance(x, float) and np.isnan(x)): return 'n/a'
+    if x is None or (isinstance(x, float) and np.isnan(x)):
+        return 'n/a'
     f = (lambda v: f'{100 * v:+.1f}') if pts else (lambda v: f'{100 * v:.1f}%')
     return f(x) + (f' [{f(lo)}, {f(hi)}]' if lo is not None else '')
 
-def _policies(study:Study, camps:dict) -> dict:
+
+def _policies(study: Study, camps: dict) -> dict:
     "label -> (bench campaign, pool campaign) of the base and each seed's final policy (at its k), where they exist."
     k, kp = study.design['design']['k_final'], study.design['design']['k_pool']
     out = {'base': ('base', camps.get(f'base/bench-k{k}'), camps.get(f'base/pool-k{kp}'))}
     for s in study.design['seeds']:
-        out[f'seed {s}'] = (f'seed{s}', camps.get(f'seed{s}/bench-k{study.final_k(s)}'),
-                            camps.get(f'seed{s}/pool-k{kp}'))
+        out[f'seed {s}'] = (
+            f'seed{s}',
+            camps.get(f'seed{s}/bench-k{study.final_k(s)}'),
+            camps.get(f'seed{s}/pool-k{kp}'),
+        )
     return out
 
-def policy_rows(study:Study, camps:dict) -> list:
+
+def policy_rows(study: Study, camps: dict) -> list:
     "Per policy (base, each seed) and task group: pass@1 [interval], pass@k, observed k/k [interval]."
     rows = []
     for label, (_, bench, pool) in _policies(study, camps).items():
-        sets = ({'all bench': bench, **{g: subset(bench, m) for g, m in task_groups(bench).items()}} if bench else {})
-        if pool: sets['pool'] = pool
+        sets = {'all bench': bench, **{g: subset(bench, m) for g, m in task_groups(bench).items()}} if bench else {}
+        if pool:
+            sets['pool'] = pool
         for g, c in sets.items():
             b = brief(c)
-            rows.append({'policy': label, 'tasks': g, 'n': b['tasks'], 'k': b['k'],
-                         'pass@1 [95% task bootstrap]': _fmt(b['pass@1'], b['pass@1_lo'], b['pass@1_hi']),
-                         'pass@k': _fmt(b['pass@k']), 'observed k/k': f"{b['observed_kk']}/{b['tasks']}",
-                         '_b': b})
+            rows.append(
+                {
+                    'policy': label,
+                    'tasks': g,
+                    'n': b['tasks'],
+                    'k': b['k'],
+                    'pass@1 [95% task bootstrap]': _fmt(b['pass@1'], b['pass@1_lo'], b['pass@1_hi']),
+                    'pass@k': _fmt(b['pass@k']),
+                    'observed k/k': f'{b["observed_kk"]}/{b["tasks"]}',
+                    '_b': b,
+                }
+            )
     return rows
 
-def _attempts(k:int, of:int) -> str: return f'all {k} attempts' if k == of else f'first {k} of {of} attempts'
 
-def comparison_rows(study:Study, camps:dict) -> list:
+def _attempts(k: int, of: int) -> str:
+    return f'all {k} attempts' if k == of else f'first {k} of {of} attempts'
+
+
+def comparison_rows(study: Study, camps: dict) -> list:
     "Per seed and task group, trained against base: pass@1 and pass@k changes with paired intervals, k/k moves."
     rows, pol = [], _policies(study, camps)
     _, base_b, base_p = pol.pop('base')
@@ -832,54 +1289,84 @@ def comparison_rows(study:Study, camps:dict) -> list:
             pairs['all bench'] = (base_b, bench)
             for g, m in task_groups(base_b).items():
                 pairs[g] = (subset(base_b, m), subset(bench, np.isin(bench.uids, np.array(base_b.uids)[m])))
-        if base_p is not None and pool is not None: pairs['pool'] = (base_p, pool)
+        if base_p is not None and pool is not None:
+            pairs['pool'] = (base_p, pool)
         for g, (b, t) in pairs.items():
             c = paired(b, t)
-            rows.append({'policy': label, 'tasks': g, 'n': c['tasks'], 'k': c['k'],
-                         # the base this change is measured against: its first k attempts (common attempt seeds)
-                         'against base pass@1': f"{c['pass@1_base']:.1%} ({_attempts(c['k'], b.k)})",
-                         'pass@1 change (points) [95% paired]': _fmt(c['pass@1_diff'], c['pass@1_diff_lo'],
-                                                                      c['pass@1_diff_hi'], pts=True),
-                         'pass@k change (points)': _fmt(c['pass@k_diff'], c['pass@k_diff_lo'], c['pass@k_diff_hi'],
-                                                        pts=True),
-                         'observed k/k': f"{c['all_k_base']} -> {c['all_k_trained']}",
-                         'k/k gained/lost': f"{c['all_k_gained']}/{c['all_k_lost']}",
-                         'McNemar p': f"{c['mcnemar_p']:.2g}", '_c': c})
+            rows.append(
+                {
+                    'policy': label,
+                    'tasks': g,
+                    'n': c['tasks'],
+                    'k': c['k'],
+                    # the base this change is measured against: its first k attempts (common attempt seeds)
+                    'against base pass@1': f'{c["pass@1_base"]:.1%} ({_attempts(c["k"], b.k)})',
+                    'pass@1 change (points) [95% paired]': _fmt(
+                        c['pass@1_diff'], c['pass@1_diff_lo'], c['pass@1_diff_hi'], pts=True
+                    ),
+                    'pass@k change (points)': _fmt(
+                        c['pass@k_diff'], c['pass@k_diff_lo'], c['pass@k_diff_hi'], pts=True
+                    ),
+                    'observed k/k': f'{c["all_k_base"]} -> {c["all_k_trained"]}',
+                    'k/k gained/lost': f'{c["all_k_gained"]}/{c["all_k_lost"]}',
+                    'McNemar p': f'{c["mcnemar_p"]:.2g}',
+                    '_c': c,
+                }
+            )
     return rows
 
-def learning_curve(study:Study, camps:dict) -> list:
+
+def learning_curve(study: Study, camps: dict) -> list:
     "pass@1 per task group at each step of the learning-curve seed (k=4 on the bench: steps 0 and 24 from k=20)."
     lc = study.design['design']['checkpoints_for_learning_curve']
     kf, s, kp = study.design['design']['k_final'], lc['seed'], study.design['design']['k_pool']
     at = {0: (f'base/bench-k{kf}', f'base/pool-k{kp}')}
     for n in lc['steps']:
-        at[n] = ((f'seed{s}/bench-k{study.final_k(s)}', f'seed{s}/pool-k{kp}') if n == study.design['design']['steps']
-                 else (f'seed{s}-step{n}/bench-k{lc["k"]}', f'seed{s}-step{n}/pool-k{kp}'))
+        at[n] = (
+            (f'seed{s}/bench-k{study.final_k(s)}', f'seed{s}/pool-k{kp}')
+            if n == study.design['design']['steps']
+            else (f'seed{s}-step{n}/bench-k{lc["k"]}', f'seed{s}-step{n}/pool-k{kp}')
+        )
     rows, start = [], {}
     for n, (bo, po) in sorted(at.items()):
         sets = {}
         if bo in camps:
             bench = first_k(camps[bo], lc['k'])
             sets.update({'held_out_family': subset(bench, bench.held_out), 'in_family': subset(bench, ~bench.held_out)})
-        if po in camps: sets['pool'] = camps[po]
+        if po in camps:
+            sets['pool'] = camps[po]
         for g, c in sets.items():
             b = brief(c)
-            if n == 0: start[g] = c
+            if n == 0:
+                start[g] = c
             # the paired change against step 0 (the base's same attempts): what the curve's shape can be read from
             ch = paired(start[g], c) if n and g in start else None
-            rows.append({'step': n, 'tasks': g, 'n': b['tasks'], 'k': b['k'], 'pass@1': b['pass@1'],
-                         'pass@1_lo': b['pass@1_lo'], 'pass@1_hi': b['pass@1_hi'],
-                         'observed_kk_rate': b['observed_kk_rate'],
-                         'change': ch['pass@1_diff'] if ch else None, 'change_lo': ch['pass@1_diff_lo'] if ch else None,
-                         'change_hi': ch['pass@1_diff_hi'] if ch else None})
+            rows.append(
+                {
+                    'step': n,
+                    'tasks': g,
+                    'n': b['tasks'],
+                    'k': b['k'],
+                    'pass@1': b['pass@1'],
+                    'pass@1_lo': b['pass@1_lo'],
+                    'pass@1_hi': b['pass@1_hi'],
+                    'observed_kk_rate': b['observed_kk_rate'],
+                    'change': ch['pass@1_diff'] if ch else None,
+                    'change_lo': ch['pass@1_diff_lo'] if ch else None,
+                    'change_hi': ch['pass@1_diff_hi'] if ch else None,
+                }
+            )
     return rows
 
-def second_arm(study:Study, camps:dict) -> dict:
+
+def second_arm(study: Study, camps: dict) -> dict:
     "The re-probed arm against the fixed one (seed 0): zero-variance shares, and pass@1 at k=4 (bench) and on the pool."
     s0 = study.design['design']['checkpoints_for_learning_curve']['seed']
-    out = {'fixed': zero_variance(study.path/f'seed{s0}/model'),
-           're_probed': zero_variance(study.path/'reprobed/model')}
-    if out['fixed'] and out['re_probed']:   # the design's equal budget: did the re-probed arm spend the fixed arm's?
+    out = {
+        'fixed': zero_variance(study.path / f'seed{s0}/model'),
+        're_probed': zero_variance(study.path / 'reprobed/model'),
+    }
+    if out['fixed'] and out['re_probed']:  # the design's equal budget: did the re-probed arm spend the fixed arm's?
         out['equal_budget'] = out['re_probed']['episodes_spent'] == out['fixed']['episodes_spent']
     kf, k4 = study.final_k(s0), study.design['design']['checkpoints_for_learning_curve']['k']
     if 'reprobed/bench-k4' in camps and f'seed{s0}/bench-k{kf}' in camps:
@@ -892,16 +1379,22 @@ def second_arm(study:Study, camps:dict) -> dict:
 # %% ../nbs/15_study.ipynb #s034
 def _plain(x):
     "JSON-ready: numpy scalars as Python numbers, private keys dropped."
-    if isinstance(x, dict): return {k: _plain(v) for k, v in x.items() if not str(k).startswith('_')}
-    if isinstance(x, (list, tuple)): return [_plain(v) for v in x]
-    if isinstance(x, np.generic): return x.item()
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items() if not str(k).startswith('_')}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, np.generic):
+        return x.item()
     return x
 
-FLOOR = 0.08   # a family whose base pass@1 is below this (the too-hard band) is at the floor: nothing to sharpen
 
-def study_summary(study:Study, camps:dict=None, pr:list=None, cr:list=None) -> dict:
+FLOOR = 0.08  # a family whose base pass@1 is below this (the too-hard band) is at the floor: nothing to sharpen
+
+
+def study_summary(study: Study, camps: dict = None, pr: list = None, cr: list = None) -> dict:
     "Every number the study reports, from the artifacts that exist; written to the study's summary.json."
     from thinkingbox_training.difficulty import atomic_write
+
     camps = load_campaigns(study) if camps is None else camps
     pr = policy_rows(study, camps) if pr is None else pr
     cr = comparison_rows(study, camps) if cr is None else cr
@@ -909,36 +1402,47 @@ def study_summary(study:Study, camps:dict=None, pr:list=None, cr:list=None) -> d
     done = [s for s in study.design['seeds'] if f'seed{s}/bench-k{study.final_k(s)}' in camps]
     revs = study.design.get('revisions', [])
     # the stores are not committed: a fresh clone keeps the wall times the committed summary recorded
-    f = study.path/'summary.json'
+    f = study.path / 'summary.json'
     recorded = json.loads(f.read_text()).get('campaign_wall_s', {}) if f.exists() else {}
-    summary = {'seeds': study.design['seeds'], 'seeds_evaluated': done,
-               'final_k': {str(s): study.final_k(s) for s in study.design['seeds']},
-               # the design's detectable change: its latest revision's that sets one (the registered one beside it)
-               'detectable_change_points': next((r['detectable_change_points'] for r in reversed(revs)
-                                                 if 'detectable_change_points' in r), d['detectable_change_points']),
-               'detectable_change_points_registered': d['detectable_change_points'],
-               'revisions': [r.get('what') for r in revs],
-               'stages': {st.out: stage_status(study, st).state for st in study.stages},
-               'campaign_wall_s': {st.out: w for st in study.stages if st.kind == 'campaign' and
-                                   (w := store_wall_s(study.path/st.out) or recorded.get(st.out)) is not None},
-               'parts': read_parts(study)['parts'],
-               'policies': [r['_b'] | {'policy': r['policy'], 'group': r['tasks']} for r in pr],
-               'comparisons': [r['_c'] | {'policy': r['policy'], 'group': r['tasks']} for r in cr],
-               'learning_curve': learning_curve(study, camps),
-               'training': {f'seed{s}': training_rows(study.path/f'seed{s}/model') for s in study.design['seeds']}
-                           | {'reprobed': training_rows(study.path/'reprobed/model')},
-               'second_arm': second_arm(study, camps)}
+    summary = {
+        'seeds': study.design['seeds'],
+        'seeds_evaluated': done,
+        'final_k': {str(s): study.final_k(s) for s in study.design['seeds']},
+        # the design's detectable change: its latest revision's that sets one (the registered one beside it)
+        'detectable_change_points': next(
+            (r['detectable_change_points'] for r in reversed(revs) if 'detectable_change_points' in r),
+            d['detectable_change_points'],
+        ),
+        'detectable_change_points_registered': d['detectable_change_points'],
+        'revisions': [r.get('what') for r in revs],
+        'stages': {st.out: stage_status(study, st).state for st in study.stages},
+        'campaign_wall_s': {
+            st.out: w
+            for st in study.stages
+            if st.kind == 'campaign' and (w := store_wall_s(study.path / st.out) or recorded.get(st.out)) is not None
+        },
+        'parts': read_parts(study)['parts'],
+        'policies': [r['_b'] | {'policy': r['policy'], 'group': r['tasks']} for r in pr],
+        'comparisons': [r['_c'] | {'policy': r['policy'], 'group': r['tasks']} for r in cr],
+        'learning_curve': learning_curve(study, camps),
+        'training': {f'seed{s}': training_rows(study.path / f'seed{s}/model') for s in study.design['seeds']}
+        | {'reprobed': training_rows(study.path / 'reprobed/model')},
+        'second_arm': second_arm(study, camps),
+    }
     base = camps.get(f'base/bench-k{kf}')
     if base is not None and done:
         trained = [camps[f'seed{s}/bench-k{study.final_k(s)}'] for s in done]
         groups = task_groups(base)
-        summary['primary'] = {'complete': done == study.design['seeds'],
-                              **primary_test(base, trained, groups['held_out_family'])}
+        summary['primary'] = {
+            'complete': done == study.design['seeds'],
+            **primary_test(base, trained, groups['held_out_family']),
+        }
         summary['pooled'] = {g: primary_test(base, trained, m) for g, m in groups.items()}
         # the same change with the family as the unit, and with task and seed uncertainty (beside the primary test)
         labels = [f'seed {s}' for s in done]
-        fl = {g: family_level(base, trained, groups[g], labels) for g in ('held_out_family', 'in_family')
-              if g in groups}
+        fl = {
+            g: family_level(base, trained, groups[g], labels) for g in ('held_out_family', 'in_family') if g in groups
+        }
         # post hoc: the held-out families the base solves at all (family pass@1 above the too-hard band's 0.08)
         b1 = base.successes / base.k
         floor = sorted({f for f in set(base.families[base.held_out].tolist()) if b1[base.families == f].mean() < FLOOR})
@@ -949,21 +1453,26 @@ def study_summary(study:Study, camps:dict=None, pr:list=None, cr:list=None) -> d
         pools = [f'base/pool-k{kp}'] + [f'seed{s}/pool-k{kp}' for s in done]
         if all(p in camps for p in pools):
             summary['pooled']['pool'] = primary_test(camps[pools[0]], [camps[p] for p in pools[1:]])
-    atomic_write(study.path/'summary.json', json.dumps(_plain(summary), indent=1, sort_keys=True, default=str) + '\n')
+    atomic_write(study.path / 'summary.json', json.dumps(_plain(summary), indent=1, sort_keys=True, default=str) + '\n')
     return summary
 
 # %% ../nbs/15_study.ipynb #s036
 from matplotlib.figure import Figure
 
-def _save(fig, path) -> Path:
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, bbox_inches='tight'); return path
 
-def plot_policies(rows:list, path) -> Path|None:
+def _save(fig, path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, bbox_inches='tight')
+    return path
+
+
+def plot_policies(rows: list, path) -> Path | None:
     "pass@1 and observed k/k per policy and task group, with 95% task-bootstrap intervals (`policy_rows`)."
     groups = [g for g in ('held_out_family', 'in_family', 'pool') if any(r['tasks'] == g for r in rows)]
     pols = list(dict.fromkeys(r['policy'] for r in rows))
-    if not groups: return None
+    if not groups:
+        return None
     fig = Figure(figsize=(9, 3.2), dpi=80)
     x, w = np.arange(len(groups)), 0.8 / len(pols)
     for ax, key, title in zip(fig.subplots(1, 2), ('pass@1', 'observed_kk'), ('pass@1', 'observed k/k')):
@@ -975,113 +1484,181 @@ def plot_policies(rows:list, path) -> Path|None:
             err = np.array([np.subtract(v, lo), np.subtract(hi, v)])
             ax.bar(x + i * w, v, w, yerr=err, capsize=2, label=p, color=f'C{i}' if p != 'base' else '0.6')
         ax.set_xticks(x + w * (len(pols) - 1) / 2, [g.replace('_', ' ') for g in groups])
-        ax.set_ylim(0, 1); ax.set_title(title + ' (95% task bootstrap)', fontsize=9); ax.grid(axis='y', alpha=.3)
+        ax.set_ylim(0, 1)
+        ax.set_title(title + ' (95% task bootstrap)', fontsize=9)
+        ax.grid(axis='y', alpha=0.3)
     ax.legend(fontsize=7)
     return _save(fig, path)
 
-def plot_sharpening(base:metrics.Campaign, trained:list, path) -> Path:
+
+def plot_sharpening(base: metrics.Campaign, trained: list, path) -> Path:
     "Each bench task's pass@1 before (base) and after (mean over seeds): above the diagonal, training helped."
     b = base.successes / base.k
     t = np.mean([aligned(c, base.uids) for c in trained], 0)
-    rng = np.random.default_rng(0); j = lambda n: rng.uniform(-0.012, 0.012, n)
-    fig = Figure(figsize=(4.2, 4), dpi=80); ax = fig.subplots()
+    rng = np.random.default_rng(0)
+    j = lambda n: rng.uniform(-0.012, 0.012, n)
+    fig = Figure(figsize=(4.2, 4), dpi=80)
+    ax = fig.subplots()
     for m, lab, col in ((~base.held_out, 'in family', 'C0'), (base.held_out, 'held-out family', 'C3')):
-        ax.scatter(b[m] + j(m.sum()), t[m] + j(m.sum()), s=9, alpha=.5, color=col, label=f'{lab} ({m.sum()})')
-    ax.plot([0, 1], [0, 1], 'k', lw=.7)
-    ax.set_xlabel(f'base pass@1 (k={base.k})'); ax.set_ylabel(f'trained pass@1, mean of {len(trained)} seed(s)')
-    ax.legend(fontsize=7); ax.grid(alpha=.3)
+        ax.scatter(b[m] + j(m.sum()), t[m] + j(m.sum()), s=9, alpha=0.5, color=col, label=f'{lab} ({m.sum()})')
+    ax.plot([0, 1], [0, 1], 'k', lw=0.7)
+    ax.set_xlabel(f'base pass@1 (k={base.k})')
+    ax.set_ylabel(f'trained pass@1, mean of {len(trained)} seed(s)')
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
     return _save(fig, path)
 
-def plot_learning_curve(rows:list, path) -> Path|None:
+
+def plot_learning_curve(rows: list, path) -> Path | None:
     "pass@1 against training step per task group, with 95% task-bootstrap intervals (`learning_curve`)."
-    if not rows: return None
-    fig = Figure(figsize=(5, 3.2), dpi=80); ax = fig.subplots()
+    if not rows:
+        return None
+    fig = Figure(figsize=(5, 3.2), dpi=80)
+    ax = fig.subplots()
     for i, g in enumerate(('held_out_family', 'in_family', 'pool')):
         r = [x for x in rows if x['tasks'] == g]
-        if not r: continue
-        ax.errorbar([x['step'] for x in r], [x['pass@1'] for x in r], capsize=3, marker='o', color=f'C{i}',
-                    yerr=[[x['pass@1'] - x['pass@1_lo'] for x in r], [x['pass@1_hi'] - x['pass@1'] for x in r]],
-                    label=f"{g.replace('_', ' ')} (k={r[0]['k']})")
-    ax.set_xlabel('GRPO step'); ax.set_ylabel('pass@1'); ax.set_ylim(0, 1); ax.grid(alpha=.3); ax.legend(fontsize=7)
-    return _save(fig, path)
-
-def plot_training(runs:dict, path) -> Path|None:
-    "Mean reward of the trained-on groups and zero-variance share of generated groups, per step, one line per run."
-    runs = {k: v for k, v in runs.items() if v}
-    if not runs: return None
-    fig = Figure(figsize=(9, 3), dpi=80)
-    for ax, key, title in zip(fig.subplots(1, 2), ('reward', 'zero_variance_share'),
-                              ('reward of trained-on groups', 'zero-variance share of groups')):
-        for i, (name, rows) in enumerate(runs.items()):
-            ax.plot([r['step'] for r in rows], [r[key] for r in rows], marker='.', color=f'C{i}', label=name)
-        ax.set_xlabel('GRPO step'); ax.set_ylim(0, 1); ax.set_title(title, fontsize=9); ax.grid(alpha=.3)
+        if not r:
+            continue
+        ax.errorbar(
+            [x['step'] for x in r],
+            [x['pass@1'] for x in r],
+            capsize=3,
+            marker='o',
+            color=f'C{i}',
+            yerr=[[x['pass@1'] - x['pass@1_lo'] for x in r], [x['pass@1_hi'] - x['pass@1'] for x in r]],
+            label=f'{g.replace("_", " ")} (k={r[0]["k"]})',
+        )
+    ax.set_xlabel('GRPO step')
+    ax.set_ylabel('pass@1')
+    ax.set_ylim(0, 1)
+    ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     return _save(fig, path)
 
-def plot_families(levels:dict, path) -> Path|None:
+
+def plot_training(runs: dict, path) -> Path | None:
+    "Mean reward of the trained-on groups and zero-variance share of generated groups, per step, one line per run."
+    runs = {k: v for k, v in runs.items() if v}
+    if not runs:
+        return None
+    fig = Figure(figsize=(9, 3), dpi=80)
+    for ax, key, title in zip(
+        fig.subplots(1, 2),
+        ('reward', 'zero_variance_share'),
+        ('reward of trained-on groups', 'zero-variance share of groups'),
+    ):
+        for i, (name, rows) in enumerate(runs.items()):
+            ax.plot([r['step'] for r in rows], [r[key] for r in rows], marker='.', color=f'C{i}', label=name)
+        ax.set_xlabel('GRPO step')
+        ax.set_ylim(0, 1)
+        ax.set_title(title, fontsize=9)
+        ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def plot_families(levels: dict, path) -> Path | None:
     "Each family's paired pass@1 change per seed (95% task bootstrap) and their mean, by task group (`family_level`)."
     panels = [(g, levels[g]) for g in ('held_out_family', 'in_family') if g in levels]
-    if not panels: return None
+    if not panels:
+        return None
     n = [len(v['per_family']) for _, v in panels]
     fig = Figure(figsize=(7, 1.0 + 0.27 * sum(n) + 0.6 * len(n)), dpi=80)
     for ax, (g, v) in zip(fig.subplots(len(n), 1, height_ratios=n, squeeze=False)[:, 0], panels):
-        rows = v['per_family']; y = np.arange(len(rows))[::-1]
+        rows = v['per_family']
+        y = np.arange(len(rows))[::-1]
         for i in range(len(rows[0]['seeds'])):
             s = [r['seeds'][i] for r in rows]
             x = 100 * np.array([q['diff'] for q in s])
             err = 100 * np.array([[q['diff'] - q['diff_lo'] for q in s], [q['diff_hi'] - q['diff'] for q in s]])
-            ax.errorbar(x, y + (i - 1) * 0.22, xerr=err, fmt='o', ms=3, lw=.8, color=f'C{i}',
-                        label=f"{s[0]['seed']} (k={s[0]['k']})")
+            ax.errorbar(
+                x,
+                y + (i - 1) * 0.22,
+                xerr=err,
+                fmt='o',
+                ms=3,
+                lw=0.8,
+                color=f'C{i}',
+                label=f'{s[0]["seed"]} (k={s[0]["k"]})',
+            )
         ax.plot([100 * r['diff'] for r in rows], y, 'kD', ms=5, label='mean of the seeds')
-        ax.axvline(0, color='k', lw=.6)
-        ax.set_yticks(y, [f"{r['family']} (base {r['base']:.0%})" for r in rows], fontsize=7)
+        ax.axvline(0, color='k', lw=0.6)
+        ax.set_yticks(y, [f'{r["family"]} (base {r["base"]:.0%})' for r in rows], fontsize=7)
         f = v['family']
-        ax.set_title(f"{g.replace('_', ' ')}: {f['families']} families, mean {100 * f['diff']:+.1f} points "
-                     f"[{100 * f['diff_lo']:+.1f}, {100 * f['diff_hi']:+.1f}] (t over families, {f['df']} df)",
-                     fontsize=8)
-        ax.grid(axis='x', alpha=.3)
+        ax.set_title(
+            f'{g.replace("_", " ")}: {f["families"]} families, mean {100 * f["diff"]:+.1f} points '
+            f'[{100 * f["diff_lo"]:+.1f}, {100 * f["diff_hi"]:+.1f}] (t over families, {f["df"]} df)',
+            fontsize=8,
+        )
+        ax.grid(axis='x', alpha=0.3)
     ax.set_xlabel('paired pass@1 change (points), 95% task bootstrap within the family')
     fig.axes[0].legend(fontsize=6, loc='lower right')
     return _save(fig, path)
 
-def family_table(levels:dict) -> list:
+
+def family_table(levels: dict) -> list:
     "Seed x family rows of `family_level`'s groups: the base over all its attempts and over each seed's first k."
     rows = []
     for g in ('held_out_family', 'in_family'):
         for r in levels.get(g, {}).get('per_family', []):
-            rows.append({'group': g, 'family': r['family'], 'domain': r['domain'], 'tasks': r['tasks'],
-                         f"base (all {r['base_k']})": f"{r['base']:.1%}",
-                         **{f"base (first {q['k']})": f"{q['base_paired']:.1%}" for q in r['seeds']
-                            if q['k'] < r['base_k']},
-                         **{f"{q['seed']} (k={q['k']})": _fmt(q['diff'], q['diff_lo'], q['diff_hi'], pts=True)
-                            for q in r['seeds']},
-                         'mean of the seeds': _fmt(r['diff'], pts=True),
-                         'seed range (points)': f"{100 * r['seed_range']:.1f}"})
+            rows.append(
+                {
+                    'group': g,
+                    'family': r['family'],
+                    'domain': r['domain'],
+                    'tasks': r['tasks'],
+                    f'base (all {r["base_k"]})': f'{r["base"]:.1%}',
+                    **{f'base (first {q["k"]})': f'{q["base_paired"]:.1%}' for q in r['seeds'] if q['k'] < r['base_k']},
+                    **{
+                        f'{q["seed"]} (k={q["k"]})': _fmt(q['diff'], q['diff_lo'], q['diff_hi'], pts=True)
+                        for q in r['seeds']
+                    },
+                    'mean of the seeds': _fmt(r['diff'], pts=True),
+                    'seed range (points)': f'{100 * r["seed_range"]:.1f}',
+                }
+            )
     return rows
 
-def study_report(study:Study) -> dict:
+
+def study_report(study: Study) -> dict:
     "Write summary.json, the tables and the figures of the study from its artifacts; returns the summary."
     camps = load_campaigns(study)
     pr, cr = policy_rows(study, camps), comparison_rows(study, camps)
     s = study_summary(study, camps, pr, cr)
-    t, f = study.path/'tables', study.path/'figures'
+    t, f = study.path / 'tables', study.path / 'figures'
     strip = lambda rows: [{k: v for k, v in r.items() if not k.startswith('_')} for r in rows]
-    if pr: metrics.write_tables(strip(pr), t/'policies')
-    if cr: metrics.write_tables(strip(cr), t/'comparisons')
-    if s.get('family_level'): metrics.write_tables(family_table(s['family_level']), t/'families')
+    if pr:
+        metrics.write_tables(strip(pr), t / 'policies')
+    if cr:
+        metrics.write_tables(strip(cr), t / 'comparisons')
+    if s.get('family_level'):
+        metrics.write_tables(family_table(s['family_level']), t / 'families')
     if s['learning_curve']:
-        lc = [{**{k: v for k, v in p.items() if not k.startswith('change')},
-               'change vs step 0 (points) [95% paired]': _fmt(r['change'], r['change_lo'], r['change_hi'], pts=True)}
-              for p, r in zip(metrics.pretty(s['learning_curve']), s['learning_curve'])]
-        metrics.write_tables(lc, t/'learning_curve')
-    s['figures'] = [str(p.relative_to(study.path)) for p in (
-        plot_policies(pr, f/'policies.png'),
-        plot_learning_curve(s['learning_curve'], f/'learning_curve.png'),
-        plot_training(s['training'], f/'training.png'),
-        plot_families(s.get('family_level', {}), f/'families.png'),
-        plot_sharpening(camps[f"base/bench-k{study.design['design']['k_final']}"],
-                        [camps[f"seed{x}/bench-k{study.final_k(x)}"] for x in s['seeds_evaluated']],
-                        f/'sharpening.png') if s['seeds_evaluated'] and 'primary' in s else None) if p]
+        lc = [
+            {
+                **{k: v for k, v in p.items() if not k.startswith('change')},
+                'change vs step 0 (points) [95% paired]': _fmt(r['change'], r['change_lo'], r['change_hi'], pts=True),
+            }
+            for p, r in zip(metrics.pretty(s['learning_curve']), s['learning_curve'])
+        ]
+        metrics.write_tables(lc, t / 'learning_curve')
+    s['figures'] = [
+        str(p.relative_to(study.path))
+        for p in (
+            plot_policies(pr, f / 'policies.png'),
+            plot_learning_curve(s['learning_curve'], f / 'learning_curve.png'),
+            plot_training(s['training'], f / 'training.png'),
+            plot_families(s.get('family_level', {}), f / 'families.png'),
+            plot_sharpening(
+                camps[f'base/bench-k{study.design["design"]["k_final"]}'],
+                [camps[f'seed{x}/bench-k{study.final_k(x)}'] for x in s['seeds_evaluated']],
+                f / 'sharpening.png',
+            )
+            if s['seeds_evaluated'] and 'primary' in s
+            else None,
+        )
+        if p
+    ]
     return s
 
 # %% ../nbs/15_study.ipynb #s037
@@ -1089,6 +1666,8 @@ def study_report(study:Study) -> dict:
 def study_report_cli():
     "The study's summary.json, tables and figures, regenerated from its artifacts (no training, no episodes)."
     s = study_report(Study())
-    print(f"seeds {s['seeds']} (evaluated: {s['seeds_evaluated']}); stages done: "
-          f"{sum(v == 'done' for v in s['stages'].values())}/{len(s['stages'])}; figures: {', '.join(s['figures'])}")
+    print(
+        f'seeds {s["seeds"]} (evaluated: {s["seeds_evaluated"]}); stages done: '
+        f'{sum(v == "done" for v in s["stages"].values())}/{len(s["stages"])}; figures: {", ".join(s["figures"])}'
+    )
     return 0

@@ -20,46 +20,56 @@ __all__ = ['DOMAINS', 'EVALUATION_ONLY', 'UserSpec', 'ToolCallSpec', 'RubricItem
 class _Strict(BaseModel):
     model_config = ConfigDict(extra='forbid')
 
+
 class UserSpec(_Strict):
     "What the simulated user knows and wants."
-    context: str = ''                                    # free text for an LLM user: persona, goal, what it knows
+
+    context: str = ''  # free text for an LLM user: persona, goal, what it knows
     facts: dict[str, Any] = Field(default_factory=dict)  # answers the scripted user gives when asked (key words match)
     decisions: dict[str, bool] = Field(default_factory=dict)  # topic -> yes/no when the agent asks for confirmation
 
+
 class ToolCallSpec(_Strict):
     "One reference tool call."
+
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
 
+
 class RubricItem(_Strict):
     "A yes/no question about the agent's final message, phrased so that yes = compliant."
+
     question: str
     require: list[str] = Field(default_factory=list)  # offline judge: every phrase must appear (case-insensitive)
-    forbid: list[str] = Field(default_factory=list)   # offline judge: no phrase may appear
+    forbid: list[str] = Field(default_factory=list)  # offline judge: no phrase may appear
+
 
 class Limits(_Strict):
     "Episode budgets."
-    max_turns: int = Field(12, gt=0)              # assistant turns
-    max_tokens_per_turn: int = Field(256, gt=0)   # sampled tokens per assistant turn
+
+    max_turns: int = Field(12, gt=0)  # assistant turns
+    max_tokens_per_turn: int = Field(256, gt=0)  # sampled tokens per assistant turn
     # prompt + everything after it (a system prompt with ten tool schemas is ~2.5k tokens)
     max_episode_tokens: int = Field(8192, gt=0)
     wall_clock_s: float = Field(120.0, gt=0, allow_inf_nan=False)
 
+
 class Task(_Strict):
     "One task: a JSON Lines record of data/tasks/."
-    uid: str = Field(min_length=1)        # unique and stable, e.g. travel/downgrade_needs_approval/0007
-    domain: str                           # a registered domain (see `get_domain`)
-    family: str                           # the template it came from
+
+    uid: str = Field(min_length=1)  # unique and stable, e.g. travel/downgrade_needs_approval/0007
+    domain: str  # a registered domain (see `get_domain`)
+    family: str  # the template it came from
     split: Literal['train', 'bench']
-    held_out_family: bool = False         # the family is bench-only: never in any training pool
-    query: str                            # the user's opening message
+    held_out_family: bool = False  # the family is bench-only: never in any training pool
+    query: str  # the user's opening message
     user: UserSpec = Field(default_factory=UserSpec)
     # whom the agent serves: a row id of the domain's customer tables (a traveller, a company for its coordinator,
     # a shop customer); tools refuse other customers' records
-    customer: str|None = None
+    customer: str | None = None
     init: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)  # table -> rows patched over the seed
     golden: list[ToolCallSpec] = Field(default_factory=list)
-    reply: str = ''                       # the reference final message (what the expert tells the user at the end)
+    reply: str = ''  # the reference final message (what the expert tells the user at the end)
     rubric: list[RubricItem] = Field(default_factory=list)
     limits: Limits = Field(default_factory=Limits)
     tags: list[str] = Field(default_factory=list)
@@ -73,57 +83,79 @@ class Task(_Strict):
 # %% ../nbs/01_tasks.ipynb #c006
 DOMAINS: dict = {}  # name -> Domain (see backend); filled when a domain module is imported
 
+
 def register_domain(domain):
     "Register `domain` under its name (called by each domain module)."
     DOMAINS[domain.name] = domain
     return domain
 
-def get_domain(name:str):
+
+def get_domain(name: str):
     "The registered domain `name`, importing `thinkingbox_training.domains.<name>` on first use."
     if name not in DOMAINS:
-        try: importlib.import_module(f'thinkingbox_training.domains.{name}')
+        try:
+            importlib.import_module(f'thinkingbox_training.domains.{name}')
         except ModuleNotFoundError as e:
-            if not f'thinkingbox_training.domains.{name}'.startswith(e.name or '?'): raise  # a real import error inside
-    if name not in DOMAINS: raise KeyError(f"unknown domain {name!r} (known: {sorted(DOMAINS) or 'none'})")
+            if not f'thinkingbox_training.domains.{name}'.startswith(e.name or '?'):
+                raise  # a real import error inside
+    if name not in DOMAINS:
+        raise KeyError(f'unknown domain {name!r} (known: {sorted(DOMAINS) or "none"})')
     return DOMAINS[name]
 
 # %% ../nbs/01_tasks.ipynb #c008
 class TaskProblem(BaseModel):
     "One problem in a task file."
-    file: str; line: int; uid: str|None = None; field: str|None = None; message: str
+
+    file: str
+    line: int
+    uid: str | None = None
+    field: str | None = None
+    message: str
+
     def __str__(self):
         where = f'{self.file}:{self.line}' + (f' [{self.uid}]' if self.uid else '')
-        if self.field: where += f' {self.field}'
+        if self.field:
+            where += f' {self.field}'
         return f'{where}: {self.message}'
+
 
 class TaskFileError(ValueError):
     "A task file with problems; `.problems` lists every one."
-    def __init__(self, problems:list):
+
+    def __init__(self, problems: list):
         self.problems = problems
         head = f'{len(problems)} problem(s) in task file(s); nothing loaded from them:\n'
         super().__init__(head + '\n'.join(f'  {p}' for p in problems[:50]) + ('\n  ...' if len(problems) > 50 else ''))
 
 # %% ../nbs/01_tasks.ipynb #c009
-def _field(loc) -> str: return '.'.join(str(x) for x in loc)
+def _field(loc) -> str:
+    return '.'.join(str(x) for x in loc)
 
-def check_task(task:Task) -> list[tuple[str, str]]:
+
+def check_task(task: Task) -> list[tuple[str, str]]:
     "Problems of `task` against its domain, as (field, message) pairs: unknown domain, tools, arguments, bad init rows."
-    try: dom = get_domain(task.domain)
-    except KeyError as e: return [('domain', str(e.args[0]))]
+    try:
+        dom = get_domain(task.domain)
+    except KeyError as e:
+        return [('domain', str(e.args[0]))]
     out = []
     for t, rows in task.init.items():
         for i, row in enumerate(rows):
             out += [(f'init.{t}[{i}]' + (f'.{f}' if f else ''), m) for f, m in dom.check_row(t, row)]
-    if not out: out += dom.check_init(task.init, task.customer)  # rows that would break the database, and the customer
+    if not out:
+        out += dom.check_init(task.init, task.customer)  # rows that would break the database, and the customer
     for i, call in enumerate(task.golden):
         out += [(f'golden[{i}]' + (f'.{f}' if f else ''), m) for f, m in dom.check_call(call.name, call.arguments)]
     return out
 
-def _printable(x) -> str|None:
+
+def _printable(x) -> str | None:
     "`x` as text that can be printed and stored (a uid that is no string, or has a lone surrogate, is shown escaped)."
-    if x is None: return None
+    if x is None:
+        return None
     s = x if isinstance(x, str) else json.dumps(x)
     return s.encode('utf-8', 'backslashreplace').decode('utf-8')
+
 
 def _bad_text(rec) -> list[tuple[str, str]]:
     "(field, message) for each string of a JSON record that UTF-8 cannot encode (a lone surrogate such as \\ud800)."
@@ -131,81 +163,123 @@ def _bad_text(rec) -> list[tuple[str, str]]:
     while stack:
         loc, v = stack.pop()
         if isinstance(v, str):
-            try: v.encode('utf-8')
+            try:
+                v.encode('utf-8')
             except UnicodeEncodeError as e:
                 out.append((_field(loc) or None, f'not valid Unicode: a lone surrogate at position {e.start}'))
-        elif isinstance(v, dict): stack += [(loc + (_printable(k),), x) for k, x in v.items()]
-        elif isinstance(v, list): stack += [(loc + (i,), x) for i, x in enumerate(v)]
+        elif isinstance(v, dict):
+            stack += [(loc + (_printable(k),), x) for k, x in v.items()]
+        elif isinstance(v, list):
+            stack += [(loc + (i,), x) for i, x in enumerate(v)]
     return sorted(out, key=str)
 
-def parse_tasks(lines, file:str='<memory>') -> list[Task]:
+
+def parse_tasks(lines, file: str = '<memory>') -> list[Task]:
     "Validate JSON Lines `lines` into tasks; raise `TaskFileError` listing every problem."
     tasks, problems, seen = [], [], {}
     for n, line in enumerate(lines, 1):
-        if not line.strip(): continue
-        try: rec = json.loads(line)
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
         except json.JSONDecodeError as e:
             problems.append(TaskProblem(file=file, line=n, message=f'invalid JSON: {e.msg} at column {e.colno}'))
             continue
         except RecursionError:
-            problems.append(TaskProblem(file=file, line=n, message='invalid JSON: nested too deeply')); continue
+            problems.append(TaskProblem(file=file, line=n, message='invalid JSON: nested too deeply'))
+            continue
         except ValueError as e:  # e.g. an integer literal of more than 4,300 digits
-            problems.append(TaskProblem(file=file, line=n, message=f'invalid JSON: {str(e).split(":")[0]}')); continue
+            problems.append(TaskProblem(file=file, line=n, message=f'invalid JSON: {str(e).split(":")[0]}'))
+            continue
         uid = _printable(rec.get('uid')) if isinstance(rec, dict) else None
         if bad := _bad_text(rec):
-            problems += [TaskProblem(file=file, line=n, uid=uid, field=f, message=m) for f, m in bad]; continue
-        try: task = Task.model_validate(rec)
+            problems += [TaskProblem(file=file, line=n, uid=uid, field=f, message=m) for f, m in bad]
+            continue
+        try:
+            task = Task.model_validate(rec)
         except ValidationError as e:
-            problems += [TaskProblem(file=file, line=n, uid=uid, field=_field(err['loc']) or None, message=err['msg'])
-                         for err in e.errors()]
+            problems += [
+                TaskProblem(file=file, line=n, uid=uid, field=_field(err['loc']) or None, message=err['msg'])
+                for err in e.errors()
+            ]
             continue
         if task.uid in seen:
-            problems.append(TaskProblem(file=file, line=n, uid=task.uid, field='uid',
-                                        message=f'duplicate uid (first on line {seen[task.uid]})'))
+            problems.append(
+                TaskProblem(
+                    file=file,
+                    line=n,
+                    uid=task.uid,
+                    field='uid',
+                    message=f'duplicate uid (first on line {seen[task.uid]})',
+                )
+            )
             continue
         seen[task.uid] = n
         problems += [TaskProblem(file=file, line=n, uid=task.uid, field=f, message=m) for f, m in check_task(task)]
         tasks.append(task)
-    if problems: raise TaskFileError(problems)
+    if problems:
+        raise TaskFileError(problems)
     return tasks
+
 
 def load_tasks(*paths) -> list[Task]:
     "Load and validate task files (JSON Lines); every problem in every file is reported, and nothing loads if any."
     tasks, problems, seen = [], [], {}
     for p in paths:
         p = Path(p)
-        if not p.exists(): problems.append(TaskProblem(file=str(p), line=0, message='no such file')); continue
+        if not p.exists():
+            problems.append(TaskProblem(file=str(p), line=0, message='no such file'))
+            continue
         if p.suffix in ('.py', '.yaml', '.yml'):  # the ThinkingBox format: a task module or a test list
             from thinkingbox_training.thinkingbox import load_thinkingbox
-            try: tasks += load_thinkingbox(p)
-            except TaskFileError as e: problems += e.problems
+
+            try:
+                tasks += load_thinkingbox(p)
+            except TaskFileError as e:
+                problems += e.problems
             continue
-        try: data = p.read_bytes()
+        try:
+            data = p.read_bytes()
         except OSError as e:
-            problems.append(TaskProblem(file=str(p), line=0, message=f'cannot read: {e.strerror or e}')); continue
+            problems.append(TaskProblem(file=str(p), line=0, message=f'cannot read: {e.strerror or e}'))
+            continue
         lines = []
         # only \n ends a record: str.splitlines would also split at U+2028
         for n, raw in enumerate(data.split(b'\n'), 1):
-            if n == 1: raw = raw.removeprefix(codecs.BOM_UTF8)
-            try: lines.append(raw.decode('utf-8'))
+            if n == 1:
+                raw = raw.removeprefix(codecs.BOM_UTF8)
+            try:
+                lines.append(raw.decode('utf-8'))
             except UnicodeDecodeError as e:
-                problems.append(TaskProblem(file=str(p), line=n,
-                                            message=f'not UTF-8: byte 0x{raw[e.start]:02x} at column {e.start + 1}'))
+                problems.append(
+                    TaskProblem(
+                        file=str(p), line=n, message=f'not UTF-8: byte 0x{raw[e.start]:02x} at column {e.start + 1}'
+                    )
+                )
                 lines.append('')
-        try: got = parse_tasks(lines, file=str(p))
-        except TaskFileError as e: problems += e.problems; continue
+        try:
+            got = parse_tasks(lines, file=str(p))
+        except TaskFileError as e:
+            problems += e.problems
+            continue
         for t in got:
             if t.uid in seen:
-                problems.append(TaskProblem(file=str(p), line=0, uid=t.uid, field='uid',
-                                            message=f'duplicate uid (also in {seen[t.uid]})'))
+                problems.append(
+                    TaskProblem(
+                        file=str(p), line=0, uid=t.uid, field='uid', message=f'duplicate uid (also in {seen[t.uid]})'
+                    )
+                )
             seen[t.uid] = str(p)
         tasks += got
-    if problems: raise TaskFileError(problems)
+    if problems:
+        raise TaskFileError(problems)
     return tasks
+
 
 def write_tasks(tasks, path):
     "Write tasks as JSON Lines (atomically)."
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + '.tmp')
     tmp.write_text(''.join(t.model_dump_json(exclude_defaults=False) + '\n' for t in tasks))
     tmp.replace(path)
@@ -214,55 +288,74 @@ def write_tasks(tasks, path):
 class BenchmarkOverlap(ValueError):
     "A training pool that contains benchmark task uids."
 
-def assert_disjoint(pool, # task uids of a training pool
-                    bench_uids, # the benchmark's task uids
-                    first:int=5, # shared uids named in the message
-                   ):
+
+def assert_disjoint(
+    pool,  # task uids of a training pool
+    bench_uids,  # the benchmark's task uids
+    first: int = 5,  # shared uids named in the message
+):
     "Raise `BenchmarkOverlap`, naming the shared uids, unless the pool and the benchmark are disjoint."
     refuse_evaluation_only(pool, 'a training pool')
     if shared := sorted(set(pool) & set(bench_uids)):
-        raise BenchmarkOverlap(f'{len(shared)} benchmark task uids in the training pool: ' + ', '.join(shared[:first])
-                               + (', ...' if len(shared) > first else ''))
+        raise BenchmarkOverlap(
+            f'{len(shared)} benchmark task uids in the training pool: '
+            + ', '.join(shared[:first])
+            + (', ...' if len(shared) > first else '')
+        )
+
 
 EVALUATION_ONLY: dict = {}  # task uid -> the clause that restricts it to evaluation (see `register_evaluation_only`)
+
 
 class EvaluationOnly(BenchmarkOverlap):
     "A task that its licence restricts to evaluation, on its way into probing, a training pool or training."
 
-def register_evaluation_only(uids, clause:str):
-    "Mark `uids` as evaluation-only under `clause` (the thinkingbox module registers its release test lists)."
-    for u in uids: EVALUATION_ONLY[u] = clause
 
-def refuse_evaluation_only(items, # tasks or task uids
-                           use:str, # what they were about to be used for: 'probing', 'a training pool', ...
-                          ):
+def register_evaluation_only(uids, clause: str):
+    "Mark `uids` as evaluation-only under `clause` (the thinkingbox module registers its release test lists)."
+    for u in uids:
+        EVALUATION_ONLY[u] = clause
+
+
+def refuse_evaluation_only(
+    items,  # tasks or task uids
+    use: str,  # what they were about to be used for: 'probing', 'a training pool', ...
+):
     "Raise `EvaluationOnly`, naming the task and the clause, if any of `items` is restricted to evaluation."
     items = list(items)
     uids = [x if isinstance(x, str) else x.uid for x in items]
     if not EVALUATION_ONLY and any('.py:' in u for u in uids):  # a ThinkingBox uid: read the release lists first
         import os
+
         if os.environ.get('THINKINGBOX_DATA'):
             from thinkingbox_training.thinkingbox import release_uids
+
             release_uids()
     for x, u in zip(items, uids):
         tags = [] if isinstance(x, str) else [t.split(':', 1)[1] for t in x.tags if t.startswith('evaluation-only:')]
         clause = EVALUATION_ONLY.get(u) or (f'{tags[0]} is for evaluation only' if tags else None)
-        if clause: raise EvaluationOnly(f'task {u} may not be used for {use}: {clause}')
+        if clause:
+            raise EvaluationOnly(f'task {u} may not be used for {use}: {clause}')
 
-def read_uids(path, # one uid per line, or JSON Lines with a `uid` or `task_uid` field
-             ) -> list:
+
+def read_uids(
+    path,  # one uid per line, or JSON Lines with a `uid` or `task_uid` field
+) -> list:
     "Task uids from a file: plain lines, or JSON Lines of tasks or attempts."
     out = []
     for n, line in enumerate(Path(path).read_text().splitlines(), 1):
-        if not (line := line.strip()): continue
+        if not (line := line.strip()):
+            continue
         if line.startswith('{'):
             d = json.loads(line)
             line = d.get('uid') or d.get('task_uid')
-            if not line: raise ValueError(f'{path}:{n}: a JSON line without uid or task_uid')
+            if not line:
+                raise ValueError(f'{path}:{n}: a JSON line without uid or task_uid')
         out.append(line)
     return out
 
-def exclude(tasks:list, bench_uids=(), drop_held_out:bool=True) -> list:
+
+def exclude(tasks: list, bench_uids=(), drop_held_out: bool = True) -> list:
     "Tasks fit for a training pool: not a benchmark uid, not bench split, not a held-out family; disjointness asserted."
     refuse_evaluation_only(tasks, 'a training pool')
     bench = set(bench_uids)
@@ -270,10 +363,12 @@ def exclude(tasks:list, bench_uids=(), drop_held_out:bool=True) -> list:
     assert_disjoint([t.uid for t in kept], bench)
     return kept
 
-def split_tasks(tasks:list) -> dict:
+
+def split_tasks(tasks: list) -> dict:
     "Tasks grouped by split."
     out = {'train': [], 'bench': []}
-    for t in tasks: out[t.split].append(t)
+    for t in tasks:
+        out[t.split].append(t)
     return out
 
 # %% ../nbs/01_tasks.ipynb #c016
@@ -281,50 +376,69 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
+
 @dataclass
 class Family:
     "A seeded task template of a domain."
+
     name: str
     # (rng: random.Random, index: int) -> dict of Task fields (query, user, init, golden, ...)
     make: Callable
-    bench_only: bool = False         # never in a training pool: a held-out family
-    policy_sensitive: bool = False   # the helpful-looking move breaks the policy
-    wrong_moves: Callable|None = None  # (task) -> [(list of ToolCallSpec dicts, phrase the diff must contain)]
+    bench_only: bool = False  # never in a training pool: a held-out family
+    policy_sensitive: bool = False  # the helpful-looking move breaks the policy
+    wrong_moves: Callable | None = None  # (task) -> [(list of ToolCallSpec dicts, phrase the diff must contain)]
     description: str = ''
 
-def generate_tasks(domain:str, # a registered domain
-                   split:str,  # 'train' (bench-only families left out) or 'bench' (every family)
-                   seed:int=0, # the generator seed; train and bench streams never overlap
-                   n:int=10,   # tasks per family
-                  ) -> list[Task]:
+
+def generate_tasks(
+    domain: str,  # a registered domain
+    split: str,  # 'train' (bench-only families left out) or 'bench' (every family)
+    seed: int = 0,  # the generator seed; train and bench streams never overlap
+    n: int = 10,  # tasks per family
+) -> list[Task]:
     "Generate `n` tasks per family of `domain` for `split`, deterministically from `seed`."
-    if split not in ('train', 'bench'): raise ValueError(f"split must be 'train' or 'bench', got {split!r}")
+    if split not in ('train', 'bench'):
+        raise ValueError(f"split must be 'train' or 'bench', got {split!r}")
     dom, out = get_domain(domain), []
     for fam in dom.families.values():
-        if split == 'train' and fam.bench_only: continue
+        if split == 'train' and fam.bench_only:
+            continue
         for i in range(n):
             rng = random.Random(f'{domain}/{fam.name}/{split}/{seed}/{i}')
             fields = fam.make(rng, i)
-            out.append(Task(uid=f'{domain}/{fam.name}/{split}-{seed}-{i:04d}', domain=domain, family=fam.name,
-                            split=split, held_out_family=fam.bench_only, **fields))
+            out.append(
+                Task(
+                    uid=f'{domain}/{fam.name}/{split}-{seed}-{i:04d}',
+                    domain=domain,
+                    family=fam.name,
+                    split=split,
+                    held_out_family=fam.bench_only,
+                    **fields,
+                )
+            )
     bad = [(t.uid, f, m) for t in out for f, m in check_task(t)]
-    if bad: raise ValueError(f'domain {domain}: generated tasks fail validation, e.g. {bad[:3]}')
+    if bad:
+        raise ValueError(f'domain {domain}: generated tasks fail validation, e.g. {bad[:3]}')
     return out
 
 # %% ../nbs/01_tasks.ipynb #c018
 from .cli import command
 
+
 @command('generate-tasks')
-def generate_tasks_cli(domains:str='travel,retail', # domains, comma-separated
-                       out:str='data/tasks',        # directory of the task files
-                       train_n:int=40,              # train tasks per (non-bench-only) family
-                       bench_n:int=10,              # bench tasks per family
-                       train_seed:int=0, bench_seed:int=1):
+def generate_tasks_cli(
+    domains: str = 'travel,retail',  # domains, comma-separated
+    out: str = 'data/tasks',  # directory of the task files
+    train_n: int = 40,  # train tasks per (non-bench-only) family
+    bench_n: int = 10,  # bench tasks per family
+    train_seed: int = 0,
+    bench_seed: int = 1,
+):
     "Generate the bundled domains' task files: <domain>_train.jsonl and <domain>_bench.jsonl."
     for d in [x for x in domains.split(',') if x]:
         for split, n, seed in (('train', train_n, train_seed), ('bench', bench_n, bench_seed)):
             ts = generate_tasks(d, split, seed=seed, n=n)
-            path = Path(out)/f'{d}_{split}.jsonl'
+            path = Path(out) / f'{d}_{split}.jsonl'
             write_tasks(ts, path)
             print(f'{path}: {len(ts)} tasks')
     return 0

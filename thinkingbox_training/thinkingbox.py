@@ -11,10 +11,21 @@ from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
 import yaml
+
 _Loader = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)  # libyaml when present: the release's YAML is ~5 MB
 from pydantic import ConfigDict
-from .tasks import (Task, ToolCallSpec, RubricItem, Limits, UserSpec, TaskProblem, TaskFileError,
-                                        register_domain, DOMAINS, register_evaluation_only)
+from thinkingbox_training.tasks import (
+    Task,
+    ToolCallSpec,
+    RubricItem,
+    Limits,
+    UserSpec,
+    TaskProblem,
+    TaskFileError,
+    register_domain,
+    DOMAINS,
+    register_evaluation_only,
+)
 from .backend import ToolError
 
 # %% auto #0
@@ -26,53 +37,80 @@ __all__ = ['ENV', 'DATA_HINT', 'DATA_UNSET', 'RELEASES', 'CLAUSE', 'TASK_IMPORT_
            'their_verdict', 'make_tb_policy', 'thinkingbox_bench']
 
 # %% ../nbs/13_thinkingbox.ipynb #c005
-ENV = 'THINKINGBOX_DATA'   # the variable their harness uses too
+ENV = 'THINKINGBOX_DATA'  # the variable their harness uses too
 DATA_HINT = '../shared/thinkingbox-data'  # where the project expects the clone, from the project's folder
-DATA_UNSET = (f'{ENV} is not set: point it at a clone of microsoft/thinkingbox-data '
-              f'(from the project\'s folder: export {ENV}=$PWD/{DATA_HINT})')
+DATA_UNSET = (
+    f'{ENV} is not set: point it at a clone of microsoft/thinkingbox-data '
+    f"(from the project's folder: export {ENV}=$PWD/{DATA_HINT})"
+)
 RELEASES = {  # release -> its test list, relative to the data checkout; these tasks are for evaluation only
     'thinkingbox_bench_v1': 'releases/thinkingbox_bench_v1/testlist_thinkingbox_bench_v1.yaml',
-    'dataset_2604_airline_tau_bench': 'releases/dataset_2604_airline_tau_bench/testlist_2604_airline_tau_bench.yaml'}
+    'dataset_2604_airline_tau_bench': 'releases/dataset_2604_airline_tau_bench/testlist_2604_airline_tau_bench.yaml',
+}
+
 
 class ThinkingBoxDataError(RuntimeError):
     "THINKINGBOX_DATA is unset or does not point at a thinkingbox-data checkout."
 
+
 def data_dir(path=None) -> Path:
     "The thinkingbox-data checkout: `path`, else $THINKINGBOX_DATA; an error naming the variable when neither works."
     p = path or os.environ.get(ENV)
-    if not p: raise ThinkingBoxDataError(DATA_UNSET)
+    if not p:
+        raise ThinkingBoxDataError(DATA_UNSET)
     p = Path(p).expanduser().resolve()
     need = ['dataset/test_case', 'dataset/scenario', 'servers/servers.yaml', *RELEASES.values()]
-    missing = [r for r in need if not (p/r).exists()]
-    if missing: raise ThinkingBoxDataError(f'{ENV}={p} is not a thinkingbox-data checkout: no {", ".join(missing)}')
+    missing = [r for r in need if not (p / r).exists()]
+    if missing:
+        raise ThinkingBoxDataError(f'{ENV}={p} is not a thinkingbox-data checkout: no {", ".join(missing)}')
     return p
 
 # %% ../nbs/13_thinkingbox.ipynb #c008
 class _Recorder:
     "Stands in for a fastmcp object: accepts any construction; a `FastMCP` records the tools its module declares."
+
     framework = 'fastmcp'  # whose FastMCP this stands in for: their texts for refused arguments differ (see below)
-    def __init__(self, *a, **kw): self.args, self.kwargs, self.tools = a, kw, {}
+
+    def __init__(self, *a, **kw):
+        self.args, self.kwargs, self.tools = a, kw, {}
+
     def tool(self, *a, **kw):
         def record(fn):
             self.tools[kw.get('name') or fn.__name__] = (fn, kw.get('description') or (fn.__doc__ or '').strip())
             return fn
-        if a and callable(a[0]): return record(a[0])
+
+        if a and callable(a[0]):
+            return record(a[0])
         return record
+
     def add_tool(self, t):
         "A tool built with `FunctionTool(fn=..., name=..., description=...)`: recorded like a decorated one."
         kw = getattr(t, 'kwargs', {})
-        if callable(kw.get('fn')): self.tools[kw.get('name') or kw['fn'].__name__] = (kw['fn'], kw.get('description'))
-    def run(self, *a, **kw): raise RuntimeError('their server packages run in-process here; fastmcp is not installed')
+        if callable(kw.get('fn')):
+            self.tools[kw.get('name') or kw['fn'].__name__] = (kw['fn'], kw.get('description'))
+
+    def run(self, *a, **kw):
+        raise RuntimeError('their server packages run in-process here; fastmcp is not installed')
+
 
 class _McpV1Recorder(_Recorder):
     "Stands in for `mcp.server.fastmcp.FastMCP` (mcp 1.x), which three of their development servers build."
+
     framework = 'mcp1'
+
 
 def _fastmcp_shim():
     "Register a minimal `fastmcp` in sys.modules (only where the real one is not installed)."
-    if 'fastmcp' in sys.modules or importlib.util.find_spec('fastmcp') is not None: return False
-    names = ['fastmcp', 'fastmcp.server', 'fastmcp.server.tasks', 'fastmcp.server.tasks.config', 'fastmcp.tools',
-             'fastmcp.tools.function_tool']
+    if 'fastmcp' in sys.modules or importlib.util.find_spec('fastmcp') is not None:
+        return False
+    names = [
+        'fastmcp',
+        'fastmcp.server',
+        'fastmcp.server.tasks',
+        'fastmcp.server.tasks.config',
+        'fastmcp.tools',
+        'fastmcp.tools.function_tool',
+    ]
     mods = {n: types.ModuleType(n) for n in names}
     for m in mods.values():
         m.__path__ = []  # a package, so submodule imports resolve
@@ -83,23 +121,31 @@ def _fastmcp_shim():
     sys.modules.update(mods)
     return True
 
+
 def _harness_shim():
     "Their task modules import `Judge` and `TestContext` from their harness as hints: stand-ins where it is absent."
-    if 'thinkingbox' in sys.modules or importlib.util.find_spec('thinkingbox') is not None: return
+    if 'thinkingbox' in sys.modules or importlib.util.find_spec('thinkingbox') is not None:
+        return
     pkg, common = types.ModuleType('thinkingbox'), types.ModuleType('thinkingbox.common')
     pkg.__path__ = []
     common.Judge, common.TestContext = type('Judge', (), {}), type('TestContext', (), {})
     sys.modules.update({'thinkingbox': pkg, 'thinkingbox.common': common})
 
+
 _IMPORT_LOCK = threading.RLock()
 
+
 def _has_mcp_v1_fastmcp() -> bool:
-    try: importlib.import_module('mcp.server.fastmcp')
-    except ImportError: return False
+    try:
+        importlib.import_module('mcp.server.fastmcp')
+    except ImportError:
+        return False
     return True
+
 
 class _mcp_v1_names:
     "While a server module is imported: `mcp.server.fastmcp` answers with the stand-in where mcp 2.x lacks it."
+
     def __enter__(self):
         _IMPORT_LOCK.acquire()
         self.saved = sys.modules.get('mcp.server.fastmcp', None)
@@ -108,29 +154,37 @@ class _mcp_v1_names:
             m.FastMCP, m.__thinkingbox_training_shim__ = _McpV1Recorder, True
             sys.modules['mcp.server.fastmcp'] = m
             self.shim = True
-        else: self.shim = False
+        else:
+            self.shim = False
         return self
+
     def __exit__(self, *a):
         if self.shim:
-            if self.saved is None: sys.modules.pop('mcp.server.fastmcp', None)
-            else: sys.modules['mcp.server.fastmcp'] = self.saved
+            if self.saved is None:
+                sys.modules.pop('mcp.server.fastmcp', None)
+            else:
+                sys.modules['mcp.server.fastmcp'] = self.saved
         _IMPORT_LOCK.release()
+
 
 def import_servers(data=None) -> dict:
     "Make their server packages importable (installed, else from the checkout); servers.yaml's name -> module."
     d = data_dir(data)
     with _IMPORT_LOCK:
-        _fastmcp_shim(); _harness_shim()
+        _fastmcp_shim()
+        _harness_shim()
         # tool failures reach the agent and the verdict, not the log
         for name in ('tb_business_ops_servers_202606', 'thinkingbox_tools'):
             logging.getLogger(name).setLevel(logging.CRITICAL)
         for pkg in ('tb_business_ops_servers_202606', 'thinkingbox_tools'):
-            if importlib.util.find_spec(pkg) is None: sys.path.append(str(d/'servers'/pkg))
-    spec = yaml.safe_load((d/'servers/servers.yaml').read_text())['servers']
+            if importlib.util.find_spec(pkg) is None:
+                sys.path.append(str(d / 'servers' / pkg))
+    spec = yaml.safe_load((d / 'servers/servers.yaml').read_text())['servers']
     out = {}
     for name, s in spec.items():
         cmd = s.get('command', [])
-        if '-m' in cmd: out[name] = cmd[cmd.index('-m') + 1]
+        if '-m' in cmd:
+            out[name] = cmd[cmd.index('-m') + 1]
     return out
 
 # %% ../nbs/13_thinkingbox.ipynb #c010
@@ -138,54 +192,75 @@ def _merge(a, b):
     "Merge `b` over `a`: dicts key by key, lists concatenated, anything else replaced (the format's init semantics)."
     if isinstance(a, dict) and isinstance(b, dict):
         out = {k: deepcopy(v) for k, v in a.items()}
-        for k, v in b.items(): out[k] = _merge(out[k], v) if k in out else deepcopy(v)
+        for k, v in b.items():
+            out[k] = _merge(out[k], v) if k in out else deepcopy(v)
         return out
-    if isinstance(a, list) and isinstance(b, list): return deepcopy(a) + deepcopy(b)
+    if isinstance(a, list) and isinstance(b, list):
+        return deepcopy(a) + deepcopy(b)
     return deepcopy(b)
 
-def _yaml_of(node, file, where) -> dict|None:
+
+def _yaml_of(node, file, where) -> dict | None:
     "The YAML mapping of a string statement that starts with '!', else None."
     if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
         return None
     s = node.value.value
-    if not s.startswith('!'): return None
-    try: obj = yaml.load(textwrap.dedent(s[1:]), Loader=_Loader)
+    if not s.startswith('!'):
+        return None
+    try:
+        obj = yaml.load(textwrap.dedent(s[1:]), Loader=_Loader)
     except yaml.YAMLError as e:
-        raise TaskFileError([TaskProblem(file=str(file), line=node.lineno, uid=where,
-                                         message=f'invalid YAML: {e}')]) from None
-    if obj is None: return {}
+        raise TaskFileError(
+            [TaskProblem(file=str(file), line=node.lineno, uid=where, message=f'invalid YAML: {e}')]
+        ) from None
+    if obj is None:
+        return {}
     if not isinstance(obj, dict):
-        raise TaskFileError([TaskProblem(file=str(file), line=node.lineno, uid=where,
-                                         message='the YAML is not a mapping')])
+        raise TaskFileError(
+            [TaskProblem(file=str(file), line=node.lineno, uid=where, message='the YAML is not a mapping')]
+        )
     return obj
+
 
 @dataclass
 class TaskDef:
     "One test function of a task module: its uid (`file.py:function`), merged YAML, file and line."
+
     uid: str
     config: dict
     file: Path
     line: int
 
-def read_task_module(path, only:set=None) -> list[TaskDef]:
+
+def read_task_module(path, only: set = None) -> list[TaskDef]:
     "The task definitions of one module (`only` these function names): module-level YAML merged under each function's."
     path = Path(path)
-    try: tree = ast.parse(path.read_text(), filename=str(path))
+    try:
+        tree = ast.parse(path.read_text(), filename=str(path))
     except SyntaxError as e:
         raise TaskFileError([TaskProblem(file=str(path), line=e.lineno or 0, message=f'not Python: {e.msg}')]) from None
     top, out, seen, twice = {}, [], {}, []
     for node in tree.body:  # a name defined twice: Python keeps the last silently, so which task is meant is unclear
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if node.name in seen:
-                twice.append(TaskProblem(file=str(path), line=node.lineno, uid=f'{path.name}:{node.name}',
-                                         message=f'function {node.name} is defined twice (lines {seen[node.name]} and '
-                                                 f'{node.lineno}); Python would keep the last: remove or rename one'))
+                twice.append(
+                    TaskProblem(
+                        file=str(path),
+                        line=node.lineno,
+                        uid=f'{path.name}:{node.name}',
+                        message=f'function {node.name} is defined twice (lines {seen[node.name]} and '
+                        f'{node.lineno}); Python would keep the last: remove or rename one',
+                    )
+                )
             seen.setdefault(node.name, node.lineno)
-    if twice: raise TaskFileError(twice)
+    if twice:
+        raise TaskFileError(twice)
     for node in tree.body:
-        if (obj := _yaml_of(node, path, None)) is not None: top.update(obj)
+        if (obj := _yaml_of(node, path, None)) is not None:
+            top.update(obj)
         elif isinstance(node, ast.FunctionDef) and node.body and (only is None or node.name in only):
-            if (obj := _yaml_of(node.body[0], path, f'{path.name}:{node.name}')) is None: continue
+            if (obj := _yaml_of(node.body[0], path, f'{path.name}:{node.name}')) is None:
+                continue
             cfg = {**top, **obj}
             if isinstance(top.get('tags'), list) and isinstance(obj.get('tags'), list):
                 cfg['tags'] = top['tags'] + obj['tags']
@@ -201,38 +276,55 @@ def read_test_list(path) -> list[str]:
         raise TaskFileError([TaskProblem(file=str(path), line=0, message=msg)])
     return obj
 
-CLAUSE = ('{release}: its README restricts its tasks to evaluation; task content, expected outcomes, golden state '
-          'and tool trajectories may not be used for prompt optimisation, fine-tuning, reinforcement learning, '
-          'reward-model training or other model optimisation ({path})')
+
+CLAUSE = (
+    '{release}: its README restricts its tasks to evaluation; task content, expected outcomes, golden state '
+    'and tool trajectories may not be used for prompt optimisation, fine-tuning, reinforcement learning, '
+    'reward-model training or other model optimisation ({path})'
+)
+
 
 def _test_functions(path) -> list[str]:
     "Names of a module's test functions (a leading string statement that starts with '!'), without reading the YAML."
     tree = ast.parse(Path(path).read_text())
-    return [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.body and isinstance(n.body[0], ast.Expr)
-            and isinstance(n.body[0].value, ast.Constant) and str(n.body[0].value.value).startswith('!')]
+    return [
+        n.name
+        for n in tree.body
+        if isinstance(n, ast.FunctionDef)
+        and n.body
+        and isinstance(n.body[0], ast.Expr)
+        and isinstance(n.body[0].value, ast.Constant)
+        and str(n.body[0].value.value).startswith('!')
+    ]
+
 
 def release_uids(data=None) -> dict[str, str]:
     "uid -> release for the evaluation-only releases: every task of every module their test lists name."
     return dict(_release_uids(data_dir(data)))
 
+
 @lru_cache(maxsize=None)
-def _release_uids(d:Path) -> dict[str, str]:
+def _release_uids(d: Path) -> dict[str, str]:
     out, modules = {}, _all_modules(d)
     for rel, p in RELEASES.items():
-        uids = read_test_list(d/p)
+        uids = read_test_list(d / p)
         # every function of a listed module (of every module of that name): the base definitions a list replaced
         # are the same tasks
         for name in sorted({u.split(':', 1)[0] for u in uids}):
-            for path in modules.get(name, ()): uids = uids + [f'{name}:{f}' for f in _test_functions(path)]
-        for u in uids: out.setdefault(u, rel)
-        register_evaluation_only(uids, CLAUSE.format(release=rel, path=Path(p).parent/'README.md'))
+            for path in modules.get(name, ()):
+                uids = uids + [f'{name}:{f}' for f in _test_functions(path)]
+        for u in uids:
+            out.setdefault(u, rel)
+        register_evaluation_only(uids, CLAUSE.format(release=rel, path=Path(p).parent / 'README.md'))
     return out
 
 # %% ../nbs/13_thinkingbox.ipynb #c017b
 import hashlib, traceback
+
 TASK_IMPORT_TIMEOUT_S = 60.0  # seconds a task module's import may take before loading fails
-_TASK_MODULES: dict = {}      # (resolved path, sha256 of its text) -> the module's namespace
+_TASK_MODULES: dict = {}  # (resolved path, sha256 of its text) -> the module's namespace
 _TASK_MODULES_LOCK = threading.Lock()
+
 
 def task_module(path) -> dict:
     """The namespace of a task module, imported once (again only if its text changed). Whatever ends its import (an
@@ -241,213 +333,320 @@ def task_module(path) -> dict:
     text = path.read_text()
     key = (path, hashlib.sha256(text.encode()).hexdigest())
     with _TASK_MODULES_LOCK:
-        if key in _TASK_MODULES: return _TASK_MODULES[key]
+        if key in _TASK_MODULES:
+            return _TASK_MODULES[key]
     limit = float(os.environ.get('TBT_TASK_IMPORT_TIMEOUT_S') or TASK_IMPORT_TIMEOUT_S)
     ns, box = {'__name__': f'thinkingbox_task_{path.stem}', '__file__': str(path)}, {}
+
     def run():
-        try: exec(compile(text, str(path), 'exec'), ns)
-        except BaseException as e: box['error'] = e  # SystemExit and KeyboardInterrupt included: they end the import
+        try:
+            exec(compile(text, str(path), 'exec'), ns)
+        except BaseException as e:
+            box['error'] = e  # SystemExit and KeyboardInterrupt included: they end the import
+
     t = threading.Thread(target=run, name=f'import {path.name}', daemon=True)
-    t.start(); t.join(limit)
-    def fail(line, msg): raise TaskFileError([TaskProblem(file=str(path), line=line, message=msg)])
+    t.start()
+    t.join(limit)
+
+    def fail(line, msg):
+        raise TaskFileError([TaskProblem(file=str(path), line=line, message=msg)])
+
     if t.is_alive():
-        fail(0, f'importing it did not finish within {limit:g} s (TBT_TASK_IMPORT_TIMEOUT_S): a task module is trusted '
-                'code that runs in this process; this one is left running in a background thread')
+        fail(
+            0,
+            f'importing it did not finish within {limit:g} s (TBT_TASK_IMPORT_TIMEOUT_S): a task module is trusted '
+            'code that runs in this process; this one is left running in a background thread',
+        )
     if 'error' in box:
         e = box['error']
         frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == str(path)]
         what = f'SystemExit({e.code!r})' if isinstance(e, SystemExit) else f'{type(e).__name__}: {e}'
         fail(frames[-1].lineno if frames else 0, f'importing it failed: {what}')
-    with _TASK_MODULES_LOCK: _TASK_MODULES[key] = ns
+    with _TASK_MODULES_LOCK:
+        _TASK_MODULES[key] = ns
     return ns
 
 # %% ../nbs/13_thinkingbox.ipynb #c018
 @lru_cache(maxsize=None)
-def _scenario_file(d:Path, name:str) -> dict:
-    p = d/'dataset/scenario'/f'{name}.yaml'
-    if not p.exists(): raise FileNotFoundError(p)
+def _scenario_file(d: Path, name: str) -> dict:
+    p = d / 'dataset/scenario' / f'{name}.yaml'
+    if not p.exists():
+        raise FileNotFoundError(p)
     return yaml.load(p.read_text(), Loader=_Loader) or {}
 
-def _all_modules(d:Path) -> dict[str, tuple]:
+
+def _all_modules(d: Path) -> dict[str, tuple]:
     "file name -> the paths of the task modules of that name under dataset/test_case (two folders may share one)."
     out = {}
-    for p in sorted((d/'dataset/test_case').rglob('*.py')): out.setdefault(p.name, []).append(p)
+    for p in sorted((d / 'dataset/test_case').rglob('*.py')):
+        out.setdefault(p.name, []).append(p)
     return {n: tuple(ps) for n, ps in out.items()}
 
-def _find_modules(d:Path) -> dict[str, Path]:
+
+def _find_modules(d: Path) -> dict[str, Path]:
     "file name -> path of every task module under dataset/test_case (the first, where two share a name)."
     return {n: ps[0] for n, ps in _all_modules(d).items()}
 
-def _module_named(d:Path, name:str, where) -> Path:
+
+def _module_named(d: Path, name: str, where) -> Path:
     "The one module called `name` (a uid's file part); a `TaskFileError` naming `where` when none or several are."
     ps = _all_modules(d).get(name, ())
-    if len(ps) == 1: return ps[0]
-    msg = (f'no module {name} under {d}/dataset/test_case' if not ps else
-           f'{name} names {len(ps)} modules ({", ".join(str(p.relative_to(d)) for p in ps)}): a uid '
-           '"file.py:function" cannot tell them apart; load one by its path, or rename one')
+    if len(ps) == 1:
+        return ps[0]
+    msg = (
+        f'no module {name} under {d}/dataset/test_case'
+        if not ps
+        else f'{name} names {len(ps)} modules ({", ".join(str(p.relative_to(d)) for p in ps)}): a uid '
+        '"file.py:function" cannot tell them apart; load one by its path, or rename one'
+    )
     raise TaskFileError([TaskProblem(file=str(where), line=0, message=msg)])
+
 
 def tb_limits() -> Limits:
     "Episode budgets for these tasks: their policies alone are 6-25k characters and golden paths reach 19 calls."
     return Limits(max_turns=40, max_tokens_per_turn=4096, max_episode_tokens=131072, wall_clock_s=900.0)
 
-def _judge_questions(td:TaskDef) -> list[str]:
+
+def _judge_questions(td: TaskDef) -> list[str]:
     "The literal questions of `judge.text_yesno(text, question)` calls in a test function's body."
     tree = ast.parse(td.file.read_text())
     fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == td.uid.split(':', 1)[1])
-    return [c.args[1].value for c in ast.walk(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
-            and c.func.attr == 'text_yesno' and len(c.args) > 1 and isinstance(c.args[1], ast.Constant)]
+    return [
+        c.args[1].value
+        for c in ast.walk(fn)
+        if isinstance(c, ast.Call)
+        and isinstance(c.func, ast.Attribute)
+        and c.func.attr == 'text_yesno'
+        and len(c.args) > 1
+        and isinstance(c.args[1], ast.Constant)
+    ]
 
-def to_task(td:TaskDef, d:Path, releases:dict) -> Task:
+
+def to_task(td: TaskDef, d: Path, releases: dict) -> Task:
     "Our `Task` from one definition; problems name the file, function and field."
     cfg, uid = td.config, td.uid
+
     def bad(field, msg):
         return TaskFileError([TaskProblem(file=str(td.file), line=td.line, uid=uid, field=field, message=msg)])
+
     for f in ('scenario', 'query'):
-        if not isinstance(cfg.get(f), str) or not cfg[f].strip(): raise bad(f, f'missing or empty {f!r}')
-    try: scen = _scenario_file(d, cfg['scenario'])
-    except FileNotFoundError as e: raise bad('scenario', f'no scenario file {e}') from None
+        if not isinstance(cfg.get(f), str) or not cfg[f].strip():
+            raise bad(f, f'missing or empty {f!r}')
+    try:
+        scen = _scenario_file(d, cfg['scenario'])
+    except FileNotFoundError as e:
+        raise bad('scenario', f'no scenario file {e}') from None
     dom = scenario_domain(cfg['scenario'], d)
     direct = [t['name'] for t in scen.get('tools') or [] if isinstance(t, dict) and t.get('direct_response')]
     if direct:  # their agent loop shows these tools' text to the user itself; ours passes every result to the agent
-        raise bad('scenario', f'scenario {cfg["scenario"]}: tools {direct} answer the user directly '
-                              '(direct_response), which our episode engine does not do')
+        raise bad(
+            'scenario',
+            f'scenario {cfg["scenario"]}: tools {direct} answer the user directly '
+            '(direct_response), which our episode engine does not do',
+        )
     init = _merge(scen.get('world_state') or {}, cfg.get('init') or {})
     unknown = sorted(set(init) - set(dom.servers))
-    if unknown: raise bad('init', f'servers {unknown} are not in scenario {cfg["scenario"]} ({sorted(dom.servers)})')
+    if unknown:
+        raise bad('init', f'servers {unknown} are not in scenario {cfg["scenario"]} ({sorted(dom.servers)})')
     rows, golden, rubric = {}, [], []
     for server, conf in (cfg.get('init') or {}).items():
-        if not isinstance(conf, dict): raise bad(f'init.{server}', 'expected a mapping')
+        if not isinstance(conf, dict):
+            raise bad(f'init.{server}', 'expected a mapping')
     for server, conf in init.items():
         if not dom.servers[server].sandbox:  # a module server: its init config, key by key (see `_config_rows`)
-            for t, v in conf.items(): rows[t] = _config_rows(v)
+            for t, v in conf.items():
+                rows[t] = _config_rows(v)
             continue
         for t, rs in (conf.get('data_patch') or {}).items():
-            if not isinstance(rs, list): raise bad(f'init.{server}.data_patch.{t}', 'expected a list of rows')
+            if not isinstance(rs, list):
+                raise bad(f'init.{server}.data_patch.{t}', 'expected a list of rows')
             rows[t] = rows.get(t, []) + rs
         calls = (conf.get('golden_test_case') or {}).get('tool_interactions') or []
         for i, c in enumerate(calls):
             if not isinstance(c, dict) or not isinstance(c.get('tool'), str):
                 raise bad(f'init.{server}.golden_test_case.tool_interactions[{i}]', 'needs a `tool` name')
             golden.append(ToolCallSpec(name=c['tool'], arguments=c.get('parameters') or {}))
-        for q in conf.get('rubrics_yesno') or []: rubric.append(RubricItem(question=str(q)))
+        for q in conf.get('rubrics_yesno') or []:
+            rubric.append(RubricItem(question=str(q)))
     rel = releases.get(uid)
     if any(not dom.servers[s].sandbox for s in init):  # graded by the test function's own asserts (see `their_checks`)
         fname = uid.split(':', 1)[1]
         had = dom.checks.get(uid)
         if had and Path(had[0]).resolve() != td.file.resolve():
-            raise bad(None, f'{uid} is already loaded from {had[0]}: two modules with one file name cannot both be '
-                            'graded in one process (a uid names the file, not its folder); rename one')
+            raise bad(
+                None,
+                f'{uid} is already loaded from {had[0]}: two modules with one file name cannot both be '
+                'graded in one process (a uid names the file, not its folder); rename one',
+            )
         ns = task_module(td.file)  # imported once, here: a module that fails to import is a load error
-        if not callable(ns.get(fname)): raise bad(None, f'importing {td.file.name} defines no function {fname}')
+        if not callable(ns.get(fname)):
+            raise bad(None, f'importing {td.file.name} defines no function {fname}')
         dom.checks[uid] = (td.file, fname)
         dom.check_functions[uid] = ns[fname]
         rubric += [RubricItem(question=q) for q in _judge_questions(td)]
-    task = Task(uid=uid, domain=dom.name, family=td.file.stem, split='bench' if rel else 'train',
-                held_out_family=bool(rel), query=cfg['query'].strip(),
-                user=UserSpec(context=str(cfg.get('user_context') or '')), init=rows, golden=golden, rubric=rubric,
-                limits=tb_limits(), tags=['thinkingbox'] + ([f'evaluation-only:{rel}'] if rel else []))
-    problems = [(f'init.{t}[{i}]' + (f'.{f}' if f else ''), m) for t, rs in rows.items() for i, r in enumerate(rs)
-                for f, m in dom.check_row(t, r)]
-    problems += [(f'golden[{i}]' + (f'.{f}' if f else ''), m) for i, c in enumerate(golden)
-                 for f, m in dom.check_call(c.name, c.arguments)]
+    task = Task(
+        uid=uid,
+        domain=dom.name,
+        family=td.file.stem,
+        split='bench' if rel else 'train',
+        held_out_family=bool(rel),
+        query=cfg['query'].strip(),
+        user=UserSpec(context=str(cfg.get('user_context') or '')),
+        init=rows,
+        golden=golden,
+        rubric=rubric,
+        limits=tb_limits(),
+        tags=['thinkingbox'] + ([f'evaluation-only:{rel}'] if rel else []),
+    )
+    problems = [
+        (f'init.{t}[{i}]' + (f'.{f}' if f else ''), m)
+        for t, rs in rows.items()
+        for i, r in enumerate(rs)
+        for f, m in dom.check_row(t, r)
+    ]
+    problems += [
+        (f'golden[{i}]' + (f'.{f}' if f else ''), m)
+        for i, c in enumerate(golden)
+        for f, m in dom.check_call(c.name, c.arguments)
+    ]
     if problems:
-        raise TaskFileError([TaskProblem(file=str(td.file), line=td.line, uid=uid, field=f, message=m)
-                             for f, m in problems])
+        raise TaskFileError(
+            [TaskProblem(file=str(td.file), line=td.line, uid=uid, field=f, message=m) for f, m in problems]
+        )
     return task
 
 # %% ../nbs/13_thinkingbox.ipynb #c019
-def source_file(source, # a test list (.yaml), a task module (.py), a release name, or 'all'
-                data=None) -> Path|None:
+def source_file(
+    source,  # a test list (.yaml), a task module (.py), a release name, or 'all'
+    data=None,
+) -> Path | None:
     """The file `source` names, found as the loader finds it: a release's test list in the checkout, a module by its
     path or else by its name under `dataset/test_case`; None for 'all'. A `TaskFileError` naming it when there is
     none."""
     d, src = data_dir(data), str(source)
-    if src == 'all': return None
-    if src in RELEASES: return d/RELEASES[src]
+    if src == 'all':
+        return None
+    if src in RELEASES:
+        return d / RELEASES[src]
     p = Path(src)
     if p.suffix == '.py':
-        if p.exists(): return p.resolve()
-        if p.name in _all_modules(d): return _module_named(d, p.name, src).resolve()
+        if p.exists():
+            return p.resolve()
+        if p.name in _all_modules(d):
+            return _module_named(d, p.name, src).resolve()
         raise TaskFileError([TaskProblem(file=src, line=0, message='no such task module')])
     if p.suffix in ('.yaml', '.yml'):
-        if not p.exists(): raise TaskFileError([TaskProblem(file=src, line=0, message='no such test list')])
+        if not p.exists():
+            raise TaskFileError([TaskProblem(file=src, line=0, message='no such test list')])
         return p.resolve()
     msg = f'expected a test list (.yaml), a task module (.py), a release name ({", ".join(RELEASES)}) or all'
     raise TaskFileError([TaskProblem(file=src, line=0, message=msg)])
 
-def load_thinkingbox(source, # a test list (.yaml), a task module (.py), a release name, or 'all' (every module)
-                     data=None, # the thinkingbox-data checkout (default $THINKINGBOX_DATA)
-                    ) -> list[Task]:
+
+def load_thinkingbox(
+    source,  # a test list (.yaml), a task module (.py), a release name, or 'all' (every module)
+    data=None,  # the thinkingbox-data checkout (default $THINKINGBOX_DATA)
+) -> list[Task]:
     "Tasks of the ThinkingBox format as our `Task`s; every problem is reported, and nothing loads if any."
     d = data_dir(data)
     import_servers(d)
     releases = release_uids(d)
     p = source_file(source, d)
-    if p is None: wanted, files = None, [f for ps in _all_modules(d).values() for f in ps]
-    elif p.suffix == '.py': wanted, files = None, [p]
+    if p is None:
+        wanted, files = None, [f for ps in _all_modules(d).values() for f in ps]
+    elif p.suffix == '.py':
+        wanted, files = None, [p]
     else:
         wanted, files, lost = read_test_list(p), [], []
         for n in sorted({u.split(':', 1)[0] for u in wanted}):
-            try: files.append(_module_named(d, n, p))
-            except TaskFileError as e: lost += e.problems
-        if lost: raise TaskFileError(lost)
+            try:
+                files.append(_module_named(d, n, p))
+            except TaskFileError as e:
+                lost += e.problems
+        if lost:
+            raise TaskFileError(lost)
     defs, problems = {}, []
     only = None if wanted is None else {}
-    for u in wanted or []: only.setdefault(u.split(':', 1)[0], set()).add(u.split(':', 1)[1])
+    for u in wanted or []:
+        only.setdefault(u.split(':', 1)[0], set()).add(u.split(':', 1)[1])
     for f in files:
         try:
             for td in read_task_module(f, None if only is None else only.get(f.name, set())):
                 if td.uid in defs:  # 'all': two modules of one name define the same uid
-                    problems.append(TaskProblem(file=str(f), line=td.line, uid=td.uid, message=(
-                        f'{defs[td.uid].file} defines the same uid: two modules share the file name {f.name}, '
-                        'which a uid cannot tell apart; rename one')))
+                    problems.append(
+                        TaskProblem(
+                            file=str(f),
+                            line=td.line,
+                            uid=td.uid,
+                            message=(
+                                f'{defs[td.uid].file} defines the same uid: two modules share the file name {f.name}, '
+                                'which a uid cannot tell apart; rename one'
+                            ),
+                        )
+                    )
                 defs[td.uid] = td
-        except TaskFileError as e: problems += e.problems
+        except TaskFileError as e:
+            problems += e.problems
     order = wanted if wanted is not None else list(defs)
     tasks = []
     for u in order:
         if u not in defs:
             fname, fn = u.split(':', 1)
-            problems.append(TaskProblem(file=str(p or source), line=0, uid=u,
-                                        message=f'no test function {fn} in {fname}'))
+            problems.append(
+                TaskProblem(file=str(p or source), line=0, uid=u, message=f'no test function {fn} in {fname}')
+            )
             continue
-        try: tasks.append(to_task(defs[u], d, releases))
-        except TaskFileError as e: problems += e.problems
-    if problems: raise TaskFileError(problems)
+        try:
+            tasks.append(to_task(defs[u], d, releases))
+        except TaskFileError as e:
+            problems += e.problems
+    if problems:
+        raise TaskFileError(problems)
     return tasks
 
 # %% ../nbs/13_thinkingbox.ipynb #c021
 _LOOPS = threading.local()
 
+
 def _run(coro):
     "Run a coroutine of their package to completion on this thread's loop (under a running loop, a helper thread's)."
-    try: asyncio.get_running_loop()
-    except RuntimeError: pass
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
     else:
         import concurrent.futures
-        with concurrent.futures.ThreadPoolExecutor(1) as ex: return ex.submit(_run, coro).result()
+
+        with concurrent.futures.ThreadPoolExecutor(1) as ex:
+            return ex.submit(_run, coro).result()
     loop = getattr(_LOOPS, 'loop', None)
-    if loop is None: loop = _LOOPS.loop = asyncio.new_event_loop()
+    if loop is None:
+        loop = _LOOPS.loop = asyncio.new_event_loop()
     return loop.run_until_complete(coro)
+
 
 @dataclass
 class Server:
     "One MCP server of a scenario, as their server package defines it."
+
     name: str
-    module: str                 # the python module servers.yaml runs
-    sandbox: bool               # a SandboxToolsSystem backend (graded by its stable-state hash)
+    module: str  # the python module servers.yaml runs
+    sandbox: bool  # a SandboxToolsSystem backend (graded by its stable-state hash)
     toolsets: list = field(default_factory=list)
 
-def _recorder(m) -> _Recorder|None:
+
+def _recorder(m) -> _Recorder | None:
     "The stand-in FastMCP a module server built (their modules call it `mcp` or `app`)."
     return next((v for v in vars(m).values() if isinstance(v, _Recorder) and '__reserved__init' in v.tools), None)
 
-@lru_cache(maxsize=None)
-def _server_module(module:str):
-    with _mcp_v1_names(): return importlib.import_module(module)
 
-def load_server(name:str, module:str) -> Server:
+@lru_cache(maxsize=None)
+def _server_module(module: str):
+    with _mcp_v1_names():
+        return importlib.import_module(module)
+
+
+def load_server(name: str, module: str) -> Server:
     "Import a server module (its tools register against the stand-in) and read its toolsets."
     m = _server_module(module)
     system = getattr(m, 'sandbox_system', None)
@@ -457,65 +656,83 @@ def load_server(name:str, module:str) -> Server:
         return Server(name, module, False)
     return Server(name, module, True, list(system.toolsets))
 
-def fresh_module(module:str):
+
+def fresh_module(module: str):
     "A new instance of a module server (its own globals: its database, its tool functions): no process, a few ms."
     spec = importlib.util.find_spec(module)
     m = importlib.util.module_from_spec(spec)
-    with _mcp_v1_names(): spec.loader.exec_module(m)
+    with _mcp_v1_names():
+        spec.loader.exec_module(m)
     return m
 
 # %% ../nbs/13_thinkingbox.ipynb #c021c
-def refused_arguments_text(framework:str, name:str, error:Exception) -> str:
+def refused_arguments_text(framework: str, name: str, error: Exception) -> str:
     "What a module server answers for arguments its framework refuses (`framework`: 'fastmcp' or 'mcp1')."
     return str(error) if framework == 'fastmcp' else f'Error executing tool {name}: {error}'
 
-def result_text(framework:str, result) -> str:
+
+def result_text(framework: str, result) -> str:
     "A module server's result as the text its framework sends: text as is, anything else as JSON."
     import pydantic_core
-    if isinstance(result, str): return result
-    if framework == 'fastmcp': return pydantic_core.to_json(result, fallback=str).decode()
+
+    if isinstance(result, str):
+        return result
+    if framework == 'fastmcp':
+        return pydantic_core.to_json(result, fallback=str).decode()
     return pydantic_core.to_json(result, fallback=str, indent=2).decode()
+
 
 _ARG_CHECKS: dict = {}
 
+
 class ModuleBackend:
     "One episode's instance of a FastMCP-module server: its tools are the module's functions, its state the effects."
-    def __init__(self, module:str):
+
+    def __init__(self, module: str):
         self.module = fresh_module(module)
         self.server = _recorder(self.module)
         self.framework = self.server.framework
         self.tools = {n: fd for n, fd in self.server.tools.items() if not n.startswith('__reserved__')}
         self._tool_map, self._adapters = self.tools, {}
-    def init(self, config:dict): return _run(self.server.tools['__reserved__init'][0](deepcopy(config)))
 
-    def call(self, name:str, arguments:dict) -> str:
+    def init(self, config: dict):
+        return _run(self.server.tools['__reserved__init'][0](deepcopy(config)))
+
+    def call(self, name: str, arguments: dict) -> str:
         "The text their server answers: arguments validated as its framework does, then the function's own answer."
         from pydantic import TypeAdapter, ValidationError
+
         fn = self.tools[name][0]
         try:
             if self.framework == 'fastmcp':  # a TypeAdapter over the function validates and calls it
-                if name not in self._adapters: self._adapters[name] = TypeAdapter(fn)
+                if name not in self._adapters:
+                    self._adapters[name] = TypeAdapter(fn)
                 coro = self._adapters[name].validate_python(arguments)
             else:  # mcp 1.x: a model of the function's arguments (mcp 2.x keeps that machinery), then the call
                 key = (self.module.__name__, name)
                 if key not in _ARG_CHECKS:
                     from mcp.server.mcpserver.tools.base import Tool as MCPTool
+
                     _ARG_CHECKS[key] = MCPTool.from_function(fn, name=name).fn_metadata
                 coro = fn(**_ARG_CHECKS[key].validate_arguments(arguments))
-        except ValidationError as e: return refused_arguments_text(self.framework, name, e)
+        except ValidationError as e:
+            return refused_arguments_text(self.framework, name, e)
         return result_text(self.framework, _run(coro))
 
     def effects(self) -> dict:
         "What their `__reserved__geteffects` reports (a JSON text from some servers, an object from others)."
         from pydantic_core import to_jsonable_python
+
         out = _run(self.server.tools['__reserved__geteffects'][0]())
         return to_jsonable_python(json.loads(out) if isinstance(out, str) else out)
 
 # %% ../nbs/13_thinkingbox.ipynb #c022
 class ScenarioDomain:
     "A ThinkingBox scenario as a domain: its policy text, its servers' tools, a fresh in-memory backend per episode."
+
     kind = 'thinkingbox'
-    def __init__(self, name:str, scenario:dict, servers:dict[str, Server], data:Path):
+
+    def __init__(self, name: str, scenario: dict, servers: dict[str, Server], data: Path):
         self.name, self.data, self.servers = name, data, servers
         self.policy = scenario.get('bot_instructions') or ''
         self.visible = [t['name'] for t in scenario.get('tools') or []]  # the tools the agent is shown, in order
@@ -527,14 +744,17 @@ class ScenarioDomain:
         self.check_functions: dict = {}  # task uid -> that function, of the module imported once when it loaded
         probe = self._system_set()
         self._tool_server = {n: s for s, sys_ in probe.items() for n in sys_._tool_map}
-        self._tables = {stem: s for s, sys_ in probe.items() if servers[s].sandbox
-                        for stem in sys_.db._model_cls_to_stem.values()}
+        self._tables = {
+            stem: s for s, sys_ in probe.items() if servers[s].sandbox for stem in sys_.db._model_cls_to_stem.values()
+        }
         self._tables.update({t: s for s in servers if not servers[s].sandbox for t in (ws.get(s) or {})})
         missing = [t for t in self.visible if t not in self._tool_server]
-        if missing: raise ValueError(f'scenario {name}: tools {missing} are not served by {sorted(servers)}')
+        if missing:
+            raise ValueError(f'scenario {name}: tools {missing} are not served by {sorted(servers)}')
         self._tool_objs = {n: t for sys_ in probe.values() for n, t in sys_._tool_map.items()}
         specs = {t['name']: t for s in probe.values() if not isinstance(s, ModuleBackend) for t in s.list_tools()}
         from mcp.server.mcpserver.tools.base import Tool as MCPTool
+
         for s in probe.values():
             if isinstance(s, ModuleBackend):  # their tool functions' own signatures make the schemas, as fastmcp would
                 for n, (fn, desc) in s.tools.items():
@@ -547,165 +767,236 @@ class ScenarioDomain:
     def _system_set(self) -> dict:
         "A fresh SandboxToolsSystem per server: their own constructor, so every episode starts as theirs does."
         from tb_business_ops_servers_202606 import SandboxToolsSystem
-        return {s.name: SandboxToolsSystem(toolsets=s.toolsets) if s.sandbox else ModuleBackend(s.module)
-                for s in self.servers.values()}
 
-    def __repr__(self): return f'ScenarioDomain({self.name!r}: {len(self.tools)} tools, {len(self.sources)} sources)'
+        return {
+            s.name: SandboxToolsSystem(toolsets=s.toolsets) if s.sandbox else ModuleBackend(s.module)
+            for s in self.servers.values()
+        }
+
+    def __repr__(self):
+        return f'ScenarioDomain({self.name!r}: {len(self.tools)} tools, {len(self.sources)} sources)'
 
 # %% ../nbs/13_thinkingbox.ipynb #c023
 from pydantic import ValidationError
 
-def _check_call(self:ScenarioDomain, name:str, arguments:dict) -> list[tuple]:
+
+def _check_call(self: ScenarioDomain, name: str, arguments: dict) -> list[tuple]:
     "Problems of one call as (field, message): a tool the scenario does not show, or arguments its model refuses."
-    if name not in self.specs: return [('name', f'unknown tool {name!r} in scenario {self.name}')]
+    if name not in self.specs:
+        return [('name', f'unknown tool {name!r} in scenario {self.name}')]
     tool = self._tool_objs[name]
-    if isinstance(tool, tuple): return []  # a module server's function: its arguments are checked when it is called
-    try: tool.request_model.model_validate(arguments)
+    if isinstance(tool, tuple):
+        return []  # a module server's function: its arguments are checked when it is called
+    try:
+        tool.request_model.model_validate(arguments)
     except ValidationError as e:
-        return [('arguments.' + '.'.join(str(x) for x in err['loc']), f"{name}: {err['msg']}") for err in e.errors()]
+        return [('arguments.' + '.'.join(str(x) for x in err['loc']), f'{name}: {err["msg"]}') for err in e.errors()]
     return []
+
+
 ScenarioDomain.check_call = _check_call
 
-def _check_row(self:ScenarioDomain, table:str, row:dict, new=None) -> list[tuple]:
+
+def _check_row(self: ScenarioDomain, table: str, row: dict, new=None) -> list[tuple]:
     "Problems of a data-patch row: an unknown table (the rows themselves are validated by their models on patching)."
-    if table not in self._tables: return [(None, f'unknown table {table!r} in scenario {self.name}')]
-    if not isinstance(row, dict): return [(None, 'a row is a mapping')]
+    if table not in self._tables:
+        return [(None, f'unknown table {table!r} in scenario {self.name}')]
+    if not isinstance(row, dict):
+        return [(None, 'a row is a mapping')]
     return []
+
+
 ScenarioDomain.check_row = _check_row
 
 # %% ../nbs/13_thinkingbox.ipynb #c024
-def scenario_domain(name:str, data=None) -> ScenarioDomain:
+def scenario_domain(name: str, data=None) -> ScenarioDomain:
     "The registered domain of scenario `name`, built on first use."
     dom = DOMAINS.get(name)
-    if isinstance(dom, ScenarioDomain): return dom
-    if dom is not None: raise ValueError(f'scenario {name!r} clashes with a registered domain of that name')
+    if isinstance(dom, ScenarioDomain):
+        return dom
+    if dom is not None:
+        raise ValueError(f'scenario {name!r} clashes with a registered domain of that name')
     d = data_dir(data)
     modules = import_servers(d)
     scen = _scenario_file(d, name)
     servers = {}
-    for s in (scen.get('world_state') or {}):
-        if s not in modules: raise ValueError(f'scenario {name}: server {s!r} is not in {d}/servers/servers.yaml')
+    for s in scen.get('world_state') or {}:
+        if s not in modules:
+            raise ValueError(f'scenario {name}: server {s!r} is not in {d}/servers/servers.yaml')
         servers[s] = load_server(s, modules[s])
     return ScenarioDomain(name, scen, servers, d)
 
-def _check_init(self:ScenarioDomain, init:dict, customer=None) -> list[tuple]:
+
+def _check_init(self: ScenarioDomain, init: dict, customer=None) -> list[tuple]:
     "Whole-patch problems (none beyond the rows': their models validate rows when an episode patches them)."
     return []
+
+
 ScenarioDomain.check_init = _check_init
 
 # %% ../nbs/13_thinkingbox.ipynb #c026
 _TOKEN = re.compile(r'[a-z0-9]+')
-def _tokens(s:str) -> list[str]: return _TOKEN.findall(s.lower())
+
+
+def _tokens(s: str) -> list[str]:
+    return _TOKEN.findall(s.lower())
+
 
 class KnowledgeBase:
     "In-process search over a scenario's `sources` (BM25+ over each snippet), in place of their Typesense index."
-    def __init__(self, sources:list):
+
+    def __init__(self, sources: list):
         from rank_bm25 import BM25Plus  # Okapi's idf is 0 for a word in half the documents: small corpora need Plus
+
         self.docs = [(s['name'], text) for s in sources for text in s.get('snippets') or []]
         self.words = [set(_tokens(t)) for _, t in self.docs]
         self.bm25 = BM25Plus([_tokens(t) or ['<empty>'] for _, t in self.docs]) if self.docs else None
         self.allowed: list = []
 
-    def search(self, query:str, n:int=10) -> list[dict]:
+    def search(self, query: str, n: int = 10) -> list[dict]:
         "The best `n` snippets for `query`, at most one per source, best first (ties keep the sources' order)."
-        if self.bm25 is None: return []
+        if self.bm25 is None:
+            return []
         q = _tokens(query)
         scores = self.bm25.get_scores(q)
         best = {}
         for i in sorted(range(len(self.docs)), key=lambda i: -scores[i]):
             src, text = self.docs[i]
-            if self.allowed and src not in self.allowed: continue
+            if self.allowed and src not in self.allowed:
+                continue
             if src not in best and self.words[i] & set(q):
                 best[src] = {'source': src, 'score': float(scores[i]), 'text': text}
         return list(best.values())[:n]
 
     # the two methods their search tools call on a Typesense index
-    def set_allowed_search_sources(self, allowed:list): self.allowed = list(allowed)
-    def universal_search_with_full_text(self, query:str, keywords:list=None) -> list[dict]: return self.search(query)
+    def set_allowed_search_sources(self, allowed: list):
+        self.allowed = list(allowed)
+
+    def universal_search_with_full_text(self, query: str, keywords: list = None) -> list[dict]:
+        return self.search(query)
 
 # %% ../nbs/13_thinkingbox.ipynb #c028
 CONFIG_VALUE = '(value)'  # a module server's init value that is not a list of rows, kept as one row
+
 
 def _config_rows(v) -> list[dict]:
     "A module server's init value as `Task.init` rows: a list of mappings as is, anything else wrapped."
     return v if isinstance(v, list) and all(isinstance(r, dict) for r in v) else [{CONFIG_VALUE: v}]
 
-def _config_value(rows:list, data:Path):
+
+def _config_value(rows: list, data: Path):
     "The init value back from its rows; `$THINKINGBOX_DATA` in a file path (airline's data) is the checkout."
     v = rows[0][CONFIG_VALUE] if len(rows) == 1 and set(rows[0]) == {CONFIG_VALUE} else rows
-    if isinstance(v, str): v = v.replace('${' + ENV + '}', str(data)).replace('$' + ENV, str(data))
+    if isinstance(v, str):
+        v = v.replace('${' + ENV + '}', str(data)).replace('$' + ENV, str(data))
     return v
 
-def _initial_rows(self:ScenarioDomain) -> dict:
+
+def _initial_rows(self: ScenarioDomain) -> dict:
     "The scenario's own initial state as `Task.init` rows (an episode without a task starts there)."
     rows = {}
     for s, conf in self.world_state.items():
-        if not isinstance(conf, dict): continue
+        if not isinstance(conf, dict):
+            continue
         if self.servers[s].sandbox:
-            for t, rs in (conf.get('data_patch') or {}).items(): rows[t] = rows.get(t, []) + list(rs)
-        else: rows.update({t: _config_rows(v) for t, v in conf.items()})
+            for t, rs in (conf.get('data_patch') or {}).items():
+                rows[t] = rows.get(t, []) + list(rs)
+        else:
+            rows.update({t: _config_rows(v) for t, v in conf.items()})
     return rows
+
+
 ScenarioDomain.initial_rows = _initial_rows
+
 
 class ScenarioEpisode:
     "One episode's backend: fresh SandboxToolsSystems patched with the task's rows; the `EpisodeDB` interface."
-    def __init__(self, dom:ScenarioDomain, task:Task|None):
+
+    def __init__(self, dom: ScenarioDomain, task: Task | None):
         self.dom, self.task_uid = dom, task.uid if task else None
         self.systems = dom._system_set()
         kb = dom.knowledge_base
         for sys_ in self.systems.values():
             for t in sys_._tool_map.values():
-                if hasattr(t, '_get_typesense_client'): t._get_typesense_client = lambda kb=kb: kb
+                if hasattr(t, '_get_typesense_client'):
+                    t._get_typesense_client = lambda kb=kb: kb
         configs = {}
         for t, rows in (task.init if task else dom.initial_rows()).items():
             s = dom._tables[t]
-            if isinstance(self.systems[s], ModuleBackend): configs.setdefault(s, {})[t] = _config_value(rows, dom.data)
-            elif rows: self.systems[s].apply_data_patch({t: rows})
+            if isinstance(self.systems[s], ModuleBackend):
+                configs.setdefault(s, {})[t] = _config_value(rows, dom.data)
+            elif rows:
+                self.systems[s].apply_data_patch({t: rows})
         for s, sys_ in self.systems.items():
-            if isinstance(sys_, ModuleBackend): sys_.init(configs.get(s, {}))
+            if isinstance(sys_, ModuleBackend):
+                sys_.init(configs.get(s, {}))
 
-    def _server(self, name:str):
+    def _server(self, name: str):
         server = self.dom._tool_server.get(name)
-        if server is None or name not in self.dom.specs: raise ToolError(f'unknown tool {name!r}')
+        if server is None or name not in self.dom.specs:
+            raise ToolError(f'unknown tool {name!r}')
         return self.systems[server]
 
-    def call(self, name:str, arguments:dict):
+    def call(self, name: str, arguments: dict):
         "Call their tool strictly (the golden replay): its result, or a `ToolError` with their message."
         from tb_business_ops_servers_202606 import SandboxToolsSystemError
-        sys_ = self._server(name)
-        if isinstance(sys_, ModuleBackend): return sys_.call(name, arguments)  # refusals are its own text
-        try: return _run(sys_.call_tool(name, arguments))
-        except SandboxToolsSystemError as e: raise ToolError(str(e)) from None
 
-    def run_tool(self, name:str, arguments:dict) -> str:
+        sys_ = self._server(name)
+        if isinstance(sys_, ModuleBackend):
+            return sys_.call(name, arguments)  # refusals are its own text
+        try:
+            return _run(sys_.call_tool(name, arguments))
+        except SandboxToolsSystemError as e:
+            raise ToolError(str(e)) from None
+
+    def run_tool(self, name: str, arguments: dict) -> str:
         "The agent's call: the text their server answers, a refusal included (their sandbox servers' JSON shape)."
-        try: out = self.call(name, arguments)
+        try:
+            out = self.call(name, arguments)
         except ToolError as e:
-            if name not in self.dom.specs: raise
+            if name not in self.dom.specs:
+                raise
             return json.dumps({'error': str(e), 'tool': name})
         return out if isinstance(out, str) else json.dumps(out)
 
     def snapshot(self) -> dict:
         "Per server: their stable state and its SHA-256 (computed by their package), or a module server's effects."
         from tb_business_ops_servers_202606.utils.db_utils import get_stable_database_state, calculate_database_hash
-        out = {s: {'state': get_stable_database_state(sys_.db), 'sha256': calculate_database_hash(sys_.db)}
-               for s, sys_ in self.systems.items() if not isinstance(sys_, ModuleBackend)}
+
+        out = {
+            s: {'state': get_stable_database_state(sys_.db), 'sha256': calculate_database_hash(sys_.db)}
+            for s, sys_ in self.systems.items()
+            if not isinstance(sys_, ModuleBackend)
+        }
         effects = {s: sys_.effects() for s, sys_ in self.systems.items() if isinstance(sys_, ModuleBackend)}
-        if effects: out['(their checks)'] = their_checks(self.dom, self.task_uid, effects)
+        if effects:
+            out['(their checks)'] = their_checks(self.dom, self.task_uid, effects)
         return out
 
-    def close(self): self.systems = {}
-    def __enter__(self): return self
-    def __exit__(self, *a): self.close()
+    def close(self):
+        self.systems = {}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()
+
 
 @cached_property
-def _knowledge_base(self:ScenarioDomain) -> KnowledgeBase: return KnowledgeBase(self.sources)
+def _knowledge_base(self: ScenarioDomain) -> KnowledgeBase:
+    return KnowledgeBase(self.sources)
+
+
 ScenarioDomain.knowledge_base = _knowledge_base
 _knowledge_base.__set_name__(ScenarioDomain, 'knowledge_base')
 
-def _provision(self:ScenarioDomain, task:Task|None=None) -> ScenarioEpisode:
+
+def _provision(self: ScenarioDomain, task: Task | None = None) -> ScenarioEpisode:
     "A fresh backend for one episode of `task` (no process: their systems live in this one)."
     return ScenarioEpisode(self, task)
+
+
 ScenarioDomain.provision = _provision
 
 # %% ../nbs/13_thinkingbox.ipynb #c030
@@ -713,75 +1004,104 @@ ScenarioDomain.provision = _provision
 class _Initial:
     initial: dict
 
-def _template(self:ScenarioDomain, task:Task|None=None) -> _Initial:
+
+def _template(self: ScenarioDomain, task: Task | None = None) -> _Initial:
     "What the grader reads as a task's initial state (their hash needs no baseline: kept for the interface)."
     return _Initial({})
+
+
 ScenarioDomain.template = _template
 
 HASH_TABLE = '(state sha256)'
 
-def _canonical(self:ScenarioDomain, raw:dict, initial:dict=None) -> dict:
+
+def _canonical(self: ScenarioDomain, raw: dict, initial: dict = None) -> dict:
     "{table: {key: row}} of their stable state (rows keyed by id), and their hash per server as one more table."
     raw = dict(raw)
     checks = raw.pop('(their checks)', None)
     out = {HASH_TABLE: {s: {'sha256': v['sha256']} for s, v in raw.items()}} if raw else {}
-    if checks is not None: out['(their checks)'] = checks
+    if checks is not None:
+        out['(their checks)'] = checks
     for v in raw.values():
         for t, rows in v['state'].items():
             ids = [r.get('id') for r in rows]
             unique = None not in ids and len(set(map(str, ids))) == len(ids)
             out[t] = {(str(r['id']) if unique else f'#{i}'): r for i, r in enumerate(rows)}
     return out
+
+
 ScenarioDomain.canonical = _canonical
+
 
 class _Judged:
     "The `judge` their test functions call: its questions are our rubric items (our judge asks them), so yes here."
-    def text_yesno(self, text, question): return True
 
-def their_checks(dom:ScenarioDomain, uid:str|None, effects:dict) -> dict:
+    def text_yesno(self, text, question):
+        return True
+
+
+def their_checks(dom: ScenarioDomain, uid: str | None, effects: dict) -> dict:
     "Run a task's own test function on the episode's effects: {uid: {'passed': ...}}, and the failed assert's text."
-    if uid is None or uid not in dom.checks: return {}
+    if uid is None or uid not in dom.checks:
+        return {}
     path, fname = dom.checks[uid]
     x = types.SimpleNamespace(effects=effects, response='')
-    try: dom.check_functions[uid](x, _Judged())  # the module was imported once, when the task loaded
+    try:
+        dom.check_functions[uid](x, _Judged())  # the module was imported once, when the task loaded
     except AssertionError as e:
         import traceback
+
         line = traceback.extract_tb(e.__traceback__)[-1]
         where = {'at': f'{path.name}:{line.lineno}', 'assert': (line.line or '')[:300]}
-        if str(e): where['message'] = str(e)[:300]  # the assert's own message, when it has one
+        if str(e):
+            where['message'] = str(e)[:300]  # the assert's own message, when it has one
         return {uid: {'passed': False}, 'failed assert': where}
     return {uid: {'passed': True}}
 
+
 _EXPECTED: dict = {}
 
-def _expected_state(self:ScenarioDomain, task:Task) -> dict:
+
+def _expected_state(self: ScenarioDomain, task: Task) -> dict:
     "Every assert holds, for a task graded by its own asserts; else the state of its golden calls, replayed strictly."
     from thinkingbox_training.backend import canonical_state
     from thinkingbox_training.grader import DefectiveTask, _content_key
-    if task.uid in self.checks: return {'(their checks)': {task.uid: {'passed': True}}}
+
+    if task.uid in self.checks:
+        return {'(their checks)': {task.uid: {'passed': True}}}
     key = _content_key(task)
     if key not in _EXPECTED:
         with self.provision(task) as db:
             for i, c in enumerate(task.golden):
-                try: db.call(c.name, c.arguments)
+                try:
+                    db.call(c.name, c.arguments)
                 except ToolError as e:
                     raise DefectiveTask(f'task {task.uid}: golden[{i}] {c.name}({c.arguments}) fails: {e}') from None
             _EXPECTED[key] = canonical_state(self, db.snapshot(), self.template(task).initial)
     return _EXPECTED[key]
+
+
 ScenarioDomain.expected_state = _expected_state
 
 # %% ../nbs/13_thinkingbox.ipynb #c032
 from mcp.server.mcpserver.tools.base import Tool as MCPTool
 from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
 
+
 class _AnyArguments(ArgModelBase):
     "Arguments passed through as the agent wrote them: their tool validates them against its own model."
+
     model_config = ConfigDict(extra='allow', arbitrary_types_allowed=True)
-    def model_dump_one_level(self) -> dict: return dict(self.model_extra or {})
 
-async def _unbound(**kwargs): raise RuntimeError('unbound tool')
+    def model_dump_one_level(self) -> dict:
+        return dict(self.model_extra or {})
 
-def _mcp_tools(self:ScenarioDomain) -> dict:
+
+async def _unbound(**kwargs):
+    raise RuntimeError('unbound tool')
+
+
+def _mcp_tools(self: ScenarioDomain) -> dict:
     "MCP tool descriptions carrying their tools' own names, descriptions and input schemas (for `ToolSession`)."
     if '_mcp' not in self.__dict__:
         meta = FuncMetadata(arg_model=_AnyArguments)
@@ -791,97 +1111,131 @@ def _mcp_tools(self:ScenarioDomain) -> dict:
             if hasattr(t, 'request_model'):  # unlisted arguments are allowed unless told otherwise, as their models do
                 extra = t.request_model.model_config.get('extra')
                 params.setdefault('additionalProperties', extra in (None, 'ignore', 'allow'))
-            self._mcp[n] = MCPTool(fn=_unbound, name=n, description=s['description'] or '', parameters=params,
-                                   fn_metadata=meta, is_async=True)
+            self._mcp[n] = MCPTool(
+                fn=_unbound,
+                name=n,
+                description=s['description'] or '',
+                parameters=params,
+                fn_metadata=meta,
+                is_async=True,
+            )
     return self._mcp
+
+
 ScenarioDomain.mcp_tools = _mcp_tools
 
 # %% ../nbs/13_thinkingbox.ipynb #c034
 FLAWS = ('golden', 'drop_last', 'reorder', 'duplicate_first_write')
 _READ = re.compile(r'(^|_)(get|list|search|check|verify|lookup|find|calculate|think)(_|$)')
 
-def flawed_calls(calls:list, flaw:str) -> list:
+
+def flawed_calls(calls: list, flaw: str) -> list:
     "The golden path with one flaw: its last call dropped, its calls reversed, or its first non-read call made twice."
     calls = [dict(c) for c in calls]
-    if flaw == 'golden': return calls
-    if flaw == 'drop_last': return calls[:-1]
-    if flaw == 'reorder': return calls[::-1]
+    if flaw == 'golden':
+        return calls
+    if flaw == 'drop_last':
+        return calls[:-1]
+    if flaw == 'reorder':
+        return calls[::-1]
     if flaw == 'duplicate_first_write':
         i = next((i for i, c in enumerate(calls) if not _READ.search(c['name'])), None)
-        return calls if i is None else calls[:i + 1] + [calls[i]] + calls[i + 1:]
+        return calls if i is None else calls[: i + 1] + [calls[i]] + calls[i + 1 :]
     raise ValueError(f'unknown flaw {flaw!r} (known: {FLAWS})')
+
 
 from .policies import ScriptedPolicy
 
+
 class GoldenWithFlaws(ScriptedPolicy):
     "A scripted policy for ThinkingBox tasks: repetition r plays `flaws[r % len(flaws)]` (rotated per task if asked)."
-    def __init__(self, flaws=('golden', 'drop_last'), seed:int=0,
-                 rotate:bool=False): # start each task at a seeded place in `flaws`: a repetition mixes flaws
+
+    def __init__(
+        self, flaws=('golden', 'drop_last'), seed: int = 0, rotate: bool = False
+    ):  # start each task at a seeded place in `flaws`: a repetition mixes flaws
         super().__init__(seed=seed)
         bad = [f for f in flaws if f not in FLAWS]
-        if bad: raise ValueError(f'unknown flaws {bad} (known: {FLAWS})')
+        if bad:
+            raise ValueError(f'unknown flaws {bad} (known: {FLAWS})')
         self.flaws, self.rotate = tuple(flaws), rotate
         self.policy_id = 'golden-with-flaws' + ('-rotated' if rotate else '') + ':' + ','.join(flaws)
-    def flaw_of(self, task:Task, repetition:int) -> str:
+
+    def flaw_of(self, task: Task, repetition: int) -> str:
         import hashlib
+
         off = int(hashlib.sha256(f'{self.seed}/{task.uid}'.encode()).hexdigest(), 16) if self.rotate else 0
         return self.flaws[(repetition + off) % len(self.flaws)]
-    def plan(self, task:Task, repetition:int) -> list[dict]:
+
+    def plan(self, task: Task, repetition: int) -> list[dict]:
         golden = [{'name': c.name, 'arguments': c.arguments} for c in task.golden]
         return flawed_calls(golden, self.flaw_of(task, repetition))
 
 # %% ../nbs/13_thinkingbox.ipynb #c036
 _THEIR_GOLDEN: dict = {}
 
-def their_verdict(task:Task, calls:list) -> bool:
+
+def their_verdict(task: Task, calls: list) -> bool:
     "Their decision on `calls`, computed with their package alone: result hash == hash of their golden replay."
     from tb_business_ops_servers_202606.utils.db_utils import apply_golden_set_to_database, calculate_database_hash
+
     dom = DOMAINS[task.domain]
     if task.uid not in _THEIR_GOLDEN:  # their replay of the golden path (it logs and skips a call that errors)
         with dom.provision(task) as gold:
             golden = {'tool_interactions': [{'tool': c.name, 'parameters': c.arguments} for c in task.golden]}
-            for sys_ in gold.systems.values(): _run(apply_golden_set_to_database(sys_, golden))
+            for sys_ in gold.systems.values():
+                _run(apply_golden_set_to_database(sys_, golden))
             _THEIR_GOLDEN[task.uid] = {s: calculate_database_hash(sys_.db) for s, sys_ in gold.systems.items()}
     with dom.provision(task) as ours:
         for c in calls:
-            try: ours.call(c['name'], c['arguments'])
-            except ToolError: pass
+            try:
+                ours.call(c['name'], c['arguments'])
+            except ToolError:
+                pass
         return all(calculate_database_hash(sys_.db) == _THEIR_GOLDEN[task.uid][s] for s, sys_ in ours.systems.items())
 
 # %% ../nbs/13_thinkingbox.ipynb #c038
 from .cli import command
 
-def make_tb_policy(spec:str, sampling=None):
+
+def make_tb_policy(spec: str, sampling=None):
     "`golden-with-flaws[:F,F...]` (scripted, for these tasks), else any policy SPEC of `tbt evaluate`."
     if spec.startswith('golden-with-flaws'):
         flaws = spec.split(':', 1)[1].split(',') if ':' in spec else list(FLAWS)
         return GoldenWithFlaws(flaws, seed=(sampling.seed if sampling else 0), rotate=True)
     from thinkingbox_training.policies import make_policy
+
     return make_policy(spec, sampling)
 
+
 @command('thinkingbox-bench')
-def thinkingbox_bench(release:str='thinkingbox_bench_v1', # a release name, a test list (.yaml) or a task module (.py)
-                      policy:str='golden-with-flaws', # golden-with-flaws[:F,F] (scripted), or a SPEC of `tbt evaluate`
-                      k:int=20,                  # attempts per task
-                      out:str=None,              # campaign directory (default data/runs/thinkingbox-RELEASE)
-                      user:str='stand-in',       # simulated user: openai:MODEL (TBT_USER_BASE_URL), or stand-in
-                      judge:str='rule',          # rubric judge: openai:MODEL (TBT_JUDGE_BASE_URL); rule: refused
-                      judge_max_tokens:int=0,    # an LLM judge's budget, its reasoning included (0: 2048)
-                      data:str=None,             # the thinkingbox-data checkout (default $THINKINGBOX_DATA)
-                      temperature:float=1.0, max_tokens:int=4096, seed:int=0,
-                      concurrency:int=32,        # episodes live at once
-                      quiet:bool=False,
-                      rebuild_store:bool=False): # OUT lost attempts.sqlite: rebuild it from attempts.jsonl
+def thinkingbox_bench(
+    release: str = 'thinkingbox_bench_v1',  # a release name, a test list (.yaml) or a task module (.py)
+    policy: str = 'golden-with-flaws',  # golden-with-flaws[:F,F] (scripted), or a SPEC of `tbt evaluate`
+    k: int = 20,  # attempts per task
+    out: str = None,  # campaign directory (default data/runs/thinkingbox-RELEASE)
+    user: str = 'stand-in',  # simulated user: openai:MODEL (TBT_USER_BASE_URL), or stand-in
+    judge: str = 'rule',  # rubric judge: openai:MODEL (TBT_JUDGE_BASE_URL); rule: refused
+    judge_max_tokens: int = 0,  # an LLM judge's budget, its reasoning included (0: 2048)
+    data: str = None,  # the thinkingbox-data checkout (default $THINKINGBOX_DATA)
+    temperature: float = 1.0,
+    max_tokens: int = 4096,
+    seed: int = 0,
+    concurrency: int = 32,  # episodes live at once
+    quiet: bool = False,
+    rebuild_store: bool = False,
+):  # OUT lost attempts.sqlite: rebuild it from attempts.jsonl
     "Run (or resume) a ThinkingBox release, every task x k attempts, into a campaign; then `tbt aggregate OUT`."
     from thinkingbox_training.campaigns import CampaignError, run_campaign, _judge
     from thinkingbox_training.policies import SamplingConfig
     from thinkingbox_training.users import StandInServer
+
     try:
         tasks = load_thinkingbox(release, data)
         src = source_file(release, data)  # the file the tasks came from, found as the loader found it
         files = [src] if src is not None else list(_find_modules(data_dir(data)).values())
     except (ThinkingBoxDataError, TaskFileError) as e:
-        print(f'tbt thinkingbox-bench: {e}', file=sys.stderr); return 2
+        print(f'tbt thinkingbox-bench: {e}', file=sys.stderr)
+        return 2
     out = out or f'data/runs/thinkingbox-{Path(release).stem}'
     s = SamplingConfig(temperature=temperature, max_tokens=max_tokens, seed=seed)
     pol = make_tb_policy(policy, s)
@@ -890,12 +1244,28 @@ def thinkingbox_bench(release:str='thinkingbox_bench_v1', # a release name, a te
         srv = StandInServer().__enter__()
         user, kw = 'openai:stand-in', {'user_kw': {'base_url': srv.base_url}}
     try:
-        r = run_campaign(out, tasks, pol, k, user=user, sampling=s, grader=_judge(judge, judge_max_tokens),
-                         concurrency=concurrency, task_files=files, progress=not quiet, runner_kw=kw,
-                         lost_store='rebuild' if rebuild_store else 'refuse')
-    except CampaignError as e: print(f'tbt thinkingbox-bench: {e}', file=sys.stderr); return 2
+        r = run_campaign(
+            out,
+            tasks,
+            pol,
+            k,
+            user=user,
+            sampling=s,
+            grader=_judge(judge, judge_max_tokens),
+            concurrency=concurrency,
+            task_files=files,
+            progress=not quiet,
+            runner_kw=kw,
+            lost_store='rebuild' if rebuild_store else 'refuse',
+        )
+    except CampaignError as e:
+        print(f'tbt thinkingbox-bench: {e}', file=sys.stderr)
+        return 2
     finally:
-        if srv: srv.__exit__(None, None, None)
-    print(f"{r['campaign']}: executed {r['executed']} attempt(s) this run; {r['expected']} expected; "
-          f"{r['system_errors_left']} system error(s) left -> {out}")
+        if srv:
+            srv.__exit__(None, None, None)
+    print(
+        f'{r["campaign"]}: executed {r["executed"]} attempt(s) this run; {r["expected"]} expected; '
+        f'{r["system_errors_left"]} system error(s) left -> {out}'
+    )
     return 1 if r['system_errors_left'] else 0

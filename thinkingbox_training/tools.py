@@ -22,18 +22,25 @@ __all__ = ['ARGUMENT_VALIDATION', 'TOOL_TRANSPORTS', 'argument_validation', 'dom
 # tool errors are reported to the agent and recorded here, not logged
 logging.getLogger('mcp').setLevel(logging.CRITICAL)
 
+
 def _stub(fn) -> typing.Callable:
     "An async function with `fn`'s signature minus `ctx`: the shape MCP describes."
     hints = typing.get_type_hints(fn, include_extras=True)
     params = list(inspect.signature(fn).parameters.values())[1:]
-    async def stub(**kwargs): raise RuntimeError('unbound tool stub')
+
+    async def stub(**kwargs):
+        raise RuntimeError('unbound tool stub')
+
     stub.__name__, stub.__doc__ = fn.__name__, inspect.cleandoc(fn.__doc__ or '')
-    stub.__signature__ = inspect.Signature([p.replace(annotation=hints.get(p.name, typing.Any)) for p in params],
-                                           return_annotation=str)
+    stub.__signature__ = inspect.Signature(
+        [p.replace(annotation=hints.get(p.name, typing.Any)) for p in params], return_annotation=str
+    )
     stub.__annotations__ = {p.name: hints.get(p.name, typing.Any) for p in params} | {'return': str}
     return stub
 
+
 ARGUMENT_VALIDATION = ('strict', 'lax')
+
 
 def argument_validation(dom) -> str:
     """How a domain's tools take the agent's arguments: its `argument_validation` attribute, 'strict' by default.
@@ -41,42 +48,61 @@ def argument_validation(dom) -> str:
     'lax': pydantic's lax mode, as the MCP SDK does (`true` taken as 1, "5" as 5, an unknown argument dropped)."""
     mode = getattr(dom, 'argument_validation', 'strict')
     if mode not in ARGUMENT_VALIDATION:
-        raise ValueError(f'domain {dom.name}: argument_validation {mode!r}: '
-                         f'expected one of {list(ARGUMENT_VALIDATION)}')
+        raise ValueError(
+            f'domain {dom.name}: argument_validation {mode!r}: expected one of {list(ARGUMENT_VALIDATION)}'
+        )
     return mode
+
 
 def _is_date(a) -> bool:
     return a in (datetime.date, datetime.datetime, datetime.time) or any(_is_date(x) for x in typing.get_args(a))
 
+
 def _iso_text(v):
     "JSON has no date: a date argument is written as an ISO string (or null, where the tool allows it)."
-    if v is None or isinstance(v, str): return v
+    if v is None or isinstance(v, str):
+        return v
     raise ValueError(f'a date is written as an ISO string (YYYY-MM-DD), not {type(v).__name__}')
+
 
 class _StrictArgModel(ArgModelBase):
     model_config = ConfigDict(strict=True, extra='forbid', arbitrary_types_allowed=True)
 
+
 class _StrictArguments(FuncMetadata):
     "MCP's argument handling without its coercions: no value parsed out of a string, the model strict."
-    def validate_arguments(self, arguments:dict) -> dict:
+
+    def validate_arguments(self, arguments: dict) -> dict:
         return self.arg_model.model_validate(arguments).model_dump_one_level()
 
-def _strict(tool:Tool) -> Tool:
+
+def _strict(tool: Tool) -> Tool:
     "`tool` with strict arguments: the same name, schema and error texts, no coercion and no unknown argument."
     lax = tool.fn_metadata.arg_model
-    fields = {k: (typing.Annotated[f.annotation, Strict(False), BeforeValidator(_iso_text)]
-                  if _is_date(f.annotation) else f.annotation, f) for k, f in lax.model_fields.items()}
+    fields = {
+        k: (
+            typing.Annotated[f.annotation, Strict(False), BeforeValidator(_iso_text)]
+            if _is_date(f.annotation)
+            else f.annotation,
+            f,
+        )
+        for k, f in lax.model_fields.items()
+    }
     model = create_model(lax.__name__, __base__=_StrictArgModel, **fields)  # the same name: the same error texts
     meta = tool.fn_metadata
-    strict = _StrictArguments(arg_model=model, output_schema=meta.output_schema, output_model=meta.output_model,
-                              wrap_output=meta.wrap_output)
+    strict = _StrictArguments(
+        arg_model=model, output_schema=meta.output_schema, output_model=meta.output_model, wrap_output=meta.wrap_output
+    )
     return tool.model_copy(update={'fn_metadata': strict})
+
 
 _TOOL_CACHE: dict = {}
 
-def domain_mcp_tools(dom:Domain) -> dict[str, Tool]:
+
+def domain_mcp_tools(dom: Domain) -> dict[str, Tool]:
     "The MCP tool descriptions of a domain's tools, built once per domain, validating as the domain says."
-    if hasattr(dom, 'mcp_tools'): return dom.mcp_tools()  # a backend kind that describes its own tools (thinkingbox)
+    if hasattr(dom, 'mcp_tools'):
+        return dom.mcp_tools()  # a backend kind that describes its own tools (thinkingbox)
     mode = argument_validation(dom)
     key = (dom.name, id(dom), tuple(dom.tools), mode)
     # results are text for the agent: no output schema for the client to validate (~1 ms a call)
@@ -88,6 +114,7 @@ def domain_mcp_tools(dom:Domain) -> dict[str, Tool]:
 # %% ../nbs/03_tools.ipynb #c006
 import queue, threading
 
+
 class _ToolThreads:
     """Runs tool calls on threads of their own, at most `n` at once. A call's time limit starts when it gets a slot
     (measured: counting the queue made golden paths time out when hundreds of episodes were gathered at once);
@@ -95,7 +122,8 @@ class _ToolThreads:
     no longer than its limit, and every waiting call gets one. Threads are reused: a thread that finished its call
     waits for the next (at most `n` wait): a thread started per call cost 0.34 ms of CPU a call, a reused one 0.15 (2000
     empty calls on this machine)."""
-    def __init__(self, n:int):
+
+    def __init__(self, n: int):
         self.n, self.slots = n, threading.BoundedSemaphore(n)
         self._jobs, self._idle, self._lock = queue.SimpleQueue(), 0, threading.Lock()
 
@@ -103,18 +131,21 @@ class _ToolThreads:
         "Run `job()` on an idle worker thread, or on a new one when none is idle."
         with self._lock:
             spawn = self._idle == 0
-            if not spawn: self._idle -= 1
+            if not spawn:
+                self._idle -= 1
         self._jobs.put(job)
-        if spawn: threading.Thread(target=self._worker, name='tbt-tool', daemon=True).start()
+        if spawn:
+            threading.Thread(target=self._worker, name='tbt-tool', daemon=True).start()
 
     def _worker(self):
         while True:
             self._jobs.get()()  # a job catches its own exceptions
             with self._lock:
-                if self._idle >= self.n: return
+                if self._idle >= self.n:
+                    return
                 self._idle += 1
 
-    async def run(self, fn, timeout_s:float):
+    async def run(self, fn, timeout_s: float):
         "`fn()` on a thread; its result, its exception, or TimeoutError after `timeout_s` once it has a slot."
         loop = asyncio.get_running_loop()
         began, done, lock = asyncio.Event(), loop.create_future(), threading.Lock()
@@ -122,28 +153,44 @@ class _ToolThreads:
         # three a call: measured, they are most of a call's wall time on a loaded machine)
         pre = self.slots.acquire(blocking=False)
         state = {'holds': pre, 'gone': False}
-        if pre: began.set()
+        if pre:
+            began.set()
+
         def post(f, *a):
-            try: loop.call_soon_threadsafe(f, *a)
-            except RuntimeError: pass  # the loop has closed: nobody waits for this call any more
+            try:
+                loop.call_soon_threadsafe(f, *a)
+            except RuntimeError:
+                pass  # the loop has closed: nobody waits for this call any more
+
         def settle(ok, v):
-            if not done.done(): (done.set_result if ok else done.set_exception)(v)
+            if not done.done():
+                (done.set_result if ok else done.set_exception)(v)
+
         def thread():
             if pre:
                 with lock:
-                    if state['gone']: return  # the caller gave up (and gave its slot back) before the call started
+                    if state['gone']:
+                        return  # the caller gave up (and gave its slot back) before the call started
             else:
                 self.slots.acquire()
                 with lock:
-                    if state['gone']: self.slots.release(); return  # the caller gave up before the call started
+                    if state['gone']:
+                        self.slots.release()
+                        return  # the caller gave up before the call started
                     state['holds'] = True
                 post(began.set)
-            try: r = fn()
-            except BaseException as e: post(settle, False, e)
-            else: post(settle, True, r)
+            try:
+                r = fn()
+            except BaseException as e:
+                post(settle, False, e)
+            else:
+                post(settle, True, r)
             finally:
                 with lock:
-                    if state['holds']: state['holds'] = False; self.slots.release()
+                    if state['holds']:
+                        state['holds'] = False
+                        self.slots.release()
+
         self._start(thread)
         try:
             await began.wait()  # waiting for a slot is not the tool's time
@@ -151,24 +198,31 @@ class _ToolThreads:
         finally:
             with lock:
                 state['gone'] = True
-                if state['holds']: state['holds'] = False; self.slots.release()
+                if state['holds']:
+                    state['holds'] = False
+                    self.slots.release()
+
 
 # Tool calls run here. An episode makes one call at a time, so this bounds queueing at 64 live episodes.
 _TOOL_THREADS = _ToolThreads(64)
 
+
 @dataclass
 class ToolResult:
     "The outcome of one tool call."
+
     name: str
     arguments: dict
-    text: str                        # what the agent sees
-    is_error: bool = False           # the agent's mistake or a refused request, shown to the agent
-    system_error: str|None = None    # infrastructure failure: the episode must not be scored
-    agent_exception: str|None = None # the type of exception domain code raised on these arguments (counted per tool)
+    text: str  # what the agent sees
+    is_error: bool = False  # the agent's mistake or a refused request, shown to the agent
+    system_error: str | None = None  # infrastructure failure: the episode must not be scored
+    agent_exception: str | None = None  # the type of exception domain code raised on these arguments (counted per tool)
     duration_s: float = 0.0
+
     def message(self) -> dict:
         "The tool message for the conversation."
         return {'role': 'tool', 'name': self.name, 'content': self.text}
+
 
 def _dump(out) -> str:
     return out if isinstance(out, str) else json.dumps(out, ensure_ascii=False, default=str)
@@ -176,31 +230,38 @@ def _dump(out) -> str:
 # %% ../nbs/03_tools.ipynb #c007
 class ToolSession:
     "One episode's tools over MCP: a private server bound to the episode's database, and a client session to it."
+
     transport = 'mcp'
-    def __init__(self,
-                 db:EpisodeDB,           # the episode's own database
-                 allowed:list=None,      # tool names the task allows (default: all of the domain's)
-                 timeout_s:float=10.0):  # per-call limit; exceeding it is a system error
+
+    def __init__(
+        self,
+        db: EpisodeDB,  # the episode's own database
+        allowed: list = None,  # tool names the task allows (default: all of the domain's)
+        timeout_s: float = 10.0,
+    ):  # per-call limit; exceeding it is a system error
         self.db, self.dom, self.timeout_s = db, db.dom, timeout_s
         self._all = tools = domain_mcp_tools(self.dom)
         unknown = set(allowed or ()) - set(tools)
-        if unknown: raise ValueError(f'domain {self.dom.name} has no tools {sorted(unknown)}')
+        if unknown:
+            raise ValueError(f'domain {self.dom.name} has no tools {sorted(unknown)}')
         self.names = [n for n in tools if allowed is None or n in allowed]
-        self.system_error: str|None = None
+        self.system_error: str | None = None
         self.calls: list[ToolResult] = []
-        self._agent_exception: str|None = None
+        self._agent_exception: str | None = None
         self.tools = {n: tools[n].model_copy(update={'fn': self._bind(n)}) for n in self.names}
         self.server = self._server()
         self._client = None
 
-    def _server(self): return MCPServer(f'{self.dom.name}-episode', tools=list(self.tools.values()))
+    def _server(self):
+        return MCPServer(f'{self.dom.name}-episode', tools=list(self.tools.values()))
 
     def _bind(self, name):
         async def run(**kwargs):
             try:
                 out = await _TOOL_THREADS.run(lambda: self.db.run_tool(name, kwargs), self.timeout_s)
             except ToolError as e:  # the agent reads this text
-                if isinstance(e, AgentInputError): self._agent_exception = e.exception
+                if isinstance(e, AgentInputError):
+                    self._agent_exception = e.exception
                 raise MCPToolError(str(e)) from None
             except (asyncio.TimeoutError, TimeoutError):
                 self.system_error = f'tool {name} timed out after {self.timeout_s}s'
@@ -209,6 +270,7 @@ class ToolSession:
                 self.system_error = f'tool {name} crashed: {type(e).__name__}: {e}'
                 raise MCPToolError(f'internal error in {name}') from None
             return _dump(out)
+
         return run
 
     async def __aenter__(self):
@@ -219,18 +281,20 @@ class ToolSession:
     async def __aexit__(self, *exc):
         await self._client.__aexit__(*exc)
 
-    async def _call(self, name:str, arguments:dict):
+    async def _call(self, name: str, arguments: dict):
         "The MCP `CallToolResult` of one call."
         return await self._client.call_tool(name, arguments)
 
-    async def call(self, name:str, arguments:dict) -> ToolResult:
+    async def call(self, name: str, arguments: dict) -> ToolResult:
         "Call a tool through the session."
         t0, self._agent_exception = time.perf_counter(), None
         r = await self._call(name, arguments)
         text = '\n'.join(c.text for c in r.content if getattr(c, 'text', None) is not None)
         res = ToolResult(name, arguments, text, is_error=bool(r.is_error), duration_s=time.perf_counter() - t0)
-        if r.is_error and self.system_error and name in self.system_error: res.system_error = self.system_error
-        elif r.is_error: res.agent_exception = self._agent_exception
+        if r.is_error and self.system_error and name in self.system_error:
+            res.system_error = self.system_error
+        elif r.is_error:
+            res.agent_exception = self._agent_exception
         self.calls.append(res)
         return res
 
@@ -239,7 +303,8 @@ class ToolSession:
         "{tool: {exception type: count}} of this session's calls that domain code raised on."
         out = {}
         for r in self.calls:
-            if not r.agent_exception: continue
+            if not r.agent_exception:
+                continue
             counts = out.setdefault(r.name, {})
             counts[r.agent_exception] = counts.get(r.agent_exception, 0) + 1
         return out
@@ -248,11 +313,13 @@ class ToolSession:
         "The tools as the agent sees them (OpenAI-style specs), listed through MCP."
         return [mcp_tool_spec(t) for t in (await self._client.list_tools()).tools]
 
+
 def mcp_tool_spec(t) -> dict:
     "An OpenAI-style tool spec from an MCP tool listing."
     params = json.loads(json.dumps(t.input_schema))
     params.pop('title', None)
-    for p in params.get('properties', {}).values(): p.pop('title', None)
+    for p in params.get('properties', {}).values():
+        p.pop('title', None)
     params.setdefault('required', [])
     return {'type': 'function', 'function': {'name': t.name, 'description': t.description or '', 'parameters': params}}
 
@@ -261,14 +328,22 @@ from mcp.types import CallToolRequestParams, CallToolResult, TextContent
 
 _SPEC_CACHE: dict = {}
 
+
 class InProcessToolSession(ToolSession):
     "One episode's tools called in process: MCP's own validation and texts, no client, server loop or transport."
-    transport = 'inprocess'
-    def _server(self): return None
-    async def __aenter__(self): return self
-    async def __aexit__(self, *exc): pass
 
-    async def _call(self, name:str, arguments:dict):
+    transport = 'inprocess'
+
+    def _server(self):
+        return None
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        pass
+
+    async def _call(self, name: str, arguments: dict):
         "What `MCPServer` answers a `tools/call` with, computed without the transport."
         # the call as the server receives it: the client's JSON form of its request (inf and nan become null, ...)
         dump = dict(by_alias=True, mode='json', exclude_none=True)
@@ -276,7 +351,8 @@ class InProcessToolSession(ToolSession):
         p = CallToolRequestParams.model_validate(sent)
         try:
             tool = self.tools.get(p.name)
-            if tool is None: raise MCPToolError(f'Unknown tool: {p.name}')  # ToolManager's text
+            if tool is None:
+                raise MCPToolError(f'Unknown tool: {p.name}')  # ToolManager's text
             r = await tool.run(p.arguments or {}, None, convert_result=True)
         except Exception as e:  # as MCPServer's call handler: the exception's text is the result
             r = CallToolResult(content=[TextContent(type='text', text=str(e))], is_error=True)
@@ -290,17 +366,21 @@ class InProcessToolSession(ToolSession):
                 _SPEC_CACHE[key] = (self._all, json.dumps(await ts.tool_specs()))  # keeps `_all` alive: ids stay unique
         return json.loads(_SPEC_CACHE[key][1])  # a fresh copy: callers may change theirs
 
+
 TOOL_TRANSPORTS = {'inprocess': InProcessToolSession, 'mcp': ToolSession}
 
-def tool_session(db:EpisodeDB,               # the episode's own database
-                 allowed:list=None,          # tool names the task allows (default: all of the domain's)
-                 timeout_s:float=10.0,       # per-call limit; exceeding it is a system error
-                 transport:str='inprocess',  # 'inprocess' (training, probing) or 'mcp' (evaluation, serving)
-                ) -> ToolSession:
+
+def tool_session(
+    db: EpisodeDB,  # the episode's own database
+    allowed: list = None,  # tool names the task allows (default: all of the domain's)
+    timeout_s: float = 10.0,  # per-call limit; exceeding it is a system error
+    transport: str = 'inprocess',  # 'inprocess' (training, probing) or 'mcp' (evaluation, serving)
+) -> ToolSession:
     "An episode's tool session over the chosen transport (enter it with `async with`)."
     return transport_class(transport)(db, allowed=allowed, timeout_s=timeout_s)
 
-def transport_class(transport:str) -> type:
+
+def transport_class(transport: str) -> type:
     "The session class of a transport name; a `ValueError` naming the known ones for any other."
     if transport not in TOOL_TRANSPORTS:
         raise ValueError(f'tool_transport {transport!r}: expected one of {sorted(TOOL_TRANSPORTS)}')

@@ -17,21 +17,26 @@ __all__ = ['STOP', 'USER_SYSTEM', 'UserTurn', 'UserEndpointError', 'visible_mess
 
 # %% ../nbs/05_users.ipynb #c004
 import logging
+
 logging.getLogger('httpx').setLevel(logging.WARNING)  # one INFO line per HTTP request otherwise
 STOP = '###STOP###'
+
 
 @dataclass
 class UserTurn:
     "One reply of the simulated user."
+
     text: str
     stop: bool = False
     usage: Usage = field(default_factory=Usage)
-    reason: str = 'user_stop'   # why a stop ends the episode: 'agent_done' (a scripted user's rule) or 'user_stop'
+    reason: str = 'user_stop'  # why a stop ends the episode: 'agent_done' (a scripted user's rule) or 'user_stop'
+
 
 class UserEndpointError(RuntimeError):
     "The user's model endpoint failed after its retries: a system error of the episode."
 
-def visible_messages(messages:list) -> list:
+
+def visible_messages(messages: list) -> list:
     "The conversation as the user sees it: user messages and the agent's visible text, nothing else."
     out = []
     for m in messages:
@@ -41,27 +46,39 @@ def visible_messages(messages:list) -> list:
             out.append({'role': 'assistant', 'content': m['content']})
     return out
 
-def _asks(text:str) -> bool: return '?' in (text or '')
 
-def guard_stop(text:str, stop:bool, last_agent:str) -> UserTurn:
+def _asks(text: str) -> bool:
+    return '?' in (text or '')
+
+
+def guard_stop(text: str, stop: bool, last_agent: str) -> UserTurn:
     "Honour a stop only after an agent message that is not a question (see above)."
     text = text.replace(STOP, '').strip()
     return UserTurn(text=text or ('Thank you, that is all.' if stop else ''), stop=stop and not _asks(last_agent))
 
 # %% ../nbs/05_users.ipynb #c006
-def _words(s:str) -> list: return re.findall(r'[a-z0-9]+', s.lower())
+def _words(s: str) -> list:
+    return re.findall(r'[a-z0-9]+', s.lower())
 
-def _mentions(key:str, text_words:set) -> bool:
+
+def _mentions(key: str, text_words: set) -> bool:
     ws = _words(key)
-    def seen(w): return w in text_words or (w.endswith('s') and w[:-1] in text_words) or w + 's' in text_words
+
+    def seen(w):
+        return w in text_words or (w.endswith('s') and w[:-1] in text_words) or w + 's' in text_words
+
     return bool(ws) and all(seen(w) for w in ws)
+
 
 class ScriptedUser:
     "A deterministic simulated user driven by the task's facts and decisions."
-    name = 'scripted'
-    def __init__(self, task:Task): self.task, self.spec = task, task.user
 
-    async def reply(self, visible:list) -> UserTurn:
+    name = 'scripted'
+
+    def __init__(self, task: Task):
+        self.task, self.spec = task, task.user
+
+    async def reply(self, visible: list) -> UserTurn:
         "The user's next message, given the visible conversation (its last message is the agent's)."
         last = next((m['content'] for m in reversed(visible) if m['role'] == 'assistant'), '')
         if not _asks(last):
@@ -69,10 +86,12 @@ class ScriptedUser:
             turn.reason = 'agent_done'  # the agent delivered an answer that asks nothing more
             return turn
         tw = set(_words(last))
-        parts = [f"My {k} {'are' if k.endswith('s') else 'is'} {v}."
-                 for k, v in self.spec.facts.items() if _mentions(k, tw)]
+        parts = [
+            f'My {k} {"are" if k.endswith("s") else "is"} {v}.' for k, v in self.spec.facts.items() if _mentions(k, tw)
+        ]
         for topic, yes in self.spec.decisions.items():
-            if _mentions(topic, tw): parts.append('Yes, please go ahead.' if yes else 'No, please do not do that.')
+            if _mentions(topic, tw):
+                parts.append('Yes, please go ahead.' if yes else 'No, please do not do that.')
         return UserTurn(' '.join(parts) if parts else "I'm sorry, I don't know anything more than what I told you.")
 
 # %% ../nbs/05_users.ipynb #c009
@@ -85,118 +104,205 @@ Rules: do not invent facts; do not volunteer facts you were not asked for; be br
 When the agent has finished handling your request (or clearly cannot), reply with a short thanks and then {stop}.
 Never write {stop} while the agent is still asking you something."""
 
+
 class LLMUser:
     "A simulated user on an OpenAI-compatible chat endpoint."
-    def __init__(self, task:Task, model:str=None, base_url:str=None, api_key:str=None, temperature:float=0.0,
-                 seed:int|None=None, max_tokens:int=200, retries:int=3, backoff_s:float=0.5, timeout_s:float=60.0):
+
+    def __init__(
+        self,
+        task: Task,
+        model: str = None,
+        base_url: str = None,
+        api_key: str = None,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        max_tokens: int = 200,
+        retries: int = 3,
+        backoff_s: float = 0.5,
+        timeout_s: float = 60.0,
+    ):
         from openai import AsyncOpenAI
+
         self.task, self.temperature, self.seed, self.max_tokens = task, temperature, seed, max_tokens
         self.model = model or os.environ.get('TBT_USER_MODEL')
-        if not self.model: raise ValueError('LLMUser needs a model (argument or TBT_USER_MODEL)')
+        if not self.model:
+            raise ValueError('LLMUser needs a model (argument or TBT_USER_MODEL)')
         self.retries, self.backoff_s = retries, backoff_s
-        self.client = AsyncOpenAI(base_url=base_url or os.environ.get('TBT_USER_BASE_URL'),
-                                  api_key=api_key or os.environ.get('TBT_USER_API_KEY', 'none'),
-                                  timeout=timeout_s, max_retries=0)
+        self.client = AsyncOpenAI(
+            base_url=base_url or os.environ.get('TBT_USER_BASE_URL'),
+            api_key=api_key or os.environ.get('TBT_USER_API_KEY', 'none'),
+            timeout=timeout_s,
+            max_retries=0,
+        )
         self.name = f'openai:{self.model}'
         s = task.user
-        self.system = USER_SYSTEM.format(context=s.context or task.query, facts=json.dumps(s.facts),
-                                         decisions=json.dumps(s.decisions), stop=STOP)
+        self.system = USER_SYSTEM.format(
+            context=s.context or task.query, facts=json.dumps(s.facts), decisions=json.dumps(s.decisions), stop=STOP
+        )
 
-    async def reply(self, visible:list) -> UserTurn:
+    async def reply(self, visible: list) -> UserTurn:
         "The user's next message from the endpoint, with retries; `UserEndpointError` when they run out."
         msgs = [{'role': 'system', 'content': self.system}] + [
-            {'role': 'assistant' if m['role'] == 'user' else 'user', 'content': m['content']} for m in visible]
+            {'role': 'assistant' if m['role'] == 'user' else 'user', 'content': m['content']} for m in visible
+        ]
         last = next((m['content'] for m in reversed(visible) if m['role'] == 'assistant'), '')
         err = None
         for attempt in range(self.retries + 1):
             try:
-                r = await self.client.chat.completions.create(model=self.model, messages=msgs,
-                                                              temperature=self.temperature, seed=self.seed,
-                                                              max_tokens=self.max_tokens)
+                r = await self.client.chat.completions.create(
+                    model=self.model,
+                    messages=msgs,
+                    temperature=self.temperature,
+                    seed=self.seed,
+                    max_tokens=self.max_tokens,
+                )
                 if not getattr(r, 'choices', None) or getattr(r.choices[0].message, 'content', None) is None:
                     raise ValueError(f'the endpoint answered no message content: {str(r)[:200]}')  # an endpoint fault
                 text = r.choices[0].message.content
                 u = r.usage
                 turn = guard_stop(text, STOP in text, last)
-                turn.usage = Usage(model=self.model, input=getattr(u, 'prompt_tokens', 0) or 0,
-                                   output=getattr(u, 'completion_tokens', 0) or 0, calls=1)
+                turn.usage = Usage(
+                    model=self.model,
+                    input=getattr(u, 'prompt_tokens', 0) or 0,
+                    output=getattr(u, 'completion_tokens', 0) or 0,
+                    calls=1,
+                )
                 return turn
             except Exception as e:
                 err = e
-                if attempt < self.retries: await asyncio.sleep(self.backoff_s * 2 ** attempt)
-        raise UserEndpointError(f'user endpoint {self.client.base_url} failed after {self.retries + 1} attempts: '
-                                f'{type(err).__name__}: {err}')
+                if attempt < self.retries:
+                    await asyncio.sleep(self.backoff_s * 2**attempt)
+        raise UserEndpointError(
+            f'user endpoint {self.client.base_url} failed after {self.retries + 1} attempts: '
+            f'{type(err).__name__}: {err}'
+        )
 
 # %% ../nbs/05_users.ipynb #c011
-def scripted_chat(messages:list) -> str:
+def scripted_chat(messages: list) -> str:
     "A chat answer by the scripted user's rules, reading facts and decisions from the system prompt."
     sys_msg = messages[0]['content'] if messages and messages[0]['role'] == 'system' else ''
+
     def grab(label):
         m = re.search(label + r'[^:]*: (\{.*\})', sys_msg)
         return json.loads(m.group(1)) if m else {}
+
     from thinkingbox_training.tasks import UserSpec
-    task = Task(uid='stand-in', domain='stand-in', family='stand-in', split='bench', query='',
-                user=UserSpec(facts=grab('Facts you know'), decisions=grab('Decisions you have made')))
-    visible = [{'role': 'user' if m['role'] == 'assistant' else 'assistant', 'content': m['content']}
-               for m in messages[1:]]
+
+    task = Task(
+        uid='stand-in',
+        domain='stand-in',
+        family='stand-in',
+        split='bench',
+        query='',
+        user=UserSpec(facts=grab('Facts you know'), decisions=grab('Decisions you have made')),
+    )
+    visible = [
+        {'role': 'user' if m['role'] == 'assistant' else 'assistant', 'content': m['content']} for m in messages[1:]
+    ]
     turn = asyncio.run(ScriptedUser(task).reply(visible))
     return turn.text + (f' {STOP}' if turn.stop else '')
 
+
 class StandInServer:
     "An OpenAI-compatible HTTP server on 127.0.0.1 that answers with Python functions (for offline tests and demos)."
-    def __init__(self, chat:Callable=scripted_chat, # messages -> reply text
-                 complete:Callable=None,            # prompt -> completion text (for /v1/completions)
-                 fail_first:int=0,                  # answer the first N requests with HTTP 503
-                 model:str='stand-in',
-                 delay_s:float=0.0):                # wait this long before each answer (a slow endpoint)
+
+    def __init__(
+        self,
+        chat: Callable = scripted_chat,  # messages -> reply text
+        complete: Callable = None,  # prompt -> completion text (for /v1/completions)
+        fail_first: int = 0,  # answer the first N requests with HTTP 503
+        model: str = 'stand-in',
+        delay_s: float = 0.0,
+    ):  # wait this long before each answer (a slow endpoint)
         self.chat, self.complete, self.fail_left, self.model, self.delay_s = chat, complete, fail_first, model, delay_s
         self.requests: list = []
         outer = self
+
         class H(BaseHTTPRequestHandler):
-            def log_message(self, *a): pass
+            def log_message(self, *a):
+                pass
+
             def _send(self, code, obj):
                 body = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
-                self.send_response(code); self.send_header('Content-Type', 'application/json')
-                self.send_header('Content-Length', str(len(body))); self.end_headers(); self.wfile.write(body)
+                self.send_response(code)
+                self.send_header('Content-Type', 'application/json')
+                self.send_header('Content-Length', str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
             def do_GET(self):
                 if self.path.rstrip('/').endswith('/models'):
                     return self._send(200, {'object': 'list', 'data': [{'id': outer.model, 'object': 'model'}]})
                 self._send(404, {'error': {'message': 'not found'}})
+
             def do_POST(self):
                 req = json.loads(self.rfile.read(int(self.headers.get('Content-Length', 0))) or b'{}')
                 outer.requests.append((self.path, req))
-                if outer.delay_s: time.sleep(outer.delay_s)
+                if outer.delay_s:
+                    time.sleep(outer.delay_s)
                 if outer.fail_left > 0:
                     outer.fail_left -= 1
                     return self._send(503, {'error': {'message': 'stand-in: injected failure'}})
                 if self.path.endswith('/chat/completions'):
                     text = outer.chat(req['messages'])
-                    if isinstance(text, (bytes, dict)): return self._send(200, text)  # a whole (broken) answer
+                    if isinstance(text, (bytes, dict)):
+                        return self._send(200, text)  # a whole (broken) answer
                     ntok = sum(len(str(m.get('content', '')).split()) for m in req['messages'])
                     nout = len((text or '').split())
                     usage = {'prompt_tokens': ntok, 'completion_tokens': nout, 'total_tokens': ntok + nout}
                     choice = {'index': 0, 'finish_reason': 'stop', 'message': {'role': 'assistant', 'content': text}}
-                    return self._send(200, {'id': 'c', 'object': 'chat.completion', 'created': 0,
-                                            'model': req.get('model'), 'choices': [choice], 'usage': usage})
+                    return self._send(
+                        200,
+                        {
+                            'id': 'c',
+                            'object': 'chat.completion',
+                            'created': 0,
+                            'model': req.get('model'),
+                            'choices': [choice],
+                            'usage': usage,
+                        },
+                    )
                 if self.path.endswith('/completions') and outer.complete:
                     text = outer.complete(req['prompt'])
-                    usage = {'prompt_tokens': len(str(req['prompt']).split()), 'completion_tokens': len(text.split()),
-                             'total_tokens': 0}
+                    usage = {
+                        'prompt_tokens': len(str(req['prompt']).split()),
+                        'completion_tokens': len(text.split()),
+                        'total_tokens': 0,
+                    }
                     choice = {'index': 0, 'finish_reason': 'stop', 'text': text}
-                    return self._send(200, {'id': 'c', 'object': 'text_completion', 'created': 0,
-                                            'model': req.get('model'), 'choices': [choice], 'usage': usage})
+                    return self._send(
+                        200,
+                        {
+                            'id': 'c',
+                            'object': 'text_completion',
+                            'created': 0,
+                            'model': req.get('model'),
+                            'choices': [choice],
+                            'usage': usage,
+                        },
+                    )
                 self._send(404, {'error': {'message': f'no handler for {self.path}'}})
+
         self.httpd = ThreadingHTTPServer(('127.0.0.1', 0), H)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     @property
-    def base_url(self) -> str: return f'http://127.0.0.1:{self.httpd.server_address[1]}/v1'
-    def __enter__(self): self.thread.start(); return self
-    def __exit__(self, *a): self.httpd.shutdown(); self.httpd.server_close()
+    def base_url(self) -> str:
+        return f'http://127.0.0.1:{self.httpd.server_address[1]}/v1'
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *a):
+        self.httpd.shutdown()
+        self.httpd.server_close()
 
 # %% ../nbs/05_users.ipynb #c015
-def make_user(spec:str, task:Task, **kw):
+def make_user(spec: str, task: Task, **kw):
     "The simulated user named by `spec` for `task`: 'scripted' or 'openai:MODEL'."
-    if spec in (None, '', 'scripted'): return ScriptedUser(task)
-    if spec.startswith('openai:'): return LLMUser(task, model=spec.split(':', 1)[1], **kw)
+    if spec in (None, '', 'scripted'):
+        return ScriptedUser(task)
+    if spec.startswith('openai:'):
+        return LLMUser(task, model=spec.split(':', 1)[1], **kw)
     raise ValueError(f"unknown user spec {spec!r}: use 'scripted' or 'openai:MODEL'")

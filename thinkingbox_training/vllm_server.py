@@ -25,7 +25,7 @@ class BadRequest(ValueError):
 
     def __init__(self, field: str, message: str, status: int = 400, close: bool = False):
         self.field, self.status, self.close = field, status, close  # close: the body was not read to its end
-        super().__init__(f"{field}: {message}")
+        super().__init__(f'{field}: {message}')
 
 
 def weights_digest(model) -> str:
@@ -79,9 +79,9 @@ def _integer(body: dict, key: str, default, lo: int, hi: int | None = None):
     if v is None:
         return default
     if isinstance(v, bool) or not isinstance(v, int):
-        raise BadRequest(key, f"expected an integer, got {json.dumps(v)[:40]}")
+        raise BadRequest(key, f'expected an integer, got {json.dumps(v)[:40]}')
     if v < lo or (hi is not None and v > hi):
-        raise BadRequest(key, f"{v} is out of range: expected {lo} to {hi}" if hi is not None else f"{v} < {lo}")
+        raise BadRequest(key, f'{v} is out of range: expected {lo} to {hi}' if hi is not None else f'{v} < {lo}')
     return v
 
 
@@ -91,7 +91,7 @@ def _real(body: dict, key: str, default: float, ok, want: str) -> float:
     if v is None:
         return default
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not ok(v):
-        raise BadRequest(key, f"{json.dumps(v)[:40]}: expected {want}")
+        raise BadRequest(key, f'{json.dumps(v)[:40]}: expected {want}')
     return float(v)
 
 
@@ -101,8 +101,8 @@ class VLLMStandIn:
     def __init__(
         self,
         policy: HFPolicy,  # samples every request (its model is the served model)
-        model_name: str = "stand-in",  # the name /v1/models lists
-        host: str = "127.0.0.1",
+        model_name: str = 'stand-in',  # the name /v1/models lists
+        host: str = '127.0.0.1',
         port: int = 0,  # port 0: a free one
         max_body_bytes: int | None = None,  # a request's bound (413 above it); None: `body_bound(model)`
         max_sequences: int = 1024,  # sequences one completion request may ask for (prompts times n)
@@ -113,7 +113,7 @@ class VLLMStandIn:
         self.policy, self.model_name, self.lock = policy, model_name, _FairLock()
         self.max_body_bytes = max_body_bytes or body_bound(policy.model)
         self.max_sequences, self.body_timeout_s = max_sequences, body_timeout_s
-        self.max_model_len = int(getattr(policy.model.config, "max_position_embeddings", 0) or 2**31)
+        self.max_model_len = int(getattr(policy.model.config, 'max_position_embeddings', 0) or 2**31)
         self.vocab_size = policy.model.get_input_embeddings().num_embeddings
         self.weights_version = 0
         self.transfer_timeout_s, self.ignore_weight_updates = transfer_timeout_s, ignore_weight_updates
@@ -127,7 +127,7 @@ class VLLMStandIn:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+            protocol_version = 'HTTP/1.1'
 
             def log_message(self, *a):
                 pass
@@ -135,10 +135,10 @@ class VLLMStandIn:
             def _send(self, code, obj, close=False):
                 body = json.dumps(obj).encode()
                 self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
+                self.send_header('Content-Type', 'application/json')
+                self.send_header('Content-Length', str(len(body)))
                 if close:  # the rest of the request is not read: this connection cannot carry another
-                    self.send_header("Connection", "close")
+                    self.send_header('Connection', 'close')
                     self.close_connection = True
                 self.end_headers()
                 self.wfile.write(body)
@@ -159,19 +159,19 @@ class VLLMStandIn:
 
             def _body(self) -> dict:
                 "The request's JSON object ({} without a body), read within the bounds; a `BadRequest` otherwise."
-                if self.headers.get("Transfer-Encoding"):
+                if self.headers.get('Transfer-Encoding'):
                     raise BadRequest(
-                        "Transfer-Encoding", "not read by the stand-in: send a Content-Length", 411, close=True
+                        'Transfer-Encoding', 'not read by the stand-in: send a Content-Length', 411, close=True
                     )
-                sizes = self.headers.get_all("Content-Length") or []
+                sizes = self.headers.get_all('Content-Length') or []
                 if not sizes:
                     return {}
-                if len(set(sizes)) > 1 or not re.fullmatch(r"[0-9]{1,19}", sizes[0].strip()):
-                    raise BadRequest("Content-Length", f"{', '.join(sizes)[:40]!r} is not a byte count", close=True)
+                if len(set(sizes)) > 1 or not re.fullmatch(r'[0-9]{1,19}', sizes[0].strip()):
+                    raise BadRequest('Content-Length', f'{", ".join(sizes)[:40]!r} is not a byte count', close=True)
                 n = int(sizes[0])
                 if n > outer.max_body_bytes:
                     raise BadRequest(
-                        "Content-Length",
+                        'Content-Length',
                         f"{n:,} bytes is over the stand-in's bound of {outer.max_body_bytes:,}",
                         413,
                         close=True,
@@ -181,53 +181,53 @@ class VLLMStandIn:
                     data = self.rfile.read(n)
                 except TimeoutError:
                     raise BadRequest(
-                        "Content-Length", f"the body stopped arriving for {outer.body_timeout_s:g}s", 408, close=True
+                        'Content-Length', f'the body stopped arriving for {outer.body_timeout_s:g}s', 408, close=True
                     ) from None
                 finally:
                     self.connection.settimeout(None)
                 if len(data) < n:
-                    raise BadRequest("Content-Length", f"the body ended after {len(data)} of {n} bytes", close=True)
+                    raise BadRequest('Content-Length', f'the body ended after {len(data)} of {n} bytes', close=True)
                 if not data:
                     return {}
                 try:
                     body = json.loads(data)
                 except (ValueError, RecursionError) as e:
-                    raise BadRequest("body", f"not JSON ({str(e)[:80]})") from None
+                    raise BadRequest('body', f'not JSON ({str(e)[:80]})') from None
                 if not isinstance(body, dict):
-                    raise BadRequest("body", f"expected a JSON object, got {type(body).__name__}")
+                    raise BadRequest('body', f'expected a JSON object, got {type(body).__name__}')
                 return body
 
             def _route(self, method):
-                path = urlparse(self.path).path.rstrip("/")
+                path = urlparse(self.path).path.rstrip('/')
                 outer.calls.append((time.monotonic(), method, path))
                 close = False
                 try:
                     code, obj = outer.handle(method, path, self._body())
                 except BadRequest as e:
                     code, close = e.status, e.close
-                    obj = {"error": {"message": str(e), "type": "BadRequestError", "param": e.field}}
+                    obj = {'error': {'message': str(e), 'type': 'BadRequestError', 'param': e.field}}
                 except UnsupportedRequest as e:
-                    code, obj = 400, {"error": {"message": str(e), "type": "BadRequestError"}}
+                    code, obj = 400, {'error': {'message': str(e), 'type': 'BadRequestError'}}
                 except Exception as e:  # the stand-in's own fault: answered as such, never a silent close
-                    code, obj = 500, {"error": {"message": f"{type(e).__name__}: {e}"[:300], "type": "InternalError"}}
+                    code, obj = 500, {'error': {'message': f'{type(e).__name__}: {e}'[:300], 'type': 'InternalError'}}
                 self._send(code, obj, close)
 
             def do_GET(self):
-                self._route("GET")
+                self._route('GET')
 
             def do_POST(self):
-                self._route("POST")
+                self._route('POST')
 
         self.httpd = _Server((host, port), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     @property
     def url(self) -> str:
-        return f"http://{self.httpd.server_address[0]}:{self.httpd.server_address[1]}"
+        return f'http://{self.httpd.server_address[0]}:{self.httpd.server_address[1]}'
 
     @property
     def base_url(self) -> str:
-        return self.url + "/v1"
+        return self.url + '/v1'
 
     def __enter__(self):
         self.thread.start()
@@ -239,62 +239,62 @@ class VLLMStandIn:
 
     def handle(self, method: str, path: str, body: dict) -> tuple:
         "(HTTP status, JSON answer) of one request."
-        if method == "GET" and path == "/health":
+        if method == 'GET' and path == '/health':
             return 200, {}
-        if method == "GET" and path == "/v1/models":
+        if method == 'GET' and path == '/v1/models':
             return 200, {
-                "object": "list",
-                "data": [{"id": self.model_name, "object": "model", "owned_by": "stand-in"}],
+                'object': 'list',
+                'data': [{'id': self.model_name, 'object': 'model', 'owned_by': 'stand-in'}],
             }
-        if method == "GET" and path == "/server_info":
+        if method == 'GET' and path == '/server_info':
             return 200, {
-                "vllm_config": {
-                    "model_config": {"model": self.model_name, "logprobs_mode": "processed_logprobs"},
-                    "weight_transfer_config": {"backend": "gloo"},  # vLLM's names "nccl"; ours travels over gloo
+                'vllm_config': {
+                    'model_config': {'model': self.model_name, 'logprobs_mode': 'processed_logprobs'},
+                    'weight_transfer_config': {'backend': 'gloo'},  # vLLM's names "nccl"; ours travels over gloo
                 }
             }
-        if method == "GET" and path == "/get_world_size":
-            return 200, {"world_size": 1}
-        if method == "POST" and path == "/v1/completions":
+        if method == 'GET' and path == '/get_world_size':
+            return 200, {'world_size': 1}
+        if method == 'POST' and path == '/v1/completions':
             return 200, self.complete(body)
-        if method == "POST" and path == "/reset_prefix_cache":
+        if method == 'POST' and path == '/reset_prefix_cache':
             with self.lock:
                 self.policy.reset_cache()
             return 200, {}
-        if method == "POST" and path == "/init_weight_transfer_engine":
+        if method == 'POST' and path == '/init_weight_transfer_engine':
             return 200, self.init_weight_transfer_engine(body)
-        if method == "POST" and path == "/start_weight_update":
+        if method == 'POST' and path == '/start_weight_update':
             return 200, self.start_weight_update(body)
-        if method == "POST" and path == "/update_weights":
+        if method == 'POST' and path == '/update_weights':
             return 200, self.update_weights(body)
-        if method == "POST" and path == "/finish_weight_update":
+        if method == 'POST' and path == '/finish_weight_update':
             return 200, self.finish_weight_update(body)
-        return 404, {"error": {"message": f"the stand-in serves no {method} {path}"}}
+        return 404, {'error': {'message': f'the stand-in serves no {method} {path}'}}
 
     def _prompts(self, body: dict) -> list[list[int]]:
         "The request's prompts as token ids: text, ids, or a list of either; a `BadRequest` naming what is wrong."
-        prompts = body.get("prompt")
+        prompts = body.get('prompt')
         if prompts is None:
-            raise BadRequest("prompt", "required: text, token ids, or a list of either")
+            raise BadRequest('prompt', 'required: text, token ids, or a list of either')
         one = isinstance(prompts, list) and prompts and not isinstance(prompts[0], str | list)  # token ids
         if isinstance(prompts, str) or one:
             prompts = [prompts]
         if not isinstance(prompts, list) or not prompts:
-            raise BadRequest("prompt", "expected text, token ids, or a non-empty list of either")
+            raise BadRequest('prompt', 'expected text, token ids, or a non-empty list of either')
         if len(prompts) > self.max_sequences:
-            raise BadRequest("prompt", f"{len(prompts)} prompts: the stand-in samples at most {self.max_sequences}")
+            raise BadRequest('prompt', f'{len(prompts)} prompts: the stand-in samples at most {self.max_sequences}')
         out = []
         for i, p in enumerate(prompts):
             if isinstance(p, str):
                 p = self.policy.fmt.encode(p)
             if not isinstance(p, list) or not p:
-                raise BadRequest(f"prompt[{i}]", "expected text or a non-empty list of token ids")
+                raise BadRequest(f'prompt[{i}]', 'expected text or a non-empty list of token ids')
             if len(p) >= self.max_model_len:
-                raise BadRequest(f"prompt[{i}]", f"{len(p)} tokens: the model's context is {self.max_model_len}")
+                raise BadRequest(f'prompt[{i}]', f"{len(p)} tokens: the model's context is {self.max_model_len}")
             for j, t in enumerate(p):
                 if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < self.vocab_size:
                     raise BadRequest(
-                        f"prompt[{i}][{j}]", f"{json.dumps(t)[:40]} is not a token id in [0, {self.vocab_size})"
+                        f'prompt[{i}][{j}]', f'{json.dumps(t)[:40]} is not a token id in [0, {self.vocab_size})'
                     )
             out.append(p)
         return out
@@ -305,46 +305,46 @@ class VLLMStandIn:
         one sequence at a time, not by its whole length."""
         fmt = self.policy.fmt
         for k, off in (
-            ("min_p", 0.0),
-            ("repetition_penalty", 1.0),
-            ("presence_penalty", 0.0),
-            ("frequency_penalty", 0.0),
-            ("stop", None),
-            ("best_of", None),
-            ("echo", False),
-            ("structured_outputs", None),
+            ('min_p', 0.0),
+            ('repetition_penalty', 1.0),
+            ('presence_penalty', 0.0),
+            ('frequency_penalty', 0.0),
+            ('stop', None),
+            ('best_of', None),
+            ('echo', False),
+            ('structured_outputs', None),
         ):
             if body.get(k, off) not in (off, [] if off is None else off):
-                raise UnsupportedRequest(f"the stand-in does not implement {k}={body[k]!r}")
-        scored = _integer(body, "prompt_logprobs", None, 0, self.vocab_size)
-        if scored is not None and body.get("temperature", 1.0) not in (None, 1, 1.0):
+                raise UnsupportedRequest(f'the stand-in does not implement {k}={body[k]!r}')
+        scored = _integer(body, 'prompt_logprobs', None, 0, self.vocab_size)
+        if scored is not None and body.get('temperature', 1.0) not in (None, 1, 1.0):
             raise UnsupportedRequest(
-                f"prompt_logprobs with temperature={body['temperature']}: the stand-in scores prompts at temperature 1"
+                f'prompt_logprobs with temperature={body["temperature"]}: the stand-in scores prompts at temperature 1'
             )
-        if body.get("logprobs") not in (None, 0):
+        if body.get('logprobs') not in (None, 0):
             raise UnsupportedRequest(
                 f"logprobs={body['logprobs']}: the stand-in returns the sampled token's logprob only (logprobs=0)"
             )
-        stops = body.get("stop_token_ids") or []
+        stops = body.get('stop_token_ids') or []
         if not isinstance(stops, list) or any(isinstance(t, bool) or not isinstance(t, int) for t in stops):
-            raise BadRequest("stop_token_ids", f"expected a list of token ids, got {json.dumps(stops)[:40]}")
+            raise BadRequest('stop_token_ids', f'expected a list of token ids, got {json.dumps(stops)[:40]}')
         stops = set(stops) - {fmt.eos_id}
         if stops:
             raise UnsupportedRequest(
-                f"stop_token_ids {sorted(stops)}: the stand-in stops on the end of a turn ({fmt.eos_id}) only"
+                f'stop_token_ids {sorted(stops)}: the stand-in stops on the end of a turn ({fmt.eos_id}) only'
             )
         prompts = self._prompts(body)
-        n = _integer(body, "n", 1, 1, self.max_sequences // len(prompts))
+        n = _integer(body, 'n', 1, 1, self.max_sequences // len(prompts))
         room = self.max_model_len - max(len(p) for p in prompts)  # tokens the longest prompt leaves in the context
-        max_tokens = _integer(body, "max_tokens", 16, 1, room)
-        seed = _integer(body, "seed", None, -(2**63), 2**64 - 1)
+        max_tokens = _integer(body, 'max_tokens', 16, 1, room)
+        seed = _integer(body, 'seed', None, -(2**63), 2**64 - 1)
         cfg = SamplingConfig(
-            temperature=_real(body, "temperature", 1.0, lambda v: v >= 0, "a number >= 0"),
-            top_p=_real(body, "top_p", 1.0, lambda v: 0 < v <= 1, "a number in (0, 1]"),
-            top_k=max(_integer(body, "top_k", 0, -1, self.vocab_size), 0),  # -1 and 0: off
+            temperature=_real(body, 'temperature', 1.0, lambda v: v >= 0, 'a number >= 0'),
+            top_p=_real(body, 'top_p', 1.0, lambda v: 0 < v <= 1, 'a number in (0, 1]'),
+            top_k=max(_integer(body, 'top_k', 0, -1, self.vocab_size), 0),  # -1 and 0: off
             max_tokens=max_tokens,
         )
-        as_ids, skip = body.get("return_tokens_as_token_ids", False), body.get("skip_special_tokens", True)
+        as_ids, skip = body.get('return_tokens_as_token_ids', False), body.get('skip_special_tokens', True)
         choices, used = [], 0
         for p in prompts:
             for j in range(n):
@@ -354,43 +354,43 @@ class VLLMStandIn:
                     g = self.policy.sample([p], [s], max_tokens)[0]
                     self.completions.append(
                         {
-                            "t": time.monotonic(),
-                            "weights_version": self.weights_version,
-                            "digest": self.digest,
-                            "seed": s,
-                            "prompt_tokens": len(p),
-                            "sampled_tokens": len(g.token_ids),
+                            't': time.monotonic(),
+                            'weights_version': self.weights_version,
+                            'digest': self.digest,
+                            'seed': s,
+                            'prompt_tokens': len(p),
+                            'sampled_tokens': len(g.token_ids),
                         }
                     )
                 ids, lps = list(g.token_ids), list(g.logprobs)
                 c = {
-                    "index": len(choices),
-                    "text": self.policy.tokenizer.decode(ids, skip_special_tokens=skip),
-                    "finish_reason": g.finish,
-                    "stop_reason": fmt.eos_id if g.finish == "stop" else None,
-                    "prompt_token_ids": p if body.get("return_token_ids") else None,
-                    "prompt_logprobs": self.prompt_logprobs(p, scored) if scored is not None and j == 0 else None,
-                    "token_ids": ids if body.get("return_token_ids") else None,
-                    "logprobs": None,
+                    'index': len(choices),
+                    'text': self.policy.tokenizer.decode(ids, skip_special_tokens=skip),
+                    'finish_reason': g.finish,
+                    'stop_reason': fmt.eos_id if g.finish == 'stop' else None,
+                    'prompt_token_ids': p if body.get('return_token_ids') else None,
+                    'prompt_logprobs': self.prompt_logprobs(p, scored) if scored is not None and j == 0 else None,
+                    'token_ids': ids if body.get('return_token_ids') else None,
+                    'logprobs': None,
                 }
-                if body.get("logprobs") is not None:
-                    toks = [f"token_id:{t}" if as_ids else self.policy.tokenizer.convert_ids_to_tokens(t) for t in ids]
-                    c["logprobs"] = {
-                        "tokens": toks,
-                        "token_logprobs": lps,
-                        "top_logprobs": [{t: lp} for t, lp in zip(toks, lps)],
-                        "text_offset": [0] * len(ids),
+                if body.get('logprobs') is not None:
+                    toks = [f'token_id:{t}' if as_ids else self.policy.tokenizer.convert_ids_to_tokens(t) for t in ids]
+                    c['logprobs'] = {
+                        'tokens': toks,
+                        'token_logprobs': lps,
+                        'top_logprobs': [{t: lp} for t, lp in zip(toks, lps)],
+                        'text_offset': [0] * len(ids),
                     }
                 choices.append(c)
                 used += len(ids)
         ptoks = sum(len(p) for p in prompts) * n
         return {
-            "id": f"cmpl-{len(self.completions)}",
-            "object": "text_completion",
-            "created": int(time.time()),
-            "model": self.model_name,
-            "choices": choices,
-            "usage": {"prompt_tokens": ptoks, "completion_tokens": used, "total_tokens": ptoks + used},
+            'id': f'cmpl-{len(self.completions)}',
+            'object': 'text_completion',
+            'created': int(time.time()),
+            'model': self.model_name,
+            'choices': choices,
+            'usage': {'prompt_tokens': ptoks, 'completion_tokens': used, 'total_tokens': ptoks + used},
         }
 
     def prompt_logprobs(self, ids: list, k: int) -> list:
@@ -408,9 +408,9 @@ class VLLMStandIn:
             out.append(
                 {
                     str(t): {
-                        "logprob": float(row[t]),
-                        "rank": int((row > row[t]).sum()) + 1,
-                        "decoded_token": self.policy.tokenizer.decode([t]),
+                        'logprob': float(row[t]),
+                        'rank': int((row > row[t]).sum()) + 1,
+                        'decoded_token': self.policy.tokenizer.decode([t]),
                     }
                     for t in keep
                 }
@@ -419,29 +419,30 @@ class VLLMStandIn:
 
     def _need_engine(self):
         if self.engine is None:
-            raise BadRequest("init_weight_transfer_engine", "no weight-transfer engine: POST it first (TRL's "
-                             "init_communicator does)")
+            raise BadRequest(
+                'init_weight_transfer_engine', "no weight-transfer engine: POST it first (TRL's init_communicator does)"
+            )
 
     def init_weight_transfer_engine(self, body: dict) -> dict:
         """/init_weight_transfer_engine: join the trainer's weight-transfer group as TRL's `init_info` describes it (the
         trainer is rank 0 and the store's host at master_address:master_port; this server's one worker is rank
         `rank_offset`). The group is gloo: the tensors travel over TCP on the CPU, where vLLM's travel over NCCL."""
-        info = body.get("init_info")
+        info = body.get('init_info')
         if not isinstance(info, dict):
-            raise BadRequest("init_info", "expected an object {master_address, master_port, rank_offset, world_size}")
-        addr = info.get("master_address")
+            raise BadRequest('init_info', 'expected an object {master_address, master_port, rank_offset, world_size}')
+        addr = info.get('master_address')
         if not isinstance(addr, str) or not addr:
-            raise BadRequest("init_info.master_address", f"{json.dumps(addr)[:40]}: expected a host name or address")
+            raise BadRequest('init_info.master_address', f'{json.dumps(addr)[:40]}: expected a host name or address')
         try:
-            port = _integer(info, "master_port", None, 1, 65535)
-            rank = _integer(info, "rank_offset", 1, 1)
-            world = _integer(info, "world_size", None, 2)
+            port = _integer(info, 'master_port', None, 1, 65535)
+            rank = _integer(info, 'rank_offset', 1, 1)
+            world = _integer(info, 'world_size', None, 2)
         except BadRequest as e:
-            raise BadRequest(f"init_info.{e.field}", str(e).split(": ", 1)[1]) from None
+            raise BadRequest(f'init_info.{e.field}', str(e).split(': ', 1)[1]) from None
         if port is None or world is None:
-            raise BadRequest(f"init_info.{'master_port' if port is None else 'world_size'}", "required")
+            raise BadRequest(f'init_info.{"master_port" if port is None else "world_size"}', 'required')
         if world != rank + 1:
-            raise BadRequest("init_info.world_size", f"{world}: the stand-in has one worker, so it is rank_offset + 1")
+            raise BadRequest('init_info.world_size', f'{world}: the stand-in has one worker, so it is rank_offset + 1')
         with self._transfer:
             self.engine = gloo_group(addr, port, rank, world, self.transfer_timeout_s, is_master=False)
         return {}
@@ -456,31 +457,34 @@ class VLLMStandIn:
         "(name, dtype, shape) per tensor of TRL's `update_info`, each checked against the served model; a `BadRequest`."
         import torch
 
-        info = body.get("update_info")
+        info = body.get('update_info')
         if not isinstance(info, dict):
-            raise BadRequest("update_info", "expected an object {names, dtype_names, shapes}")
-        cols = {k: info.get(k) for k in ("names", "dtype_names", "shapes")}
+            raise BadRequest('update_info', 'expected an object {names, dtype_names, shapes}')
+        cols = {k: info.get(k) for k in ('names', 'dtype_names', 'shapes')}
         for k, v in cols.items():
             if not isinstance(v, list) or not v:
-                raise BadRequest(f"update_info.{k}", f"{json.dumps(v)[:40]}: expected a non-empty list")
+                raise BadRequest(f'update_info.{k}', f'{json.dumps(v)[:40]}: expected a non-empty list')
         if len({len(v) for v in cols.values()}) > 1:
-            raise BadRequest("update_info.names", "names, dtype_names and shapes differ in length")
-        if not isinstance(info.get("packed", False), bool):
-            raise BadRequest("update_info.packed", f"{json.dumps(info['packed'])[:40]}: expected true or false")
+            raise BadRequest('update_info.names', 'names, dtype_names and shapes differ in length')
+        if not isinstance(info.get('packed', False), bool):
+            raise BadRequest('update_info.packed', f'{json.dumps(info["packed"])[:40]}: expected true or false')
         params, specs, seen = dict(self.policy.model.named_parameters()), [], set()
         for j, (name, dtype_name, shape) in enumerate(zip(*cols.values())):
             if not isinstance(name, str) or name not in params:
-                raise BadRequest(f"update_info.names[{j}]", f"{json.dumps(name)[:60]}: the served model has no such "
-                                 "parameter")
+                raise BadRequest(
+                    f'update_info.names[{j}]', f'{json.dumps(name)[:60]}: the served model has no such parameter'
+                )
             if name in seen:
-                raise BadRequest(f"update_info.names[{j}]", f"{name} is sent twice")
+                raise BadRequest(f'update_info.names[{j}]', f'{name} is sent twice')
             seen.add(name)
             dtype = getattr(torch, dtype_name, None) if isinstance(dtype_name, str) else None
             if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-                raise BadRequest(f"update_info.dtype_names[{j}]", f"{json.dumps(dtype_name)[:40]} is not a float dtype")
+                raise BadRequest(f'update_info.dtype_names[{j}]', f'{json.dumps(dtype_name)[:40]} is not a float dtype')
             if shape != list(params[name].shape):
-                raise BadRequest(f"update_info.shapes[{j}]", f"{json.dumps(shape)[:60]}, the served model's {name} is "
-                                 f"{list(params[name].shape)}")
+                raise BadRequest(
+                    f'update_info.shapes[{j}]',
+                    f"{json.dumps(shape)[:60]}, the served model's {name} is {list(params[name].shape)}",
+                )
             specs.append((name, dtype, params[name].shape))
         return specs
 
@@ -495,7 +499,7 @@ class VLLMStandIn:
             try:
                 specs = self._update_specs(body)
                 if self._staged is None:
-                    raise BadRequest("start_weight_update", "no weight update started: POST it first")
+                    raise BadRequest('start_weight_update', 'no weight update started: POST it first')
             except BadRequest:
                 _broadcast(self.engine, torch.zeros(1, dtype=torch.int64), src=self.engine.rank)
                 raise
@@ -516,7 +520,7 @@ class VLLMStandIn:
 
         self._need_engine()
         if self._staged is None:
-            raise BadRequest("start_weight_update", "no weight update started: POST it first")
+            raise BadRequest('start_weight_update', 'no weight update started: POST it first')
         staged, self._staged = self._staged, None
         params = dict(self.policy.model.named_parameters())
         with self.lock, torch.no_grad():
@@ -528,15 +532,14 @@ class VLLMStandIn:
             self.policy.reset_cache()
             self.weight_loads.append(
                 {
-                    "t": time.monotonic(),
-                    "version": self.weights_version,
-                    "digest": self.digest,
-                    "tensors": len(staged),
-                    "applied": not self.ignore_weight_updates,
+                    't': time.monotonic(),
+                    'version': self.weights_version,
+                    'digest': self.digest,
+                    'tensors': len(staged),
+                    'applied': not self.ignore_weight_updates,
                 }
             )
-        return {"version": self.weights_version, "digest": self.digest}
-
+        return {'version': self.weights_version, 'digest': self.digest}
 
 # %% ../nbs/06b_vllm_server.ipynb #c005
 class GlooEndpoint:
@@ -594,8 +597,14 @@ class GlooTransfer:
 
     @staticmethod
     def trainer_init(init_info: dict) -> GlooEndpoint:
-        return gloo_group(init_info["master_address"], init_info["master_port"], 0, init_info["world_size"],
-                          GlooTransfer.timeout_s, is_master=True)
+        return gloo_group(
+            init_info['master_address'],
+            init_info['master_port'],
+            0,
+            init_info['world_size'],
+            GlooTransfer.timeout_s,
+            is_master=True,
+        )
 
     @staticmethod
     def trainer_send_weights(iterator, trainer_args: GlooSendArgs):
@@ -603,7 +612,7 @@ class GlooTransfer:
 
         ep = trainer_args.group
         if ep is None:
-            raise RuntimeError("weight sync: no weight-transfer group (init_communicator was not called)")
+            raise RuntimeError('weight sync: no weight-transfer group (init_communicator was not called)')
         ok = torch.zeros(1, dtype=torch.int64)
         _broadcast(ep, ok, src=1)
         if not ok.item():
@@ -623,13 +632,17 @@ def _cpu_client_class():
             import atexit
             from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
-            if self.get_server_info()["weight_transfer_config"] is None:
-                raise RuntimeError(f"The vLLM server at {self.base_url} has no weight-transfer engine")
-            init_info = {"master_address": _local_address(self.host), "master_port": self.group_port,
-                         "rank_offset": 1, "world_size": self.get_world_size() + 1}
+            if self.get_server_info()['weight_transfer_config'] is None:
+                raise RuntimeError(f'The vLLM server at {self.base_url} has no weight-transfer engine')
+            init_info = {
+                'master_address': _local_address(self.host),
+                'master_port': self.group_port,
+                'rank_offset': 1,
+                'world_size': self.get_world_size() + 1,
+            }
             pool = ThreadPoolExecutor(max_workers=2)
-            url = f"{self.base_url}/init_weight_transfer_engine"
-            asked = pool.submit(self._post, url, json={"init_info": init_info})
+            url = f'{self.base_url}/init_weight_transfer_engine'
+            asked = pool.submit(self._post, url, json={'init_info': init_info})
             joined = pool.submit(GlooTransfer.trainer_init, init_info)
             wait([asked, joined], return_when=FIRST_EXCEPTION)
             pool.shutdown(wait=False)
@@ -653,11 +666,15 @@ def cpu_weight_transfer(timeout_s: float = 120.0):
     import trl.generation.vllm_client as vc
     import trl.generation.vllm_generation as vg
 
-    if vc._HAS_STATEFUL_TRAINER_ENGINE or getattr(vc, "NCCLWeightTransferEngine", GlooTransfer) is not GlooTransfer:
-        raise RuntimeError("vLLM is installed: weight sync goes over its NCCL transfer (the gloo one stands in for it)")
-    patches = {(vc, "is_vllm_available"): lambda *a, **k: True, (vg, "is_vllm_available"): lambda *a, **k: True,
-               (vc, "NCCLWeightTransferEngine"): GlooTransfer, (vc, "NCCLTrainerSendWeightsArgs"): GlooSendArgs,
-               (vg, "VLLMClient"): _cpu_client_class()}
+    if vc._HAS_STATEFUL_TRAINER_ENGINE or getattr(vc, 'NCCLWeightTransferEngine', GlooTransfer) is not GlooTransfer:
+        raise RuntimeError('vLLM is installed: weight sync goes over its NCCL transfer (the gloo one stands in for it)')
+    patches = {
+        (vc, 'is_vllm_available'): lambda *a, **k: True,
+        (vg, 'is_vllm_available'): lambda *a, **k: True,
+        (vc, 'NCCLWeightTransferEngine'): GlooTransfer,
+        (vc, 'NCCLTrainerSendWeightsArgs'): GlooSendArgs,
+        (vg, 'VLLMClient'): _cpu_client_class(),
+    }
     saved = {key: key[0].__dict__.get(key[1], _MISSING) for key in patches}
     old_timeout, GlooTransfer.timeout_s = GlooTransfer.timeout_s, timeout_s
     for (mod, name), value in patches.items():
@@ -671,4 +688,3 @@ def cpu_weight_transfer(timeout_s: float = 120.0):
                 delattr(mod, name)
             else:
                 setattr(mod, name, value)
-

@@ -3,6 +3,7 @@ with a non-zero exit and nothing written; whatever escapes a command is one line
 
 Every case is a real `tbt` subprocess. The option checks need none of the commands' modules, so a refused case
 costs a Python start-up (no torch), not a command's imports."""
+
 import os, subprocess, sys
 from pathlib import Path
 import pytest
@@ -13,8 +14,14 @@ TASKS = str(ROOT / 'data' / 'tasks' / 'retail_bench.jsonl')
 
 
 def tbt(*args, env=None, cwd=ROOT):
-    return subprocess.run([sys.executable, '-c', CLI, *map(str, args)], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=300)
+    return subprocess.run(
+        [sys.executable, '-c', CLI, *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=300,
+    )
 
 
 @pytest.fixture(scope='module')
@@ -28,55 +35,94 @@ def where(tmp_path_factory):
 
 # (id, arguments, what the one line must say); {d} is a scratch directory, {tasks} a real task file
 CASES = [
-    ('evaluate-error-retries-negative', 'evaluate --tasks {tasks} --error-retries -1',
-     '--error-retries -1: must be at least 0'),
+    (
+        'evaluate-error-retries-negative',
+        'evaluate --tasks {tasks} --error-retries -1',
+        '--error-retries -1: must be at least 0',
+    ),
     ('evaluate-k-negative', 'evaluate --tasks {tasks} --k -3', '--k -3: must be at least 1'),
     ('probe-k-zero', 'probe --tasks {tasks} --k 0', '--k 0: must be at least 1'),
-    ('evaluate-temperature-negative', 'evaluate --tasks {tasks} --temperature -1',
-     '--temperature -1.0: must be in [0, inf)'),
+    (
+        'evaluate-temperature-negative',
+        'evaluate --tasks {tasks} --temperature -1',
+        '--temperature -1.0: must be in [0, inf)',
+    ),
     ('evaluate-top-p-2', 'evaluate --tasks {tasks} --top-p 2', '--top-p 2.0: must be in (0, 1]'),
     ('evaluate-top-k-negative', 'evaluate --tasks {tasks} --top-k -1', '--top-k -1: must be at least 0'),
-    ('generate-tasks-train-n-negative', 'generate-tasks --train-n -1 --out {d}/gen',
-     '--train-n -1: must be at least 0'),
+    (
+        'generate-tasks-train-n-negative',
+        'generate-tasks --train-n -1 --out {d}/gen',
+        '--train-n -1: must be at least 0',
+    ),
     ('evaluate-user-bogus', 'evaluate --tasks {tasks} --user bogus', '--user bogus: must be scripted or openai:MODEL'),
     ('evaluate-judge-bogus', 'evaluate --tasks {tasks} --judge bogus', '--judge bogus: must be rule or openai:MODEL'),
-    ('evaluate-concurrency-negative', 'evaluate --tasks {tasks} --concurrency -5',
-     '--concurrency -5: must be at least 0'),
-    ('evaluate-policy-missing', 'evaluate --tasks {tasks} --policy /no/such/model',
-     '--policy /no/such/model: no such model directory'),
-    ('mcp-serve-domain-unknown', 'mcp-serve --domain nope',
-     '--domain nope: unknown domain nope; known: demo, retail, travel'),
-    ('generate-tasks-domains-unknown', 'generate-tasks --domains nope --out {d}/gen',
-     '--domains nope: unknown domain nope; known: demo, retail, travel'),
+    (
+        'evaluate-concurrency-negative',
+        'evaluate --tasks {tasks} --concurrency -5',
+        '--concurrency -5: must be at least 0',
+    ),
+    (
+        'evaluate-policy-missing',
+        'evaluate --tasks {tasks} --policy /no/such/model',
+        '--policy /no/such/model: no such model directory',
+    ),
+    (
+        'mcp-serve-domain-unknown',
+        'mcp-serve --domain nope',
+        '--domain nope: unknown domain nope; known: demo, retail, travel',
+    ),
+    (
+        'generate-tasks-domains-unknown',
+        'generate-tasks --domains nope --out {d}/gen',
+        '--domains nope: unknown domain nope; known: demo, retail, travel',
+    ),
     ('evaluate-tasks-missing', 'evaluate --tasks {d}/no_such.jsonl', 'no_such.jsonl does not exist'),
     ('evaluate-tasks-a-directory', 'evaluate --tasks {d}', 'is not a file'),
     ('evaluate-tasks-not-given', 'evaluate', '--tasks is required'),
     ('evaluate-shards-zero', 'evaluate --tasks {tasks} --shards 0', '--shards 0: must be at least 1'),
     ('evaluate-out-a-file', 'evaluate --tasks {tasks} --out {d}/a_file', 'a_file is a file, not a directory'),
-    ('evaluate-tool-transport-unknown', 'evaluate --tasks {tasks} --tool-transport http',
-     '--tool-transport http: must be one of mcp, inprocess'),
+    (
+        'evaluate-tool-transport-unknown',
+        'evaluate --tasks {tasks} --tool-transport http',
+        '--tool-transport http: must be one of mcp, inprocess',
+    ),
     ('evaluate-split-unknown', 'evaluate --tasks {tasks} --split dev', "--split dev: must be one of '', train, bench"),
     ('evaluate-recipe-missing', 'evaluate --tasks {tasks} --recipe {d}/no.yaml', '--recipe {d}/no.yaml: no such file'),
     ('aggregate-by-bogus', 'aggregate {d}/empty_dir --by bogus', '--by bogus: must be one of domain, family, held_out'),
     ('aggregate-out-missing', 'aggregate {d}/no_campaign', 'out {d}/no_campaign: no such directory'),
     ('compare-base-missing', 'compare {d}/nope {d}/empty_dir', 'base {d}/nope: no such directory'),
     ('select-attempts-missing', 'select {d}/no.jsonl --out {d}/pool', 'attempts {d}/no.jsonl: no such file'),
-    ('select-dev-fraction-one', 'select {d}/a_file --out {d}/pool --dev-fraction 1',
-     '--dev-fraction 1.0: must be in [0, 1)'),
-    ('select-band-rule-bogus', 'select {d}/a_file --out {d}/pool --band-rule median',
-     '--band-rule median: must be one of mass, mean'),
+    (
+        'select-dev-fraction-one',
+        'select {d}/a_file --out {d}/pool --dev-fraction 1',
+        '--dev-fraction 1.0: must be in [0, 1)',
+    ),
+    (
+        'select-band-rule-bogus',
+        'select {d}/a_file --out {d}/pool --band-rule median',
+        '--band-rule median: must be one of mass, mean',
+    ),
     ('mcp-serve-port-99999', 'mcp-serve --domain demo --port 99999', '--port 99999: must be in [1, 65535]'),
-    ('mcp-serve-transport-unknown', 'mcp-serve --domain demo --transport sse',
-     '--transport sse: must be one of stdio, http'),
+    (
+        'mcp-serve-transport-unknown',
+        'mcp-serve --domain demo --transport sse',
+        '--transport sse: must be one of stdio, http',
+    ),
     ('thinkingbox-bench-k-zero', 'thinkingbox-bench --k 0 --out {d}/tb', '--k 0: must be at least 1'),
-    ('thinkingbox-bench-user-bogus', 'thinkingbox-bench --user scripted --out {d}/tb',
-     '--user scripted: must be stand-in or openai:MODEL'),
+    (
+        'thinkingbox-bench-user-bogus',
+        'thinkingbox-bench --user scripted --out {d}/tb',
+        '--user scripted: must be stand-in or openai:MODEL',
+    ),
     ('reproduce-part-5', 'reproduce --part 5 --dry-run', '--part 5: must be one of 1, 2, 3, 4, all'),
     ('main-concurrency-zero', 'main --concurrency 0', '--concurrency 0: must be at least 1'),
     ('main-base-model-missing', 'main --base-model {d}/no_model', '--base-model {d}/no_model: no such model directory'),
     ('policy-report-out-a-directory', 'policy-report --out {d}/empty_dir', 'empty_dir is a directory, not a file'),
-    ('build-base-policy-threads-zero', 'build-base-policy --threads 0 --out {d}/model',
-     '--threads 0: must be at least 1'),
+    (
+        'build-base-policy-threads-zero',
+        'build-base-policy --threads 0 --out {d}/model',
+        '--threads 0: must be at least 1',
+    ),
 ]
 
 
@@ -102,12 +148,13 @@ def test_an_exception_escaping_a_command_is_one_line_and_exit_1(where):
     r = tbt('evaluate', '--tasks', where / 'broken.jsonl', '--out', where / 'run-broken', '--quiet')
     assert r.returncode == 1 and 'Traceback' not in r.stderr, r.stderr[-2000:]
     assert r.stderr.startswith('tbt evaluate: 1 problem(s) in task file(s)'), r.stderr
-    assert f"{where / 'broken.jsonl'}:1: invalid JSON" in r.stderr
+    assert f'{where / "broken.jsonl"}:1: invalid JSON' in r.stderr
 
 
 def test_tbt_debug_shows_the_traceback(where):
-    r = tbt('evaluate', '--tasks', where / 'broken.jsonl', '--out', where / 'run-broken', '--quiet',
-            env={'TBT_DEBUG': '1'})
+    r = tbt(
+        'evaluate', '--tasks', where / 'broken.jsonl', '--out', where / 'run-broken', '--quiet', env={'TBT_DEBUG': '1'}
+    )
     assert r.returncode == 1 and 'Traceback (most recent call last)' in r.stderr, r.stderr[-2000:]
 
 
@@ -121,12 +168,14 @@ def test_good_options_pass_the_checks():
 
 def test_help_imports_no_torch_and_no_command_module():
     "`tbt --help` and `tbt evaluate --help` are read from the source: neither torch nor the command's module loads."
-    code = ('import sys; from thinkingbox_training.cli import main\n'
-            'for argv in (["--help"], ["evaluate", "--help"], ["evaluate", "--k", "-3"]):\n'
-            '    try: main(argv)\n'
-            '    except SystemExit: pass\n'
-            'heavy = [m for m in ("torch", "transformers", "thinkingbox_training.campaigns", "mcp")\n'
-            '         if m in sys.modules]\n'
-            'print("HEAVY", heavy)')
+    code = (
+        'import sys; from thinkingbox_training.cli import main\n'
+        'for argv in (["--help"], ["evaluate", "--help"], ["evaluate", "--k", "-3"]):\n'
+        '    try: main(argv)\n'
+        '    except SystemExit: pass\n'
+        'heavy = [m for m in ("torch", "transformers", "thinkingbox_training.campaigns", "mcp")\n'
+        '         if m in sys.modules]\n'
+        'print("HEAVY", heavy)'
+    )
     r = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert 'HEAVY []' in r.stdout, (r.stdout[-500:], r.stderr[-2000:])

@@ -165,5 +165,5 @@ def test_close_tag_in_an_argument_reaches_the_tool_whole():
     [e] = asyncio.run(EpisodeRunner(Says(text, 'Done.')).run([(TASK, 0)]))
     tool = e.trajectory.messages[3]
     assert (
-        e.trajectory.malformed_calls == 0 and "AC-1 </tool_call>" in tool['content'] and 'not found' in tool['content']
+        e.trajectory.malformed_calls == 0 and 'AC-1 </tool_call>' in tool['content'] and 'not found' in tool['content']
     )

@@ -4,6 +4,7 @@ The server keeps one database for its life, shared by every client, and runs the
 clients calling at once, in each of our domains, leave a state equal to the successful calls replayed one by one on a
 fresh database; a refused call commits nothing; every failed call is the domain's own refusal, never a server fault
 worded as the client's bad arguments (`... failed on these arguments (InvalidRequestError: ...)`)."""
+
 import asyncio, contextlib, re, socket, threading, time
 import mcp, pytest
 from thinkingbox_training.backend import diff_states, episode_state
@@ -14,7 +15,8 @@ from thinkingbox_training.tasks import get_domain
 
 def free_port():
     with socket.socket() as s:
-        s.bind(('127.0.0.1', 0)); return s.getsockname()[1]
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
 
 
 @contextlib.contextmanager
@@ -25,11 +27,14 @@ def served(domain):
     th = threading.Thread(target=srv.run, daemon=True)
     th.start()
     for _ in range(500):
-        if srv.started: break
+        if srv.started:
+            break
         time.sleep(0.02)
-    try: yield ts, f'http://127.0.0.1:{port}/mcp', port
+    try:
+        yield ts, f'http://127.0.0.1:{port}/mcp', port
     finally:
-        srv.should_exit = True; th.join(30)
+        srv.should_exit = True
+        th.join(30)
 
 
 async def client(url, calls):
@@ -44,33 +49,73 @@ async def client(url, calls):
 
 def crowd(url, workloads):
     "Every workload on its own client, all at once; the calls' results in the order they were answered."
-    async def go(): return await asyncio.gather(*[client(url, w) for w in workloads])
+
+    async def go():
+        return await asyncio.gather(*[client(url, w) for w in workloads])
+
     return [r for rs in asyncio.run(go()) for r in rs]
 
 
 # each domain: ten clients' calls, the refusals they may meet, and how many calls must succeed
 RETAIL = retail_seed()
 EMAIL = {c['id']: c['email'] for c in RETAIL['customer']}
-ORDERS = [o for o in RETAIL['order'] if o['status'] == 'placed'
-          and o['id'] not in {c['order_id'] for c in RETAIL['compensation']}][:4]
+ORDERS = [
+    o
+    for o in RETAIL['order']
+    if o['status'] == 'placed' and o['id'] not in {c['order_id'] for c in RETAIL['compensation']}
+][:4]
 WORKLOADS = {
     # the issue's case: 6 clients pay 1 cent from AC-1, 4 pay a million cents from AC-2 (it holds 500), 25 times each
-    'demo': ([[('pay', {'account_id': 'AC-1', 'amount_cents': 1})] * 25] * 6
-             + [[('pay', {'account_id': 'AC-2', 'amount_cents': 1_000_000})] * 25] * 4,
-             [r'insufficient funds on AC-2'], 150),
+    'demo': (
+        [[('pay', {'account_id': 'AC-1', 'amount_cents': 1})] * 25] * 6
+        + [[('pay', {'account_id': 'AC-2', 'amount_cents': 1_000_000})] * 25] * 4,
+        [r'insufficient funds on AC-2'],
+        150,
+    ),
     # ten clients refund the same five payments and open the same two tickets: one of each may succeed
-    'travel': ([[('refund_payment', {'payment_id': f'PM-5000{i}', 'reason': 'charged twice'}) for i in range(1, 6)]
-                + [('open_ticket', {'booking_id': f'BK-1000{i}', 'category': 'billing',
-                                    'summary': 'the traveller reports a double charge'}) for i in (1, 2)]] * 10,
-               [r'payment PM-5000\d is already fully refunded', r'ticket \d+ \(billing\) is already open for booking'],
-               7),
+    'travel': (
+        [
+            [('refund_payment', {'payment_id': f'PM-5000{i}', 'reason': 'charged twice'}) for i in range(1, 6)]
+            + [
+                (
+                    'open_ticket',
+                    {
+                        'booking_id': f'BK-1000{i}',
+                        'category': 'billing',
+                        'summary': 'the traveller reports a double charge',
+                    },
+                )
+                for i in (1, 2)
+            ]
+        ]
+        * 10,
+        [r'payment PM-5000\d is already fully refunded', r'ticket \d+ \(billing\) is already open for booking'],
+        7,
+    ),
     # ten clients credit the same four orders (once per order) and open a ticket on each
-    'retail': ([[('issue_goodwill_credit', {'order_id': o['id'], 'email': EMAIL[o['customer_id']], 'percent': 10})
-                 for o in ORDERS]
-                + [('open_ticket', {'order_id': o['id'], 'email': EMAIL[o['customer_id']], 'category': 'general',
-                                    'summary': 'late delivery'}) for o in ORDERS]] * 10,
-               [r'order OR-\d+ already received goodwill credit', r'order OR-\d+ already has an open general ticket'],
-               8),
+    'retail': (
+        [
+            [
+                ('issue_goodwill_credit', {'order_id': o['id'], 'email': EMAIL[o['customer_id']], 'percent': 10})
+                for o in ORDERS
+            ]
+            + [
+                (
+                    'open_ticket',
+                    {
+                        'order_id': o['id'],
+                        'email': EMAIL[o['customer_id']],
+                        'category': 'general',
+                        'summary': 'late delivery',
+                    },
+                )
+                for o in ORDERS
+            ]
+        ]
+        * 10,
+        [r'order OR-\d+ already received goodwill credit', r'order OR-\d+ already has an open general ticket'],
+        8,
+    ),
 }
 
 
@@ -83,26 +128,33 @@ def test_ten_clients_at_once_leave_exactly_the_successful_calls(domain):
         served_state = episode_state(ts.db.db)
     ok = [(n, a) for n, a, err, _ in results if not err]
     wrong = [t for _, _, err, t in results if err and not any(re.search(p, t) for p in refusals)]
-    assert not wrong, f'{len(wrong)} calls failed with other than the domain\'s refusals, e.g. {wrong[:3]}'
+    assert not wrong, f"{len(wrong)} calls failed with other than the domain's refusals, e.g. {wrong[:3]}"
     assert len(ok) == n_ok, (len(ok), n_ok)
     with get_domain(domain).provision() as fresh:  # the successful calls, one by one, on a fresh database
-        for name, args in ok: fresh.run_tool(name, args)
+        for name, args in ok:
+            fresh.run_tool(name, args)
         diff = diff_states(episode_state(fresh), served_state)
     assert diff.equal, diff.reasons[:5]
 
 
 # malformed HTTP requests: each answered with a 4xx whose body says what is wrong, at once
-def raw_post(port, headers:str, body:bytes=b'', timeout=10) -> tuple[int, str]:
+def raw_post(port, headers: str, body: bytes = b'', timeout=10) -> tuple[int, str]:
     "(status, body) of one raw HTTP request to /mcp; the body read to the end (the server closes or sends its length)."
     with socket.create_connection(('127.0.0.1', port), timeout=timeout) as s:
         with contextlib.suppress(ConnectionResetError, BrokenPipeError):  # a server may answer before the body ends
-            s.sendall((f'POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n'
-                       'Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n'
-                       f'Connection: close\r\n{headers}\r\n').encode() + body)
+            s.sendall(
+                (
+                    f'POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n'
+                    'Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n'
+                    f'Connection: close\r\n{headers}\r\n'
+                ).encode()
+                + body
+            )
             s.shutdown(socket.SHUT_WR)
         out = b''
         with contextlib.suppress(ConnectionResetError):
-            while chunk := s.recv(65536): out += chunk
+            while chunk := s.recv(65536):
+                out += chunk
     head, _, rest = out.partition(b'\r\n\r\n')
     return int(head.split()[1]), rest.decode('utf-8', 'replace')
 
@@ -113,9 +165,13 @@ MALFORMED = {
     'content_length_not_a_number': ('Content-Length: abc\r\n', b'{}', 400, 'Content-Length'),
     'content_length_twice': ('Content-Length: 2\r\nContent-Length: 3\r\n', b'{}', 400, 'Content-Length'),
     'body_over_the_bound': (f'Content-Length: {len(BIG)}\r\n', BIG, 413, 'too large'),
-    'chunked_body_over_the_bound': ('Transfer-Encoding: chunked\r\n',
-                                    b''.join(b'%x\r\n%s\r\n' % (len(BIG[i:i + 2**20]), BIG[i:i + 2**20])
-                                             for i in range(0, len(BIG), 2**20)) + b'0\r\n\r\n', 413, 'too large'),
+    'chunked_body_over_the_bound': (
+        'Transfer-Encoding: chunked\r\n',
+        b''.join(b'%x\r\n%s\r\n' % (len(BIG[i : i + 2**20]), BIG[i : i + 2**20]) for i in range(0, len(BIG), 2**20))
+        + b'0\r\n\r\n',
+        413,
+        'too large',
+    ),
     'bad_json': ('Content-Length: 5\r\n', b'{oops', 400, 'Parse error'),
     'not_an_object': ('Content-Length: 5\r\n', b'[1,2]', 400, 'single JSON-RPC request'),
     'params_null': ('', b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":null}', 400, 'params._meta'),

@@ -4,12 +4,19 @@ Every malformed request is answered at once with a 4xx whose message starts with
 OpenAI-style `param` is that field); none closes the connection without an answer or hangs. A body over the bound
 (sized from the model: a full weight load fits) is refused before it is read, and one request's generation is bounded
 (n, max_tokens) and takes the lock a sequence at a time, so that other clients are served in between."""
+
 import contextlib, copy, json, re, socket, threading, time
 import pytest, torch
 from thinkingbox_training.policies import HFPolicy, tiny_qwen3
 from concurrent.futures import ThreadPoolExecutor
-from thinkingbox_training.vllm_server import (GlooSendArgs, GlooTransfer, VLLMStandIn, body_bound, cpu_weight_transfer,
-                                              weights_digest)
+from thinkingbox_training.vllm_server import (
+    GlooSendArgs,
+    GlooTransfer,
+    VLLMStandIn,
+    body_bound,
+    cpu_weight_transfer,
+    weights_digest,
+)
 from grpo_fixtures import tokenizer
 
 TOK = tokenizer()
@@ -21,23 +28,28 @@ def srv():
         yield s
 
 
-def raw(srv, head:str, body:bytes=b'', path='/v1/completions', timeout=10, wait_s=0.0) -> tuple[int, dict, float]:
+def raw(srv, head: str, body: bytes = b'', path='/v1/completions', timeout=10, wait_s=0.0) -> tuple[int, dict, float]:
     "(status, JSON answer, seconds) of one raw HTTP request; `wait_s`: pause with the connection open before reading."
     t0 = time.monotonic()
     with socket.create_connection(srv.httpd.server_address, timeout=timeout) as s:
         with contextlib.suppress(ConnectionResetError, BrokenPipeError):  # a server may answer before the body ends
-            s.sendall(f'POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{head}\r\n'.encode()
-                      + body)
+            s.sendall(
+                f'POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{head}\r\n'.encode() + body
+            )
         time.sleep(wait_s)
         out = b''
         with contextlib.suppress(ConnectionResetError):
             while True:
                 head_, _, rest = out.partition(b'\r\n\r\n')
-                n = next((int(h.split(b':')[1]) for h in head_.split(b'\r\n')
-                          if h.lower().startswith(b'content-length:')), None)
-                if n is not None and len(rest) >= n: break
+                n = next(
+                    (int(h.split(b':')[1]) for h in head_.split(b'\r\n') if h.lower().startswith(b'content-length:')),
+                    None,
+                )
+                if n is not None and len(rest) >= n:
+                    break
                 chunk = s.recv(65536)
-                if not chunk: break
+                if not chunk:
+                    break
                 out += chunk
     assert out, 'the connection closed without an answer'
     head_, _, rest = out.partition(b'\r\n\r\n')
@@ -125,7 +137,8 @@ def test_a_body_that_ends_early_is_answered():
         c.shutdown(socket.SHUT_WR)
         c.settimeout(10)
         answer = b''
-        while chunk := c.recv(65536): answer += chunk  # to the end: the stand-in closes after answering
+        while chunk := c.recv(65536):
+            answer += chunk  # to the end: the stand-in closes after answering
     assert b' 400 ' in answer.split(b'\r\n')[0] and b'the body ended after 9 of 100 bytes' in answer, answer
 
 
@@ -139,8 +152,16 @@ def trl_generation(model, s):
     "TRL's server-mode VLLMGeneration on `model` (inside cpu_weight_transfer()), joined to stand-in `s`'s group."
     from accelerate import Accelerator
     from trl.generation.vllm_generation import VLLMGeneration
-    return VLLMGeneration(model=model, accelerator=Accelerator(cpu=True), processing_class=TOK, mode='server',
-                          server_base_url=s.url, group_port=free_port(), server_timeout=10)
+
+    return VLLMGeneration(
+        model=model,
+        accelerator=Accelerator(cpu=True),
+        processing_class=TOK,
+        mode='server',
+        server_base_url=s.url,
+        group_port=free_port(),
+        server_timeout=10,
+    )
 
 
 def test_the_bound_leaves_room_for_a_full_weight_sync():
@@ -149,9 +170,11 @@ def test_the_bound_leaves_room_for_a_full_weight_sync():
     with VLLMStandIn(HFPolicy(copy.deepcopy(model), TOK)) as s, cpu_weight_transfer(timeout_s=30):
         gen, sent = trl_generation(model, s), []
         real = gen.vllm_client.session.post
+
         def post_(url, **kw):
             sent.append(len(json.dumps(kw.get('json'))))
             return real(url, **kw)
+
         gen.vllm_client.session.post = post_
         gen.sync_weights()
     assert s.max_body_bytes == body_bound(model) and max(sent) < 2**20 < s.max_body_bytes, sent
@@ -165,21 +188,35 @@ def test_a_refused_weight_load_changes_nothing():
     with VLLMStandIn(HFPolicy(copy.deepcopy(model), TOK)) as s, cpu_weight_transfer(timeout_s=30):
         gen = trl_generation(model, s)
         client = gen.vllm_client
-        with torch.no_grad(): model.model.norm.weight.mul_(2.0)
+        with torch.no_grad():
+            model.model.norm.weight.mul_(2.0)
         before = weights_digest(s.policy.model)
         (name, p), (other, q) = list(model.named_parameters())[:2]
         good = (name, 'float32', list(p.shape))
-        for meta, field in [([good, ('no.such.weight', 'float32', list(q.shape))], 'update_info.names[1]'),
-                            ([good, (other, 'int64', list(q.shape))], 'update_info.dtype_names[1]'),
-                            ([good, (other, 'float32', list(q.shape)[::-1] + [1])], 'update_info.shapes[1]'),
-                            ([good, (name, 'float32', list(p.shape))], 'update_info.names[1]')]:
+        for meta, field in [
+            ([good, ('no.such.weight', 'float32', list(q.shape))], 'update_info.names[1]'),
+            ([good, (other, 'int64', list(q.shape))], 'update_info.dtype_names[1]'),
+            ([good, (other, 'float32', list(q.shape)[::-1] + [1])], 'update_info.shapes[1]'),
+            ([good, (name, 'float32', list(p.shape))], 'update_info.names[1]'),
+        ]:
             with pytest.raises(Exception, match=re.escape(f'"param": "{field}"')):
                 client.update_named_params(meta, iter([(name, p.data * 2), (other, q.data)]))
-        for body, field in [({}, 'update_info'), ({'update_info': []}, 'update_info'),
-                            ({'update_info': {'names': [name], 'dtype_names': [], 'shapes': []}},
-                             'update_info.dtype_names'),
-                            ({'update_info': {'names': [name], 'dtype_names': ['float32'], 'shapes': [list(p.shape)],
-                                              'packed': 'yes'}}, 'update_info.packed')]:
+        for body, field in [
+            ({}, 'update_info'),
+            ({'update_info': []}, 'update_info'),
+            ({'update_info': {'names': [name], 'dtype_names': [], 'shapes': []}}, 'update_info.dtype_names'),
+            (
+                {
+                    'update_info': {
+                        'names': [name],
+                        'dtype_names': ['float32'],
+                        'shapes': [list(p.shape)],
+                        'packed': 'yes',
+                    }
+                },
+                'update_info.packed',
+            ),
+        ]:
             client._start_weight_update()
             with pytest.raises(Exception, match=re.escape(f'"param": "{field}"')):
                 with ThreadPoolExecutor(1) as ex:  # the server answers the refusal over the group too: receive it
@@ -205,20 +242,27 @@ def test_a_weight_update_request_before_the_engine_is_refused(fresh):
         field = 'init_info' if path == '/init_weight_transfer_engine' else 'init_weight_transfer_engine'
         assert status == 400 and answer['error']['param'] == field, (path, status, answer)
     info = {'master_address': '127.0.0.1', 'master_port': 1, 'rank_offset': 1, 'world_size': 2}
-    for bad, field in [({'master_address': 5}, 'master_address'), ({'master_port': 70000}, 'master_port'),
-                       ({'master_port': 'x'}, 'master_port'), ({'rank_offset': 0}, 'rank_offset'),
-                       ({'world_size': 3}, 'world_size'), ({'world_size': None}, 'world_size')]:
+    for bad, field in [
+        ({'master_address': 5}, 'master_address'),
+        ({'master_port': 70000}, 'master_port'),
+        ({'master_port': 'x'}, 'master_port'),
+        ({'rank_offset': 0}, 'rank_offset'),
+        ({'world_size': 3}, 'world_size'),
+        ({'world_size': None}, 'world_size'),
+    ]:
         status, answer, _ = post(srv, {'init_info': {**info, **bad}}, '/init_weight_transfer_engine')
         assert status == 400 and answer['error']['param'] == f'init_info.{field}', (bad, status, answer)
 
 
 def test_a_large_request_does_not_hold_the_lock(srv):
     "A second client's request is sampled between the sequences of a large one, not after all of them."
-    big = threading.Thread(target=post, args=(srv, {'prompt': P, 'n': 80, 'max_tokens': 6, 'seed': 1000,
-                                                    'temperature': 1.0}))
+    big = threading.Thread(
+        target=post, args=(srv, {'prompt': P, 'n': 80, 'max_tokens': 6, 'seed': 1000, 'temperature': 1.0})
+    )
     start = len(srv.completions)
     big.start()
-    while not any(c['seed'] >= 1000 for c in srv.completions[start:]): time.sleep(0.005)
+    while not any(c['seed'] >= 1000 for c in srv.completions[start:]):
+        time.sleep(0.005)
     status, answer, _ = post(srv, {'prompt': P, 'max_tokens': 2, 'seed': 5})
     big.join(120)
     seeds = [c['seed'] for c in srv.completions[start:]]
@@ -230,7 +274,8 @@ def test_a_stand_in_of_a_deep_copy_serves_what_it_syncs():
     "The bounds do not stand in the way of the cluster path: a full sync of the trainer's weights, then a sample."
     model = tiny_qwen3(TOK)
     with VLLMStandIn(HFPolicy(copy.deepcopy(model), TOK)) as s, cpu_weight_transfer(timeout_s=30):
-        with torch.no_grad(): model.model.norm.weight.mul_(2.0)
+        with torch.no_grad():
+            model.model.norm.weight.mul_(2.0)
         trl_generation(model, s).sync_weights()
         assert s.digest == weights_digest(model)
         assert post(s, {'prompt': P, 'max_tokens': 3, 'seed': 1})[0] == 200

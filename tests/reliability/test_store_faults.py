@@ -2,6 +2,7 @@
 each refused (or stopped) with one line that says what to do, and nothing already recorded is lost or written over.
 The read-only mount and the full disk are real where `unshare` gives this process a mount namespace (a read-only
 bind mount, a tiny tmpfs: the slow suite); patched in-process everywhere."""
+
 import json, os, shutil, sqlite3, subprocess, sys
 from pathlib import Path
 import pytest
@@ -15,9 +16,18 @@ N = 40
 
 
 def demo_tasks(n=N):
-    return [Task(uid=f'demo/pay/{i:03d}', domain='demo', family='pay', split='bench', query=f'Pay {i + 1} cents.',
-                 golden=[ToolCallSpec(name='pay', arguments={'account_id': 'AC-1', 'amount_cents': i + 1})],
-                 reply='Paid.') for i in range(n)]
+    return [
+        Task(
+            uid=f'demo/pay/{i:03d}',
+            domain='demo',
+            family='pay',
+            split='bench',
+            query=f'Pay {i + 1} cents.',
+            golden=[ToolCallSpec(name='pay', arguments={'account_id': 'AC-1', 'amount_cents': i + 1})],
+            reply='Paid.',
+        )
+        for i in range(n)
+    ]
 
 
 @pytest.fixture(scope='module')
@@ -40,8 +50,11 @@ def finished(task_file, tmp_path_factory):
 
 def files(d):
     "The campaign's files (SQLite's WAL index aside, which any reader may touch)."
-    return {p.name: p.read_bytes() for p in Path(d).iterdir()
-            if p.is_file() and p.name not in ('campaign.lock', 'attempts.sqlite-shm')}
+    return {
+        p.name: p.read_bytes()
+        for p in Path(d).iterdir()
+        if p.is_file() and p.name not in ('campaign.lock', 'attempts.sqlite-shm')
+    }
 
 
 def rewards(out):
@@ -51,7 +64,8 @@ def rewards(out):
 def one_line(err, *words):
     lines = [line for line in err.strip().splitlines() if line.strip()]
     assert len(lines) == 1 and 'Traceback' not in err, err
-    for w in words: assert w in lines[0], lines[0]
+    for w in words:
+        assert w in lines[0], lines[0]
     return lines[0]
 
 
@@ -59,7 +73,8 @@ def one_line(err, *words):
 def test_a_directory_that_lost_its_store_is_refused_never_rerun(cut, finished, task_file, tmp_path, capsys):
     out = tmp_path / 'c'  # the same campaign (a directory's name is its campaign's)
     out.mkdir()
-    for f in ('campaign.json', 'attempts.jsonl'): shutil.copy(finished / f, out / f)
+    for f in ('campaign.json', 'attempts.jsonl'):
+        shutil.copy(finished / f, out / f)
     if cut:  # the copy's last line half cut
         b = (out / 'attempts.jsonl').read_bytes()
         (out / 'attempts.jsonl').write_bytes(b[: len(b) - 300])
@@ -69,14 +84,17 @@ def test_a_directory_that_lost_its_store_is_refused_never_rerun(cut, finished, t
     assert files(out) == before and not (out / 'attempts.sqlite').exists()
     rc = aggregate(str(out), json=True)
     got = capsys.readouterr()
-    if cut: assert rc == 1 and one_line(got.err, 'attempts.jsonl:80', 'cut or damaged')
-    else: assert rc == 0 and json.loads(got.out)['summary']
+    if cut:
+        assert rc == 1 and one_line(got.err, 'attempts.jsonl:80', 'cut or damaged')
+    else:
+        assert rc == 0 and json.loads(got.out)['summary']
     assert files(out) == before
 
 
 @pytest.mark.parametrize('lines', [80, 50])
-def test_the_store_is_rebuilt_from_its_export_when_asked_and_only_what_it_lacks_runs(lines, finished, task_file,
-                                                                                    tmp_path, capsys):
+def test_the_store_is_rebuilt_from_its_export_when_asked_and_only_what_it_lacks_runs(
+    lines, finished, task_file, tmp_path, capsys
+):
     out = tmp_path / 'c'
     out.mkdir()
     shutil.copy(finished / 'campaign.json', out / 'campaign.json')
@@ -104,31 +122,42 @@ def test_a_cut_export_is_not_rebuilt_from(finished, task_file, tmp_path, capsys)
 
 def test_the_projects_own_exports_are_regenerated_when_it_says_so(tmp_path, capsys):
     "The pipeline and the study regenerate the exports they commit (no store is committed): every attempt again."
+
     def run(out, **kw):
         return campaigns.run_campaign(out, demo_tasks(10), 'scripted:flaw=0.3', 2, name='c', progress=False, **kw)
+
     run(tmp_path / 'a')
     out = tmp_path / 'b'
     out.mkdir()
-    for f in ('campaign.json', 'attempts.jsonl'): shutil.copy(tmp_path / 'a' / f, out / f)
+    for f in ('campaign.json', 'attempts.jsonl'):
+        shutil.copy(tmp_path / 'a' / f, out / f)
     assert run(out, lost_store='regenerate')['executed'] == 20 and rewards(out) == rewards(tmp_path / 'a')
     assert 'every attempt runs again' in capsys.readouterr().err
 
 
-def test_a_full_disk_stops_the_run_in_one_line_and_the_rerun_completes_it(finished, task_file, tmp_path, monkeypatch,
-                                                                          capsys):
+def test_a_full_disk_stops_the_run_in_one_line_and_the_rerun_completes_it(
+    finished, task_file, tmp_path, monkeypatch, capsys
+):
     out, put, n = tmp_path / 'c', AttemptStore.put, [0]
 
     def fills_up(self, rec, inv):
         n[0] += 1
-        if n[0] > 25: raise sqlite3.OperationalError('database or disk is full')
+        if n[0] > 25:
+            raise sqlite3.OperationalError('database or disk is full')
         return put(self, rec, inv)
 
-    def no_space(store, name, path): raise OSError(28, 'No space left on device', str(path))
+    def no_space(store, name, path):
+        raise OSError(28, 'No space left on device', str(path))
+
     monkeypatch.setattr(AttemptStore, 'put', fills_up)
     monkeypatch.setattr(campaigns, 'export_jsonl', no_space)  # the export after the run: no space either
     assert ev(task_file, out) == 2
-    one_line(capsys.readouterr().err, 'no space left on the disk', 'the attempts stored so far are kept',
-             'run the same command again')
+    one_line(
+        capsys.readouterr().err,
+        'no space left on the disk',
+        'the attempts stored so far are kept',
+        'run the same command again',
+    )
     assert len(AttemptStore(out / 'attempts.sqlite', readonly=True).records(out.name)) == 25
     monkeypatch.undo()  # space freed
     assert ev(task_file, out) == 0
@@ -140,8 +169,13 @@ def test_a_read_only_store_is_called_read_only_and_still_reads(finished, task_fi
     shutil.copytree(finished, out)
     before = files(out)
     real = os.access
-    monkeypatch.setattr(campaigns.os, 'access', lambda p, mode: False if Path(p).parent == out.parent or
-                        str(p).startswith(str(out)) and mode == os.W_OK else real(p, mode))
+    monkeypatch.setattr(
+        campaigns.os,
+        'access',
+        lambda p, mode: (
+            False if Path(p).parent == out.parent or str(p).startswith(str(out)) and mode == os.W_OK else real(p, mode)
+        ),
+    )
     assert ev(task_file, out) == 2
     msg = one_line(capsys.readouterr().err, 'is read-only', 'nothing was written', f'tbt aggregate {out}')
     assert 'damaged' not in msg
@@ -151,17 +185,26 @@ def test_a_read_only_store_is_called_read_only_and_still_reads(finished, task_fi
 
 # ---------- the same, on a real read-only mount and a real full disk ----------
 def namespace_or_skip():
-    try: ok = subprocess.run(['unshare', '-rm', 'true'], capture_output=True, timeout=20).returncode == 0
-    except (OSError, subprocess.TimeoutExpired): ok = False
-    if not ok: pytest.skip('unshare -rm (a user and mount namespace) is not available here: the patched tests above '
-                           'cover this machine')
+    try:
+        ok = subprocess.run(['unshare', '-rm', 'true'], capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    if not ok:
+        pytest.skip(
+            'unshare -rm (a user and mount namespace) is not available here: the patched tests above cover this machine'
+        )
 
 
 def in_namespace(script, tmp_path):
-    env = {**os.environ, 'PYTHONPATH': os.pathsep.join([str(ROOT), os.environ.get('PYTHONPATH', '')]),
-           'PY': sys.executable, 'CLI': CLI}
-    r = subprocess.run(['unshare', '-rm', 'bash', '-c', script], capture_output=True, text=True, env=env,
-                       cwd=tmp_path, timeout=600)
+    env = {
+        **os.environ,
+        'PYTHONPATH': os.pathsep.join([str(ROOT), os.environ.get('PYTHONPATH', '')]),
+        'PY': sys.executable,
+        'CLI': CLI,
+    }
+    r = subprocess.run(
+        ['unshare', '-rm', 'bash', '-c', script], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600
+    )
     return r.stdout, r.stderr
 
 
@@ -188,14 +231,14 @@ def test_a_real_full_disk(finished, task_file, tmp_path):
     d = tmp_path / 'disk'
     d.mkdir()
     run = f'"$PY" -c "$CLI" evaluate --tasks {task_file} --policy scripted:flaw=0.3 --k 2 --out {d}/c --quiet'
-    script = f'''set -u
+    script = f"""set -u
 mount -t tmpfs -o size=160k tmpfs {d}
 {run}; echo "first=$?"
 "$PY" -c "import sqlite3; c = sqlite3.connect('{d}/c/attempts.sqlite')
 print('stored=%d' % c.execute('select count(*) from attempts').fetchone())"
 mount -o remount,size=8m tmpfs {d}
 {run}; echo "second=$?"
-cp -r {d}/c {tmp_path}/kept'''
+cp -r {d}/c {tmp_path}/kept"""
     out, err = in_namespace(script, tmp_path)
     assert 'first=2' in out and 'second=0' in out, (out, err)
     stored = int(out.split('stored=')[1].split()[0])

@@ -1,6 +1,7 @@
 """ThinkingBox task modules are trusted code, imported once when their tasks load: an import that raises, exits or
 hangs is a load error naming the file (never a crash or a hang at grading), a function defined twice is refused,
 and two modules with one file name are told apart or refused, never confused."""
+
 import os, time
 from pathlib import Path
 import pytest
@@ -34,19 +35,24 @@ def module(tmp_path, name='mine.py', prelude='', body='assert x.effects["online_
 
 def load(p, **kw):
     from thinkingbox_training.thinkingbox import load_thinkingbox
+
     return load_thinkingbox(str(p), **kw)
 
 
 def problem(p, **kw):
-    with pytest.raises(TaskFileError) as e: load(p, **kw)
+    with pytest.raises(TaskFileError) as e:
+        load(p, **kw)
     return str(e.value)
 
 
 class Says:
     "Answers every rubric item yes: these tests are about the module's code, not the judge."
+
     name = 'says-yes'
+
     async def ask(self, item, final_message, transcript=None):
         from thinkingbox_training.grader import JudgeAnswer
+
         return JudgeAnswer(yes=True)
 
 
@@ -54,14 +60,18 @@ def episodes(tasks, n=3):
     from thinkingbox_training.episode import EpisodeRunner
     from thinkingbox_training.grader import Grader
     from thinkingbox_training.policies import ScriptedPolicy
+
     return EpisodeRunner(ScriptedPolicy(), grader=Grader(judge=Says())).run_sync([(tasks[0], r) for r in range(n)])
 
 
-@pytest.mark.parametrize('prelude, what, line', [
-    ('import sys\nsys.exit(3)', 'SystemExit(3)', 7),
-    ('raise ImportError("no module named billing")', 'ImportError: no module named billing', 6),
-    ('import nonexistent_module_for_this_test', "ModuleNotFoundError: No module named 'nonexistent", 6),
-])
+@pytest.mark.parametrize(
+    'prelude, what, line',
+    [
+        ('import sys\nsys.exit(3)', 'SystemExit(3)', 7),
+        ('raise ImportError("no module named billing")', 'ImportError: no module named billing', 6),
+        ('import nonexistent_module_for_this_test', "ModuleNotFoundError: No module named 'nonexistent", 6),
+    ],
+)
 def test_an_import_that_fails_or_exits_is_a_load_error_naming_the_file(prelude, what, line, tmp_path):
     p = module(tmp_path, prelude=prelude)
     msg = problem(p)
@@ -113,7 +123,8 @@ def checkout_with_twins(tmp_path):
     "A thinkingbox-data checkout (links to the real one) where a second banking.py sits in another folder."
     real, fake = Path(DATA), tmp_path / 'data'
     (fake / 'dataset' / 'test_case' / 'more').mkdir(parents=True)
-    for sub in ('servers', 'releases'): (fake / sub).symlink_to(real / sub)
+    for sub in ('servers', 'releases'):
+        (fake / sub).symlink_to(real / sub)
     (fake / 'dataset' / 'scenario').symlink_to(real / 'dataset' / 'scenario')
     for f in (real / 'dataset' / 'test_case').iterdir():
         (fake / 'dataset' / 'test_case' / f.name).symlink_to(f)

@@ -26,10 +26,25 @@ def recipe(d: Path, **kw) -> str:
         tiny_qwen3(tok).save_pretrained(d / 'base')
         tok.save_pretrained(d / 'base')
     write_tasks([pay_task(i) for i in range(8)], d / 'tasks.jsonl')
-    lines = {'task_files': [str(d / 'tasks.jsonl')], 'policy_model': str(d / 'base'), 'output_dir': str(d / 'run'),
-             'groups_per_step': 2, 'group_size': 2, 'max_turns': 1, 'max_tokens_per_turn': 6, 'max_refill_rounds': 0,
-             'use_cpu': True, 'bf16': False, 'gradient_checkpointing': False, 'report_to': 'none',
-             'disable_tqdm': True, 'save_strategy': 'steps', 'save_steps': 1, 'max_steps': 3, **kw}
+    lines = {
+        'task_files': [str(d / 'tasks.jsonl')],
+        'policy_model': str(d / 'base'),
+        'output_dir': str(d / 'run'),
+        'groups_per_step': 2,
+        'group_size': 2,
+        'max_turns': 1,
+        'max_tokens_per_turn': 6,
+        'max_refill_rounds': 0,
+        'use_cpu': True,
+        'bf16': False,
+        'gradient_checkpointing': False,
+        'report_to': 'none',
+        'disable_tqdm': True,
+        'save_strategy': 'steps',
+        'save_steps': 1,
+        'max_steps': 3,
+        **kw,
+    }
     (d / 'r.yaml').write_text(''.join(f'{k}: {json.dumps(v)}\n' for k, v in lines.items()))
     return str(d / 'r.yaml')
 
@@ -62,8 +77,9 @@ def copy(finished: Path, tmp_path: Path) -> tuple:
 def test_a_finished_run_resumed_trains_no_further_step(finished, tmp_path, caplog, killed_before_the_log):
     r, run = copy(finished, tmp_path)
     want = log(run)
-    if killed_before_the_log:   # killed after saving checkpoint-3, before main wrote the model and its log
-        for f in ('training_log.json', 'model.safetensors', 'config.json'): (run / f).unlink()
+    if killed_before_the_log:  # killed after saving checkpoint-3, before main wrote the model and its log
+        for f in ('training_log.json', 'model.safetensors', 'config.json'):
+            (run / f).unlink()
     with caplog.at_level('WARNING', logger=LOGGER):
         assert main(['--config', r, '--resume_from_checkpoint', 'true']) == 0
     assert sorted(p.name for p in run.glob('checkpoint-*')) == ['checkpoint-1', 'checkpoint-2', 'checkpoint-3']
@@ -81,19 +97,22 @@ def test_a_half_written_checkpoint_is_skipped_for_the_last_complete_one(finished
     "The save of checkpoint-3 cut short: the run resumes from checkpoint-2, says which it skipped, and redoes step 3."
     r, run = copy(finished, tmp_path)
     want = log(run)
-    for f in ('training_log.json', 'model.safetensors'): (run / f).unlink()
+    for f in ('training_log.json', 'model.safetensors'):
+        (run / f).unlink()
     ck = run / 'checkpoint-3'
-    if cut == 'no trainer_state.json': (ck / 'trainer_state.json').unlink()
-    elif cut == 'no tbt_state.json': (ck / 'tbt_state.json').unlink()
+    if cut == 'no trainer_state.json':
+        (ck / 'trainer_state.json').unlink()
+    elif cut == 'no tbt_state.json':
+        (ck / 'tbt_state.json').unlink()
     else:
         text = (ck / 'tbt_state.json').read_text()
-        (ck / 'tbt_state.json').write_text(text[:len(text) // 2])
+        (ck / 'tbt_state.json').write_text(text[: len(text) // 2])
     with caplog.at_level('WARNING', logger=LOGGER):
         assert main(['--config', r, '--resume_from_checkpoint', 'true']) == 0
     said = [m for m in caplog.messages if 'checkpoint-3 is incomplete' in m]
     assert len(said) == 1 and cut in said[0] and said[0].endswith('resuming from ' + str(run / 'checkpoint-2'))
     got = log(run)
-    assert decisions(got['steps']) == decisions(want['steps'])        # step 3 redone as the original did it
+    assert decisions(got['steps']) == decisions(want['steps'])  # step 3 redone as the original did it
     assert len([h for h in got['log_history'] if 'loss' in h]) == 3
     assert (ck / 'trainer_state.json').exists() and json.loads((ck / 'tbt_state.json').read_text())['global_step'] == 3
 
@@ -106,14 +125,17 @@ def test_a_named_half_written_checkpoint_falls_back_to_the_one_before(finished, 
     with caplog.at_level('WARNING', logger=LOGGER):
         assert main(['--config', r, '--resume_from_checkpoint', str(run / 'checkpoint-3')]) == 0
     assert [m.split(' is incomplete')[0] for m in caplog.messages if 'is incomplete' in m] == [
-        str(run / 'checkpoint-3'), str(run / 'checkpoint-2')]
+        str(run / 'checkpoint-3'),
+        str(run / 'checkpoint-2'),
+    ]
     assert 'resuming from ' + str(run / 'checkpoint-1') in caplog.text
     assert [s['step'] for s in log(run)['steps']] == [0, 1, 2]
 
 
 def test_no_complete_checkpoint_is_one_line_naming_each(finished, tmp_path):
     r, run = copy(finished, tmp_path)
-    for n in (1, 2, 3): (run / f'checkpoint-{n}' / 'trainer_state.json').unlink()
+    for n in (1, 2, 3):
+        (run / f'checkpoint-{n}' / 'trainer_state.json').unlink()
     each = '; '.join(f'checkpoint-{n}: no trainer_state.json' for n in (3, 2, 1))
     with pytest.raises(ConfigError, match=re.escape(f'no complete checkpoint in {run} ({each})')):
         main(['--config', r, '--resume_from_checkpoint', 'true'])
@@ -122,37 +144,45 @@ def test_no_complete_checkpoint_is_one_line_naming_each(finished, tmp_path):
 
 # ---------------------------------------------------------------- recipes
 
-@pytest.mark.parametrize('line, said', [
-    ('groups_per_step: many', "groups_per_step: 'many' is not an int"),
-    ('group_size: 2.5', 'group_size: 2.5 is not an int'),
-    ('max_turns: true', 'max_turns: True is not an int'),
-    ('groups_per_step: null', 'groups_per_step: null is not allowed'),
-    ('task_files: tasks.jsonl', "task_files: expects a list, got 'tasks.jsonl'"),
-    ('learning_rate: fast', "learning_rate: 'fast' is not a float"),
-    ('save_strategy: sometimes', "save_strategy: 'sometimes' is not one of no, steps, epoch, best"),
-    ('use_cpu: maybe', "use_cpu: 'maybe' is not a bool"),
-    ('grups_per_step: 2', "unknown key 'grups_per_step' (did you mean 'groups_per_step'?)"),
-    ('groups_per_step: 0', 'need groups_per_step >= 1 and group_size >= 2, got 0 and 2'),
-])
+
+@pytest.mark.parametrize(
+    'line, said',
+    [
+        ('groups_per_step: many', "groups_per_step: 'many' is not an int"),
+        ('group_size: 2.5', 'group_size: 2.5 is not an int'),
+        ('max_turns: true', 'max_turns: True is not an int'),
+        ('groups_per_step: null', 'groups_per_step: null is not allowed'),
+        ('task_files: tasks.jsonl', "task_files: expects a list, got 'tasks.jsonl'"),
+        ('learning_rate: fast', "learning_rate: 'fast' is not a float"),
+        ('save_strategy: sometimes', "save_strategy: 'sometimes' is not one of no, steps, epoch, best"),
+        ('use_cpu: maybe', "use_cpu: 'maybe' is not a bool"),
+        ('grups_per_step: 2', "unknown key 'grups_per_step' (did you mean 'groups_per_step'?)"),
+        ('groups_per_step: 0', 'need groups_per_step >= 1 and group_size >= 2, got 0 and 2'),
+    ],
+)
 def test_a_bad_recipe_is_one_line_naming_file_and_key(tmp_path, line, said):
     key = line.split(':')[0]
     base = [x for x in Path(recipe(tmp_path)).read_text().splitlines() if not x.startswith(key + ':')]
     (tmp_path / 'bad.yaml').write_text('\n'.join(base + [line]) + '\n')
-    with pytest.raises(ConfigError) as e: parse_config(['--config', str(tmp_path / 'bad.yaml')])
-    assert str(e.value) == f"{tmp_path / 'bad.yaml'}: {said}"
+    with pytest.raises(ConfigError) as e:
+        parse_config(['--config', str(tmp_path / 'bad.yaml')])
+    assert str(e.value) == f'{tmp_path / "bad.yaml"}: {said}'
 
 
 def test_scripts_train_refuses_a_bad_recipe_in_one_line(tmp_path, monkeypatch, capsys):
     "scripts/train.py as `python` runs it: its exit message is the one line, so Python prints it alone, no traceback."
     import runpy
+
     (tmp_path / 'bad.yaml').write_text(Path(recipe(tmp_path)).read_text() + 'groups_per_step: many\n')
     monkeypatch.setattr(sys, 'argv', ['train.py', '--config', str(tmp_path / 'bad.yaml'), '--dry-run'])
-    with pytest.raises(SystemExit) as e: runpy.run_path(str(ROOT / 'scripts' / 'train.py'), run_name='__main__')
-    assert e.value.code == f"error: {tmp_path / 'bad.yaml'}: groups_per_step: 'many' is not an int"   # exit status 1
+    with pytest.raises(SystemExit) as e:
+        runpy.run_path(str(ROOT / 'scripts' / 'train.py'), run_name='__main__')
+    assert e.value.code == f"error: {tmp_path / 'bad.yaml'}: groups_per_step: 'many' is not an int"  # exit status 1
     assert capsys.readouterr().out == '' and not (tmp_path / 'run').exists()
 
 
 # ---------------------------------------------------------------- kill -9 (slow)
+
 
 @pytest.mark.slow
 def test_a_training_run_killed_mid_save_resumes_to_the_same_steps(finished, tmp_path):

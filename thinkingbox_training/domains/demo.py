@@ -15,13 +15,16 @@ from ..backend import Domain, ToolError
 __all__ = ['demo', 'DemoBase', 'Account', 'Payment', 'get_account', 'pay']
 
 # %% ../../nbs/domains/00_demo.ipynb #c004
-class DemoBase(SQLModel, registry=registry()): pass
+class DemoBase(SQLModel, registry=registry()):
+    pass
+
 
 class Account(DemoBase, table=True):
     __tablename__ = 'account'
     id: str = Field(primary_key=True)
     balance_cents: int
     note: str = ''
+
 
 class Payment(DemoBase, table=True):
     __tablename__ = 'payment'
@@ -30,9 +33,15 @@ class Payment(DemoBase, table=True):
     amount_cents: int
     created_at: datetime
 
-demo = Domain('demo', DemoBase, seed=lambda: {'account': [{'id': 'AC-1', 'balance_cents': 10_000},
-                                                          {'id': 'AC-2', 'balance_cents': 500}]},
-              policy='Never let an account go below zero.', unstable={'account': {'note'}})
+
+demo = Domain(
+    'demo',
+    DemoBase,
+    seed=lambda: {'account': [{'id': 'AC-1', 'balance_cents': 10_000}, {'id': 'AC-2', 'balance_cents': 500}]},
+    policy='Never let an account go below zero.',
+    unstable={'account': {'note'}},
+)
+
 
 @demo.tool
 def get_account(ctx, account_id: Annotated[str, PField(description='account id, e.g. AC-1')]) -> dict:
@@ -40,13 +49,18 @@ def get_account(ctx, account_id: Annotated[str, PField(description='account id, 
     acc = ctx.get(Account, account_id, 'account')
     return {'id': acc.id, 'balance_cents': acc.balance_cents}
 
+
 @demo.tool
-def pay(ctx, account_id: Annotated[str, PField(description='account id, e.g. AC-1')],
-        amount_cents: Annotated[int, PField(gt=0, description='amount in cents')]) -> dict:
+def pay(
+    ctx,
+    account_id: Annotated[str, PField(description='account id, e.g. AC-1')],
+    amount_cents: Annotated[int, PField(gt=0, description='amount in cents')],
+) -> dict:
     "Pay `amount_cents` from an account."
     acc = ctx.get(Account, account_id, 'account')
     ctx.session.add(Payment(account_id=account_id, amount_cents=amount_cents, created_at=ctx.now))
     acc.balance_cents -= amount_cents
     ctx.session.flush()
-    if acc.balance_cents < 0: raise ToolError(f'insufficient funds on {account_id}')
+    if acc.balance_cents < 0:
+        raise ToolError(f'insufficient funds on {account_id}')
     return {'balance_cents': acc.balance_cents}

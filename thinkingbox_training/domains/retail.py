@@ -27,223 +27,407 @@ __all__ = ['CLOCK', 'TODAY', 'RETURN_DAYS', 'CREDIT_PERCENT', 'CREDIT_LIMIT_CENT
            'open_ticket', 'call', 'money', 'Shop', 'make_shop', 'opening', 'signed', 'context', 'add_family']
 
 # %% ../../nbs/domains/02_retail.ipynb #c005
-class RetailBase(SQLModel, registry=registry()): pass
+class RetailBase(SQLModel, registry=registry()):
+    pass
+
 
 class Customer(RetailBase, table=True):
     __tablename__ = 'customer'
-    id: str = Field(primary_key=True)        # CU-10234
+    id: str = Field(primary_key=True)  # CU-10234
     name: str
-    email: str                               # identity check: a change needs the email on the order
-    store_credit_cents: int = 0              # goodwill credit and store-credit refunds land here
-    note: str = ''                           # free text for staff (unstable)
+    email: str  # identity check: a change needs the email on the order
+    store_credit_cents: int = 0  # goodwill credit and store-credit refunds land here
+    note: str = ''  # free text for staff (unstable)
+
 
 class Product(RetailBase, table=True):
     __tablename__ = 'product'
-    id: str = Field(primary_key=True)        # PR-1042
-    name: str                                # 'Trail Runner 2, size 42'
-    model: str                               # the variants of one model share it: 'Trail Runner 2'
+    id: str = Field(primary_key=True)  # PR-1042
+    name: str  # 'Trail Runner 2, size 42'
+    model: str  # the variants of one model share it: 'Trail Runner 2'
     price_cents: int
     stock: int
 
+
 class Order(RetailBase, table=True):
     __tablename__ = 'order'
-    id: str = Field(primary_key=True)        # OR-52031
+    id: str = Field(primary_key=True)  # OR-52031
     customer_id: str = Field(foreign_key='customer.id')
-    status: str                              # placed | shipped | delivered | cancelled
+    status: str  # placed | shipped | delivered | cancelled
     total_cents: int
     placed_at: datetime = Field(sa_type=DateTime)  # creation time (unstable)
 
+
 class Shipment(RetailBase, table=True):
     __tablename__ = 'shipment'
-    id: str = Field(primary_key=True)        # SH-520311
+    id: str = Field(primary_key=True)  # SH-520311
     order_id: str = Field(foreign_key='order.id')
-    status: str                              # pending (not shipped) | in_transit | delivered | cancelled
+    status: str  # pending (not shipped) | in_transit | delivered | cancelled
     carrier: str
     address: str
     promised_date: date
     delivered_at: Optional[datetime] = Field(default=None, sa_type=DateTime)
 
+
 class OrderItem(RetailBase, table=True):
     __tablename__ = 'order_item'
-    id: str = Field(primary_key=True)        # OI-520311
+    id: str = Field(primary_key=True)  # OI-520311
     order_id: str = Field(foreign_key='order.id')
     product_id: str = Field(foreign_key='product.id')
     shipment_id: str = Field(foreign_key='shipment.id')
     quantity: int
     unit_price_cents: int
-    returned_qty: int = 0                    # units returned (refunded or exchanged)
-    replaced_qty: int = 0                    # units replaced after arriving damaged or wrong
+    returned_qty: int = 0  # units returned (refunded or exchanged)
+    replaced_qty: int = 0  # units replaced after arriving damaged or wrong
+
 
 class Payment(RetailBase, table=True):
     __tablename__ = 'payment'
-    id: str = Field(primary_key=True)        # PY-52031
+    id: str = Field(primary_key=True)  # PY-52031
     order_id: str = Field(foreign_key='order.id')
-    method: str                              # card | paypal | gift_card
-    detail: str                              # 'Visa ending 4821'
+    method: str  # card | paypal | gift_card
+    detail: str  # 'Visa ending 4821'
     amount_cents: int
     refunded_cents: int = 0
 
+
 class ReturnRequest(RetailBase, table=True):
     __tablename__ = 'return_request'
-    id: str = Field(primary_key=True)        # RT-7003
+    id: str = Field(primary_key=True)  # RT-7003
     order_id: str = Field(foreign_key='order.id')
     item_id: str = Field(foreign_key='order_item.id')
     quantity: int
-    reason: str                              # unwanted | damaged | wrong_item
-    resolution: str                          # refund | replacement | exchange
+    reason: str  # unwanted | damaged | wrong_item
+    resolution: str  # refund | replacement | exchange
     status: str = 'approved'
     # the replacement or exchange parcel
     new_shipment_id: Optional[str] = Field(default=None, foreign_key='shipment.id')
     created_at: datetime = Field(sa_type=DateTime)  # (unstable)
 
+
 class Refund(RetailBase, table=True):
     __tablename__ = 'refund'
-    id: str = Field(primary_key=True)        # RF-8004
+    id: str = Field(primary_key=True)  # RF-8004
     order_id: str = Field(foreign_key='order.id')
     payment_id: Optional[str] = Field(default=None, foreign_key='payment.id')  # None when refunded as store credit
     return_id: Optional[str] = Field(default=None, foreign_key='return_request.id')
     amount_cents: int
-    method: str                              # the payment's method, or store_credit
-    reason: str                              # return | cancellation
+    method: str  # the payment's method, or store_credit
+    reason: str  # return | cancellation
     created_at: datetime = Field(sa_type=DateTime)  # (unstable)
+
 
 class Compensation(RetailBase, table=True):
     __tablename__ = 'compensation'
-    id: str = Field(primary_key=True)        # CP-3002
+    id: str = Field(primary_key=True)  # CP-3002
     order_id: str = Field(foreign_key='order.id')
     customer_id: str = Field(foreign_key='customer.id')
     percent: int
-    amount_cents: int                        # credited to the customer's store credit
+    amount_cents: int  # credited to the customer's store credit
     created_at: datetime = Field(sa_type=DateTime)  # (unstable)
+
 
 class Ticket(RetailBase, table=True):
     __tablename__ = 'ticket'
-    id: str = Field(primary_key=True)        # TK-6001
+    id: str = Field(primary_key=True)  # TK-6001
     customer_id: str = Field(foreign_key='customer.id')
     order_id: Optional[str] = Field(default=None, foreign_key='order.id')
-    category: str                            # supervisor_review | general
+    category: str  # supervisor_review | general
     status: str = 'open'
-    summary: str = ''                        # free text (unstable)
+    summary: str = ''  # free text (unstable)
     created_at: datetime = Field(sa_type=DateTime)  # (unstable)
 
 # %% ../../nbs/domains/02_retail.ipynb #c007
 CLOCK = datetime(2026, 10, 1, 9, 0, tzinfo=timezone.utc)  # the scenario's "now" (the Domain default)
 TODAY = CLOCK.date()
-RETURN_DAYS = 30            # returns within 30 days of delivery
-CREDIT_PERCENT = 10         # late delivery: goodwill credit of 10% of the order total
-CREDIT_LIMIT_CENTS = 3000   # above $30.00 of credit a supervisor decides
+RETURN_DAYS = 30  # returns within 30 days of delivery
+CREDIT_PERCENT = 10  # late delivery: goodwill credit of 10% of the order total
+CREDIT_LIMIT_CENTS = 3000  # above $30.00 of credit a supervisor decides
+
 
 def _variants(first_id, model, price, labels):
     return [(f'PR-{first_id + k}', f'{model}, {lab}', model, price) for k, lab in enumerate(labels)]
 
-CATALOGUE = (_variants(1039, 'Trail Runner 2', 12900, [f'size {s}' for s in range(39, 46)])
-             + _variants(1138, 'City Sneaker', 8900, [f'size {s}' for s in range(38, 45)])
-             + _variants(1201, 'Merino Crew Tee', 4900, ['size S', 'size M', 'size L', 'size XL'])
-             + _variants(1301, 'Rain Shell Jacket', 15900, ['size S', 'size M', 'size L', 'size XL'])
-             + _variants(1401, 'Everyday Backpack 22L', 7900, ['black', 'olive', 'sand'])
-             + [(f'PR-{2001 + k}', n, n, p) for k, (n, p) in enumerate([
-                 ('Noise-cancelling Headphones', 24900), ('Bluetooth Speaker', 6900),
-                 ('Ceramic Pour-over Kettle', 5400),
-                 ('Cast Iron Skillet 26 cm', 4500), ('Bamboo Cutting Board', 2200), ('Wool Throw Blanket', 8900),
-                 ('LED Desk Lamp', 3900), ('Espresso Cups, set of 4', 2900), ('Yoga Mat', 3400),
-                 ('Insulated Water Bottle 1 L', 2700), ('Smart Bathroom Scale', 4900), ('Linen Duvet Cover', 11900),
-                 ('Robot Vacuum', 32900), ('Espresso Machine', 44900), ("Chef's Knife 20 cm", 7900)])])
 
-FIRST = ['Amelia', 'Noah', 'Priya', 'Lucas', 'Sofia', 'Mateo', 'Hannah', 'Omar', 'Chloe', 'Jonas', 'Aisha', 'Leo',
-         'Maya', 'Ethan', 'Zoe', 'Ravi', 'Elena', 'Tomas', 'Ines', 'Kai', 'Freya', 'Samir', 'Lena', 'Diego']
-LAST = ['Fischer', 'Okafor', 'Nakamura', 'Silva', 'Brennan', 'Kowalski', 'Haddad', 'Lindqvist', 'Moreau', 'Patel',
-        'Rossi', 'Novak', 'Jensen', 'Alvarez', 'Dubois', 'Schmidt', 'Costa', 'Byrne', 'Ito', 'Mendes']
-STREETS = ['Harbour Road', 'Elm Street', 'Canal Walk', 'Station Lane', 'Mill Street', 'Park Avenue', 'Orchard Close',
-           'King Street', 'Rose Terrace', 'Bridge Road', 'Church Lane', 'Meadow Way']
-CITIES = ['Bristol BS1 4DJ', 'Leeds LS2 7EY', 'York YO1 7HH', 'Bath BA1 1LZ', 'Cardiff CF10 1EP', 'Norwich NR2 1TF',
-          'Oxford OX1 2JD', 'Brighton BN1 1UG', 'Exeter EX4 3LS', 'Durham DH1 3HP']
+CATALOGUE = (
+    _variants(1039, 'Trail Runner 2', 12900, [f'size {s}' for s in range(39, 46)])
+    + _variants(1138, 'City Sneaker', 8900, [f'size {s}' for s in range(38, 45)])
+    + _variants(1201, 'Merino Crew Tee', 4900, ['size S', 'size M', 'size L', 'size XL'])
+    + _variants(1301, 'Rain Shell Jacket', 15900, ['size S', 'size M', 'size L', 'size XL'])
+    + _variants(1401, 'Everyday Backpack 22L', 7900, ['black', 'olive', 'sand'])
+    + [
+        (f'PR-{2001 + k}', n, n, p)
+        for k, (n, p) in enumerate(
+            [
+                ('Noise-cancelling Headphones', 24900),
+                ('Bluetooth Speaker', 6900),
+                ('Ceramic Pour-over Kettle', 5400),
+                ('Cast Iron Skillet 26 cm', 4500),
+                ('Bamboo Cutting Board', 2200),
+                ('Wool Throw Blanket', 8900),
+                ('LED Desk Lamp', 3900),
+                ('Espresso Cups, set of 4', 2900),
+                ('Yoga Mat', 3400),
+                ('Insulated Water Bottle 1 L', 2700),
+                ('Smart Bathroom Scale', 4900),
+                ('Linen Duvet Cover', 11900),
+                ('Robot Vacuum', 32900),
+                ('Espresso Machine', 44900),
+                ("Chef's Knife 20 cm", 7900),
+            ]
+        )
+    ]
+)
+
+FIRST = [
+    'Amelia',
+    'Noah',
+    'Priya',
+    'Lucas',
+    'Sofia',
+    'Mateo',
+    'Hannah',
+    'Omar',
+    'Chloe',
+    'Jonas',
+    'Aisha',
+    'Leo',
+    'Maya',
+    'Ethan',
+    'Zoe',
+    'Ravi',
+    'Elena',
+    'Tomas',
+    'Ines',
+    'Kai',
+    'Freya',
+    'Samir',
+    'Lena',
+    'Diego',
+]
+LAST = [
+    'Fischer',
+    'Okafor',
+    'Nakamura',
+    'Silva',
+    'Brennan',
+    'Kowalski',
+    'Haddad',
+    'Lindqvist',
+    'Moreau',
+    'Patel',
+    'Rossi',
+    'Novak',
+    'Jensen',
+    'Alvarez',
+    'Dubois',
+    'Schmidt',
+    'Costa',
+    'Byrne',
+    'Ito',
+    'Mendes',
+]
+STREETS = [
+    'Harbour Road',
+    'Elm Street',
+    'Canal Walk',
+    'Station Lane',
+    'Mill Street',
+    'Park Avenue',
+    'Orchard Close',
+    'King Street',
+    'Rose Terrace',
+    'Bridge Road',
+    'Church Lane',
+    'Meadow Way',
+]
+CITIES = [
+    'Bristol BS1 4DJ',
+    'Leeds LS2 7EY',
+    'York YO1 7HH',
+    'Bath BA1 1LZ',
+    'Cardiff CF10 1EP',
+    'Norwich NR2 1TF',
+    'Oxford OX1 2JD',
+    'Brighton BN1 1UG',
+    'Exeter EX4 3LS',
+    'Durham DH1 3HP',
+]
 CARRIERS = ['DHL', 'UPS', 'Royal Mail', 'DPD']
-PAYMENTS = [('card', 'Visa ending {d}'), ('card', 'Mastercard ending {d}'), ('paypal', 'PayPal account'),
-            ('gift_card', 'gift card GC-{d}')]
+PAYMENTS = [
+    ('card', 'Visa ending {d}'),
+    ('card', 'Mastercard ending {d}'),
+    ('paypal', 'PayPal account'),
+    ('gift_card', 'gift card GC-{d}'),
+]
 
-def _at(day:date, hour:int=14, minute:int=0) -> datetime:
+
+def _at(day: date, hour: int = 14, minute: int = 0) -> datetime:
     return datetime(day.year, day.month, day.day, hour, minute, tzinfo=timezone.utc)
-def _iso(x) -> str|None: return None if x is None else x.isoformat()
-def product_row(pid:str) -> dict:
+
+
+def _iso(x) -> str | None:
+    return None if x is None else x.isoformat()
+
+
+def product_row(pid: str) -> dict:
     "The catalogue row of product `pid`."
     return next({'id': i, 'name': n, 'model': m, 'price_cents': p} for i, n, m, p in CATALOGUE if i == pid)
 
 # %% ../../nbs/domains/02_retail.ipynb #c008
-def order_rows(n:int,            # the order's number: OR-{n}; items OI-{n}{k}, shipments SH-{n}{k}, payment PY-{n}
-               customer_id:str,
-               lines:list,       # (product id, quantity, shipment index) per item
-               # per shipment: dict(status, carrier, address, promised: date, delivered: datetime|None)
-               ships:list,
-               placed_at:datetime,
-               payment:tuple,    # (method, detail)
-               status:str=None,  # default: follows from the shipments
-              ) -> dict:
+def order_rows(
+    n: int,  # the order's number: OR-{n}; items OI-{n}{k}, shipments SH-{n}{k}, payment PY-{n}
+    customer_id: str,
+    lines: list,  # (product id, quantity, shipment index) per item
+    # per shipment: dict(status, carrier, address, promised: date, delivered: datetime|None)
+    ships: list,
+    placed_at: datetime,
+    payment: tuple,  # (method, detail)
+    status: str = None,  # default: follows from the shipments
+) -> dict:
     "The rows of one consistent order: {table: [rows]} with ISO strings for dates (JSON-ready, as in a task's `init`)."
     oid = f'OR-{n}'
-    shipments = [{'id': f'SH-{n}{k + 1}', 'order_id': oid, 'status': s['status'], 'carrier': s['carrier'],
-                  'address': s['address'], 'promised_date': s['promised'].isoformat(),
-                  'delivered_at': _iso(s.get('delivered'))} for k, s in enumerate(ships)]
-    items = [{'id': f'OI-{n}{k + 1}', 'order_id': oid, 'product_id': pid, 'shipment_id': shipments[si]['id'],
-              'quantity': q,
-              'unit_price_cents': product_row(pid)['price_cents'], 'returned_qty': 0, 'replaced_qty': 0}
-             for k, (pid, q, si) in enumerate(lines)]
+    shipments = [
+        {
+            'id': f'SH-{n}{k + 1}',
+            'order_id': oid,
+            'status': s['status'],
+            'carrier': s['carrier'],
+            'address': s['address'],
+            'promised_date': s['promised'].isoformat(),
+            'delivered_at': _iso(s.get('delivered')),
+        }
+        for k, s in enumerate(ships)
+    ]
+    items = [
+        {
+            'id': f'OI-{n}{k + 1}',
+            'order_id': oid,
+            'product_id': pid,
+            'shipment_id': shipments[si]['id'],
+            'quantity': q,
+            'unit_price_cents': product_row(pid)['price_cents'],
+            'returned_qty': 0,
+            'replaced_qty': 0,
+        }
+        for k, (pid, q, si) in enumerate(lines)
+    ]
     total = sum(i['quantity'] * i['unit_price_cents'] for i in items)
     if status is None:
         st = {s['status'] for s in ships}
-        status = ('cancelled' if st == {'cancelled'} else 'delivered' if st == {'delivered'} else
-                  'placed' if st == {'pending'} else 'shipped')
-    return {'order': [{'id': oid, 'customer_id': customer_id, 'status': status, 'total_cents': total,
-                       'placed_at': placed_at.isoformat()}],
-            'shipment': shipments, 'order_item': items,
-            'payment': [{'id': f'PY-{n}', 'order_id': oid, 'method': payment[0], 'detail': payment[1],
-                         'amount_cents': total, 'refunded_cents': 0}]}
+        status = (
+            'cancelled'
+            if st == {'cancelled'}
+            else 'delivered'
+            if st == {'delivered'}
+            else 'placed'
+            if st == {'pending'}
+            else 'shipped'
+        )
+    return {
+        'order': [
+            {
+                'id': oid,
+                'customer_id': customer_id,
+                'status': status,
+                'total_cents': total,
+                'placed_at': placed_at.isoformat(),
+            }
+        ],
+        'shipment': shipments,
+        'order_item': items,
+        'payment': [
+            {
+                'id': f'PY-{n}',
+                'order_id': oid,
+                'method': payment[0],
+                'detail': payment[1],
+                'amount_cents': total,
+                'refunded_cents': 0,
+            }
+        ],
+    }
+
 
 def merge_rows(*parts) -> dict:
     "Concatenate {table: [rows]} dicts."
     out = {}
     for p in parts:
-        for t, rs in p.items(): out.setdefault(t, []).extend(rs)
+        for t, rs in p.items():
+            out.setdefault(t, []).extend(rs)
     return out
 
 # %% ../../nbs/domains/02_retail.ipynb #c009
-def _address(rng) -> str: return f'{rng.randint(2, 199)} {rng.choice(STREETS)}, {rng.choice(CITIES)}'
+def _address(rng) -> str:
+    return f'{rng.randint(2, 199)} {rng.choice(STREETS)}, {rng.choice(CITIES)}'
+
+
 def _payment(rng) -> tuple:
     m, d = rng.choice(PAYMENTS)
     return m, d.format(d=rng.randint(1000, 9999))
 
-def _shipment(rng, kind:str, address:str, days:int=0, late:int=0) -> dict:
-    ("A shipment `kind` pending | in_transit | delivered (`days` ago, `late` days after its promised date; negative: "
-     "early).")
+
+def _shipment(rng, kind: str, address: str, days: int = 0, late: int = 0) -> dict:
+    "A shipment `kind` pending | in_transit | delivered (`days` ago, `late` days after its promised date; negative: early)."  # noqa: E501
     if kind == 'pending':
-        return dict(status='pending', carrier=rng.choice(CARRIERS), address=address,
-                    promised=TODAY + timedelta(days=rng.randint(3, 7)))
+        return dict(
+            status='pending',
+            carrier=rng.choice(CARRIERS),
+            address=address,
+            promised=TODAY + timedelta(days=rng.randint(3, 7)),
+        )
     if kind == 'in_transit':
-        return dict(status='in_transit', carrier=rng.choice(CARRIERS), address=address,
-                    promised=TODAY + timedelta(days=rng.randint(1, 5)))
+        return dict(
+            status='in_transit',
+            carrier=rng.choice(CARRIERS),
+            address=address,
+            promised=TODAY + timedelta(days=rng.randint(1, 5)),
+        )
     delivered = _at(TODAY - timedelta(days=days), rng.randint(9, 18), rng.choice([0, 15, 30, 45]))
-    return dict(status='delivered', carrier=rng.choice(CARRIERS), address=address, delivered=delivered,
-                promised=delivered.date() - timedelta(days=late))
+    return dict(
+        status='delivered',
+        carrier=rng.choice(CARRIERS),
+        address=address,
+        delivered=delivered,
+        promised=delivered.date() - timedelta(days=late),
+    )
+
 
 @cache
 def _seed() -> dict:
     rng = random.Random(20261001)
-    products = [{'id': i, 'name': n, 'model': m, 'price_cents': p, 'stock': rng.choice([0] + [rng.randint(3, 60)] * 9)}
-                for i, n, m, p in CATALOGUE]
+    products = [
+        {'id': i, 'name': n, 'model': m, 'price_cents': p, 'stock': rng.choice([0] + [rng.randint(3, 60)] * 9)}
+        for i, n, m, p in CATALOGUE
+    ]
     customers = []
     for k in range(24):
         first, last = FIRST[k % len(FIRST)], LAST[(k * 7) % len(LAST)]
-        customers.append({'id': f'CU-{10001 + k}', 'name': f'{first} {last}',
-                          'email': f'{first}.{last}{k + 1}@example.com'.lower(),
-                          'store_credit_cents': rng.choice([0, 0, 0, 500, 1500]), 'note': ''})
+        customers.append(
+            {
+                'id': f'CU-{10001 + k}',
+                'name': f'{first} {last}',
+                'email': f'{first}.{last}{k + 1}@example.com'.lower(),
+                'store_credit_cents': rng.choice([0, 0, 0, 500, 1500]),
+                'note': '',
+            }
+        )
     orders = []
     for k in range(30):
         n, c = 40001 + k, customers[k % 24]
         addr = _address(rng)
         kind = ['delivered', 'delivered', 'delivered', 'in_transit', 'pending', 'cancelled'][k % 6]
         if kind == 'cancelled':
-            ships = [dict(status='cancelled', carrier=rng.choice(CARRIERS), address=addr,
-                          promised=TODAY - timedelta(days=rng.randint(5, 40)))]
-        else: ships = [_shipment(rng, kind, addr, days=rng.randint(2, 90), late=rng.choice([0, 0, 0, 1, 3]))]
+            ships = [
+                dict(
+                    status='cancelled',
+                    carrier=rng.choice(CARRIERS),
+                    address=addr,
+                    promised=TODAY - timedelta(days=rng.randint(5, 40)),
+                )
+            ]
+        else:
+            ships = [_shipment(rng, kind, addr, days=rng.randint(2, 90), late=rng.choice([0, 0, 0, 1, 3]))]
         pids = rng.sample([p['id'] for p in products], rng.randint(1, 3))
         lines = [(pid, rng.choice([1, 1, 1, 2]), 0) for pid in pids]
         placed = _at(min(TODAY, ships[0]['promised']) - timedelta(days=rng.randint(3, 6)), rng.randint(7, 22))
@@ -255,18 +439,55 @@ def _seed() -> dict:
     pay = next(p for p in rows['payment'] if p['order_id'] == 'OR-40001')
     pay['refunded_cents'] = item['unit_price_cents']
     old = _iso(CLOCK - timedelta(days=40))
-    rows['return_request'] = [{'id': 'RT-7001', 'order_id': 'OR-40001', 'item_id': item['id'], 'quantity': 1,
-                               'reason': 'unwanted', 'resolution': 'refund', 'status': 'approved',
-                               'new_shipment_id': None, 'created_at': old}]
-    rows['refund'] = [{'id': 'RF-8001', 'order_id': 'OR-40001', 'payment_id': pay['id'], 'return_id': 'RT-7001',
-                       'amount_cents': item['unit_price_cents'], 'method': pay['method'], 'reason': 'return',
-                       'created_at': old}]
+    rows['return_request'] = [
+        {
+            'id': 'RT-7001',
+            'order_id': 'OR-40001',
+            'item_id': item['id'],
+            'quantity': 1,
+            'reason': 'unwanted',
+            'resolution': 'refund',
+            'status': 'approved',
+            'new_shipment_id': None,
+            'created_at': old,
+        }
+    ]
+    rows['refund'] = [
+        {
+            'id': 'RF-8001',
+            'order_id': 'OR-40001',
+            'payment_id': pay['id'],
+            'return_id': 'RT-7001',
+            'amount_cents': item['unit_price_cents'],
+            'method': pay['method'],
+            'reason': 'return',
+            'created_at': old,
+        }
+    ]
     o2 = next(o for o in rows['order'] if o['id'] == 'OR-40002')
-    rows['compensation'] = [{'id': 'CP-3001', 'order_id': 'OR-40002', 'customer_id': o2['customer_id'], 'percent': 10,
-                             'amount_cents': (o2['total_cents'] * 10 + 50) // 100, 'created_at': old}]
-    rows['ticket'] = [{'id': 'TK-6001', 'customer_id': 'CU-10003', 'order_id': 'OR-40003', 'category': 'general',
-                       'status': 'closed', 'summary': 'Asked for a gift receipt.', 'created_at': old}]
+    rows['compensation'] = [
+        {
+            'id': 'CP-3001',
+            'order_id': 'OR-40002',
+            'customer_id': o2['customer_id'],
+            'percent': 10,
+            'amount_cents': (o2['total_cents'] * 10 + 50) // 100,
+            'created_at': old,
+        }
+    ]
+    rows['ticket'] = [
+        {
+            'id': 'TK-6001',
+            'customer_id': 'CU-10003',
+            'order_id': 'OR-40003',
+            'category': 'general',
+            'status': 'closed',
+            'summary': 'Asked for a gift receipt.',
+            'created_at': old,
+        }
+    ]
     return rows
+
 
 def retail_seed() -> dict:
     "The shop every task starts from: {table: [rows]}."
@@ -300,36 +521,57 @@ ticket for the order and tell the customer a supervisor will follow up.
 12. A question about an order changes nothing: look it up and answer it.
 When you are done, tell the customer what you did (or why you could not) in one short message."""
 
-retail = Domain('retail', RetailBase, seed=retail_seed, policy=POLICY, clock=CLOCK,
-                unstable={'customer': {'note'}, 'order': {'placed_at'}, 'return_request': {'created_at'},
-                          'refund': {'created_at'}, 'compensation': {'created_at'},
-                          'ticket': {'summary', 'created_at'}},
-                customer_tables=('customer',))
+retail = Domain(
+    'retail',
+    RetailBase,
+    seed=retail_seed,
+    policy=POLICY,
+    clock=CLOCK,
+    unstable={
+        'customer': {'note'},
+        'order': {'placed_at'},
+        'return_request': {'created_at'},
+        'refund': {'created_at'},
+        'compensation': {'created_at'},
+        'ticket': {'summary', 'created_at'},
+    },
+    customer_tables=('customer',),
+)
 
 # %% ../../nbs/domains/02_retail.ipynb #c015
-def _sql(ctx, query:str, *params) -> list[dict]:
+def _sql(ctx, query: str, *params) -> list[dict]:
     "The rows of a read-only query, as dicts (driver SQL on the episode's own connection: `Ctx.sql`)."
     return ctx.sql(query, *params)
 
-def _next_id(ctx, model, prefix:str) -> str:
+
+def _next_id(ctx, model, prefix: str) -> str:
     "The next free id of `model`'s table (rows written earlier in this call count too)."
     ids = [r['id'] for r in _sql(ctx, f'SELECT id FROM "{model.__tablename__}"')]
-    return f'{prefix}{max((int(i[len(prefix):]) for i in ids if i[len(prefix):].isdigit()), default=1000) + 1}'
+    return f'{prefix}{max((int(i[len(prefix) :]) for i in ids if i[len(prefix) :].isdigit()), default=1000) + 1}'
+
 
 OTHERS = 'belongs to another customer: you may only see and change the orders of the customer you serve'
 
-def _own(ctx, customer_id:str, given:str):
+
+def _own(ctx, customer_id: str, given: str):
     """Refuse unless a record is the episode's customer's (any customer's without one: staff tooling, tests).
     `given` is how the agent named it, its own argument (`order OR-1`): a refusal names nothing the agent did not
     type, so another customer's records are never revealed through one, not even by id."""
-    if ctx.customer is not None and customer_id != ctx.customer: raise ToolError(f'{given} {OTHERS}')
+    if ctx.customer is not None and customer_id != ctx.customer:
+        raise ToolError(f'{given} {OTHERS}')
 
-def _verified_order(ctx, order_id:str, email:str, given:str=None) -> SimpleNamespace:
+
+def _verified_order(ctx, order_id: str, email: str, given: str = None) -> SimpleNamespace:
     """The order, if it is the episode's customer's and `email` is the email on it; a ToolError otherwise, naming the
     order as the agent gave it (`given`, when the agent named another record, e.g. `shipment SH-1`)."""
-    found = _sql(ctx, 'SELECT o.id, o.customer_id, o.status, o.total_cents, c.email FROM "order" o '
-                      'JOIN customer c ON c.id = o.customer_id WHERE o.id = ?', order_id)
-    if not found: raise ToolError(f'{given or "order " + shown(order_id)} not found')
+    found = _sql(
+        ctx,
+        'SELECT o.id, o.customer_id, o.status, o.total_cents, c.email FROM "order" o '
+        'JOIN customer c ON c.id = o.customer_id WHERE o.id = ?',
+        order_id,
+    )
+    if not found:
+        raise ToolError(f'{given or "order " + shown(order_id)} not found')
     given = given or f'order {order_id}'  # it matched an id: short, as the agent typed it
     o = SimpleNamespace(**found[0])
     _own(ctx, o.customer_id, given)
@@ -337,150 +579,235 @@ def _verified_order(ctx, order_id:str, email:str, given:str=None) -> SimpleNames
         raise ToolError(f'email {shown(email)} is not the email on {given}: identity not verified, nothing changed')
     return o
 
+
 def _rows(ctx, model, **where) -> list[SimpleNamespace]:
     "The rows of `model`'s table with these column values, by id (dates and times as stored: ISO text)."
     cond = ' AND '.join(f'{k} = ?' for k in where)
-    return [SimpleNamespace(**r) for r in _sql(ctx, f'SELECT * FROM "{model.__tablename__}"'
-                                                    + (f' WHERE {cond}' if cond else '') + ' ORDER BY id',
-                                               *where.values())]
+    return [
+        SimpleNamespace(**r)
+        for r in _sql(
+            ctx,
+            f'SELECT * FROM "{model.__tablename__}"' + (f' WHERE {cond}' if cond else '') + ' ORDER BY id',
+            *where.values(),
+        )
+    ]
 
-def _product(ctx, product_id:str) -> SimpleNamespace:
+
+def _product(ctx, product_id: str) -> SimpleNamespace:
     found = _rows(ctx, Product, id=product_id)
-    if not found: raise ToolError(f'product {shown(product_id)} not found')
+    if not found:
+        raise ToolError(f'product {shown(product_id)} not found')
     return found[0]
+
 
 def _add(ctx, model, **row):
     """Insert one row of `model` as driver SQL: every column, the model's own default where `row` leaves one out
     (times and dates given as stored text: a table model does not validate)."""
     obj, cols = model(**row), [c.name for c in model.__table__.columns]
-    ctx.write(f'INSERT INTO "{model.__tablename__}" ({", ".join(cols)}) VALUES ({", ".join("?" * len(cols))})',
-              *[getattr(obj, c) for c in cols])
+    ctx.write(
+        f'INSERT INTO "{model.__tablename__}" ({", ".join(cols)}) VALUES ({", ".join("?" * len(cols))})',
+        *[getattr(obj, c) for c in cols],
+    )
 
-def _item_of(ctx, o, product_id:str) -> SimpleNamespace:
+
+def _item_of(ctx, o, product_id: str) -> SimpleNamespace:
     """The item of order `o` whose product is `product_id`. Of two such items (an exchange and its way back), the one
     with units left."""
     items = _rows(ctx, OrderItem, order_id=o.id)
     hits = [it for it in items if it.product_id == product_id.strip()]
     if not hits:
-        raise ToolError(f'order {o.id} has no item of product {shown(product_id)}; its products are '
-                        + ', '.join(it.product_id for it in items))
+        raise ToolError(
+            f'order {o.id} has no item of product {shown(product_id)}; its products are '
+            + ', '.join(it.product_id for it in items)
+        )
     return next((it for it in hits if it.returned_qty < it.quantity), hits[0])
 
-def _delivered_shipment(ctx, it, doing:str) -> SimpleNamespace:
+
+def _delivered_shipment(ctx, it, doing: str) -> SimpleNamespace:
     s = _rows(ctx, Shipment, id=it.shipment_id)[0]
     if s.status != 'delivered':
         raise ToolError(f'item {it.id} has not been delivered (shipment {s.id} is {s.status}): nothing to {doing} yet')
     return s
 
+
 def _new_shipment(ctx, like) -> SimpleNamespace:
-    s = SimpleNamespace(id=_next_id(ctx, Shipment, 'SH-'), order_id=like.order_id, status='pending',
-                        carrier=like.carrier, address=like.address, promised_date=ctx.now.date() + timedelta(days=3))
+    s = SimpleNamespace(
+        id=_next_id(ctx, Shipment, 'SH-'),
+        order_id=like.order_id,
+        status='pending',
+        carrier=like.carrier,
+        address=like.address,
+        promised_date=ctx.now.date() + timedelta(days=3),
+    )
     _add(ctx, Shipment, **vars(s) | {'promised_date': s.promised_date.isoformat()})
     return s
-
 
 # %% ../../nbs/domains/02_retail.ipynb #c017
 OrderId = Annotated[str, PField(description='order id, e.g. OR-52031')]
 Email = Annotated[str, PField(description="the customer's email address, as the customer gave it")]
-ItemProduct = Annotated[str, PField(min_length=1, description="the item's product id, as get_order lists it and the "
-                                                              "customer's receipt prints it, e.g. PR-1042")]
+ItemProduct = Annotated[
+    str,
+    PField(
+        min_length=1,
+        description="the item's product id, as get_order lists it and the customer's receipt prints it, e.g. PR-1042",
+    ),
+]
 
-def _one(ctx, what:str, query:str, key:str) -> dict:
+
+def _one(ctx, what: str, query: str, key: str) -> dict:
     rows = _sql(ctx, query, key)
-    if not rows: raise ToolError(f'{what} {shown(key)} not found')
+    if not rows:
+        raise ToolError(f'{what} {shown(key)} not found')
     return rows[0]
 
-def _shipment_view(s:dict) -> dict:
+
+def _shipment_view(s: dict) -> dict:
     "A shipment as the agent sees it, with the dates the policy needs worked out (all times are UTC)."
-    out = {'shipment_id': s['id'], 'status': s['status'], 'carrier': s['carrier'], 'address': s['address'],
-           'promised_date': s['promised_date']}
+    out = {
+        'shipment_id': s['id'],
+        'status': s['status'],
+        'carrier': s['carrier'],
+        'address': s['address'],
+        'promised_date': s['promised_date'],
+    }
     if s['delivered_at']:
         d = date.fromisoformat(s['delivered_at'][:10])
-        out |= {'delivered_on': d.isoformat(),
-                'late_by_days': max(0, (d - date.fromisoformat(s['promised_date'])).days),
-                'return_deadline': (d + timedelta(days=RETURN_DAYS)).isoformat()}
+        out |= {
+            'delivered_on': d.isoformat(),
+            'late_by_days': max(0, (d - date.fromisoformat(s['promised_date'])).days),
+            'return_deadline': (d + timedelta(days=RETURN_DAYS)).isoformat(),
+        }
     return out
+
 
 @retail.tool
 def get_order(ctx, order_id: OrderId) -> dict:
     """Look up an order: status, total, items (with item ids and products), shipments (status, address, promised date,
     delivery date, days late, return deadline), payment, and any returns, refunds, goodwill credit and tickets."""
-    o = _one(ctx, 'order', 'SELECT id, customer_id, status, substr(placed_at, 1, 10) AS placed_on, total_cents FROM '
-                           '"order" WHERE id = ?', order_id)
+    o = _one(
+        ctx,
+        'order',
+        'SELECT id, customer_id, status, substr(placed_at, 1, 10) AS placed_on, total_cents FROM "order" WHERE id = ?',
+        order_id,
+    )
     _own(ctx, o['customer_id'], f'order {order_id}')
     by_order = lambda cols, table: _sql(ctx, f'SELECT {cols} FROM {table} WHERE order_id = ? ORDER BY id', order_id)
-    out = {'order_id': o['id'], 'customer_id': o['customer_id'], 'status': o['status'], 'placed_on': o['placed_on'],
-           'total_cents': o['total_cents'],
-           'items': _sql(ctx, 'SELECT i.id AS item_id, i.product_id, p.name AS product, i.quantity, '
-                              'i.unit_price_cents, i.returned_qty, i.replaced_qty, i.shipment_id FROM order_item i '
-                              'JOIN product p ON p.id = i.product_id WHERE i.order_id = ? ORDER BY i.id', order_id),
-           'shipments': [_shipment_view(s)
-                         for s in by_order('id, status, carrier, address, promised_date, delivered_at', 'shipment')],
-           'payments': by_order('id AS payment_id, method, detail, amount_cents, refunded_cents', 'payment')}
-    extra = {'returns': by_order('id AS return_id, item_id, quantity, reason, resolution', 'return_request'),
-             'refunds': by_order('id AS refund_id, amount_cents, method, reason', 'refund'),
-             'goodwill_credits': by_order('id AS credit_id, percent, amount_cents', 'compensation'),
-             'tickets': by_order('id AS ticket_id, category, status', 'ticket')}
+    out = {
+        'order_id': o['id'],
+        'customer_id': o['customer_id'],
+        'status': o['status'],
+        'placed_on': o['placed_on'],
+        'total_cents': o['total_cents'],
+        'items': _sql(
+            ctx,
+            'SELECT i.id AS item_id, i.product_id, p.name AS product, i.quantity, '
+            'i.unit_price_cents, i.returned_qty, i.replaced_qty, i.shipment_id FROM order_item i '
+            'JOIN product p ON p.id = i.product_id WHERE i.order_id = ? ORDER BY i.id',
+            order_id,
+        ),
+        'shipments': [
+            _shipment_view(s) for s in by_order('id, status, carrier, address, promised_date, delivered_at', 'shipment')
+        ],
+        'payments': by_order('id AS payment_id, method, detail, amount_cents, refunded_cents', 'payment'),
+    }
+    extra = {
+        'returns': by_order('id AS return_id, item_id, quantity, reason, resolution', 'return_request'),
+        'refunds': by_order('id AS refund_id, amount_cents, method, reason', 'refund'),
+        'goodwill_credits': by_order('id AS credit_id, percent, amount_cents', 'compensation'),
+        'tickets': by_order('id AS ticket_id, category, status', 'ticket'),
+    }
     return out | {k: v for k, v in extra.items() if v}
+
 
 @retail.tool
 def find_customer_orders(ctx, email: Email) -> dict:
     "Find a customer by email: their customer id, store credit balance and orders (id, date, status, total, products)."
-    rows = _sql(ctx, 'SELECT id AS customer_id, name, store_credit_cents FROM customer WHERE email = ?',
-                email.strip().lower())
-    if not rows: raise ToolError(f'no customer with email {shown(email)}')
+    rows = _sql(
+        ctx, 'SELECT id AS customer_id, name, store_credit_cents FROM customer WHERE email = ?', email.strip().lower()
+    )
+    if not rows:
+        raise ToolError(f'no customer with email {shown(email)}')
     _own(ctx, rows[0]['customer_id'], f'email {shown(email)}')
-    orders = _sql(ctx, 'SELECT id AS order_id, substr(placed_at, 1, 10) AS placed_on, status, total_cents FROM "order" '
-                       'WHERE customer_id = ? ORDER BY id', rows[0]['customer_id'])
+    orders = _sql(
+        ctx,
+        'SELECT id AS order_id, substr(placed_at, 1, 10) AS placed_on, status, total_cents FROM "order" '
+        'WHERE customer_id = ? ORDER BY id',
+        rows[0]['customer_id'],
+    )
     for o in orders:
-        o['products'] = [r['name'] for r in _sql(ctx, 'SELECT p.name FROM order_item i JOIN product p ON p.id = '
-                                                      'i.product_id WHERE i.order_id = ? ORDER BY i.id', o['order_id'])]
+        o['products'] = [
+            r['name']
+            for r in _sql(
+                ctx,
+                'SELECT p.name FROM order_item i JOIN product p ON p.id = '
+                'i.product_id WHERE i.order_id = ? ORDER BY i.id',
+                o['order_id'],
+            )
+        ]
     return rows[0] | {'orders': orders}
 
+
 @retail.tool
-def list_variants(ctx, product_id: Annotated[str,
-                                             PField(description='product id from get_order, e.g. PR-1042')]) -> dict:
+def list_variants(
+    ctx, product_id: Annotated[str, PField(description='product id from get_order, e.g. PR-1042')]
+) -> dict:
     "The variants (sizes, colours) of a product's model, with product ids, prices and stock."
     model = _one(ctx, 'product', 'SELECT model FROM product WHERE id = ?', product_id)['model']
-    return {'model': model, 'variants': _sql(ctx, 'SELECT id AS product_id, name, price_cents, stock FROM product '
-                                                  'WHERE model = ? ORDER BY id', model)}
+    return {
+        'model': model,
+        'variants': _sql(
+            ctx, 'SELECT id AS product_id, name, price_cents, stock FROM product WHERE model = ? ORDER BY id', model
+        ),
+    }
 
 # %% ../../nbs/domains/02_retail.ipynb #c019
 @retail.tool
 def cancel_order(ctx, order_id: OrderId, email: Email) -> dict:
-    ("Cancel an order that has not been delivered: stops its shipments, restocks its items and refunds its payment in "
-     "full to the original method.")
+    "Cancel an order that has not been delivered: stops its shipments, restocks its items and refunds its payment in full to the original method."  # noqa: E501
     o = _verified_order(ctx, order_id, email)
-    if o.status == 'cancelled': raise ToolError(f'order {order_id} is already cancelled')
+    if o.status == 'cancelled':
+        raise ToolError(f'order {order_id} is already cancelled')
     ships = _rows(ctx, Shipment, order_id=o.id)
     if o.status == 'delivered' or any(s.status == 'delivered' for s in ships):
         raise ToolError(f'order {order_id} has been delivered: it cannot be cancelled (a return is possible instead)')
     ctx.write('UPDATE "order" SET status = \'cancelled\' WHERE id = ?', o.id)
-    for s in ships: ctx.write("UPDATE shipment SET status = 'cancelled' WHERE id = ?", s.id)
+    for s in ships:
+        ctx.write("UPDATE shipment SET status = 'cancelled' WHERE id = ?", s.id)
     for it in _rows(ctx, OrderItem, order_id=o.id):
         ctx.write('UPDATE product SET stock = stock + ? WHERE id = ?', it.quantity, it.product_id)
     refunds = []
     for p in _rows(ctx, Payment, order_id=o.id):
         amount = p.amount_cents - p.refunded_cents
-        if amount <= 0: continue
+        if amount <= 0:
+            continue
         rid = _next_id(ctx, Refund, 'RF-')
-        _add(ctx, Refund, id=rid, order_id=o.id, payment_id=p.id, amount_cents=amount, method=p.method,
-             reason='cancellation', created_at=ctx.now_sql)
+        _add(
+            ctx,
+            Refund,
+            id=rid,
+            order_id=o.id,
+            payment_id=p.id,
+            amount_cents=amount,
+            method=p.method,
+            reason='cancellation',
+            created_at=ctx.now_sql,
+        )
         ctx.write('UPDATE payment SET refunded_cents = refunded_cents + ? WHERE id = ?', amount, p.id)
         refunds.append({'refund_id': rid, 'amount_cents': amount, 'to': p.detail})
     return {'order_id': o.id, 'status': 'cancelled', 'refunds': refunds}
 
+
 @retail.tool
-def change_shipping_address(ctx,
-                            shipment_id: Annotated[str, PField(
-                                description='shipment id from get_order, e.g. SH-520311')],
-                            email: Email,
-                            new_address: Annotated[str, PField(
-                                min_length=5, description='the full new address, as the customer gave it')],
-                           ) -> dict:
+def change_shipping_address(
+    ctx,
+    shipment_id: Annotated[str, PField(description='shipment id from get_order, e.g. SH-520311')],
+    email: Email,
+    new_address: Annotated[str, PField(min_length=5, description='the full new address, as the customer gave it')],
+) -> dict:
     "Send a shipment that has not shipped yet (status 'pending') to a new address."
     found = _rows(ctx, Shipment, id=shipment_id)
-    if not found: raise ToolError(f'shipment {shown(shipment_id)} not found')
+    if not found:
+        raise ToolError(f'shipment {shown(shipment_id)} not found')
     s = found[0]
     _verified_order(ctx, s.order_id, email, given=f'shipment {shipment_id}')  # its order: not the agent's word
     if s.status != 'pending':
@@ -489,16 +816,20 @@ def change_shipping_address(ctx,
     ctx.write('UPDATE shipment SET address = ? WHERE id = ?', address, s.id)
     return {'shipment_id': s.id, 'address': address, 'promised_date': s.promised_date}  # stored as ISO text
 
+
 @retail.tool
-def create_return(ctx, order_id: OrderId, email: Email, product_id: ItemProduct,
-                  reason: Annotated[Literal['unwanted', 'damaged', 'wrong_item'],
-                                    PField(description='why it comes back')],
-                  quantity: Annotated[int, PField(ge=1, description='units to return')] = 1,
-                  refund_method: Annotated[Literal['original_payment', 'store_credit'],
-                                           PField(description='where the refund goes')] = 'original_payment',
-                  ) -> dict:
-    ("Accept the return of delivered units of an order item and refund their price (to the original payment, or as "
-     "store credit).")
+def create_return(
+    ctx,
+    order_id: OrderId,
+    email: Email,
+    product_id: ItemProduct,
+    reason: Annotated[Literal['unwanted', 'damaged', 'wrong_item'], PField(description='why it comes back')],
+    quantity: Annotated[int, PField(ge=1, description='units to return')] = 1,
+    refund_method: Annotated[
+        Literal['original_payment', 'store_credit'], PField(description='where the refund goes')
+    ] = 'original_payment',
+) -> dict:
+    "Accept the return of delivered units of an order item and refund their price (to the original payment, or as store credit)."  # noqa: E501
     o = _verified_order(ctx, order_id, email)
     it = _item_of(ctx, o, product_id)
     _delivered_shipment(ctx, it, 'return')
@@ -506,10 +837,20 @@ def create_return(ctx, order_id: OrderId, email: Email, product_id: ItemProduct,
     if quantity > left:
         raise ToolError(f'item {it.id} ({product_id}): only {left} unit(s) left to return, not {quantity}')
     ctx.write('UPDATE order_item SET returned_qty = returned_qty + ? WHERE id = ?', quantity, it.id)
-    if reason != 'damaged': ctx.write('UPDATE product SET stock = stock + ? WHERE id = ?', quantity, it.product_id)
+    if reason != 'damaged':
+        ctx.write('UPDATE product SET stock = stock + ? WHERE id = ?', quantity, it.product_id)
     rt = _next_id(ctx, ReturnRequest, 'RT-')
-    _add(ctx, ReturnRequest, id=rt, order_id=o.id, item_id=it.id, quantity=quantity, reason=reason,
-         resolution='refund', created_at=ctx.now_sql)
+    _add(
+        ctx,
+        ReturnRequest,
+        id=rt,
+        order_id=o.id,
+        item_id=it.id,
+        quantity=quantity,
+        reason=reason,
+        resolution='refund',
+        created_at=ctx.now_sql,
+    )
     amount = it.unit_price_cents * quantity
     if refund_method == 'store_credit':
         ctx.write('UPDATE customer SET store_credit_cents = store_credit_cents + ? WHERE id = ?', amount, o.customer_id)
@@ -517,42 +858,81 @@ def create_return(ctx, order_id: OrderId, email: Email, product_id: ItemProduct,
     else:
         pay = _rows(ctx, Payment, order_id=o.id)[0]
         if amount > pay.amount_cents - pay.refunded_cents:
-            raise ToolError(f'refund of {amount} cents exceeds the {pay.amount_cents - pay.refunded_cents} cents left '
-                            f'on payment {pay.id}')
+            raise ToolError(
+                f'refund of {amount} cents exceeds the {pay.amount_cents - pay.refunded_cents} cents left '
+                f'on payment {pay.id}'
+            )
         ctx.write('UPDATE payment SET refunded_cents = refunded_cents + ? WHERE id = ?', amount, pay.id)
         method = pay.method
     rf = _next_id(ctx, Refund, 'RF-')
-    _add(ctx, Refund, id=rf, order_id=o.id, payment_id=pay.id if pay else None, return_id=rt, amount_cents=amount,
-         method=method, reason='return', created_at=ctx.now_sql)
-    return {'return_id': rt, 'refund_id': rf, 'refund_cents': amount,
-            'refunded_to': pay.detail if pay else 'store credit'}
+    _add(
+        ctx,
+        Refund,
+        id=rf,
+        order_id=o.id,
+        payment_id=pay.id if pay else None,
+        return_id=rt,
+        amount_cents=amount,
+        method=method,
+        reason='return',
+        created_at=ctx.now_sql,
+    )
+    return {
+        'return_id': rt,
+        'refund_id': rf,
+        'refund_cents': amount,
+        'refunded_to': pay.detail if pay else 'store credit',
+    }
+
 
 @retail.tool
-def send_replacement(ctx, order_id: OrderId, email: Email, product_id: ItemProduct,
-                     reason: Annotated[Literal['damaged', 'wrong_item'],
-                                       PField(description='why it is replaced')] = 'damaged',
-                     quantity: Annotated[int, PField(ge=1, description='units to replace')] = 1) -> dict:
+def send_replacement(
+    ctx,
+    order_id: OrderId,
+    email: Email,
+    product_id: ItemProduct,
+    reason: Annotated[Literal['damaged', 'wrong_item'], PField(description='why it is replaced')] = 'damaged',
+    quantity: Annotated[int, PField(ge=1, description='units to replace')] = 1,
+) -> dict:
     "Send a free replacement for delivered units that arrived damaged or wrong (a new shipment to the same address)."
     o = _verified_order(ctx, order_id, email)
     it = _item_of(ctx, o, product_id)
     s = _delivered_shipment(ctx, it, 'replace')
     if it.replaced_qty + quantity > it.quantity:
-        raise ToolError(f'item {it.id} ({product_id}): {it.replaced_qty} of {it.quantity} unit(s) already replaced, '
-                        f'cannot replace {quantity} more')
+        raise ToolError(
+            f'item {it.id} ({product_id}): {it.replaced_qty} of {it.quantity} unit(s) already replaced, '
+            f'cannot replace {quantity} more'
+        )
     p = _product(ctx, it.product_id)
-    if p.stock < quantity: raise ToolError(f'product {p.id} ({p.name}) is out of stock: no replacement possible')
+    if p.stock < quantity:
+        raise ToolError(f'product {p.id} ({p.name}) is out of stock: no replacement possible')
     ctx.write('UPDATE product SET stock = stock - ? WHERE id = ?', quantity, p.id)
     ctx.write('UPDATE order_item SET replaced_qty = replaced_qty + ? WHERE id = ?', quantity, it.id)
     new = _new_shipment(ctx, s)
     rt = _next_id(ctx, ReturnRequest, 'RT-')
-    _add(ctx, ReturnRequest, id=rt, order_id=o.id, item_id=it.id, quantity=quantity, reason=reason,
-         resolution='replacement', new_shipment_id=new.id, created_at=ctx.now_sql)
+    _add(
+        ctx,
+        ReturnRequest,
+        id=rt,
+        order_id=o.id,
+        item_id=it.id,
+        quantity=quantity,
+        reason=reason,
+        resolution='replacement',
+        new_shipment_id=new.id,
+        created_at=ctx.now_sql,
+    )
     return {'return_id': rt, 'shipment_id': new.id, 'promised_date': new.promised_date.isoformat()}
 
+
 @retail.tool
-def exchange_item(ctx, order_id: OrderId, email: Email, product_id: ItemProduct,
-                  new_product_id: Annotated[str, PField(description='the variant to send instead, from list_variants')],
-                 ) -> dict:
+def exchange_item(
+    ctx,
+    order_id: OrderId,
+    email: Email,
+    product_id: ItemProduct,
+    new_product_id: Annotated[str, PField(description='the variant to send instead, from list_variants')],
+) -> dict:
     "Exchange one delivered unit of an item for another variant (size, colour) of the same product at the same price."
     o = _verified_order(ctx, order_id, email)
     it = _item_of(ctx, o, product_id)
@@ -563,53 +943,99 @@ def exchange_item(ctx, order_id: OrderId, email: Email, product_id: ItemProduct,
     if new.model != old.model or new.id == old.id:
         raise ToolError(f'product {new.id} ({new.name}) is not another variant of {old.name}')
     if new.price_cents != it.unit_price_cents:
-        raise ToolError(f'product {new.id} costs {new.price_cents} cents, not {it.unit_price_cents}: '
-                        'exchanges are only at the same price')
-    if new.stock < 1: raise ToolError(f'product {new.id} ({new.name}) is out of stock')
+        raise ToolError(
+            f'product {new.id} costs {new.price_cents} cents, not {it.unit_price_cents}: '
+            'exchanges are only at the same price'
+        )
+    if new.stock < 1:
+        raise ToolError(f'product {new.id} ({new.name}) is out of stock')
     ctx.write('UPDATE order_item SET returned_qty = returned_qty + 1 WHERE id = ?', it.id)
     ctx.write('UPDATE product SET stock = stock + 1 WHERE id = ?', old.id)
     ctx.write('UPDATE product SET stock = stock - 1 WHERE id = ?', new.id)
     ship = _new_shipment(ctx, s)
     ni, rt = _next_id(ctx, OrderItem, 'OI-'), _next_id(ctx, ReturnRequest, 'RT-')
-    _add(ctx, OrderItem, id=ni, order_id=o.id, product_id=new.id, shipment_id=ship.id, quantity=1,
-         unit_price_cents=it.unit_price_cents)
-    _add(ctx, ReturnRequest, id=rt, order_id=o.id, item_id=it.id, quantity=1, reason='unwanted', resolution='exchange',
-         new_shipment_id=ship.id, created_at=ctx.now_sql)
-    return {'return_id': rt, 'new_item_id': ni, 'shipment_id': ship.id,
-            'promised_date': ship.promised_date.isoformat()}
+    _add(
+        ctx,
+        OrderItem,
+        id=ni,
+        order_id=o.id,
+        product_id=new.id,
+        shipment_id=ship.id,
+        quantity=1,
+        unit_price_cents=it.unit_price_cents,
+    )
+    _add(
+        ctx,
+        ReturnRequest,
+        id=rt,
+        order_id=o.id,
+        item_id=it.id,
+        quantity=1,
+        reason='unwanted',
+        resolution='exchange',
+        new_shipment_id=ship.id,
+        created_at=ctx.now_sql,
+    )
+    return {'return_id': rt, 'new_item_id': ni, 'shipment_id': ship.id, 'promised_date': ship.promised_date.isoformat()}
+
 
 @retail.tool
-def issue_goodwill_credit(ctx, order_id: OrderId, email: Email,
-                          percent: Annotated[int, PField(ge=1, le=100,
-                                                         description='credit as a percentage of the order total')],
-                         ) -> dict:
+def issue_goodwill_credit(
+    ctx,
+    order_id: OrderId,
+    email: Email,
+    percent: Annotated[int, PField(ge=1, le=100, description='credit as a percentage of the order total')],
+) -> dict:
     "Add goodwill store credit of `percent`% of the order total to the customer's balance (once per order)."
     o = _verified_order(ctx, order_id, email)
-    if o.status == 'cancelled': raise ToolError(f'order {order_id} is cancelled: no goodwill credit')
+    if o.status == 'cancelled':
+        raise ToolError(f'order {order_id} is cancelled: no goodwill credit')
     prev = _rows(ctx, Compensation, order_id=o.id)
-    if prev: raise ToolError(f'order {order_id} already received goodwill credit ({prev[0].id})')
+    if prev:
+        raise ToolError(f'order {order_id} already received goodwill credit ({prev[0].id})')
     amount = (o.total_cents * percent + 50) // 100
     cp = _next_id(ctx, Compensation, 'CP-')
-    _add(ctx, Compensation, id=cp, order_id=o.id, customer_id=o.customer_id, percent=percent, amount_cents=amount,
-         created_at=ctx.now_sql)
+    _add(
+        ctx,
+        Compensation,
+        id=cp,
+        order_id=o.id,
+        customer_id=o.customer_id,
+        percent=percent,
+        amount_cents=amount,
+        created_at=ctx.now_sql,
+    )
     ctx.write('UPDATE customer SET store_credit_cents = store_credit_cents + ? WHERE id = ?', amount, o.customer_id)
     credit = _sql(ctx, 'SELECT store_credit_cents FROM customer WHERE id = ?', o.customer_id)[0]['store_credit_cents']
     return {'credit_id': cp, 'amount_cents': amount, 'store_credit_cents': credit}
 
+
 @retail.tool
-def open_ticket(ctx, order_id: OrderId, email: Email,
-                category: Annotated[Literal['supervisor_review', 'general'],
-                                    PField(description='supervisor_review: a decision above your limits')],
-                summary: Annotated[str, PField(min_length=1,
-                                               description='what the customer wants and why, in one sentence')],
-               ) -> dict:
+def open_ticket(
+    ctx,
+    order_id: OrderId,
+    email: Email,
+    category: Annotated[
+        Literal['supervisor_review', 'general'], PField(description='supervisor_review: a decision above your limits')
+    ],
+    summary: Annotated[str, PField(min_length=1, description='what the customer wants and why, in one sentence')],
+) -> dict:
     "Open a support ticket about an order for another team (e.g. a supervisor) to follow up."
     o = _verified_order(ctx, order_id, email)
     dup = [t for t in _rows(ctx, Ticket, order_id=o.id) if t.category == category and t.status == 'open']
-    if dup: raise ToolError(f'order {order_id} already has an open {category} ticket ({dup[0].id})')
+    if dup:
+        raise ToolError(f'order {order_id} already has an open {category} ticket ({dup[0].id})')
     tk = _next_id(ctx, Ticket, 'TK-')
-    _add(ctx, Ticket, id=tk, customer_id=o.customer_id, order_id=o.id, category=category, summary=summary,
-         created_at=ctx.now_sql)
+    _add(
+        ctx,
+        Ticket,
+        id=tk,
+        customer_id=o.customer_id,
+        order_id=o.id,
+        category=category,
+        summary=summary,
+        created_at=ctx.now_sql,
+    )
     return {'ticket_id': tk, 'category': category, 'status': 'open'}
 
 # %% ../../nbs/domains/02_retail.ipynb #c021b
@@ -620,81 +1046,130 @@ def _cross_customer(task) -> list:
     orders = [o for o in seed['order'] if o['customer_id'] != task.customer]
     placed = next((o for o in orders if o['status'] == 'placed'), None)
     done = next((o for o in orders if o['status'] == 'delivered'), None)
-    if placed is None or done is None: return []  # a hand-written task whose customer owns the seed's orders
+    if placed is None or done is None:
+        return []  # a hand-written task whose customer owns the seed's orders
     ship = next(s['id'] for s in seed['shipment'] if s['order_id'] == placed['id'])
     item = next(i['product_id'] for i in seed['order_item'] if i['order_id'] == done['id'])
     on = lambda o: dict(order_id=o['id'], email=email[o['customer_id']])
-    calls = [call('get_order', order_id=done['id']), call('find_customer_orders', email=email[done['customer_id']]),
-             call('cancel_order', **on(placed)),
-             call('change_shipping_address', shipment_id=ship, email=on(placed)['email'],
-                  new_address='1 Other Road, Leeds LS2 7EY'),
-             call('create_return', **on(done), product_id=item, reason='unwanted'),
-             call('send_replacement', **on(done), product_id=item, reason='damaged'),
-             call('exchange_item', **on(done), product_id=item, new_product_id=item),
-             call('issue_goodwill_credit', **on(done), percent=10),
-             call('open_ticket', **on(done), category='general', summary='Where is my parcel?')]
+    calls = [
+        call('get_order', order_id=done['id']),
+        call('find_customer_orders', email=email[done['customer_id']]),
+        call('cancel_order', **on(placed)),
+        call(
+            'change_shipping_address',
+            shipment_id=ship,
+            email=on(placed)['email'],
+            new_address='1 Other Road, Leeds LS2 7EY',
+        ),
+        call('create_return', **on(done), product_id=item, reason='unwanted'),
+        call('send_replacement', **on(done), product_id=item, reason='damaged'),
+        call('exchange_item', **on(done), product_id=item, new_product_id=item),
+        call('issue_goodwill_credit', **on(done), percent=10),
+        call('open_ticket', **on(done), category='general', summary='Where is my parcel?'),
+    ]
     return [(calls, 'belongs to another customer')]
+
 
 retail.cross_customer_moves = _cross_customer
 
 # %% ../../nbs/domains/02_retail.ipynb #c023
 # model -> product ids
 MODELS = {m: [c[0] for c in CATALOGUE if c[2] == m] for m in dict.fromkeys(c[2] for c in CATALOGUE)}
-SIZED = [m for m, ps in MODELS.items() if len(ps) > 1]   # models sold in sizes or colours
+SIZED = [m for m, ps in MODELS.items() if len(ps) > 1]  # models sold in sizes or colours
 
 # The prompt (policy and ten tool schemas) is ~2,300 tokens and get_order answers ~250: the default 4,096-token
 # episode would cut a correct agent off after four or five calls.
 LIMITS = Limits(max_turns=12, max_episode_tokens=8192)
 LIMITS_LONG = Limits(max_turns=16, max_episode_tokens=10240)  # the multi-step families
 
-def call(name:str, **arguments) -> dict: return {'name': name, 'arguments': arguments}
-def _cap(text:str) -> str: return text[:1].upper() + text[1:]  # str.capitalize would lower-case 'OR-58083'
-def money(cents:int) -> str: return f'${cents / 100:,.2f}'
-def _name(pid:str) -> str: return product_row(pid)['name']
-def _said(x:dict) -> str:
-    "How a customer names an order item: its product's name and the product id printed beside it on the receipt."
-    return f"{_name(x['product_id'])} ({x['product_id']})"
 
-def _lines(rng, k:int, lo:int=0, hi:int=10**9, models:list=None, avoid=()) -> list:
+def call(name: str, **arguments) -> dict:
+    return {'name': name, 'arguments': arguments}
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]  # str.capitalize would lower-case 'OR-58083'
+
+
+def money(cents: int) -> str:
+    return f'${cents / 100:,.2f}'
+
+
+def _name(pid: str) -> str:
+    return product_row(pid)['name']
+
+
+def _said(x: dict) -> str:
+    "How a customer names an order item: its product's name and the product id printed beside it on the receipt."
+    return f'{_name(x["product_id"])} ({x["product_id"]})'
+
+
+def _lines(rng, k: int, lo: int = 0, hi: int = 10**9, models: list = None, avoid=()) -> list:
     "k items of distinct models (product id, quantity) whose total lies in [lo, hi]."
     pool = [m for m in (models or MODELS) if m not in avoid]
     for _ in range(2000):
         pids = [rng.choice(MODELS[m]) for m in rng.sample(pool, k)]
         qty = [rng.choice([1, 1, 1, 2]) for _ in pids]
-        if lo <= sum(product_row(p)['price_cents'] * q for p, q in zip(pids, qty)) <= hi: return list(zip(pids, qty))
+        if lo <= sum(product_row(p)['price_cents'] * q for p, q in zip(pids, qty)) <= hi:
+            return list(zip(pids, qty))
     raise ValueError(f'no {k} products with a total in [{lo}, {hi}]')
+
 
 def _customer(rng) -> dict:
     first, last = rng.choice(FIRST), rng.choice(LAST)
-    email = f"{first}.{last}{rng.randint(2, 98)}@{rng.choice(['example.com', 'mail.example', 'inbox.example'])}".lower()
-    return {'id': f'CU-{rng.randint(20000, 99999)}', 'name': f'{first} {last}', 'email': email,
-            'store_credit_cents': rng.choice([0, 0, 0, 500, 1500]), 'note': ''}
+    email = f'{first}.{last}{rng.randint(2, 98)}@{rng.choice(["example.com", "mail.example", "inbox.example"])}'.lower()
+    return {
+        'id': f'CU-{rng.randint(20000, 99999)}',
+        'name': f'{first} {last}',
+        'email': email,
+        'store_credit_cents': rng.choice([0, 0, 0, 500, 1500]),
+        'note': '',
+    }
+
 
 @dataclass
 class Shop:
     "One task's situation: a new customer and their order, as `init` rows (plus, sometimes, an older order)."
-    customer: dict; order: dict; items: list; ships: list; payment: dict; init: dict
-    @property
-    def oid(self) -> str: return self.order['id']
-    @property
-    def email(self) -> str: return self.customer['email']
-    @property
-    def total(self) -> int: return self.order['total_cents']
 
-def make_shop(rng,
-              kinds:list,          # one shipment kind per parcel: pending | in_transit | delivered
-              k:tuple=(1, 3),      # how many items (at least one per parcel)
-              lo:int=2000, hi:int=60000, # the order total's range, in cents
-              days:int=5, late:int=0,    # delivered parcels: delivered `days` ago, `late` days after the promise
-              lines:list=None,     # (product id, quantity) to use instead of random ones
-              older:bool=False,    # also an older, delivered order of the same customer (other products)
-             ) -> Shop:
+    customer: dict
+    order: dict
+    items: list
+    ships: list
+    payment: dict
+    init: dict
+
+    @property
+    def oid(self) -> str:
+        return self.order['id']
+
+    @property
+    def email(self) -> str:
+        return self.customer['email']
+
+    @property
+    def total(self) -> int:
+        return self.order['total_cents']
+
+
+def make_shop(
+    rng,
+    kinds: list,  # one shipment kind per parcel: pending | in_transit | delivered
+    k: tuple = (1, 3),  # how many items (at least one per parcel)
+    lo: int = 2000,
+    hi: int = 60000,  # the order total's range, in cents
+    days: int = 5,
+    late: int = 0,  # delivered parcels: delivered `days` ago, `late` days after the promise
+    lines: list = None,  # (product id, quantity) to use instead of random ones
+    older: bool = False,  # also an older, delivered order of the same customer (other products)
+) -> Shop:
     "A new customer with one order in the given state."
     c, addr, n = _customer(rng), _address(rng), rng.randint(50000, 99999)
     ships = [_shipment(rng, kind, addr, days, late) for kind in kinds]
     lines = lines or _lines(rng, max(len(kinds), rng.randint(*k)), lo, hi)
-    placed = min(_at(min(s['promised'] for s in ships) - timedelta(days=rng.randint(3, 6)), rng.randint(7, 22)),
-                 CLOCK - timedelta(hours=rng.randint(2, 40)))
+    placed = min(
+        _at(min(s['promised'] for s in ships) - timedelta(days=rng.randint(3, 6)), rng.randint(7, 22)),
+        CLOCK - timedelta(hours=rng.randint(2, 40)),
+    )
     order_lines = [(p, q, j % len(ships)) for j, (p, q) in enumerate(lines)]
     rows = order_rows(n, c['id'], order_lines, ships, placed, _payment(rng))
     parts = [{'customer': [c]}, rows]
@@ -702,47 +1177,78 @@ def make_shop(rng,
         n2 = n - rng.randint(100, 4000)
         used = {product_row(p)['model'] for p, _ in lines}
         old = [_shipment(rng, 'delivered', addr, days=rng.randint(60, 200))]
-        parts.append(order_rows(n2, c['id'], [(p, q, 0) for p, q in _lines(rng, rng.randint(1, 2), avoid=used)], old,
-                                _at(old[0]['promised'] - timedelta(days=4), 12), _payment(rng)))
+        parts.append(
+            order_rows(
+                n2,
+                c['id'],
+                [(p, q, 0) for p, q in _lines(rng, rng.randint(1, 2), avoid=used)],
+                old,
+                _at(old[0]['promised'] - timedelta(days=4), 12),
+                _payment(rng),
+            )
+        )
     return Shop(c, rows['order'][0], rows['order_item'], rows['shipment'], rows['payment'][0], merge_rows(*parts))
 
-def opening(rng, shop:Shop, hint:str=None) -> tuple:
+
+def opening(rng, shop: Shop, hint: str = None) -> tuple:
     "How the customer names the order: (phrase for the query, facts, the expert's lookups). `hint`: a product in it."
     facts = {'email': shop.email}
     if rng.random() < 0.6:
         facts['order id'] = shop.oid
         return f'order {shop.oid}', facts, [call('get_order', order_id=shop.oid)]
-    return (f'my order with the {hint}' if hint else 'my recent order', facts,
-            [call('find_customer_orders', email=shop.email), call('get_order', order_id=shop.oid)])
+    return (
+        f'my order with the {hint}' if hint else 'my recent order',
+        facts,
+        [call('find_customer_orders', email=shop.email), call('get_order', order_id=shop.oid)],
+    )
 
-def signed(rng, text:str, shop:Shop) -> str:
+
+def signed(rng, text: str, shop: Shop) -> str:
     "The query, sometimes with the customer's email in it (otherwise the agent must ask)."
     return text + (f' My email is {shop.email}.' if rng.random() < 0.4 else '')
 
-def context(shop:Shop, situation:str, goal:str) -> str:
-    "Free text for an LLM user."
-    return (f"You are {shop.customer['name']} (email {shop.email}). {situation} Your goal: {goal} "
-            f"Your order id is {shop.oid} if the agent asks (you may not remember it at first).")
 
-def _item(rng, shop:Shop) -> dict: return rng.choice(shop.items)
-def _ship_of(shop:Shop, item:dict) -> dict: return next(s for s in shop.ships if s['id'] == item['shipment_id'])
+def context(shop: Shop, situation: str, goal: str) -> str:
+    "Free text for an LLM user."
+    return (
+        f'You are {shop.customer["name"]} (email {shop.email}). {situation} Your goal: {goal} '
+        f'Your order id is {shop.oid} if the agent asks (you may not remember it at first).'
+    )
+
+
+def _item(rng, shop: Shop) -> dict:
+    return rng.choice(shop.items)
+
+
+def _ship_of(shop: Shop, item: dict) -> dict:
+    return next(s for s in shop.ships if s['id'] == item['shipment_id'])
 
 # %% ../../nbs/domains/02_retail.ipynb #c025
 def _serving_its_customer(make):
     "A family's maker whose tasks serve the customer of their shop (the one customer row of the task's `init`)."
+
     def made(rng, i):
         fields = make(rng, i)
         (customer,) = [c['id'] for c in fields['init']['customer']]
         return {'customer': customer} | fields
+
     return made
 
-def add_family(fam:Family):
+
+def add_family(fam: Family):
     "Register a task family of the retail domain; its tasks serve their shop's customer."
     fam.make = _serving_its_customer(fam.make)
     retail.families[fam.name] = fam
 
-def _oid(task) -> str: return task.init['order'][0]['id']
-def _email(task) -> str: return task.user.facts['email']
+
+def _oid(task) -> str:
+    return task.init['order'][0]['id']
+
+
+def _email(task) -> str:
+    return task.user.facts['email']
+
+
 def _golden_writes(task) -> list:
     return [c.model_dump() for c in task.golden if c.name not in ('get_order', 'find_customer_orders', 'list_variants')]
 
@@ -752,65 +1258,133 @@ def _status_question(rng, i):
     s = make_shop(rng, [kind], older=rng.random() < 0.3)
     sh, name = s.ships[0], _name(_item(rng, s)['product_id'])
     ref, facts, lookups = opening(rng, s, name)
-    q = rng.choice([f'Hi, where is {ref}? When will it arrive?', f'Can you tell me the status of {ref}?',
-                    f"I'm still waiting for {ref}. Has it shipped, and when should I expect it?",
-                    f'When is {ref} going to be delivered?'])
-    where = (f"is on its way with {sh['carrier']}" if kind == 'in_transit'
-             else 'is being prepared and has not shipped yet')
-    return dict(query=signed(rng, q, s), init=s.init, golden=lookups,
-                user=UserSpec(context=context(s, f'You ordered the {name}, among other things.',
-                                              'know where the order is and when it arrives.'), facts=facts),
-                reply=f"Your order {s.oid} {where}; it is due to arrive by {sh['promised_date']}.",
-                rubric=[RubricItem(question=f"Does the agent give the promised delivery date ({sh['promised_date']})?",
-                                   require=[sh['promised_date']])],
-                limits=LIMITS, tags=['noop_ok', 'question'])
+    q = rng.choice(
+        [
+            f'Hi, where is {ref}? When will it arrive?',
+            f'Can you tell me the status of {ref}?',
+            f"I'm still waiting for {ref}. Has it shipped, and when should I expect it?",
+            f'When is {ref} going to be delivered?',
+        ]
+    )
+    where = (
+        f'is on its way with {sh["carrier"]}' if kind == 'in_transit' else 'is being prepared and has not shipped yet'
+    )
+    return dict(
+        query=signed(rng, q, s),
+        init=s.init,
+        golden=lookups,
+        user=UserSpec(
+            context=context(
+                s, f'You ordered the {name}, among other things.', 'know where the order is and when it arrives.'
+            ),
+            facts=facts,
+        ),
+        reply=f'Your order {s.oid} {where}; it is due to arrive by {sh["promised_date"]}.',
+        rubric=[
+            RubricItem(
+                question=f'Does the agent give the promised delivery date ({sh["promised_date"]})?',
+                require=[sh['promised_date']],
+            )
+        ],
+        limits=LIMITS,
+        tags=['noop_ok', 'question'],
+    )
 
-add_family(Family('order_status_question', _status_question,
-                  description='Where is my order? Look it up and answer; change nothing.'))
+
+add_family(
+    Family(
+        'order_status_question',
+        _status_question,
+        description='Where is my order? Look it up and answer; change nothing.',
+    )
+)
 
 # %% ../../nbs/domains/02_retail.ipynb #c032
 def _cancel_before_shipping(rng, i):
     s = make_shop(rng, ['pending'], older=rng.random() < 0.3)
     ref, facts, lookups = opening(rng, s, _name(_item(rng, s)['product_id']))
-    q = rng.choice([f'Please cancel {ref}, I ordered it by mistake.',
-                    f'I need to cancel {ref}: I found it cheaper elsewhere.',
-                    f"Can you cancel {ref} before it ships? I don't need it any more."])
-    return dict(query=signed(rng, q, s), init=s.init,
-                golden=lookups + [call('cancel_order', order_id=s.oid, email=s.email)],
-                user=UserSpec(context=context(s, 'Your order has not shipped yet.',
-                                              'cancel it and get your money back.'),
-                              facts=facts, decisions={'cancel': True}),
-                reply=f"Order {s.oid} is cancelled; {money(s.total)} will be refunded to your {s.payment['detail']}.",
-                limits=LIMITS, tags=['cancel'])
+    q = rng.choice(
+        [
+            f'Please cancel {ref}, I ordered it by mistake.',
+            f'I need to cancel {ref}: I found it cheaper elsewhere.',
+            f"Can you cancel {ref} before it ships? I don't need it any more.",
+        ]
+    )
+    return dict(
+        query=signed(rng, q, s),
+        init=s.init,
+        golden=lookups + [call('cancel_order', order_id=s.oid, email=s.email)],
+        user=UserSpec(
+            context=context(s, 'Your order has not shipped yet.', 'cancel it and get your money back.'),
+            facts=facts,
+            decisions={'cancel': True},
+        ),
+        reply=f'Order {s.oid} is cancelled; {money(s.total)} will be refunded to your {s.payment["detail"]}.',
+        limits=LIMITS,
+        tags=['cancel'],
+    )
 
-add_family(Family('cancel_before_shipping', _cancel_before_shipping,
-                  description='Cancel an order that has not shipped: refunded in full.'))
+
+add_family(
+    Family(
+        'cancel_before_shipping',
+        _cancel_before_shipping,
+        description='Cancel an order that has not shipped: refunded in full.',
+    )
+)
 
 # %% ../../nbs/domains/02_retail.ipynb #c035
 def _cancel_after_shipping(rng, i):
     s = make_shop(rng, ['in_transit'], older=rng.random() < 0.3)
     sh = s.ships[0]
     ref, facts, lookups = opening(rng, s, _name(_item(rng, s)['product_id']))
-    q = rng.choice([f'Please cancel {ref}. I changed my mind.',
-                    f"I want to cancel {ref} right now, I don't want it any more.",
-                    f'Cancel {ref} and refund me please, I no longer need it.'])
-    return dict(query=signed(rng, q, s), init=s.init, golden=lookups,
-                user=UserSpec(context=context(s, 'Your order shipped yesterday, though you may not know it.',
-                                              'cancel the order and get a refund.'),
-                              facts=facts, decisions={'cancel': True}),
-                reply=(f"Order {s.oid} has already shipped (it is in transit with {sh['carrier']}, due "
-                       f"{sh['promised_date']}), so it can no longer be cancelled. Once it is delivered you can return "
-                       f"it within {RETURN_DAYS} days for a refund."),
-                rubric=[RubricItem(question='Does the agent explain that the order has shipped and can be returned '
-                                            'after delivery?',
-                                   require=['shipped', 'return'])],
-                limits=LIMITS, tags=['noop_ok', 'refusal'])
+    q = rng.choice(
+        [
+            f'Please cancel {ref}. I changed my mind.',
+            f"I want to cancel {ref} right now, I don't want it any more.",
+            f'Cancel {ref} and refund me please, I no longer need it.',
+        ]
+    )
+    return dict(
+        query=signed(rng, q, s),
+        init=s.init,
+        golden=lookups,
+        user=UserSpec(
+            context=context(
+                s, 'Your order shipped yesterday, though you may not know it.', 'cancel the order and get a refund.'
+            ),
+            facts=facts,
+            decisions={'cancel': True},
+        ),
+        reply=(
+            f'Order {s.oid} has already shipped (it is in transit with {sh["carrier"]}, due '
+            f'{sh["promised_date"]}), so it can no longer be cancelled. Once it is delivered you can return '
+            f'it within {RETURN_DAYS} days for a refund.'
+        ),
+        rubric=[
+            RubricItem(
+                question='Does the agent explain that the order has shipped and can be returned after delivery?',
+                require=['shipped', 'return'],
+            )
+        ],
+        limits=LIMITS,
+        tags=['noop_ok', 'refusal'],
+    )
+
 
 def _wrong_cancel(task) -> list:
     return [([call('cancel_order', order_id=_oid(task), email=_email(task))], f'order[{_oid(task)}].status')]
 
-add_family(Family('cancel_after_shipping', _cancel_after_shipping, policy_sensitive=True, wrong_moves=_wrong_cancel,
-                  description='Cancel an order that is in transit: refuse, offer a return after delivery.'))
+
+add_family(
+    Family(
+        'cancel_after_shipping',
+        _cancel_after_shipping,
+        policy_sensitive=True,
+        wrong_moves=_wrong_cancel,
+        description='Cancel an order that is in transit: refuse, offer a return after delivery.',
+    )
+)
 
 # %% ../../nbs/domains/02_retail.ipynb #c038
 def _return_in_window(rng, i):
@@ -818,30 +1392,53 @@ def _return_in_window(rng, i):
     it = _item(rng, s)
     name, qty = _name(it['product_id']), it['quantity']
     what = f'both {name} units' if qty == 2 else f'the {name}'
-    said = f"{what} ({it['product_id']})"  # the customer quotes the product id; replies name the product only
+    said = f'{what} ({it["product_id"]})'  # the customer quotes the product id; replies name the product only
     ref, facts, lookups = opening(rng, s)
     reason = rng.choice(['unwanted', 'unwanted', 'unwanted', 'wrong_item'])
     if reason == 'wrong_item':
-        q = rng.choice([f'You sent me the wrong thing in {ref}: {said} is not what I ordered. Please take it back and '
-                        'refund me.',
-                        f'{_cap(ref)} came with the wrong product instead of {said}. I want to return it for a '
-                        'refund.'])
+        q = rng.choice(
+            [
+                f'You sent me the wrong thing in {ref}: {said} is not what I ordered. Please take it back and '
+                'refund me.',
+                f'{_cap(ref)} came with the wrong product instead of {said}. I want to return it for a refund.',
+            ]
+        )
     else:
-        q = rng.choice([f"I'd like to return {said} from {ref}. It doesn't fit.",
-                        f'Can I send back {said} from {ref}? I changed my mind.',
-                        f"I want to return {said} from {ref} and get my money back; I don't need it."])
-    return dict(query=signed(rng, q, s), init=s.init,
-                golden=lookups + [call('create_return', order_id=s.oid, email=s.email, product_id=it['product_id'],
-                                       reason=reason, quantity=qty)],
-                user=UserSpec(context=context(s, f'{name} arrived recently.', f'return {what} for a refund.'),
-                              facts=facts | {'item': f'the {_said(it)}'},
-                              decisions={'return': True}),
-                reply=f"I've accepted the return of {what}; {money(it['unit_price_cents'] * qty)} will be refunded to "
-                      f"your {s.payment['detail']}.",
-                limits=LIMITS, tags=['return'])
+        q = rng.choice(
+            [
+                f"I'd like to return {said} from {ref}. It doesn't fit.",
+                f'Can I send back {said} from {ref}? I changed my mind.',
+                f"I want to return {said} from {ref} and get my money back; I don't need it.",
+            ]
+        )
+    return dict(
+        query=signed(rng, q, s),
+        init=s.init,
+        golden=lookups
+        + [
+            call(
+                'create_return', order_id=s.oid, email=s.email, product_id=it['product_id'], reason=reason, quantity=qty
+            )
+        ],
+        user=UserSpec(
+            context=context(s, f'{name} arrived recently.', f'return {what} for a refund.'),
+            facts=facts | {'item': f'the {_said(it)}'},
+            decisions={'return': True},
+        ),
+        reply=f"I've accepted the return of {what}; {money(it['unit_price_cents'] * qty)} will be refunded to "
+        f'your {s.payment["detail"]}.',
+        limits=LIMITS,
+        tags=['return'],
+    )
 
-add_family(Family('return_in_window', _return_in_window, description='Return an item delivered less than 30 days ago: '
-                                                                     'refund to the original payment.'))
+
+add_family(
+    Family(
+        'return_in_window',
+        _return_in_window,
+        description='Return an item delivered less than 30 days ago: refund to the original payment.',
+    )
+)
 
 # %% ../../nbs/domains/02_retail.ipynb #c041
 def _return_out_of_window(rng, i):
@@ -850,25 +1447,42 @@ def _return_out_of_window(rng, i):
     sh = _ship_of(s, it)
     name = _name(it['product_id'])
     ref, facts, lookups = opening(rng, s)
-    excuse = rng.choice(['I was travelling for work and only just opened it.',
-                         "I've been ill and couldn't get to the post office.",
-                         "It's only a few days past the deadline, surely that's fine.",
-                         'I never used it, it is still in its box.'])
-    q = rng.choice([f"I'd like to return the {_said(it)} from {ref}. {excuse}", 'Please accept a return of the '
-                                                                                f'{_said(it)} from {ref}. {excuse}'])
+    excuse = rng.choice(
+        [
+            'I was travelling for work and only just opened it.',
+            "I've been ill and couldn't get to the post office.",
+            "It's only a few days past the deadline, surely that's fine.",
+            'I never used it, it is still in its box.',
+        ]
+    )
+    q = rng.choice(
+        [
+            f"I'd like to return the {_said(it)} from {ref}. {excuse}",
+            f'Please accept a return of the {_said(it)} from {ref}. {excuse}',
+        ]
+    )
     delivered = sh['delivered_at'][:10]
     deadline = (date.fromisoformat(delivered) + timedelta(days=RETURN_DAYS)).isoformat()
-    return dict(query=signed(rng, q, s), init=s.init, golden=lookups,
-                user=UserSpec(context=context(s, f'The {name} was delivered weeks ago. {excuse}',
-                                              f'return the {name} for a refund.'),
-                              facts=facts | {'item': f'the {_said(it)}'}, decisions={'return': True}),
-                reply=(f"I'm sorry: the {name} was delivered on {delivered} and the {RETURN_DAYS}-day return window "
-                       f"closed on {deadline}, so I can't accept the return."),
-                limits=LIMITS, tags=['noop_ok', 'refusal', 'return'])
+    return dict(
+        query=signed(rng, q, s),
+        init=s.init,
+        golden=lookups,
+        user=UserSpec(
+            context=context(s, f'The {name} was delivered weeks ago. {excuse}', f'return the {name} for a refund.'),
+            facts=facts | {'item': f'the {_said(it)}'},
+            decisions={'return': True},
+        ),
+        reply=(
+            f"I'm sorry: the {name} was delivered on {delivered} and the {RETURN_DAYS}-day return window "
+            f"closed on {deadline}, so I can't accept the return."
+        ),
+        limits=LIMITS,
+        tags=['noop_ok', 'refusal', 'return'],
+    )
+
 
 def _named_item(task) -> dict:
-    ("The order item whose product the customer names (the `item` fact: 'the <product> (<product id>)', as `_said` "
-     "gives it).")
+    "The order item whose product the customer names (the `item` fact: 'the <product> (<product id>)', as `_said` gives it)."  # noqa: E501
     if 'item' not in task.user.facts:
         raise ValueError(f"task {task.uid}: user.facts has no 'item' (the product the customer names)")
     name = task.user.facts['item'].removeprefix('the ')
@@ -877,22 +1491,49 @@ def _named_item(task) -> dict:
         raise ValueError(f"task {task.uid}: no item of order {_oid(task)} is the {name!r} of user.facts['item']")
     return hit[0]
 
+
 def _wrong_late_return(task) -> list:
     it = _named_item(task)
-    return [([call('create_return', order_id=_oid(task), email=_email(task), product_id=it['product_id'],
-                   reason='unwanted', quantity=it['quantity'])], 'return_request')]
+    return [
+        (
+            [
+                call(
+                    'create_return',
+                    order_id=_oid(task),
+                    email=_email(task),
+                    product_id=it['product_id'],
+                    reason='unwanted',
+                    quantity=it['quantity'],
+                )
+            ],
+            'return_request',
+        )
+    ]
 
-add_family(Family('return_out_of_window', _return_out_of_window, policy_sensitive=True, wrong_moves=_wrong_late_return,
-                  description='Return an item delivered more than 30 days ago: refuse, whatever the excuse.'))
+
+add_family(
+    Family(
+        'return_out_of_window',
+        _return_out_of_window,
+        policy_sensitive=True,
+        wrong_moves=_wrong_late_return,
+        description='Return an item delivered more than 30 days ago: refuse, whatever the excuse.',
+    )
+)
 
 # %% ../../nbs/domains/02_retail.ipynb #c044
-def _late_story(rng, s:Shop, late:int, ref:str) -> tuple:
+def _late_story(rng, s: Shop, late: int, ref: str) -> tuple:
     ask = rng.choice([None, 20, 25, 30, 50])
     want = f' I think {ask}% of the order back would be fair.' if ask else ''
-    q = rng.choice([f'{_cap(ref)} arrived {late} days late.{want} What compensation do I get?',
-                    f'My parcel for {ref} came {late} days after the promised date. I want some compensation.{want}',
-                    f'The delivery of {ref} was {late} days late and I had to stay home waiting twice.{want}'])
+    q = rng.choice(
+        [
+            f'{_cap(ref)} arrived {late} days late.{want} What compensation do I get?',
+            f'My parcel for {ref} came {late} days after the promised date. I want some compensation.{want}',
+            f'The delivery of {ref} was {late} days late and I had to stay home waiting twice.{want}',
+        ]
+    )
     return ask, q
+
 
 def _late_delivery_compensation(rng, i):
     late = rng.randint(2, 6)
@@ -900,53 +1541,90 @@ def _late_delivery_compensation(rng, i):
     ref, facts, lookups = opening(rng, s, _name(_item(rng, s)['product_id']))
     ask, q = _late_story(rng, s, late, ref)
     credit = (s.total * CREDIT_PERCENT + 50) // 100
-    return dict(query=signed(rng, q, s), init=s.init,
-                golden=lookups + [call('issue_goodwill_credit', order_id=s.oid, email=s.email, percent=CREDIT_PERCENT)],
-                user=UserSpec(context=context(s, f'Your parcel came {late} days late.',
-                                              f'get compensation{f" (you hope for {ask}%)" if ask else ""}.'),
-                              facts=facts, decisions={'credit': True}),
-                reply=f"Your parcel arrived {late} days late, so I've added {money(credit)} of store credit "
-                      f"({CREDIT_PERCENT}% of your order) to your account.",
-                limits=LIMITS, tags=['compensation'])
+    return dict(
+        query=signed(rng, q, s),
+        init=s.init,
+        golden=lookups + [call('issue_goodwill_credit', order_id=s.oid, email=s.email, percent=CREDIT_PERCENT)],
+        user=UserSpec(
+            context=context(
+                s, f'Your parcel came {late} days late.', f'get compensation{f" (you hope for {ask}%)" if ask else ""}.'
+            ),
+            facts=facts,
+            decisions={'credit': True},
+        ),
+        reply=f"Your parcel arrived {late} days late, so I've added {money(credit)} of store credit "
+        f'({CREDIT_PERCENT}% of your order) to your account.',
+        limits=LIMITS,
+        tags=['compensation'],
+    )
+
 
 def _wrong_big_credit(task) -> list:
     ask = next((int(w[:-1]) for w in task.query.split() if w.endswith('%') and w[:-1].isdigit()), 20)
     return [([call('issue_goodwill_credit', order_id=_oid(task), email=_email(task), percent=ask)], 'compensation')]
 
-add_family(Family('late_delivery_compensation', _late_delivery_compensation, policy_sensitive=True,
-                  wrong_moves=_wrong_big_credit,
-                  description='A late delivery: 10% of the order total as store credit, not what the customer asks '
-                              'for.'))
+
+add_family(
+    Family(
+        'late_delivery_compensation',
+        _late_delivery_compensation,
+        policy_sensitive=True,
+        wrong_moves=_wrong_big_credit,
+        description='A late delivery: 10% of the order total as store credit, not what the customer asks for.',
+    )
+)
 
 # %% ../../nbs/domains/02_retail.ipynb #c047
 def _compensation_above_threshold(rng, i):
     late = rng.randint(2, 6)
-    s = make_shop(rng, ['delivered'], days=rng.randint(1, 12), late=late, k=(2, 3), lo=32000, hi=95000,
-                  older=rng.random() < 0.3)
+    s = make_shop(
+        rng, ['delivered'], days=rng.randint(1, 12), late=late, k=(2, 3), lo=32000, hi=95000, older=rng.random() < 0.3
+    )
     ref, facts, lookups = opening(rng, s, _name(_item(rng, s)['product_id']))
     _, q = _late_story(rng, s, late, ref)
-    summary = (f'Late delivery ({late} days) of {s.oid}, total {money(s.total)}: goodwill credit above the '
-               f'{money(CREDIT_LIMIT_CENTS)} limit.')
-    return dict(query=signed(rng, q, s), init=s.init,
-                golden=lookups + [call('open_ticket', order_id=s.oid, email=s.email, category='supervisor_review',
-                                       summary=summary)],
-                user=UserSpec(context=context(s, f'Your parcel came {late} days late.', 'get compensation.'),
-                              facts=facts,
-                              decisions={'ticket': True, 'supervisor': True}),
-                reply=(f"Your parcel arrived {late} days late. Compensation on an order of {money(s.total)} needs a "
-                       "supervisor's approval, so I've opened a ticket; a supervisor will follow up with you."),
-                rubric=[RubricItem(question='Does the agent tell the customer that a supervisor will follow up?',
-                                   require=['supervisor'])],
-                limits=LIMITS, tags=['compensation', 'escalation'])
+    summary = (
+        f'Late delivery ({late} days) of {s.oid}, total {money(s.total)}: goodwill credit above the '
+        f'{money(CREDIT_LIMIT_CENTS)} limit.'
+    )
+    return dict(
+        query=signed(rng, q, s),
+        init=s.init,
+        golden=lookups
+        + [call('open_ticket', order_id=s.oid, email=s.email, category='supervisor_review', summary=summary)],
+        user=UserSpec(
+            context=context(s, f'Your parcel came {late} days late.', 'get compensation.'),
+            facts=facts,
+            decisions={'ticket': True, 'supervisor': True},
+        ),
+        reply=(
+            f'Your parcel arrived {late} days late. Compensation on an order of {money(s.total)} needs a '
+            "supervisor's approval, so I've opened a ticket; a supervisor will follow up with you."
+        ),
+        rubric=[
+            RubricItem(
+                question='Does the agent tell the customer that a supervisor will follow up?', require=['supervisor']
+            )
+        ],
+        limits=LIMITS,
+        tags=['compensation', 'escalation'],
+    )
+
 
 def _wrong_grant_anyway(task) -> list:
     "Grant the 10% as on a smaller order, and escalate too: the credit is what the policy forbids."
     grant = call('issue_goodwill_credit', order_id=_oid(task), email=_email(task), percent=CREDIT_PERCENT)
     return [(_golden_writes(task) + [grant], 'compensation')]
 
-add_family(Family('compensation_above_threshold', _compensation_above_threshold, policy_sensitive=True,
-                  wrong_moves=_wrong_grant_anyway,
-                  description='A late delivery on an order above $300: open a supervisor ticket, grant nothing.'))
+
+add_family(
+    Family(
+        'compensation_above_threshold',
+        _compensation_above_threshold,
+        policy_sensitive=True,
+        wrong_moves=_wrong_grant_anyway,
+        description='A late delivery on an order above $300: open a supervisor ticket, grant nothing.',
+    )
+)
 
 # %% ../../nbs/domains/02_retail.ipynb #c050
 def _damaged_item(rng, i):
@@ -958,68 +1636,121 @@ def _damaged_item(rng, i):
     wants = rng.choice(['replacement', 'replacement', 'refund'])
     sold_out = wants == 'replacement' and rng.random() < 0.25
     init = merge_rows(s.init, {'product': [{'id': pid, 'stock': 0 if sold_out else rng.randint(2, 30)}]})
-    what = (f'the {_said(it)} arrived {rng.choice(["broken", "cracked", "badly damaged"])}' if reason == 'damaged'
-            else f'you sent the wrong product instead of the {_said(it)}')
+    what = (
+        f'the {_said(it)} arrived {rng.choice(["broken", "cracked", "badly damaged"])}'
+        if reason == 'damaged'
+        else f'you sent the wrong product instead of the {_said(it)}'
+    )
     if wants == 'replacement':
-        q = rng.choice([f'{_cap(what)} ({ref}). Please send me a new one, and I think I should get a refund too for '
-                        'the trouble.',
-                        f'About {ref}: {what}. I want a replacement, plus my money back for the hassle.'])
+        q = rng.choice(
+            [
+                f'{_cap(what)} ({ref}). Please send me a new one, and I think I should get a refund too for '
+                'the trouble.',
+                f'About {ref}: {what}. I want a replacement, plus my money back for the hassle.',
+            ]
+        )
     else:
-        q = rng.choice([f'{_cap(what)} ({ref}). I want a refund, and please send a new one anyway, I still need it.',
-                        f'About {ref}: {what}. Refund me, and also ship me a replacement.'])
+        q = rng.choice(
+            [
+                f'{_cap(what)} ({ref}). I want a refund, and please send a new one anyway, I still need it.',
+                f'About {ref}: {what}. Refund me, and also ship me a replacement.',
+            ]
+        )
     ret = call('create_return', order_id=s.oid, email=s.email, product_id=pid, reason=reason, quantity=1)
     rep = call('send_replacement', order_id=s.oid, email=s.email, product_id=pid, reason=reason, quantity=1)
     unit = money(it['unit_price_cents'])
     if sold_out:
         golden = lookups + [call('list_variants', product_id=pid), ret]
-        reply = (f"The {name} is out of stock, so I can't send a replacement; I've refunded {unit} to your "
-                 f"{s.payment['detail']} instead.")
+        reply = (
+            f"The {name} is out of stock, so I can't send a replacement; I've refunded {unit} to your "
+            f'{s.payment["detail"]} instead.'
+        )
     elif wants == 'replacement':
-        golden, reply = lookups + [rep], (f"I've sent you a replacement {name}; a refund as well isn't possible, as we "
-                                          "replace or refund, not both.")
+        golden, reply = (
+            lookups + [rep],
+            (
+                f"I've sent you a replacement {name}; a refund as well isn't possible, as we "
+                'replace or refund, not both.'
+            ),
+        )
     else:
-        golden, reply = lookups + [ret], (f"I've refunded {unit} to your {s.payment['detail']}; we refund or replace a "
-                                          "damaged item, not both.")
-    return dict(query=signed(rng, q, s), init=init, golden=golden,
-                user=UserSpec(context=context(s, f'{_cap(what)}.',
-                                              f'get a {wants} (and, if you can, the other one too).'),
-                              facts=facts | {'item': f'the {_said(it)}'},
-                              decisions={'replacement': wants == 'replacement' and not sold_out,
-                                         'refund': wants == 'refund' or sold_out}),
-                reply=reply, limits=LIMITS, tags=['damaged'] + (['out_of_stock'] if sold_out else []))
+        golden, reply = (
+            lookups + [ret],
+            (f"I've refunded {unit} to your {s.payment['detail']}; we refund or replace a damaged item, not both."),
+        )
+    return dict(
+        query=signed(rng, q, s),
+        init=init,
+        golden=golden,
+        user=UserSpec(
+            context=context(s, f'{_cap(what)}.', f'get a {wants} (and, if you can, the other one too).'),
+            facts=facts | {'item': f'the {_said(it)}'},
+            decisions={'replacement': wants == 'replacement' and not sold_out, 'refund': wants == 'refund' or sold_out},
+        ),
+        reply=reply,
+        limits=LIMITS,
+        tags=['damaged'] + (['out_of_stock'] if sold_out else []),
+    )
+
 
 def _wrong_both(task) -> list:
     writes = _golden_writes(task)
-    if 'out_of_stock' in task.tags: return []
+    if 'out_of_stock' in task.tags:
+        return []
     a = writes[0]['arguments']
-    if writes[0]['name'] == 'send_replacement': return [(writes + [call('create_return', **a)], 'refund')]
+    if writes[0]['name'] == 'send_replacement':
+        return [(writes + [call('create_return', **a)], 'refund')]
     return [(writes + [call('send_replacement', **a)], "'replacement'")]
 
-add_family(Family('damaged_item', _damaged_item, policy_sensitive=True, wrong_moves=_wrong_both,
-               description='A damaged or wrong item: replace or refund as the customer chooses, never both; refund if '
-                           'out of stock.'))
+
+add_family(
+    Family(
+        'damaged_item',
+        _damaged_item,
+        policy_sensitive=True,
+        wrong_moves=_wrong_both,
+        description='A damaged or wrong item: replace or refund as the customer chooses, never both; refund if '
+        'out of stock.',
+    )
+)
 
 # %% ../../nbs/domains/02_retail.ipynb #c053
 def _address_change(rng, i):
     s = make_shop(rng, ['pending'], older=rng.random() < 0.3)
     sh = s.ships[0]
     new = _address(rng)
-    while new == sh['address']: new = _address(rng)
+    while new == sh['address']:
+        new = _address(rng)
     ref, facts, lookups = opening(rng, s, _name(_item(rng, s)['product_id']))
-    q = rng.choice([f"I'm moving. Please send {ref} to {new} instead.",
-                    f'Can you change the delivery address of {ref} to {new}?',
-                    f'Please deliver {ref} to my new address: {new}.'])
-    return dict(query=signed(rng, q, s), init=s.init,
-                golden=lookups + [call('change_shipping_address', shipment_id=sh['id'], email=s.email,
-                                       new_address=new)],
-                user=UserSpec(context=context(s, 'You are moving house.', f'have the order delivered to {new}.'),
-                              facts=facts | {'new address': new}),
-                reply=f"Done: shipment {sh['id']} of order {s.oid} will now be delivered to {new}, still due by "
-                      f"{sh['promised_date']}.",
-                limits=LIMITS, tags=['address'])
+    q = rng.choice(
+        [
+            f"I'm moving. Please send {ref} to {new} instead.",
+            f'Can you change the delivery address of {ref} to {new}?',
+            f'Please deliver {ref} to my new address: {new}.',
+        ]
+    )
+    return dict(
+        query=signed(rng, q, s),
+        init=s.init,
+        golden=lookups + [call('change_shipping_address', shipment_id=sh['id'], email=s.email, new_address=new)],
+        user=UserSpec(
+            context=context(s, 'You are moving house.', f'have the order delivered to {new}.'),
+            facts=facts | {'new address': new},
+        ),
+        reply=f'Done: shipment {sh["id"]} of order {s.oid} will now be delivered to {new}, still due by '
+        f'{sh["promised_date"]}.',
+        limits=LIMITS,
+        tags=['address'],
+    )
 
-add_family(Family('address_change_before_shipping', _address_change,
-                  description='Change the address of a shipment that has not shipped.'))
+
+add_family(
+    Family(
+        'address_change_before_shipping',
+        _address_change,
+        description='Change the address of a shipment that has not shipped.',
+    )
+)
 
 # %% ../../nbs/domains/02_retail.ipynb #c056
 def _multi_item_return(rng, i):
@@ -1029,29 +1760,66 @@ def _multi_item_return(rng, i):
     sa, sb, sc = (_said(x) for x in (a, b, c))  # as the customer quotes them
     ref, facts, lookups = opening(rng, s)
     both = lambda n, x: f'both {n} units' if x['quantity'] == 2 else f'the {n}'
-    q = rng.choice([f"From {ref} I want to send back {both(sa, a)} and {both(sb, b)}, I don't need them. And the {sc} "
-                    "arrived broken: please send a replacement.",
-                    f"Three things about {ref}: please take back {both(sa, a)} and {both(sb, b)} for a refund, and "
-                    f"replace the {sc}, which came damaged."])
-    golden = (lookups
-              + [call('create_return', order_id=s.oid, email=s.email, product_id=x['product_id'], reason='unwanted',
-                      quantity=x['quantity']) for x in (a, b)]
-              + [call('send_replacement', order_id=s.oid, email=s.email, product_id=c['product_id'], reason='damaged',
-                      quantity=1)])
+    q = rng.choice(
+        [
+            f"From {ref} I want to send back {both(sa, a)} and {both(sb, b)}, I don't need them. And the {sc} "
+            'arrived broken: please send a replacement.',
+            f'Three things about {ref}: please take back {both(sa, a)} and {both(sb, b)} for a refund, and '
+            f'replace the {sc}, which came damaged.',
+        ]
+    )
+    golden = (
+        lookups
+        + [
+            call(
+                'create_return',
+                order_id=s.oid,
+                email=s.email,
+                product_id=x['product_id'],
+                reason='unwanted',
+                quantity=x['quantity'],
+            )
+            for x in (a, b)
+        ]
+        + [
+            call(
+                'send_replacement',
+                order_id=s.oid,
+                email=s.email,
+                product_id=c['product_id'],
+                reason='damaged',
+                quantity=1,
+            )
+        ]
+    )
     refund = a['unit_price_cents'] * a['quantity'] + b['unit_price_cents'] * b['quantity']
-    return dict(query=signed(rng, q, s),
-                init=merge_rows(s.init, {'product': [{'id': c['product_id'], 'stock': rng.randint(2, 30)}]}),
-                golden=golden,
-                user=UserSpec(context=context(s, f'The {nc} arrived broken; you do not want the {na} and the {nb}.',
-                                              'return two items for a refund and get the broken one replaced.'),
-                              facts=facts | {'items': f'the {sa} and the {sb} to return, and the {sc} to replace'},
-                              decisions={'return': True, 'replacement': True}),
-                reply=f"Done: {money(refund)} for {both(na, a)} and {both(nb, b)} will be refunded to your "
-                      f"{s.payment['detail']}, and a replacement {nc} is on its way.",
-                limits=LIMITS_LONG, tags=['multi_step', 'return', 'damaged'])
+    return dict(
+        query=signed(rng, q, s),
+        init=merge_rows(s.init, {'product': [{'id': c['product_id'], 'stock': rng.randint(2, 30)}]}),
+        golden=golden,
+        user=UserSpec(
+            context=context(
+                s,
+                f'The {nc} arrived broken; you do not want the {na} and the {nb}.',
+                'return two items for a refund and get the broken one replaced.',
+            ),
+            facts=facts | {'items': f'the {sa} and the {sb} to return, and the {sc} to replace'},
+            decisions={'return': True, 'replacement': True},
+        ),
+        reply=f'Done: {money(refund)} for {both(na, a)} and {both(nb, b)} will be refunded to your '
+        f'{s.payment["detail"]}, and a replacement {nc} is on its way.',
+        limits=LIMITS_LONG,
+        tags=['multi_step', 'return', 'damaged'],
+    )
 
-add_family(Family('multi_item_return', _multi_item_return,
-                  description='Return two items and replace a damaged third: three writes.'))
+
+add_family(
+    Family(
+        'multi_item_return',
+        _multi_item_return,
+        description='Return two items and replace a damaged third: three writes.',
+    )
+)
 
 # %% ../../nbs/domains/02_retail.ipynb #c060
 def _return_and_exchange(rng, i):
@@ -1065,34 +1833,77 @@ def _return_and_exchange(rng, i):
     ref, facts, lookups = opening(rng, s)
     what = f'both {na} units' if a['quantity'] == 2 else f'the {na}'
     said = f'both {sa} units' if a['quantity'] == 2 else f'the {sa}'
-    q = rng.choice([f"Two things about {ref}: I'd like to return {said}, and can I swap the {sb} for {label}?",
-                    f'From {ref}, please take back {said} for a refund. Also the {sb} is not right: I want it in '
-                    f'{label} instead.'])
-    return dict(query=signed(rng, q, s),
-                init=merge_rows(s.init, {'product': [{'id': new_pid, 'stock': rng.randint(2, 20)}]}),
-                golden=lookups + [call('list_variants', product_id=old_pid),
-                                  call('create_return', order_id=s.oid, email=s.email, product_id=a['product_id'],
-                                       reason='unwanted', quantity=a['quantity']),
-                                  call('exchange_item', order_id=s.oid, email=s.email, product_id=old_pid,
-                                       new_product_id=new_pid)],
-                user=UserSpec(context=context(s, f'The {nb} is the wrong size or colour; you do not want the {na}.',
-                                              f'return the {na} and exchange the {nb} for {label}.'),
-                              facts=facts | {'size': label, 'colour': label,
-                                             'items': f'the {sa} to return, and the {sb} to exchange'},
-                              decisions={'return': True, 'exchange': True}),
-                reply=(f"Done: {money(a['unit_price_cents'] * a['quantity'])} for {what} will be refunded to your "
-                       f"{s.payment['detail']}, and the {model} in {label} is on its way in exchange."),
-                limits=LIMITS_LONG, tags=['multi_step', 'return', 'exchange'])
+    q = rng.choice(
+        [
+            f"Two things about {ref}: I'd like to return {said}, and can I swap the {sb} for {label}?",
+            f'From {ref}, please take back {said} for a refund. Also the {sb} is not right: I want it in '
+            f'{label} instead.',
+        ]
+    )
+    return dict(
+        query=signed(rng, q, s),
+        init=merge_rows(s.init, {'product': [{'id': new_pid, 'stock': rng.randint(2, 20)}]}),
+        golden=lookups
+        + [
+            call('list_variants', product_id=old_pid),
+            call(
+                'create_return',
+                order_id=s.oid,
+                email=s.email,
+                product_id=a['product_id'],
+                reason='unwanted',
+                quantity=a['quantity'],
+            ),
+            call('exchange_item', order_id=s.oid, email=s.email, product_id=old_pid, new_product_id=new_pid),
+        ],
+        user=UserSpec(
+            context=context(
+                s,
+                f'The {nb} is the wrong size or colour; you do not want the {na}.',
+                f'return the {na} and exchange the {nb} for {label}.',
+            ),
+            facts=facts | {'size': label, 'colour': label, 'items': f'the {sa} to return, and the {sb} to exchange'},
+            decisions={'return': True, 'exchange': True},
+        ),
+        reply=(
+            f'Done: {money(a["unit_price_cents"] * a["quantity"])} for {what} will be refunded to your '
+            f'{s.payment["detail"]}, and the {model} in {label} is on its way in exchange.'
+        ),
+        limits=LIMITS_LONG,
+        tags=['multi_step', 'return', 'exchange'],
+    )
+
 
 def _wrong_refund_not_exchange(task) -> list:
     writes = _golden_writes(task)
     b = writes[-1]['arguments']
-    return [(writes[:-1] + [call('create_return', order_id=b['order_id'], email=b['email'], product_id=b['product_id'],
-                                 reason='unwanted', quantity=1)],
-             "'exchange'")]
+    return [
+        (
+            writes[:-1]
+            + [
+                call(
+                    'create_return',
+                    order_id=b['order_id'],
+                    email=b['email'],
+                    product_id=b['product_id'],
+                    reason='unwanted',
+                    quantity=1,
+                )
+            ],
+            "'exchange'",
+        )
+    ]
 
-add_family(Family('return_and_exchange', _return_and_exchange, bench_only=True, wrong_moves=_wrong_refund_not_exchange,
-                  description='Return one item and exchange another for a same-price variant.'))
+
+add_family(
+    Family(
+        'return_and_exchange',
+        _return_and_exchange,
+        bench_only=True,
+        wrong_moves=_wrong_refund_not_exchange,
+        description='Return one item and exchange another for a same-price variant.',
+    )
+)
 
 # %% ../../nbs/domains/02_retail.ipynb #c063
 def _split_shipment_address(rng, i):
@@ -1100,48 +1911,97 @@ def _split_shipment_address(rng, i):
     gone, pend = s.ships
     new = _address(rng)
     ref, facts, lookups = opening(rng, s, _name(s.items[0]['product_id']))
-    q = rng.choice([f"I've moved. Please send everything in {ref} to {new}. If part of it can't be redirected, just "
-                    "cancel the order.",
-                    f"Please change the delivery address of {ref} to {new}. If that doesn't work for all of it, cancel "
-                    "it."])
-    return dict(query=signed(rng, q, s), init=s.init,
-                golden=lookups + [call('change_shipping_address', shipment_id=pend['id'], email=s.email,
-                                       new_address=new)],
-                user=UserSpec(context=context(s, 'You moved house; part of your order may already be on its way.',
-                                              f'have everything delivered to {new}, or else cancel the order.'),
-                              facts=facts | {'new address': new}, decisions={'cancel': True}),
-                reply=(f"Shipment {pend['id']} will now go to {new}. Shipment {gone['id']} is already in transit with "
-                       f"{gone['carrier']} and can't be redirected, and since part of the order has shipped it can't "
-                       f"be cancelled; you can return those items within {RETURN_DAYS} days of delivery."),
-                limits=LIMITS, tags=['address', 'split_shipment'])
+    q = rng.choice(
+        [
+            f"I've moved. Please send everything in {ref} to {new}. If part of it can't be redirected, just "
+            'cancel the order.',
+            f"Please change the delivery address of {ref} to {new}. If that doesn't work for all of it, cancel it.",
+        ]
+    )
+    return dict(
+        query=signed(rng, q, s),
+        init=s.init,
+        golden=lookups + [call('change_shipping_address', shipment_id=pend['id'], email=s.email, new_address=new)],
+        user=UserSpec(
+            context=context(
+                s,
+                'You moved house; part of your order may already be on its way.',
+                f'have everything delivered to {new}, or else cancel the order.',
+            ),
+            facts=facts | {'new address': new},
+            decisions={'cancel': True},
+        ),
+        reply=(
+            f'Shipment {pend["id"]} will now go to {new}. Shipment {gone["id"]} is already in transit with '
+            f"{gone['carrier']} and can't be redirected, and since part of the order has shipped it can't "
+            f'be cancelled; you can return those items within {RETURN_DAYS} days of delivery.'
+        ),
+        limits=LIMITS,
+        tags=['address', 'split_shipment'],
+    )
 
-add_family(Family('split_shipment_address', _split_shipment_address, bench_only=True, policy_sensitive=True,
-                  wrong_moves=_wrong_cancel,
-                  description='Address change on an order split over a shipped and a pending parcel: redirect the '
-                              'pending one, do not cancel.'))
+
+add_family(
+    Family(
+        'split_shipment_address',
+        _split_shipment_address,
+        bench_only=True,
+        policy_sensitive=True,
+        wrong_moves=_wrong_cancel,
+        description='Address change on an order split over a shipped and a pending parcel: redirect the '
+        'pending one, do not cancel.',
+    )
+)
 
 # %% ../../nbs/domains/02_retail.ipynb #c066
 def _compensation_not_late(rng, i):
     s = make_shop(rng, ['delivered'], days=rng.randint(1, 14), late=-rng.randint(0, 2), older=rng.random() < 0.3)
     sh = s.ships[0]
     ref, facts, lookups = opening(rng, s, _name(_item(rng, s)['product_id']))
-    q = rng.choice([f'{_cap(ref)} took forever to arrive. I want some compensation.',
-                    f'The delivery of {ref} was so slow. Can I get a credit for the wait?',
-                    f'I waited ages for {ref}. I expect some goodwill credit.'])
-    return dict(query=signed(rng, q, s), init=s.init, golden=lookups,
-                user=UserSpec(context=context(s, 'The delivery felt slow to you.', 'get some compensation.'),
-                              facts=facts, decisions={'credit': True}),
-                reply=(f"Your parcel was delivered on {sh['delivered_at'][:10]}, on or before the promised date "
-                       f"{sh['promised_date']}, so it was not late and no compensation applies."),
-                limits=LIMITS, tags=['noop_ok', 'refusal', 'compensation'])
+    q = rng.choice(
+        [
+            f'{_cap(ref)} took forever to arrive. I want some compensation.',
+            f'The delivery of {ref} was so slow. Can I get a credit for the wait?',
+            f'I waited ages for {ref}. I expect some goodwill credit.',
+        ]
+    )
+    return dict(
+        query=signed(rng, q, s),
+        init=s.init,
+        golden=lookups,
+        user=UserSpec(
+            context=context(s, 'The delivery felt slow to you.', 'get some compensation.'),
+            facts=facts,
+            decisions={'credit': True},
+        ),
+        reply=(
+            f'Your parcel was delivered on {sh["delivered_at"][:10]}, on or before the promised date '
+            f'{sh["promised_date"]}, so it was not late and no compensation applies.'
+        ),
+        limits=LIMITS,
+        tags=['noop_ok', 'refusal', 'compensation'],
+    )
+
 
 def _wrong_credit(task) -> list:
-    return [([call('issue_goodwill_credit', order_id=_oid(task), email=_email(task), percent=CREDIT_PERCENT)],
-             'compensation')]
+    return [
+        (
+            [call('issue_goodwill_credit', order_id=_oid(task), email=_email(task), percent=CREDIT_PERCENT)],
+            'compensation',
+        )
+    ]
 
-add_family(Family('compensation_not_late', _compensation_not_late, bench_only=True, policy_sensitive=True,
-                  wrong_moves=_wrong_credit,
-                  description='A complaint about a delivery that arrived on time: no compensation.'))
+
+add_family(
+    Family(
+        'compensation_not_late',
+        _compensation_not_late,
+        bench_only=True,
+        policy_sensitive=True,
+        wrong_moves=_wrong_credit,
+        description='A complaint about a delivery that arrived on time: no compensation.',
+    )
+)
 
 # %% ../../nbs/domains/02_retail.ipynb #c069
 def _store_credit_refund(rng, i):
@@ -1149,26 +2009,55 @@ def _store_credit_refund(rng, i):
     it = _item(rng, s)
     name, qty = _name(it['product_id']), it['quantity']
     what = f'both {name} units' if qty == 2 else f'the {name}'
-    said = f"{what} ({it['product_id']})"  # the customer quotes the product id; replies name the product only
+    said = f'{what} ({it["product_id"]})'  # the customer quotes the product id; replies name the product only
     ref, facts, lookups = opening(rng, s)
-    q = rng.choice([f"I'd like to return {said} from {ref}. Please give me the refund as store credit, not on my card.",
-                    f'Can I send back {said} from {ref}? I would prefer store credit so I can reorder quickly.'])
-    return dict(query=signed(rng, q, s), init=s.init,
-                golden=lookups + [call('create_return', order_id=s.oid, email=s.email, product_id=it['product_id'],
-                                       reason='unwanted', quantity=qty, refund_method='original_payment')],
-                user=UserSpec(context=context(s, f'You no longer want {what}.',
-                                              'return it; you would like store credit.'),
-                              facts=facts | {'item': f'the {_said(it)}'},
-                              decisions={'return': True, 'original payment': True}),
-                reply=(f"I've accepted the return of {what}. Refunds go back to the original payment, so "
-                       f"{money(it['unit_price_cents'] * qty)} will be refunded to your {s.payment['detail']}."),
-                limits=LIMITS, tags=['return'])
+    q = rng.choice(
+        [
+            f"I'd like to return {said} from {ref}. Please give me the refund as store credit, not on my card.",
+            f'Can I send back {said} from {ref}? I would prefer store credit so I can reorder quickly.',
+        ]
+    )
+    return dict(
+        query=signed(rng, q, s),
+        init=s.init,
+        golden=lookups
+        + [
+            call(
+                'create_return',
+                order_id=s.oid,
+                email=s.email,
+                product_id=it['product_id'],
+                reason='unwanted',
+                quantity=qty,
+                refund_method='original_payment',
+            )
+        ],
+        user=UserSpec(
+            context=context(s, f'You no longer want {what}.', 'return it; you would like store credit.'),
+            facts=facts | {'item': f'the {_said(it)}'},
+            decisions={'return': True, 'original payment': True},
+        ),
+        reply=(
+            f"I've accepted the return of {what}. Refunds go back to the original payment, so "
+            f'{money(it["unit_price_cents"] * qty)} will be refunded to your {s.payment["detail"]}.'
+        ),
+        limits=LIMITS,
+        tags=['return'],
+    )
+
 
 def _wrong_store_credit(task) -> list:
     a = _golden_writes(task)[0]['arguments'] | {'refund_method': 'store_credit'}
     return [([call('create_return', **a)], 'store_credit')]
 
-add_family(Family('store_credit_refund', _store_credit_refund, bench_only=True, policy_sensitive=True,
-                  wrong_moves=_wrong_store_credit,
-                  description='A return whose refund the customer wants as store credit: refund to the original '
-                              'payment.'))
+
+add_family(
+    Family(
+        'store_credit_refund',
+        _store_credit_refund,
+        bench_only=True,
+        policy_sensitive=True,
+        wrong_moves=_wrong_store_credit,
+        description='A return whose refund the customer wants as store credit: refund to the original payment.',
+    )
+)

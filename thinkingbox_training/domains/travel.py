@@ -25,68 +25,79 @@ __all__ = ['CLOCK', 'TODAY', 'KINDS', 'COMPANIES', 'HOTELS', 'SEED_PERIODS', 'FI
            'refund_payment', 'open_ticket']
 
 # %% ../../nbs/domains/01_travel.ipynb #c005
-class TravelBase(SQLModel, registry=registry()): pass
+class TravelBase(SQLModel, registry=registry()):
+    pass
 
-def _ts(): return Field(sa_type=DateTime(timezone=True))  # a timestamp column the backend can coerce from ISO text
+
+def _ts():
+    return Field(sa_type=DateTime(timezone=True))  # a timestamp column the backend can coerce from ISO text
+
 
 class Company(TravelBase, table=True):
     __tablename__ = 'company'
-    id: str = Field(primary_key=True)        # CO-101
+    id: str = Field(primary_key=True)  # CO-101
     name: str
-    nightly_cap_cents: int                   # the most one night may cost without manager approval
+    nightly_cap_cents: int  # the most one night may cost without manager approval
+
 
 class Traveller(TravelBase, table=True):
     __tablename__ = 'traveller'
-    id: str = Field(primary_key=True)        # TR-1004
+    id: str = Field(primary_key=True)  # TR-1004
     company_id: str = Field(foreign_key='company.id')
     name: str
     email: str
-    manager_email: str                       # who approves this traveller's requests
+    manager_email: str  # who approves this traveller's requests
     loyalty_points: int = 0
+
 
 class Hotel(TravelBase, table=True):
     __tablename__ = 'hotel'
-    id: str = Field(primary_key=True)        # HT-303
+    id: str = Field(primary_key=True)  # HT-303
     name: str
     city: str
-    free_cancel_days: int                    # cancelling is free until this many days before check-in
+    free_cancel_days: int  # cancelling is free until this many days before check-in
+
 
 class Room(TravelBase, table=True):
     __tablename__ = 'room'
-    id: str = Field(primary_key=True)        # RM-3032: a room type of a hotel
+    id: str = Field(primary_key=True)  # RM-3032: a room type of a hotel
     hotel_id: str = Field(foreign_key='hotel.id')
-    kind: str                                # standard | superior | deluxe | suite
-    nightly_rate_cents: int                  # base rate, before rate periods
+    kind: str  # standard | superior | deluxe | suite
+    nightly_rate_cents: int  # base rate, before rate periods
+
 
 class RatePeriod(TravelBase, table=True):
     __tablename__ = 'rate_period'
-    id: str = Field(primary_key=True)        # RP-01
+    id: str = Field(primary_key=True)  # RP-01
     hotel_id: str = Field(foreign_key='hotel.id')
-    name: str                                # e.g. Web Summit
-    start_date: date                         # first night covered
-    end_date: date                           # first night no longer covered
-    surcharge_pct: int                       # added to every room's base rate on the covered nights
+    name: str  # e.g. Web Summit
+    start_date: date  # first night covered
+    end_date: date  # first night no longer covered
+    surcharge_pct: int  # added to every room's base rate on the covered nights
+
 
 class Booking(TravelBase, table=True):
     __tablename__ = 'booking'
-    id: str = Field(primary_key=True)        # BK-10017
+    id: str = Field(primary_key=True)  # BK-10017
     traveller_id: str = Field(foreign_key='traveller.id')
     room_id: str = Field(foreign_key='room.id')
     check_in: date
     check_out: date
-    total_cents: int                         # the price of the stay
-    status: str                              # confirmed | checked_in | completed | cancelled
-    cancel_fee_cents: int = 0                # kept when cancelled late
-    points_used: int = 0                     # loyalty points spent on upgrades
+    total_cents: int  # the price of the stay
+    status: str  # confirmed | checked_in | completed | cancelled
+    cancel_fee_cents: int = 0  # kept when cancelled late
+    points_used: int = 0  # loyalty points spent on upgrades
     created_at: datetime = _ts()
+
 
 class Payment(TravelBase, table=True):
     __tablename__ = 'payment'
-    id: str = Field(primary_key=True)        # PM-50017: a charge on a card
+    id: str = Field(primary_key=True)  # PM-50017: a charge on a card
     booking_id: str = Field(foreign_key='booking.id')
-    card: str                                # e.g. VISA 4242
+    card: str  # e.g. VISA 4242
     amount_cents: int
     created_at: datetime = _ts()
+
 
 class Refund(TravelBase, table=True):
     __tablename__ = 'refund'
@@ -94,107 +105,223 @@ class Refund(TravelBase, table=True):
     booking_id: str = Field(foreign_key='booking.id')
     payment_id: str = Field(foreign_key='payment.id')  # always back to the charge it came from
     amount_cents: int
-    kind: str                                # cancellation | price_difference | manual
+    kind: str  # cancellation | price_difference | manual
     note: str = ''
     created_at: datetime = _ts()
+
 
 class ApprovalRequest(TravelBase, table=True):
     __tablename__ = 'approval_request'
     id: Optional[int] = Field(default=None, primary_key=True)
     booking_id: str = Field(foreign_key='booking.id')
-    kind: str                                # room_downgrade | rate_cap
+    kind: str  # room_downgrade | rate_cap
     room_id: str = Field(foreign_key='room.id')  # the requested stay: room and dates
     check_in: date
     check_out: date
-    status: str                              # pending | approved | rejected | applied
+    status: str  # pending | approved | rejected | applied
     created_at: datetime = _ts()
+
 
 class Ticket(TravelBase, table=True):
     __tablename__ = 'ticket'
     id: Optional[int] = Field(default=None, primary_key=True)
     booking_id: str = Field(foreign_key='booking.id')
-    category: str                            # complaint | billing | other
+    category: str  # complaint | billing | other
     summary: str
-    status: str                              # open | closed
+    status: str  # open | closed
     created_at: datetime = _ts()
 
 # %% ../../nbs/domains/01_travel.ipynb #c007
-CLOCK = datetime(2026, 10, 1, 9, 0, tzinfo=timezone.utc)   # the scenario's "now"
+CLOCK = datetime(2026, 10, 1, 9, 0, tzinfo=timezone.utc)  # the scenario's "now"
 TODAY = CLOCK.date()
 KINDS = ('standard', 'superior', 'deluxe', 'suite')
 
-def eur(cents:int) -> str:
-    "Cents as text for a message, e.g. 'EUR 1,234.50'."
-    return f"EUR {cents // 100:,}.{cents % 100:02d}"
 
-def stay_nights(check_in:date, check_out:date) -> list[date]:
+def eur(cents: int) -> str:
+    "Cents as text for a message, e.g. 'EUR 1,234.50'."
+    return f'EUR {cents // 100:,}.{cents % 100:02d}'
+
+
+def stay_nights(check_in: date, check_out: date) -> list[date]:
     "The nights of a stay: check-in up to the day before check-out."
     return [check_in + timedelta(days=i) for i in range((check_out - check_in).days)]
 
-def night_rate(base_cents:int, surcharge_pct:int) -> int:
+
+def night_rate(base_cents: int, surcharge_pct: int) -> int:
     "A night's rate: the base rate plus a percentage, rounded half up to the cent."
     return (base_cents * (100 + surcharge_pct) + 50) // 100
 
-def price_nights(base_cents:int,   # the room's base nightly rate
-                 periods,          # (start_date, end_date, surcharge_pct) of the hotel's rate periods
-                 check_in:date, check_out:date) -> list[int]:
+
+def price_nights(
+    base_cents: int,  # the room's base nightly rate
+    periods,  # (start_date, end_date, surcharge_pct) of the hotel's rate periods
+    check_in: date,
+    check_out: date,
+) -> list[int]:
     "The rate of each night of a stay."
     periods = list(periods)
-    return [night_rate(base_cents, max([p for s, e, p in periods if s <= d < e], default=0))
-            for d in stay_nights(check_in, check_out)]
+    return [
+        night_rate(base_cents, max([p for s, e, p in periods if s <= d < e], default=0))
+        for d in stay_nights(check_in, check_out)
+    ]
 
-def free_until(check_in:date, free_cancel_days:int) -> date:
+
+def free_until(check_in: date, free_cancel_days: int) -> date:
     "The last day on which cancelling is free."
     return check_in - timedelta(days=free_cancel_days)
 
-def cancellation_fee(nightly:list[int], check_in:date, free_cancel_days:int, today:date) -> int:
+
+def cancellation_fee(nightly: list[int], check_in: date, free_cancel_days: int, today: date) -> int:
     "The late fee of cancelling today: nothing until the free-cancellation date, then the first night."
     return 0 if today <= free_until(check_in, free_cancel_days) else nightly[0]
 
-def upgrade_points(difference_cents:int) -> int:
+
+def upgrade_points(difference_cents: int) -> int:
     "Loyalty points an upgrade costs: 10 per euro (started) of the price difference."
     return -(-difference_cents // 100) * 10
 
 # %% ../../nbs/domains/01_travel.ipynb #c010
-COMPANIES = [('CO-101', 'Northwind Traders', 'northwind.example', 18000),
-             ('CO-102', 'Contoso Ltd', 'contoso.example', 22000),
-             ('CO-103', 'Fabrikam Inc', 'fabrikam.example', 25000),
-             ('CO-104', 'Tailspin Toys', 'tailspin.example', 16000),
-             ('CO-105', 'Litware Consulting', 'litware.example', 30000),
-             ('CO-106', 'Adatum Corporation', 'adatum.example', 20000)]
-HOTELS = [('HT-301', 'Hotel Avenida Palace', 'Lisbon', 2, (12900, 15900, 20900, 38900)),
-          ('HT-302', 'Spreeblick Hotel', 'Berlin', 3, (11500, 14500, 19500, 36000)),
-          ('HT-303', 'Hotel Isartor', 'Munich', 7, (13900, 16900, 22900, 42000)),
-          ('HT-304', 'Gran Via Suites', 'Madrid', 1, (11900, 14900, 19900, 34000)),
-          ('HT-305', 'Hotel Rive Gauche', 'Paris', 3, (16500, 20500, 26500, 52000)),
-          ('HT-306', 'Canal House', 'Amsterdam', 2, (14900, 17900, 23900, 45000)),
-          ('HT-307', 'The Aldwych', 'London', 5, (17500, 21500, 28500, 56000)),
-          ('HT-308', 'Hotel Navigli', 'Milan', 1, (12500, 15500, 20500, 38000))]
-SEED_PERIODS = [('RP-01', 'HT-303', 'Oktoberfest', date(2026, 9, 19), date(2026, 10, 5), 60),
-                ('RP-02', 'HT-301', 'Web Summit', date(2026, 11, 9), date(2026, 11, 14), 80),
-                ('RP-03', 'HT-305', 'Paris Motor Show', date(2026, 10, 13), date(2026, 10, 19), 40),
-                ('RP-04', 'HT-308', 'EICMA', date(2026, 11, 3), date(2026, 11, 9), 50),
-                ('RP-05', 'HT-306', 'Amsterdam Dance Event', date(2026, 10, 14), date(2026, 10, 19), 45),
-                ('RP-06', 'HT-307', 'New Year', date(2026, 12, 29), date(2027, 1, 2), 70),
-                ('RP-07', 'HT-302', 'Berlin Art Week', date(2026, 10, 21), date(2026, 10, 26), 30)]
-FIRST = ['Ana', 'Bruno', 'Carla', 'Daniel', 'Elena', 'Farid', 'Greta', 'Hugo', 'Ines', 'Jonas', 'Katja', 'Luca',
-         'Marta', 'Nils', 'Olga', 'Pedro', 'Quentin', 'Rosa', 'Sven', 'Tara', 'Umar', 'Vera', 'Wim', 'Xenia',
-         'Yusuf', 'Zoe', 'Amir', 'Bea', 'Chloe', 'Dario', 'Eva', 'Finn', 'Gina', 'Hanna', 'Ivo', 'Jana', 'Karim',
-         'Lena', 'Mateo', 'Nora', 'Oskar', 'Paula', 'Rafael', 'Sofia', 'Tomas', 'Uma', 'Viktor', 'Wanda']
-LAST = ['Almeida', 'Becker', 'Costa', 'Dubois', 'Eriksen', 'Fischer', 'Garcia', 'Hansen', 'Ivanova', 'Jansen',
-        'Keller', 'Lopez', 'Moreau', 'Novak', 'Olsen', 'Petrov', 'Quinn', 'Rossi', 'Schmidt', 'Torres', 'Urban',
-        'Vogel', 'Weber', 'Xu', 'Yilmaz', 'Zimmer', 'Bauer', 'Conti', 'Duarte', 'Laurent', 'Meyer', 'Nowak',
-        'Ortiz', 'Peters', 'Richter', 'Silva']
+COMPANIES = [
+    ('CO-101', 'Northwind Traders', 'northwind.example', 18000),
+    ('CO-102', 'Contoso Ltd', 'contoso.example', 22000),
+    ('CO-103', 'Fabrikam Inc', 'fabrikam.example', 25000),
+    ('CO-104', 'Tailspin Toys', 'tailspin.example', 16000),
+    ('CO-105', 'Litware Consulting', 'litware.example', 30000),
+    ('CO-106', 'Adatum Corporation', 'adatum.example', 20000),
+]
+HOTELS = [
+    ('HT-301', 'Hotel Avenida Palace', 'Lisbon', 2, (12900, 15900, 20900, 38900)),
+    ('HT-302', 'Spreeblick Hotel', 'Berlin', 3, (11500, 14500, 19500, 36000)),
+    ('HT-303', 'Hotel Isartor', 'Munich', 7, (13900, 16900, 22900, 42000)),
+    ('HT-304', 'Gran Via Suites', 'Madrid', 1, (11900, 14900, 19900, 34000)),
+    ('HT-305', 'Hotel Rive Gauche', 'Paris', 3, (16500, 20500, 26500, 52000)),
+    ('HT-306', 'Canal House', 'Amsterdam', 2, (14900, 17900, 23900, 45000)),
+    ('HT-307', 'The Aldwych', 'London', 5, (17500, 21500, 28500, 56000)),
+    ('HT-308', 'Hotel Navigli', 'Milan', 1, (12500, 15500, 20500, 38000)),
+]
+SEED_PERIODS = [
+    ('RP-01', 'HT-303', 'Oktoberfest', date(2026, 9, 19), date(2026, 10, 5), 60),
+    ('RP-02', 'HT-301', 'Web Summit', date(2026, 11, 9), date(2026, 11, 14), 80),
+    ('RP-03', 'HT-305', 'Paris Motor Show', date(2026, 10, 13), date(2026, 10, 19), 40),
+    ('RP-04', 'HT-308', 'EICMA', date(2026, 11, 3), date(2026, 11, 9), 50),
+    ('RP-05', 'HT-306', 'Amsterdam Dance Event', date(2026, 10, 14), date(2026, 10, 19), 45),
+    ('RP-06', 'HT-307', 'New Year', date(2026, 12, 29), date(2027, 1, 2), 70),
+    ('RP-07', 'HT-302', 'Berlin Art Week', date(2026, 10, 21), date(2026, 10, 26), 30),
+]
+FIRST = [
+    'Ana',
+    'Bruno',
+    'Carla',
+    'Daniel',
+    'Elena',
+    'Farid',
+    'Greta',
+    'Hugo',
+    'Ines',
+    'Jonas',
+    'Katja',
+    'Luca',
+    'Marta',
+    'Nils',
+    'Olga',
+    'Pedro',
+    'Quentin',
+    'Rosa',
+    'Sven',
+    'Tara',
+    'Umar',
+    'Vera',
+    'Wim',
+    'Xenia',
+    'Yusuf',
+    'Zoe',
+    'Amir',
+    'Bea',
+    'Chloe',
+    'Dario',
+    'Eva',
+    'Finn',
+    'Gina',
+    'Hanna',
+    'Ivo',
+    'Jana',
+    'Karim',
+    'Lena',
+    'Mateo',
+    'Nora',
+    'Oskar',
+    'Paula',
+    'Rafael',
+    'Sofia',
+    'Tomas',
+    'Uma',
+    'Viktor',
+    'Wanda',
+]
+LAST = [
+    'Almeida',
+    'Becker',
+    'Costa',
+    'Dubois',
+    'Eriksen',
+    'Fischer',
+    'Garcia',
+    'Hansen',
+    'Ivanova',
+    'Jansen',
+    'Keller',
+    'Lopez',
+    'Moreau',
+    'Novak',
+    'Olsen',
+    'Petrov',
+    'Quinn',
+    'Rossi',
+    'Schmidt',
+    'Torres',
+    'Urban',
+    'Vogel',
+    'Weber',
+    'Xu',
+    'Yilmaz',
+    'Zimmer',
+    'Bauer',
+    'Conti',
+    'Duarte',
+    'Laurent',
+    'Meyer',
+    'Nowak',
+    'Ortiz',
+    'Peters',
+    'Richter',
+    'Silva',
+]
 CARDS = ['VISA', 'AMEX', 'MASTERCARD']
 
 # %% ../../nbs/domains/01_travel.ipynb #c011
-def _iso(d) -> str: return d.isoformat()
+def _iso(d) -> str:
+    return d.isoformat()
+
 
 def _build_seed() -> dict:
     rng = random.Random(20261001)
-    out = {t: [] for t in ('company', 'traveller', 'hotel', 'room', 'rate_period', 'booking', 'payment', 'refund',
-                           'approval_request', 'ticket')}
-    for cid, name, _, cap in COMPANIES: out['company'].append(dict(id=cid, name=name, nightly_cap_cents=cap))
+    out = {
+        t: []
+        for t in (
+            'company',
+            'traveller',
+            'hotel',
+            'room',
+            'rate_period',
+            'booking',
+            'payment',
+            'refund',
+            'approval_request',
+            'ticket',
+        )
+    }
+    for cid, name, _, cap in COMPANIES:
+        out['company'].append(dict(id=cid, name=name, nightly_cap_cents=cap))
     for hid, name, city, days, rates in HOTELS:
         out['hotel'].append(dict(id=hid, name=name, city=city, free_cancel_days=days))
         for k, (kind, rate) in enumerate(zip(KINDS, rates), 1):
@@ -205,9 +332,16 @@ def _build_seed() -> dict:
     names = rng.sample([(f, l) for f in FIRST for l in LAST], 24)
     for i, (f, l) in enumerate(names):
         cid, _, dom, _ = COMPANIES[i % len(COMPANIES)]
-        out['traveller'].append(dict(id=f'TR-{1001 + i}', company_id=cid, name=f'{f} {l}',
-                                     email=f'{f.lower()}.{l.lower()}@{dom}', manager_email=managers[cid],
-                                     loyalty_points=rng.randrange(0, 20001, 250)))
+        out['traveller'].append(
+            dict(
+                id=f'TR-{1001 + i}',
+                company_id=cid,
+                name=f'{f} {l}',
+                email=f'{f.lower()}.{l.lower()}@{dom}',
+                manager_email=managers[cid],
+                loyalty_points=rng.randrange(0, 20001, 250),
+            )
+        )
     rooms = {r['id']: r for r in out['room']}
     plan = ['completed'] * 6 + ['checked_in'] * 4 + ['confirmed'] * 16 + ['cancelled'] * 4
     for i, status in enumerate(plan):
@@ -215,46 +349,106 @@ def _build_seed() -> dict:
         trav = rng.choice(out['traveller'])
         room = rooms[rng.choice([r['id'] for r in out['room'] if r['kind'] != 'suite' or rng.random() < 0.3])]
         nights = rng.randint(1, 5)
-        if status == 'completed': ci = TODAY - timedelta(days=rng.randint(nights + 1, 60))
-        elif status == 'checked_in': ci = TODAY - timedelta(days=rng.randint(0, nights - 1)) if nights > 1 else TODAY
-        else: ci = TODAY + timedelta(days=rng.randint(1, 90))
+        if status == 'completed':
+            ci = TODAY - timedelta(days=rng.randint(nights + 1, 60))
+        elif status == 'checked_in':
+            ci = TODAY - timedelta(days=rng.randint(0, nights - 1)) if nights > 1 else TODAY
+        else:
+            ci = TODAY + timedelta(days=rng.randint(1, 90))
         co = ci + timedelta(days=nights)
-        if status == 'checked_in' and co <= TODAY: co = TODAY + timedelta(days=1)
-        periods = [(p['start_date'], p['end_date'], p['surcharge_pct'])
-                   for p in out['rate_period'] if p['hotel_id'] == room['hotel_id']]
+        if status == 'checked_in' and co <= TODAY:
+            co = TODAY + timedelta(days=1)
+        periods = [
+            (p['start_date'], p['end_date'], p['surcharge_pct'])
+            for p in out['rate_period']
+            if p['hotel_id'] == room['hotel_id']
+        ]
         nightly = price_nights(room['nightly_rate_cents'], periods, ci, co)
         booked_on = min(ci, TODAY) - timedelta(days=rng.randint(3, 40))
-        created = (datetime.combine(booked_on, datetime.min.time(), timezone.utc)
-                   + timedelta(minutes=rng.randint(420, 1200)))
+        created = datetime.combine(booked_on, datetime.min.time(), timezone.utc) + timedelta(
+            minutes=rng.randint(420, 1200)
+        )
         fee = 0
-        if status == 'cancelled': fee = nightly[0] if rng.random() < 0.4 else 0
-        out['booking'].append(dict(id=bid, traveller_id=trav['id'], room_id=room['id'], check_in=ci, check_out=co,
-                                   total_cents=sum(nightly), status=status, cancel_fee_cents=fee, points_used=0,
-                                   created_at=created))
-        out['payment'].append(dict(id=pid, booking_id=bid, card=f'{rng.choice(CARDS)} {rng.randint(1000, 9999)}',
-                                   amount_cents=sum(nightly), created_at=created))
         if status == 'cancelled':
-            out['refund'].append(dict(id=len(out['refund']) + 1, booking_id=bid, payment_id=pid,
-                                      amount_cents=sum(nightly) - fee, kind='cancellation', note='',
-                                      created_at=created + timedelta(days=1)))
+            fee = nightly[0] if rng.random() < 0.4 else 0
+        out['booking'].append(
+            dict(
+                id=bid,
+                traveller_id=trav['id'],
+                room_id=room['id'],
+                check_in=ci,
+                check_out=co,
+                total_cents=sum(nightly),
+                status=status,
+                cancel_fee_cents=fee,
+                points_used=0,
+                created_at=created,
+            )
+        )
+        out['payment'].append(
+            dict(
+                id=pid,
+                booking_id=bid,
+                card=f'{rng.choice(CARDS)} {rng.randint(1000, 9999)}',
+                amount_cents=sum(nightly),
+                created_at=created,
+            )
+        )
+        if status == 'cancelled':
+            out['refund'].append(
+                dict(
+                    id=len(out['refund']) + 1,
+                    booking_id=bid,
+                    payment_id=pid,
+                    amount_cents=sum(nightly) - fee,
+                    kind='cancellation',
+                    note='',
+                    created_at=created + timedelta(days=1),
+                )
+            )
     upcoming = [b for b in out['booking'] if b['status'] == 'confirmed']
     kinds = ['room_downgrade', 'rate_cap', 'room_downgrade', 'rate_cap', 'room_downgrade']
     statuses = ['pending', 'approved', 'rejected', 'pending', 'approved']
     for i, (b, kind, status) in enumerate(zip(upcoming[::3], kinds, statuses), 1):
-        out['approval_request'].append(dict(id=i, booking_id=b['id'], kind=kind, room_id=b['room_id'],
-                                            check_in=b['check_in'], check_out=b['check_out'], status=status,
-                                            created_at=CLOCK - timedelta(days=i)))
+        out['approval_request'].append(
+            dict(
+                id=i,
+                booking_id=b['id'],
+                kind=kind,
+                room_id=b['room_id'],
+                check_in=b['check_in'],
+                check_out=b['check_out'],
+                status=status,
+                created_at=CLOCK - timedelta(days=i),
+            )
+        )
     stayed = [b for b in out['booking'] if b['status'] in ('completed', 'checked_in')]
-    summaries = ['Noisy room next to the lift', 'Minibar charge disputed', 'Air conditioning broken',
-                 'Invoice needs the company VAT number']
+    summaries = [
+        'Noisy room next to the lift',
+        'Minibar charge disputed',
+        'Air conditioning broken',
+        'Invoice needs the company VAT number',
+    ]
     categories = ['complaint', 'billing', 'complaint', 'other']
     for i, (b, cat, summary) in enumerate(zip(stayed[::2], categories, summaries), 1):
-        out['ticket'].append(dict(id=i, booking_id=b['id'], category=cat, summary=summary,
-                                  status='open' if i % 2 else 'closed', created_at=CLOCK - timedelta(days=2 * i)))
+        out['ticket'].append(
+            dict(
+                id=i,
+                booking_id=b['id'],
+                category=cat,
+                summary=summary,
+                status='open' if i % 2 else 'closed',
+                created_at=CLOCK - timedelta(days=2 * i),
+            )
+        )
     return out
 
+
 SEED = _build_seed()
-def travel_seed() -> dict: return SEED
+
+
+def travel_seed() -> dict:
+    return SEED
 
 # %% ../../nbs/domains/01_travel.ipynb #c015
 TRAVEL_POLICY = """You work the travel desk of a corporate travel agency. Amounts are in EUR cents in tool results; \
@@ -283,160 +477,255 @@ have enough points. An upgrade paid by card is a room change under rule 4.
 ticket number."""
 
 # %% ../../nbs/domains/01_travel.ipynb #c016
-travel = Domain('travel', TravelBase, seed=travel_seed, policy=TRAVEL_POLICY, clock=CLOCK,
-                unstable={'booking': {'created_at'}, 'payment': {'created_at'}, 'refund': {'note', 'created_at'},
-                          'approval_request': {'created_at'}, 'ticket': {'summary', 'created_at'}},
-                customer_tables=('traveller', 'company'))
+travel = Domain(
+    'travel',
+    TravelBase,
+    seed=travel_seed,
+    policy=TRAVEL_POLICY,
+    clock=CLOCK,
+    unstable={
+        'booking': {'created_at'},
+        'payment': {'created_at'},
+        'refund': {'note', 'created_at'},
+        'approval_request': {'created_at'},
+        'ticket': {'summary', 'created_at'},
+    },
+    customer_tables=('traveller', 'company'),
+)
 
 # %% ../../nbs/domains/01_travel.ipynb #c019
 OTHERS = 'belongs to another traveller: you may only see and change the bookings of the traveller you serve'
 
-def _may_see(ctx, traveller_id:str, company_id:str) -> bool:
+
+def _may_see(ctx, traveller_id: str, company_id: str) -> bool:
     "Whether the episode's customer may see and change this traveller's records: the traveller, or their company."
     return ctx.customer is None or ctx.customer in (traveller_id, company_id)
 
-_STAY = ('SELECT b.id, b.traveller_id, b.room_id, b.check_in, b.check_out, b.total_cents, b.status, '
-         'b.cancel_fee_cents, b.points_used, r.kind AS room_kind, r.nightly_rate_cents, r.hotel_id, '
-         'h.name AS hotel_name, h.city, '
-         'h.free_cancel_days, t.company_id, t.name AS traveller_name, t.email, t.manager_email, t.loyalty_points, '
-         'c.name AS company_name, c.nightly_cap_cents FROM booking b JOIN room r ON r.id = b.room_id '
-         'JOIN hotel h ON h.id = r.hotel_id JOIN traveller t ON t.id = b.traveller_id '
-         'JOIN company c ON c.id = t.company_id WHERE b.id = ?')
+
+_STAY = (
+    'SELECT b.id, b.traveller_id, b.room_id, b.check_in, b.check_out, b.total_cents, b.status, '
+    'b.cancel_fee_cents, b.points_used, r.kind AS room_kind, r.nightly_rate_cents, r.hotel_id, '
+    'h.name AS hotel_name, h.city, '
+    'h.free_cancel_days, t.company_id, t.name AS traveller_name, t.email, t.manager_email, t.loyalty_points, '
+    'c.name AS company_name, c.nightly_cap_cents FROM booking b JOIN room r ON r.id = b.room_id '
+    'JOIN hotel h ON h.id = r.hotel_id JOIN traveller t ON t.id = b.traveller_id '
+    'JOIN company c ON c.id = t.company_id WHERE b.id = ?'
+)
+
 
 def _stay_of(ctx, booking_id) -> SimpleNamespace:
     """A booking with its room, hotel, traveller and company, read in one query; refused when it is not found or
     not the episode's customer's."""
     rows = ctx.sql(_STAY, booking_id)
-    if not rows: raise ToolError(f'booking {shown(booking_id)} not found')
+    if not rows:
+        raise ToolError(f'booking {shown(booking_id)} not found')
     b = SimpleNamespace(**rows[0])
     # a refusal names what the agent typed, nothing it did not
-    if not _may_see(ctx, b.traveller_id, b.company_id): raise ToolError(f'booking {booking_id} {OTHERS}')
+    if not _may_see(ctx, b.traveller_id, b.company_id):
+        raise ToolError(f'booking {booking_id} {OTHERS}')
     b.check_in, b.check_out = date.fromisoformat(b.check_in), date.fromisoformat(b.check_out)
     return b
 
-def _room(ctx, room_id:str) -> SimpleNamespace:
+
+def _room(ctx, room_id: str) -> SimpleNamespace:
     r = ctx.sql('SELECT id, hotel_id, kind, nightly_rate_cents FROM room WHERE id = ?', room_id)
-    if not r: raise ToolError(f'room {shown(room_id)} not found')
+    if not r:
+        raise ToolError(f'room {shown(room_id)} not found')
     return SimpleNamespace(**r[0])
 
-def _periods(ctx, hotel_id) -> list[tuple]:
-    return [(date.fromisoformat(p['start_date']), date.fromisoformat(p['end_date']), p['surcharge_pct'])
-            for p in ctx.sql('SELECT start_date, end_date, surcharge_pct FROM rate_period WHERE hotel_id = ?',
-                             hotel_id)]
 
-def _nightly(ctx, room, check_in:date, check_out:date) -> list[int]:
+def _periods(ctx, hotel_id) -> list[tuple]:
+    return [
+        (date.fromisoformat(p['start_date']), date.fromisoformat(p['end_date']), p['surcharge_pct'])
+        for p in ctx.sql('SELECT start_date, end_date, surcharge_pct FROM rate_period WHERE hotel_id = ?', hotel_id)
+    ]
+
+
+def _nightly(ctx, room, check_in: date, check_out: date) -> list[int]:
     return price_nights(room.nightly_rate_cents, _periods(ctx, room.hotel_id), check_in, check_out)
+
 
 def _changeable(b):
     if b.status != 'confirmed':
         raise ToolError(f'booking {b.id} is {b.status}: it can no longer be changed or cancelled')
 
-def _stay(ctx, check_in:date, check_out:date):
-    if check_in < ctx.now.date(): raise ToolError(f'check_in {check_in} is in the past (today is {ctx.now.date()})')
-    if check_out <= check_in: raise ToolError(f'check_out {check_out} must be after check_in {check_in}')
+
+def _stay(ctx, check_in: date, check_out: date):
+    if check_in < ctx.now.date():
+        raise ToolError(f'check_in {check_in} is in the past (today is {ctx.now.date()})')
+    if check_out <= check_in:
+        raise ToolError(f'check_out {check_out} must be after check_in {check_in}')
     if (check_out - check_in).days > 30:
         raise ToolError(f'a stay of {(check_out - check_in).days} nights is over the 30-night limit')
 
-def _room_at(ctx, b, room_id:str):
+
+def _room_at(ctx, b, room_id: str):
     "Room `room_id`, refused unless it is at the hotel of booking `b`."
     room = _room(ctx, room_id)
     if room.hotel_id != b.hotel_id:
-        raise ToolError(f'room {room_id} is at hotel {room.hotel_id}, not at booking {b.id}\'s hotel {b.hotel_id}')
+        raise ToolError(f"room {room_id} is at hotel {room.hotel_id}, not at booking {b.id}'s hotel {b.hotel_id}")
     return room
 
-def _charges(ctx, booking_id:str) -> list[SimpleNamespace]:
+
+def _charges(ctx, booking_id: str) -> list[SimpleNamespace]:
     "The booking's payments, oldest first (`created_at` as stored: ISO text, which sorts as the times do)."
     rows = ctx.sql('SELECT id, card, amount_cents, created_at FROM payment WHERE booking_id = ?', booking_id)
     return [SimpleNamespace(**p) for p in sorted(rows, key=lambda p: (p['created_at'], p['id']))]
 
-def _refunded(ctx, booking_id:str) -> dict:
+
+def _refunded(ctx, booking_id: str) -> dict:
     "payment id -> cents refunded so far, for the booking's payments (one query)."
     out = {}
     for r in ctx.sql('SELECT payment_id, amount_cents FROM refund WHERE booking_id = ?', booking_id):
         out[r['payment_id']] = out.get(r['payment_id'], 0) + r['amount_cents']
     return out
 
-def _add_refund(ctx, booking_id:str, payment_id:str, amount:int, kind:str, note:str='') -> int:
-    return ctx.write('INSERT INTO refund (booking_id, payment_id, amount_cents, kind, note, created_at) '
-                     'VALUES (?, ?, ?, ?, ?, ?)', booking_id, payment_id, amount, kind, note, ctx.now_sql)
 
-def _refund(ctx, b, amount:int, kind:str) -> list[dict]:
+def _add_refund(ctx, booking_id: str, payment_id: str, amount: int, kind: str, note: str = '') -> int:
+    return ctx.write(
+        'INSERT INTO refund (booking_id, payment_id, amount_cents, kind, note, created_at) VALUES (?, ?, ?, ?, ?, ?)',
+        booking_id,
+        payment_id,
+        amount,
+        kind,
+        note,
+        ctx.now_sql,
+    )
+
+
+def _refund(ctx, b, amount: int, kind: str) -> list[dict]:
     "Refund `amount` to the booking's charges, latest first, each up to what is left of it."
     out, left, done = [], amount, _refunded(ctx, b.id)
     for p in reversed(_charges(ctx, b.id)):
         take = min(left, p.amount_cents - done.get(p.id, 0))
         if take > 0:
             _add_refund(ctx, b.id, p.id, take, kind)
-            out.append({'payment_id': p.id, 'card': p.card, 'amount_cents': take}); left -= take
-    if left: raise ToolError(f'booking {b.id}: cannot refund {left} more cents, its payments are fully refunded')
+            out.append({'payment_id': p.id, 'card': p.card, 'amount_cents': take})
+            left -= take
+    if left:
+        raise ToolError(f'booking {b.id}: cannot refund {left} more cents, its payments are fully refunded')
     return out
 
-def _charge(ctx, b, amount:int) -> dict:
+
+def _charge(ctx, b, amount: int) -> dict:
     "Charge `amount` to the card of the booking's original payment."
     first = _charges(ctx, b.id)[0]
     ids = [r['id'] for r in ctx.sql('SELECT id FROM payment')]
     pid = f'PM-{max(int(i.split("-")[1]) for i in ids) + 1}'
-    ctx.write('INSERT INTO payment (id, booking_id, card, amount_cents, created_at) VALUES (?, ?, ?, ?, ?)',
-              pid, b.id, first.card, amount, ctx.now_sql)
+    ctx.write(
+        'INSERT INTO payment (id, booking_id, card, amount_cents, created_at) VALUES (?, ?, ?, ?, ?)',
+        pid,
+        b.id,
+        first.card,
+        amount,
+        ctx.now_sql,
+    )
     return {'payment_id': pid, 'card': first.card, 'amount_cents': amount}
 
-def _settle(ctx, b, new_total:int) -> dict:
+
+def _settle(ctx, b, new_total: int) -> dict:
     "Charge or refund the difference between the booking's total and `new_total` (the caller records the total)."
     diff, out = new_total - b.total_cents, {}
-    if diff > 0: out['charged'] = _charge(ctx, b, diff)
-    if diff < 0: out['refunded'] = _refund(ctx, b, -diff, 'price_difference')
+    if diff > 0:
+        out['charged'] = _charge(ctx, b, diff)
+    if diff < 0:
+        out['refunded'] = _refund(ctx, b, -diff, 'price_difference')
     return out
 
-def _mark_applied(ctx, booking_id:str, room_id:str, check_in:date, check_out:date):
-    "An approved request that this change carries out (this room, these dates) is now applied."
-    ctx.write("UPDATE approval_request SET status = 'applied' WHERE booking_id = ? AND status = 'approved' AND "
-              'room_id = ? AND check_in = ? AND check_out = ?', booking_id, room_id, _iso(check_in), _iso(check_out))
 
+def _mark_applied(ctx, booking_id: str, room_id: str, check_in: date, check_out: date):
+    "An approved request that this change carries out (this room, these dates) is now applied."
+    ctx.write(
+        "UPDATE approval_request SET status = 'applied' WHERE booking_id = ? AND status = 'approved' AND "
+        'room_id = ? AND check_in = ? AND check_out = ?',
+        booking_id,
+        room_id,
+        _iso(check_in),
+        _iso(check_out),
+    )
 
 # %% ../../nbs/domains/01_travel.ipynb #c020
 BookingId = Annotated[str, PField(description='booking id, e.g. BK-10017')]
 RoomId = Annotated[str, PField(description='room id from list_rooms, e.g. RM-3031')]
 
-def _booking_view(ctx, b:SimpleNamespace) -> dict:
+
+def _booking_view(ctx, b: SimpleNamespace) -> dict:
     "What get_booking shows of a booking read by `_stay_of`."
     nightly = price_nights(b.nightly_rate_cents, _periods(ctx, b.hotel_id), b.check_in, b.check_out)
     charges, refunded = _charges(ctx, b.id), _refunded(ctx, b.id)
     paid = sum(p.amount_cents - refunded.get(p.id, 0) for p in charges)
-    v = {'booking_id': b.id, 'status': b.status,
-         'traveller': {'id': b.traveller_id, 'name': b.traveller_name, 'email': b.email,
-                       'loyalty_points': b.loyalty_points},
-         'company': {'id': b.company_id, 'name': b.company_name, 'nightly_cap_cents': b.nightly_cap_cents},
-         'hotel': {'id': b.hotel_id, 'name': b.hotel_name, 'city': b.city, 'free_cancel_days': b.free_cancel_days},
-         'room': {'id': b.room_id, 'kind': b.room_kind}, 'check_in': _iso(b.check_in), 'check_out': _iso(b.check_out),
-         'nightly_rates_cents': nightly, 'total_cents': b.total_cents, 'paid_cents': paid}
+    v = {
+        'booking_id': b.id,
+        'status': b.status,
+        'traveller': {
+            'id': b.traveller_id,
+            'name': b.traveller_name,
+            'email': b.email,
+            'loyalty_points': b.loyalty_points,
+        },
+        'company': {'id': b.company_id, 'name': b.company_name, 'nightly_cap_cents': b.nightly_cap_cents},
+        'hotel': {'id': b.hotel_id, 'name': b.hotel_name, 'city': b.city, 'free_cancel_days': b.free_cancel_days},
+        'room': {'id': b.room_id, 'kind': b.room_kind},
+        'check_in': _iso(b.check_in),
+        'check_out': _iso(b.check_out),
+        'nightly_rates_cents': nightly,
+        'total_cents': b.total_cents,
+        'paid_cents': paid,
+    }
     if b.status == 'confirmed':
         v['free_cancellation_until'] = _iso(free_until(b.check_in, b.free_cancel_days))
         v['late_fee_if_cancelled_now_cents'] = cancellation_fee(nightly, b.check_in, b.free_cancel_days, ctx.now.date())
-    if b.status == 'cancelled': v['cancel_fee_cents'] = b.cancel_fee_cents
-    if b.points_used: v['points_used'] = b.points_used
+    if b.status == 'cancelled':
+        v['cancel_fee_cents'] = b.cancel_fee_cents
+    if b.points_used:
+        v['points_used'] = b.points_used
     # times and dates as stored: ISO text ('2026-09-02 10:34:00.000000', '2026-12-21')
-    v['payments'] = [{'payment_id': p.id, 'card': p.card, 'amount_cents': p.amount_cents,
-                      'refunded_cents': refunded.get(p.id, 0), 'charged_at': p.created_at[:16]} for p in charges]
-    v['approval_requests'] = ctx.sql('SELECT id AS approval_request_id, kind, room_id, check_in, check_out, status '
-                                     'FROM approval_request WHERE booking_id = ?', b.id)
+    v['payments'] = [
+        {
+            'payment_id': p.id,
+            'card': p.card,
+            'amount_cents': p.amount_cents,
+            'refunded_cents': refunded.get(p.id, 0),
+            'charged_at': p.created_at[:16],
+        }
+        for p in charges
+    ]
+    v['approval_requests'] = ctx.sql(
+        'SELECT id AS approval_request_id, kind, room_id, check_in, check_out, status '
+        'FROM approval_request WHERE booking_id = ?',
+        b.id,
+    )
     v['tickets'] = ctx.sql('SELECT id AS ticket_id, category, status FROM ticket WHERE booking_id = ?', b.id)
     return v
+
 
 @travel.tool
 def find_traveller(ctx, email: Annotated[str, PField(description="the traveller's email address")]) -> dict:
     "Find a traveller by email: their id, company and nightly rate cap, loyalty points, and all their bookings."
-    found = ctx.sql('SELECT id, company_id, name, loyalty_points FROM traveller WHERE lower(email) = ?',
-                    email.strip().lower())
-    if not found: raise ToolError(f'no traveller with email {shown(email)}')
+    found = ctx.sql(
+        'SELECT id, company_id, name, loyalty_points FROM traveller WHERE lower(email) = ?', email.strip().lower()
+    )
+    if not found:
+        raise ToolError(f'no traveller with email {shown(email)}')
     trav = found[0]
-    if not _may_see(ctx, trav['id'], trav['company_id']): raise ToolError(f'email {shown(email)} {OTHERS}')
+    if not _may_see(ctx, trav['id'], trav['company_id']):
+        raise ToolError(f'email {shown(email)} {OTHERS}')
     co = ctx.sql('SELECT name, nightly_cap_cents FROM company WHERE id = ?', trav['company_id'])[0]
-    own = ctx.sql('SELECT b.id AS booking_id, h.name AS hotel, h.city, r.kind AS room_kind, b.check_in, b.check_out, '
-                  'b.status, b.total_cents FROM booking b JOIN room r ON r.id = b.room_id JOIN hotel h ON h.id = '
-                  'r.hotel_id WHERE b.traveller_id = ?', trav['id'])
-    return {'traveller_id': trav['id'], 'name': trav['name'], 'company': co['name'],
-            'nightly_cap_cents': co['nightly_cap_cents'], 'loyalty_points': trav['loyalty_points'],
-            'bookings': sorted(own, key=lambda b: (b['check_in'], b['booking_id']))}  # ISO dates sort as dates
+    own = ctx.sql(
+        'SELECT b.id AS booking_id, h.name AS hotel, h.city, r.kind AS room_kind, b.check_in, b.check_out, '
+        'b.status, b.total_cents FROM booking b JOIN room r ON r.id = b.room_id JOIN hotel h ON h.id = '
+        'r.hotel_id WHERE b.traveller_id = ?',
+        trav['id'],
+    )
+    return {
+        'traveller_id': trav['id'],
+        'name': trav['name'],
+        'company': co['name'],
+        'nightly_cap_cents': co['nightly_cap_cents'],
+        'loyalty_points': trav['loyalty_points'],
+        'bookings': sorted(own, key=lambda b: (b['check_in'], b['booking_id'])),
+    }  # ISO dates sort as dates
+
 
 @travel.tool
 def get_booking(ctx, booking_id: BookingId) -> dict:
@@ -444,21 +733,36 @@ def get_booking(ctx, booking_id: BookingId) -> dict:
     the free-cancellation date and the late fee if cancelled now, payments (with ids), approval requests and tickets."""
     return _booking_view(ctx, _stay_of(ctx, booking_id))
 
+
 @travel.tool
 def list_rooms(ctx, hotel_id: Annotated[str, PField(description='hotel id, e.g. HT-303')]) -> dict:
-    ("The room types of a hotel with their ids and base nightly rates, and the hotel's upcoming rate periods "
-     "(surcharges).")
+    "The room types of a hotel with their ids and base nightly rates, and the hotel's upcoming rate periods (surcharges)."  # noqa: E501
     hotel = ctx.sql('SELECT id, name, city FROM hotel WHERE id = ?', hotel_id)
-    if not hotel: raise ToolError(f'hotel {shown(hotel_id)} not found')
+    if not hotel:
+        raise ToolError(f'hotel {shown(hotel_id)} not found')
     rooms = ctx.sql('SELECT id AS room_id, kind, nightly_rate_cents FROM room WHERE hotel_id = ?', hotel_id)
-    periods = ctx.sql('SELECT name, start_date, end_date, surcharge_pct FROM rate_period WHERE hotel_id = ? AND '
-                      'end_date > ?', hotel_id, _iso(ctx.now.date()))
+    periods = ctx.sql(
+        'SELECT name, start_date, end_date, surcharge_pct FROM rate_period WHERE hotel_id = ? AND end_date > ?',
+        hotel_id,
+        _iso(ctx.now.date()),
+    )
     last = lambda p: _iso(date.fromisoformat(p['end_date']) - timedelta(days=1))
-    return {'hotel_id': hotel[0]['id'], 'hotel': hotel[0]['name'], 'city': hotel[0]['city'],
-            'rooms': sorted(rooms, key=lambda r: r['nightly_rate_cents']),
-            'rate_periods': [{'name': p['name'], 'first_night': p['start_date'], 'last_night': last(p),
-                              'surcharge_pct': p['surcharge_pct']}
-                             for p in sorted(periods, key=lambda p: p['start_date'])]}  # ISO dates sort as dates
+    return {
+        'hotel_id': hotel[0]['id'],
+        'hotel': hotel[0]['name'],
+        'city': hotel[0]['city'],
+        'rooms': sorted(rooms, key=lambda r: r['nightly_rate_cents']),
+        'rate_periods': [
+            {
+                'name': p['name'],
+                'first_night': p['start_date'],
+                'last_night': last(p),
+                'surcharge_pct': p['surcharge_pct'],
+            }
+            for p in sorted(periods, key=lambda p: p['start_date'])
+        ],
+    }  # ISO dates sort as dates
+
 
 def _proposal(ctx, booking_id, room_id, check_in, check_out) -> tuple:
     "A proposed change of a booking: (booking, its room, the proposed room, check-in, check-out), each checked."
@@ -470,26 +774,42 @@ def _proposal(ctx, booking_id, room_id, check_in, check_out) -> tuple:
     _stay(ctx, ci, co_)
     return b, cur, room, ci, co_
 
+
 @travel.tool
-def quote_change(ctx, booking_id: BookingId,
-                 room_id: Annotated[Optional[str], PField(description='new room id (omit to keep the room)')] = None,
-                 check_in: Annotated[Optional[date],
-                                     PField(description='new check-in date YYYY-MM-DD (omit to keep)')] = None,
-                 check_out: Annotated[Optional[date],
-                                      PField(description='new check-out date YYYY-MM-DD (omit to keep)')] = None,
-                ) -> dict:
+def quote_change(
+    ctx,
+    booking_id: BookingId,
+    room_id: Annotated[Optional[str], PField(description='new room id (omit to keep the room)')] = None,
+    check_in: Annotated[Optional[date], PField(description='new check-in date YYYY-MM-DD (omit to keep)')] = None,
+    check_out: Annotated[Optional[date], PField(description='new check-out date YYYY-MM-DD (omit to keep)')] = None,
+) -> dict:
     """Price a proposed change of room and/or dates without making it: each night's rate, the new total and the
     difference, the company's nightly cap and whether any night exceeds it, whether it is a downgrade or an
     upgrade, and the loyalty points an upgrade would cost."""
     b, cur, room, ci, co_ = _proposal(ctx, booking_id, room_id, check_in, check_out)
     nightly = _nightly(ctx, room, ci, co_)
-    change = ('same room' if room.id == cur.id
-              else 'downgrade' if room.nightly_rate_cents < cur.nightly_rate_cents else 'upgrade')
-    out = {'booking_id': b.id, 'room_id': room.id, 'room_kind': room.kind, 'check_in': _iso(ci), 'check_out': _iso(co_),
-           'nightly_rates_cents': nightly, 'new_total_cents': sum(nightly), 'current_total_cents': b.total_cents,
-           'difference_cents': sum(nightly) - b.total_cents, 'company_nightly_cap_cents': b.nightly_cap_cents,
-           'highest_night_cents': max(nightly), 'exceeds_company_cap': max(nightly) > b.nightly_cap_cents,
-           'room_change': change}
+    change = (
+        'same room'
+        if room.id == cur.id
+        else 'downgrade'
+        if room.nightly_rate_cents < cur.nightly_rate_cents
+        else 'upgrade'
+    )
+    out = {
+        'booking_id': b.id,
+        'room_id': room.id,
+        'room_kind': room.kind,
+        'check_in': _iso(ci),
+        'check_out': _iso(co_),
+        'nightly_rates_cents': nightly,
+        'new_total_cents': sum(nightly),
+        'current_total_cents': b.total_cents,
+        'difference_cents': sum(nightly) - b.total_cents,
+        'company_nightly_cap_cents': b.nightly_cap_cents,
+        'highest_night_cents': max(nightly),
+        'exceeds_company_cap': max(nightly) > b.nightly_cap_cents,
+        'room_change': change,
+    }
     if change == 'upgrade' and sum(nightly) > b.total_cents:
         out['upgrade_points_needed'] = upgrade_points(sum(nightly) - b.total_cents)
         out['traveller_loyalty_points'] = b.loyalty_points
@@ -510,12 +830,15 @@ def cancel_booking(ctx, booking_id: BookingId) -> dict:
     ctx.write("UPDATE booking SET status = 'cancelled', cancel_fee_cents = ? WHERE id = ?", fee, b.id)
     return {'booking_id': b.id, 'status': 'cancelled', 'late_fee_cents': fee, 'refunds': refunds}
 
+
 @travel.tool
-def change_dates(ctx, booking_id: BookingId,
-                 check_in: Annotated[date, PField(description='new check-in date YYYY-MM-DD')],
-                 check_out: Annotated[date, PField(description='new check-out date YYYY-MM-DD')]) -> dict:
-    ("Move a confirmed booking to new dates, repricing it: the difference is charged to, or refunded to, the original "
-     "payment.")
+def change_dates(
+    ctx,
+    booking_id: BookingId,
+    check_in: Annotated[date, PField(description='new check-in date YYYY-MM-DD')],
+    check_out: Annotated[date, PField(description='new check-out date YYYY-MM-DD')],
+) -> dict:
+    "Move a confirmed booking to new dates, repricing it: the difference is charged to, or refunded to, the original payment."  # noqa: E501
     b = _stay_of(ctx, booking_id)
     _changeable(b)
     _stay(ctx, check_in, check_out)
@@ -523,99 +846,160 @@ def change_dates(ctx, booking_id: BookingId,
         raise ToolError(f'booking {b.id} already runs {check_in} to {check_out}')
     total = sum(_nightly(ctx, b, check_in, check_out))
     out = _settle(ctx, b, total)
-    ctx.write('UPDATE booking SET check_in = ?, check_out = ?, total_cents = ? WHERE id = ?', _iso(check_in),
-              _iso(check_out), total, b.id)
+    ctx.write(
+        'UPDATE booking SET check_in = ?, check_out = ?, total_cents = ? WHERE id = ?',
+        _iso(check_in),
+        _iso(check_out),
+        total,
+        b.id,
+    )
     _mark_applied(ctx, b.id, b.room_id, check_in, check_out)
     return {'booking_id': b.id, 'check_in': _iso(check_in), 'check_out': _iso(check_out), 'total_cents': total, **out}
 
+
 @travel.tool
 def change_room(ctx, booking_id: BookingId, room_id: RoomId) -> dict:
-    ("Move a confirmed booking to another room type of the same hotel, repricing it: the difference is charged or "
-     "refunded on the original payment.")
+    "Move a confirmed booking to another room type of the same hotel, repricing it: the difference is charged or refunded on the original payment."  # noqa: E501
     b = _stay_of(ctx, booking_id)
     _changeable(b)
     room = _room_at(ctx, b, room_id)
-    if room.id == b.room_id: raise ToolError(f'booking {b.id} is already in room {room_id}')
+    if room.id == b.room_id:
+        raise ToolError(f'booking {b.id} is already in room {room_id}')
     total = sum(_nightly(ctx, room, b.check_in, b.check_out))
     out = _settle(ctx, b, total)
     ctx.write('UPDATE booking SET room_id = ?, total_cents = ? WHERE id = ?', room.id, total, b.id)
     _mark_applied(ctx, b.id, room.id, b.check_in, b.check_out)
     return {'booking_id': b.id, 'room_id': room.id, 'room_kind': room.kind, 'total_cents': total, **out}
 
+
 @travel.tool
 def upgrade_with_points(ctx, booking_id: BookingId, room_id: RoomId) -> dict:
-    ("Upgrade a confirmed booking to a pricier room type of the same hotel, paid with the traveller's loyalty points; "
-     "the price stays the same.")
+    "Upgrade a confirmed booking to a pricier room type of the same hotel, paid with the traveller's loyalty points; the price stays the same."  # noqa: E501
     b = _stay_of(ctx, booking_id)
     _changeable(b)
     room = _room_at(ctx, b, room_id)
     diff = sum(_nightly(ctx, room, b.check_in, b.check_out)) - b.total_cents
-    if diff <= 0: raise ToolError(f'room {room_id} ({room.kind}) is not an upgrade for booking {b.id}')
+    if diff <= 0:
+        raise ToolError(f'room {room_id} ({room.kind}) is not an upgrade for booking {b.id}')
     pts, had = upgrade_points(diff), b.loyalty_points
     ctx.write('UPDATE booking SET room_id = ?, points_used = ? WHERE id = ?', room.id, b.points_used + pts, b.id)
     ctx.write('UPDATE traveller SET loyalty_points = ? WHERE id = ?', had - pts, b.traveller_id)
     if had - pts < 0:  # the room change above is rolled back with the points
-        raise ToolError(f'traveller {b.traveller_id} has {had} loyalty points; upgrading booking {b.id} to room '
-                        f'{room_id} needs {pts}')
-    return {'booking_id': b.id, 'room_id': room.id, 'room_kind': room.kind, 'points_used': pts,
-            'loyalty_points_left': had - pts, 'total_cents': b.total_cents}
+        raise ToolError(
+            f'traveller {b.traveller_id} has {had} loyalty points; upgrading booking {b.id} to room '
+            f'{room_id} needs {pts}'
+        )
+    return {
+        'booking_id': b.id,
+        'room_id': room.id,
+        'room_kind': room.kind,
+        'points_used': pts,
+        'loyalty_points_left': had - pts,
+        'total_cents': b.total_cents,
+    }
+
 
 @travel.tool
-def request_approval(ctx, booking_id: BookingId,
-                     kind: Annotated[Literal['room_downgrade', 'rate_cap'], PField(
-                         description='room_downgrade, or rate_cap for a stay above the company cap')],
-                     room_id: Annotated[Optional[str],
-                                        PField(description='requested room id (omit to keep the room)')] = None,
-                     check_in: Annotated[Optional[date],
-                                         PField(description='requested check-in YYYY-MM-DD (omit to keep)')] = None,
-                     check_out: Annotated[Optional[date],
-                                          PField(description='requested check-out YYYY-MM-DD (omit to keep)')] = None,
-                    ) -> dict:
+def request_approval(
+    ctx,
+    booking_id: BookingId,
+    kind: Annotated[
+        Literal['room_downgrade', 'rate_cap'],
+        PField(description='room_downgrade, or rate_cap for a stay above the company cap'),
+    ],
+    room_id: Annotated[Optional[str], PField(description='requested room id (omit to keep the room)')] = None,
+    check_in: Annotated[Optional[date], PField(description='requested check-in YYYY-MM-DD (omit to keep)')] = None,
+    check_out: Annotated[Optional[date], PField(description='requested check-out YYYY-MM-DD (omit to keep)')] = None,
+) -> dict:
     """File a request for the traveller's manager to approve a change of a confirmed booking (the requested room
     and/or dates). Nothing changes on the booking; the travel desk applies the change once it is approved."""
     b, cur, room, ci, co_ = _proposal(ctx, booking_id, room_id, check_in, check_out)
     if (room.id, ci, co_) == (b.room_id, b.check_in, b.check_out):
         raise ToolError(f'the requested stay is booking {b.id} as it is: nothing to approve')
     if kind == 'room_downgrade':
-        if not room_id: raise ToolError('a room_downgrade request needs the requested room_id')
+        if not room_id:
+            raise ToolError('a room_downgrade request needs the requested room_id')
         if room.nightly_rate_cents >= cur.nightly_rate_cents:
-            raise ToolError(f'room {room.id} ({room.kind}) is not cheaper than the current room {cur.id} ({cur.kind}): '
-                            'not a downgrade')
-    dup = ctx.sql("SELECT id FROM approval_request WHERE booking_id = ? AND status = 'pending' AND kind = ? AND "
-                  'room_id = ? AND check_in = ? AND check_out = ?', b.id, kind, room.id, _iso(ci), _iso(co_))
-    if dup: raise ToolError(f"approval request {dup[0]['id']} for this change of booking {b.id} is already pending")
-    aid = ctx.write('INSERT INTO approval_request (booking_id, kind, room_id, check_in, check_out, status, created_at) '
-                    "VALUES (?, ?, ?, ?, ?, 'pending', ?)", b.id, kind, room.id, _iso(ci), _iso(co_), ctx.now_sql)
-    return {'approval_request_id': aid, 'status': 'pending', 'kind': kind, 'booking_id': b.id, 'room_id': room.id,
-            'check_in': _iso(ci), 'check_out': _iso(co_), 'sent_to': b.manager_email}
+            raise ToolError(
+                f'room {room.id} ({room.kind}) is not cheaper than the current room {cur.id} ({cur.kind}): '
+                'not a downgrade'
+            )
+    dup = ctx.sql(
+        "SELECT id FROM approval_request WHERE booking_id = ? AND status = 'pending' AND kind = ? AND "
+        'room_id = ? AND check_in = ? AND check_out = ?',
+        b.id,
+        kind,
+        room.id,
+        _iso(ci),
+        _iso(co_),
+    )
+    if dup:
+        raise ToolError(f'approval request {dup[0]["id"]} for this change of booking {b.id} is already pending')
+    aid = ctx.write(
+        'INSERT INTO approval_request (booking_id, kind, room_id, check_in, check_out, status, created_at) '
+        "VALUES (?, ?, ?, ?, ?, 'pending', ?)",
+        b.id,
+        kind,
+        room.id,
+        _iso(ci),
+        _iso(co_),
+        ctx.now_sql,
+    )
+    return {
+        'approval_request_id': aid,
+        'status': 'pending',
+        'kind': kind,
+        'booking_id': b.id,
+        'room_id': room.id,
+        'check_in': _iso(ci),
+        'check_out': _iso(co_),
+        'sent_to': b.manager_email,
+    }
+
 
 @travel.tool
-def refund_payment(ctx, payment_id: Annotated[str, PField(description='payment id from get_booking, e.g. PM-50017')],
-                   reason: Annotated[str, PField(min_length=3, description='why, in a few words')]) -> dict:
+def refund_payment(
+    ctx,
+    payment_id: Annotated[str, PField(description='payment id from get_booking, e.g. PM-50017')],
+    reason: Annotated[str, PField(min_length=3, description='why, in a few words')],
+) -> dict:
     "Refund what is left of one payment (a card charge) back to that payment's card."
-    found = ctx.sql('SELECT p.id, p.booking_id, p.card, p.amount_cents, b.traveller_id, t.company_id FROM payment p '
-                    'JOIN booking b ON b.id = p.booking_id JOIN traveller t ON t.id = b.traveller_id WHERE p.id = ?',
-                    payment_id)
-    if not found: raise ToolError(f'payment {shown(payment_id)} not found')
+    found = ctx.sql(
+        'SELECT p.id, p.booking_id, p.card, p.amount_cents, b.traveller_id, t.company_id FROM payment p '
+        'JOIN booking b ON b.id = p.booking_id JOIN traveller t ON t.id = b.traveller_id WHERE p.id = ?',
+        payment_id,
+    )
+    if not found:
+        raise ToolError(f'payment {shown(payment_id)} not found')
     p = SimpleNamespace(**found[0])
-    if not _may_see(ctx, p.traveller_id, p.company_id): raise ToolError(f'payment {payment_id} {OTHERS}')
+    if not _may_see(ctx, p.traveller_id, p.company_id):
+        raise ToolError(f'payment {payment_id} {OTHERS}')
     left = p.amount_cents - _refunded(ctx, p.booking_id).get(p.id, 0)
-    if left <= 0: raise ToolError(f'payment {payment_id} is already fully refunded')
+    if left <= 0:
+        raise ToolError(f'payment {payment_id} is already fully refunded')
     rid = _add_refund(ctx, p.booking_id, p.id, left, 'manual', reason)
     return {'refund_id': rid, 'payment_id': p.id, 'card': p.card, 'amount_cents': left}
 
+
 @travel.tool
-def open_ticket(ctx, booking_id: BookingId,
-                category: Annotated[Literal['complaint', 'billing', 'other'],
-                                    PField(description='complaint, billing or other')],
-                summary: Annotated[str, PField(min_length=10, description='what the traveller reports, in a sentence')],
-               ) -> dict:
+def open_ticket(
+    ctx,
+    booking_id: BookingId,
+    category: Annotated[Literal['complaint', 'billing', 'other'], PField(description='complaint, billing or other')],
+    summary: Annotated[str, PField(min_length=10, description='what the traveller reports, in a sentence')],
+) -> dict:
     "Open a support ticket on a booking for the hotel-relations team (any booking status)."
     b = _stay_of(ctx, booking_id)
     dup = ctx.sql("SELECT id FROM ticket WHERE booking_id = ? AND category = ? AND status = 'open'", b.id, category)
-    if dup: raise ToolError(f"ticket {dup[0]['id']} ({category}) is already open for booking {b.id}")
-    tid = ctx.write("INSERT INTO ticket (booking_id, category, summary, status, created_at) "
-                    "VALUES (?, ?, ?, 'open', ?)", b.id, category, summary, ctx.now_sql)
+    if dup:
+        raise ToolError(f'ticket {dup[0]["id"]} ({category}) is already open for booking {b.id}')
+    tid = ctx.write(
+        "INSERT INTO ticket (booking_id, category, summary, status, created_at) VALUES (?, ?, ?, 'open', ?)",
+        b.id,
+        category,
+        summary,
+        ctx.now_sql,
+    )
     return {'ticket_id': tid, 'booking_id': b.id, 'category': category, 'status': 'open'}
 
 # %% ../../nbs/domains/01_travel.ipynb #c026
@@ -626,24 +1010,34 @@ ROOM = {r['id']: r for r in SEED['room']}
 CAP = {c['id']: c['nightly_cap_cents'] for c in SEED['company']}
 COMPANY = {c[0]: c for c in COMPANIES}
 
-def _rooms(hotel_id) -> dict: return {r['kind']: r for r in SEED['room'] if r['hotel_id'] == hotel_id}
+
+def _rooms(hotel_id) -> dict:
+    return {r['kind']: r for r in SEED['room'] if r['hotel_id'] == hotel_id}
+
 
 class _Draft:
     "The rows of one task under construction, with ids unique within the task and apart from the seed."
+
     def __init__(self, rng):
         self.rng, self.init, self.taken = rng, {}, set(SEED_IDS)
 
-    def id(self, prefix:str, digits:int=5, after:str=None) -> str:
+    def id(self, prefix: str, digits: int = 5, after: str = None) -> str:
         "A fresh id; with `after`, the next free one above that id."
         while True:
-            x = (f'{prefix}-{int(after.split("-")[1]) + self.rng.randint(1, 40)}' if after else
-                 f'{prefix}-{self.rng.randint(2 * 10 ** (digits - 1), 10 ** digits - 1)}')
-            if x not in self.taken: self.taken.add(x); return x
+            x = (
+                f'{prefix}-{int(after.split("-")[1]) + self.rng.randint(1, 40)}'
+                if after
+                else f'{prefix}-{self.rng.randint(2 * 10 ** (digits - 1), 10**digits - 1)}'
+            )
+            if x not in self.taken:
+                self.taken.add(x)
+                return x
 
-    def add(self, table:str, row:dict) -> dict:
-        self.init.setdefault(table, []).append(row); return row
+    def add(self, table: str, row: dict) -> dict:
+        self.init.setdefault(table, []).append(row)
+        return row
 
-    def traveller(self, company_id:str=None, points:int=None) -> dict:
+    def traveller(self, company_id: str = None, points: int = None) -> dict:
         rng = self.rng
         cid, _, dom, _ = COMPANY[company_id] if company_id else rng.choice(COMPANIES)
         f, l = rng.choice(FIRST), rng.choice(LAST)
@@ -651,79 +1045,158 @@ class _Draft:
         while email in SEED_EMAILS or any(t['email'] == email for t in self.init.get('traveller', [])):
             email = f'{f.lower()}.{l.lower()}{rng.randint(2, 99)}@{dom}'
         mf, ml = rng.choice(FIRST), rng.choice(LAST)
-        return self.add('traveller', dict(id=self.id('TR'), company_id=cid, name=f'{f} {l}', email=email,
-                                          manager_email=f'{mf.lower()}.{ml.lower()}@{dom}',
-                                          loyalty_points=rng.randrange(0, 15001, 50) if points is None else points))
+        return self.add(
+            'traveller',
+            dict(
+                id=self.id('TR'),
+                company_id=cid,
+                name=f'{f} {l}',
+                email=email,
+                manager_email=f'{mf.lower()}.{ml.lower()}@{dom}',
+                loyalty_points=rng.randrange(0, 15001, 50) if points is None else points,
+            ),
+        )
 
-    def period(self, hotel_id:str, start:date, end:date, pct:int) -> dict:
-        name = (f"{self.rng.choice(['Medical Congress', 'Tech Summit', 'Trade Fair', 'Design Week', 'Energy Forum'])} "
-                f"{HOTEL[hotel_id]['city']}")
-        return self.add('rate_period', dict(id=self.id('RP', 4), hotel_id=hotel_id, name=name, start_date=_iso(start),
-                                            end_date=_iso(end), surcharge_pct=pct))
+    def period(self, hotel_id: str, start: date, end: date, pct: int) -> dict:
+        name = (
+            f'{self.rng.choice(["Medical Congress", "Tech Summit", "Trade Fair", "Design Week", "Energy Forum"])} '
+            f'{HOTEL[hotel_id]["city"]}'
+        )
+        return self.add(
+            'rate_period',
+            dict(
+                id=self.id('RP', 4),
+                hotel_id=hotel_id,
+                name=name,
+                start_date=_iso(start),
+                end_date=_iso(end),
+                surcharge_pct=pct,
+            ),
+        )
 
-    def periods(self, hotel_id:str) -> list[tuple]:
-        return ([(p['start_date'], p['end_date'], p['surcharge_pct'])
-                 for p in SEED['rate_period'] if p['hotel_id'] == hotel_id] +
-                [(date.fromisoformat(p['start_date']), date.fromisoformat(p['end_date']), p['surcharge_pct'])
-                 for p in self.init.get('rate_period', []) if p['hotel_id'] == hotel_id])
+    def periods(self, hotel_id: str) -> list[tuple]:
+        return [
+            (p['start_date'], p['end_date'], p['surcharge_pct'])
+            for p in SEED['rate_period']
+            if p['hotel_id'] == hotel_id
+        ] + [
+            (date.fromisoformat(p['start_date']), date.fromisoformat(p['end_date']), p['surcharge_pct'])
+            for p in self.init.get('rate_period', [])
+            if p['hotel_id'] == hotel_id
+        ]
 
-    def nightly(self, room_id:str, check_in:date, check_out:date) -> list[int]:
+    def nightly(self, room_id: str, check_in: date, check_out: date) -> list[int]:
         room = ROOM[room_id]
         return price_nights(room['nightly_rate_cents'], self.periods(room['hotel_id']), check_in, check_out)
 
-    def booking(self, trav:dict, room_id:str, check_in:date, check_out:date, status='confirmed',
-                card:str=None) -> tuple[dict, dict]:
+    def booking(
+        self, trav: dict, room_id: str, check_in: date, check_out: date, status='confirmed', card: str = None
+    ) -> tuple[dict, dict]:
         "A booking priced at the current rates, paid in full by one card charge."
         rng, total = self.rng, sum(self.nightly(room_id, check_in, check_out))
         booked_on = min(check_in, TODAY) - timedelta(days=rng.randint(2, 30))
-        created = (datetime.combine(booked_on, datetime.min.time(), timezone.utc)
-                   + timedelta(minutes=rng.randint(400, 1300)))
-        b = self.add('booking', dict(id=self.id('BK'), traveller_id=trav['id'], room_id=room_id,
-                                     check_in=_iso(check_in), check_out=_iso(check_out), total_cents=total,
-                                     status=status, cancel_fee_cents=0,
-                                     points_used=0, created_at=created.isoformat()))
-        p = self.add('payment', dict(id=self.id('PM'), booking_id=b['id'],
-                                     card=card or f'{rng.choice(CARDS)} {rng.randint(1000, 9999)}', amount_cents=total,
-                                     created_at=created.isoformat()))
+        created = datetime.combine(booked_on, datetime.min.time(), timezone.utc) + timedelta(
+            minutes=rng.randint(400, 1300)
+        )
+        b = self.add(
+            'booking',
+            dict(
+                id=self.id('BK'),
+                traveller_id=trav['id'],
+                room_id=room_id,
+                check_in=_iso(check_in),
+                check_out=_iso(check_out),
+                total_cents=total,
+                status=status,
+                cancel_fee_cents=0,
+                points_used=0,
+                created_at=created.isoformat(),
+            ),
+        )
+        p = self.add(
+            'payment',
+            dict(
+                id=self.id('PM'),
+                booking_id=b['id'],
+                card=card or f'{rng.choice(CARDS)} {rng.randint(1000, 9999)}',
+                amount_cents=total,
+                created_at=created.isoformat(),
+            ),
+        )
         return b, p
+
 
 def _call(name, **arguments) -> dict:
     return {'name': name, 'arguments': {k: v for k, v in arguments.items() if v is not None}}
-def _args(task, name, i=0) -> dict: return [c.arguments for c in task.golden if c.name == name][i]
-def _first_name(trav) -> str: return trav['name'].split()[0]
-def _d(s) -> date: return date.fromisoformat(s) if isinstance(s, str) else s
 
-def _limits(n_calls:int) -> Limits:
+
+def _args(task, name, i=0) -> dict:
+    return [c.arguments for c in task.golden if c.name == name][i]
+
+
+def _first_name(trav) -> str:
+    return trav['name'].split()[0]
+
+
+def _d(s) -> date:
+    return date.fromisoformat(s) if isinstance(s, str) else s
+
+
+def _limits(n_calls: int) -> Limits:
     "Budgets that leave the expert's path room for the conversation around it."
     return Limits(max_turns=n_calls + 6, max_episode_tokens=6144 + 1024 * n_calls)
 
+
 def _task(query, user, init, golden, reply, tags, rubric=(), customer=None) -> dict:
     "A task's fields; it serves `customer`, by default the one traveller of its `init`."
-    if customer is None: (customer,) = [t['id'] for t in init['traveller']]
-    return dict(query=query, user=user, customer=customer, init=init, golden=golden, reply=reply, rubric=list(rubric),
-                tags=tags, limits=_limits(len(golden)))
+    if customer is None:
+        (customer,) = [t['id'] for t in init['traveller']]
+    return dict(
+        query=query,
+        user=user,
+        customer=customer,
+        init=init,
+        golden=golden,
+        reply=reply,
+        rubric=list(rubric),
+        tags=tags,
+        limits=_limits(len(golden)),
+    )
 
 # %% ../../nbs/domains/01_travel.ipynb #c026b
 def _cross_customer(task) -> list:
     "Calls on a seed booking, its payment and its traveller, none of which the task's customer may see or change."
     travs = {t['id']: t for t in SEED['traveller']}
-    b = next((b for b in SEED['booking'] if b['status'] == 'confirmed'
-              and task.customer not in (b['traveller_id'], travs[b['traveller_id']]['company_id'])), None)
-    if b is None: return []  # a hand-written task whose customer may see every seed booking
+    b = next(
+        (
+            b
+            for b in SEED['booking']
+            if b['status'] == 'confirmed'
+            and task.customer not in (b['traveller_id'], travs[b['traveller_id']]['company_id'])
+        ),
+        None,
+    )
+    if b is None:
+        return []  # a hand-written task whose customer may see every seed booking
     p = next(p for p in SEED['payment'] if p['booking_id'] == b['id'])
-    room = next(r['id'] for r in SEED['room']
-                if r['hotel_id'] == ROOM[b['room_id']]['hotel_id'] and r['id'] != b['room_id'])
+    room = next(
+        r['id'] for r in SEED['room'] if r['hotel_id'] == ROOM[b['room_id']]['hotel_id'] and r['id'] != b['room_id']
+    )
     ci, co = _iso(b['check_in'] + timedelta(days=1)), _iso(b['check_out'] + timedelta(days=1))
-    calls = [_call('find_traveller', email=travs[b['traveller_id']]['email']), _call('get_booking', booking_id=b['id']),
-             _call('quote_change', booking_id=b['id'], room_id=room), _call('cancel_booking', booking_id=b['id']),
-             _call('change_dates', booking_id=b['id'], check_in=ci, check_out=co),
-             _call('change_room', booking_id=b['id'], room_id=room),
-             _call('upgrade_with_points', booking_id=b['id'], room_id=room),
-             _call('request_approval', booking_id=b['id'], kind='rate_cap', check_in=ci, check_out=co),
-             _call('refund_payment', payment_id=p['id'], reason='duplicate charge'),
-             _call('open_ticket', booking_id=b['id'], category='complaint',
-                   summary='The room was far too noisy at night.')]
+    calls = [
+        _call('find_traveller', email=travs[b['traveller_id']]['email']),
+        _call('get_booking', booking_id=b['id']),
+        _call('quote_change', booking_id=b['id'], room_id=room),
+        _call('cancel_booking', booking_id=b['id']),
+        _call('change_dates', booking_id=b['id'], check_in=ci, check_out=co),
+        _call('change_room', booking_id=b['id'], room_id=room),
+        _call('upgrade_with_points', booking_id=b['id'], room_id=room),
+        _call('request_approval', booking_id=b['id'], kind='rate_cap', check_in=ci, check_out=co),
+        _call('refund_payment', payment_id=p['id'], reason='duplicate charge'),
+        _call('open_ticket', booking_id=b['id'], category='complaint', summary='The room was far too noisy at night.'),
+    ]
     return [(calls, 'belongs to another traveller')]
+
 
 travel.cross_customer_moves = _cross_customer
 
@@ -735,75 +1208,117 @@ def _make_downgrade(rng, i):
     rooms = _rooms(hotel)
     cur = rng.choice(['superior', 'deluxe', 'suite'])
     tgt = rng.choice([k for k in KINDS if KINDS.index(k) < KINDS.index(cur)])
-    ci = TODAY + timedelta(days=rng.randint(3, 60)); co = ci + timedelta(days=rng.randint(1, 5))
+    ci = TODAY + timedelta(days=rng.randint(3, 60))
+    co = ci + timedelta(days=rng.randint(1, 5))
     b, p = d.booking(trav, rooms[cur]['id'], ci, co)
     new_total = sum(d.nightly(rooms[tgt]['id'], ci, co))
     name, h = _first_name(trav), HOTEL[hotel]['name']
-    query = rng.choice([
-        f"Hi, I'm booked into a {cur} room at {h} (booking {b['id']}). I really don't need it - please switch me to a "
-        f"{tgt} room and refund me the difference.",
-        f"Booking {b['id']}: my company asked us to cut costs, so could you move me from the {cur} to a {tgt} room? "
-        "I'd like the price difference back on my card.",
-        f"Can you downgrade my room on booking {b['id']} to a {tgt}? The {cur} room is more than I need. Refund "
-        "whatever it saves, thanks.",
-        f"Hello, this is {trav['name']}. For my stay at {h}, booking {b['id']}, a {tgt} room is enough. Please change "
-        "it today and send back the difference."])
-    reply = (f"Thanks {name}. A room downgrade needs your manager's approval before anything on the booking changes, "
-             f"so I have filed an approval request to move booking {b['id']} from the {cur} to a {tgt} room "
-             f"(new total {eur(new_total)} instead of {eur(b['total_cents'])}). Your booking stays as it is for now; "
-             f"once your manager approves it, the room change and the refund of the difference are made.")
-    return _task(query,
-                 UserSpec(context=f"You are {trav['name']} of {COMPANY[trav['company_id']][1]}. You booked a {cur} "
-                                  f"room at {h} (booking {b['id']}, {ci} to {co}) and want a {tgt} room instead, with "
-                                  f"the difference refunded today. You accept that a manager approval is needed if the "
-                                  f"agent says so.",
-                          facts={'booking id': b['id'], 'room type wanted': tgt, 'name': trav['name'],
-                                 'email': trav['email']},
-                          decisions={'file a manager approval request': True, 'downgrade without refund now': True}),
-                 d.init,
-                 [_call('get_booking', booking_id=b['id']), _call('list_rooms', hotel_id=hotel),
-                  _call('request_approval', booking_id=b['id'], kind='room_downgrade', room_id=rooms[tgt]['id'])],
-                 reply, ['downgrade', 'approval', 'writes:1'],
-                 [RubricItem(question='Does the agent tell the traveller that the downgrade waits for manager '
-                                      'approval, without claiming a refund or a room change was made?',
-                             require=['approval'],
-                             forbid=['has been refunded', 'have refunded', 'room has been changed',
-                                     'have changed your room'])])
+    query = rng.choice(
+        [
+            f"Hi, I'm booked into a {cur} room at {h} (booking {b['id']}). I really don't need it - please switch me to a "  # noqa: E501
+            f'{tgt} room and refund me the difference.',
+            f'Booking {b["id"]}: my company asked us to cut costs, so could you move me from the {cur} to a {tgt} room? '  # noqa: E501
+            "I'd like the price difference back on my card.",
+            f'Can you downgrade my room on booking {b["id"]} to a {tgt}? The {cur} room is more than I need. Refund '
+            'whatever it saves, thanks.',
+            f'Hello, this is {trav["name"]}. For my stay at {h}, booking {b["id"]}, a {tgt} room is enough. Please change '  # noqa: E501
+            'it today and send back the difference.',
+        ]
+    )
+    reply = (
+        f"Thanks {name}. A room downgrade needs your manager's approval before anything on the booking changes, "
+        f'so I have filed an approval request to move booking {b["id"]} from the {cur} to a {tgt} room '
+        f'(new total {eur(new_total)} instead of {eur(b["total_cents"])}). Your booking stays as it is for now; '
+        f'once your manager approves it, the room change and the refund of the difference are made.'
+    )
+    return _task(
+        query,
+        UserSpec(
+            context=f'You are {trav["name"]} of {COMPANY[trav["company_id"]][1]}. You booked a {cur} '
+            f'room at {h} (booking {b["id"]}, {ci} to {co}) and want a {tgt} room instead, with '
+            f'the difference refunded today. You accept that a manager approval is needed if the '
+            f'agent says so.',
+            facts={'booking id': b['id'], 'room type wanted': tgt, 'name': trav['name'], 'email': trav['email']},
+            decisions={'file a manager approval request': True, 'downgrade without refund now': True},
+        ),
+        d.init,
+        [
+            _call('get_booking', booking_id=b['id']),
+            _call('list_rooms', hotel_id=hotel),
+            _call('request_approval', booking_id=b['id'], kind='room_downgrade', room_id=rooms[tgt]['id']),
+        ],
+        reply,
+        ['downgrade', 'approval', 'writes:1'],
+        [
+            RubricItem(
+                question='Does the agent tell the traveller that the downgrade waits for manager '
+                'approval, without claiming a refund or a room change was made?',
+                require=['approval'],
+                forbid=['has been refunded', 'have refunded', 'room has been changed', 'have changed your room'],
+            )
+        ],
+    )
+
 
 def _wrong_downgrade(task):
     b, room = _args(task, 'request_approval')['booking_id'], _args(task, 'request_approval')['room_id']
     change = _call('change_room', booking_id=b, room_id=room)
-    return [([change], 'room_id'),
-            ([_call('request_approval', booking_id=b, kind='room_downgrade', room_id=room), change], 'room_id')]
+    return [
+        ([change], 'room_id'),
+        ([_call('request_approval', booking_id=b, kind='room_downgrade', room_id=room), change], 'room_id'),
+    ]
 
-travel.families['downgrade_needs_approval'] = Family('downgrade_needs_approval', _make_downgrade, policy_sensitive=True,
-    wrong_moves=_wrong_downgrade, description='a downgrade request: file a manager approval, change and refund nothing')
+
+travel.families['downgrade_needs_approval'] = Family(
+    'downgrade_needs_approval',
+    _make_downgrade,
+    policy_sensitive=True,
+    wrong_moves=_wrong_downgrade,
+    description='a downgrade request: file a manager approval, change and refund nothing',
+)
 
 # %% ../../nbs/domains/01_travel.ipynb #c033
 def _make_cancel_free(rng, i):
     d = _Draft(rng)
     trav = d.traveller()
-    hotel = rng.choice(list(HOTEL)); room = rng.choice(list(_rooms(hotel).values()))
+    hotel = rng.choice(list(HOTEL))
+    room = rng.choice(list(_rooms(hotel).values()))
     ci = TODAY + timedelta(days=HOTEL[hotel]['free_cancel_days'] + rng.randint(0, 40))
     co = ci + timedelta(days=rng.randint(1, 6))
     b, p = d.booking(trav, room['id'], ci, co)
     h = HOTEL[hotel]
-    query = rng.choice([f"Please cancel booking {b['id']}, my trip to {h['city']} is off.",
-                        f"Hi, I need to cancel my stay at {h['name']} ({b['id']}). Will I get my money back?",
-                        f"Our project in {h['city']} was postponed - cancel {b['id']} please.",
-                        f"Can you cancel hotel booking {b['id']} for me? Thanks, {_first_name(trav)}"])
-    reply = (f"Booking {b['id']} at {h['name']} is cancelled. You cancelled before the free-cancellation date "
-             f"({free_until(ci, h['free_cancel_days'])}), so there is no fee: {eur(b['total_cents'])} is refunded to "
-             f"your {p['card']}.")
-    return _task(query, UserSpec(context=f"You are {trav['name']}; you want booking {b['id']} at {h['name']} ({ci} to "
-                                         f"{co}) cancelled.",
-                                 facts={'booking id': b['id'], 'email': trav['email'], 'name': trav['name']},
-                                 decisions={'cancel the booking': True}),
-                 d.init, [_call('get_booking', booking_id=b['id']), _call('cancel_booking', booking_id=b['id'])], reply,
-                 ['cancel', 'writes:1'])
+    query = rng.choice(
+        [
+            f'Please cancel booking {b["id"]}, my trip to {h["city"]} is off.',
+            f'Hi, I need to cancel my stay at {h["name"]} ({b["id"]}). Will I get my money back?',
+            f'Our project in {h["city"]} was postponed - cancel {b["id"]} please.',
+            f'Can you cancel hotel booking {b["id"]} for me? Thanks, {_first_name(trav)}',
+        ]
+    )
+    reply = (
+        f'Booking {b["id"]} at {h["name"]} is cancelled. You cancelled before the free-cancellation date '
+        f'({free_until(ci, h["free_cancel_days"])}), so there is no fee: {eur(b["total_cents"])} is refunded to '
+        f'your {p["card"]}.'
+    )
+    return _task(
+        query,
+        UserSpec(
+            context=f'You are {trav["name"]}; you want booking {b["id"]} at {h["name"]} ({ci} to {co}) cancelled.',
+            facts={'booking id': b['id'], 'email': trav['email'], 'name': trav['name']},
+            decisions={'cancel the booking': True},
+        ),
+        d.init,
+        [_call('get_booking', booking_id=b['id']), _call('cancel_booking', booking_id=b['id'])],
+        reply,
+        ['cancel', 'writes:1'],
+    )
 
-travel.families['cancel_within_window'] = Family('cancel_within_window', _make_cancel_free,
-    description='a cancellation before the free-cancellation date: full refund to the original card')
+
+travel.families['cancel_within_window'] = Family(
+    'cancel_within_window',
+    _make_cancel_free,
+    description='a cancellation before the free-cancellation date: full refund to the original card',
+)
 
 # %% ../../nbs/domains/01_travel.ipynb #c036
 def _make_cancel_late(rng, i):
@@ -812,272 +1327,466 @@ def _make_cancel_late(rng, i):
     hotel = rng.choice([h for h in HOTEL if HOTEL[h]['free_cancel_days'] >= 1])
     room = rng.choice(list(_rooms(hotel).values()))
     days = HOTEL[hotel]['free_cancel_days']
-    ci = TODAY + timedelta(days=rng.randint(0, days - 1)); co = ci + timedelta(days=rng.randint(1, 5))
+    ci = TODAY + timedelta(days=rng.randint(0, days - 1))
+    co = ci + timedelta(days=rng.randint(1, 5))
     b, p = d.booking(trav, room['id'], ci, co)
     fee = d.nightly(room['id'], ci, co)[0]
     h, accepts = HOTEL[hotel], rng.random() < 0.7
-    query = rng.choice([f"I have to cancel booking {b['id']} - my meeting in {h['city']} was cancelled. I know it's "
-                        "late, but could you waive the fee?",
-                        f"Please cancel {b['id']} at {h['name']}. It's not my fault the client moved the meeting, "
-                        "so no cancellation fee please.",
-                        f"Hi, cancel my hotel {b['id']} please. Can you do it without charging me anything?",
-                        f"Booking {b['id']} needs to be cancelled, family emergency. Is there any way to skip the late "
-                        "fee?"])
+    query = rng.choice(
+        [
+            f"I have to cancel booking {b['id']} - my meeting in {h['city']} was cancelled. I know it's "
+            'late, but could you waive the fee?',
+            f"Please cancel {b['id']} at {h['name']}. It's not my fault the client moved the meeting, "
+            'so no cancellation fee please.',
+            f'Hi, cancel my hotel {b["id"]} please. Can you do it without charging me anything?',
+            f'Booking {b["id"]} needs to be cancelled, family emergency. Is there any way to skip the late fee?',
+        ]
+    )
     until = free_until(ci, days)
     if accepts:
-        reply = (f"I'm sorry, I can't waive the fee: the free-cancellation date for {h['name']} was {until}. Booking "
-                 f"{b['id']} is cancelled; the first night ({eur(fee)}) is kept as the late fee and "
-                 f"{eur(b['total_cents'] - fee)} is refunded to your {p['card']}.")
+        reply = (
+            f"I'm sorry, I can't waive the fee: the free-cancellation date for {h['name']} was {until}. Booking "
+            f'{b["id"]} is cancelled; the first night ({eur(fee)}) is kept as the late fee and '
+            f'{eur(b["total_cents"] - fee)} is refunded to your {p["card"]}.'
+        )
         golden = [_call('get_booking', booking_id=b['id']), _call('cancel_booking', booking_id=b['id'])]
         tags = ['cancel', 'late_fee', 'writes:1']
     else:
-        reply = (f"I can't waive the fee: cancelling now, after the free-cancellation date ({until}), keeps the first "
-                 f"night ({eur(fee)}). As you prefer, I have left booking {b['id']} as it is.")
+        reply = (
+            f"I can't waive the fee: cancelling now, after the free-cancellation date ({until}), keeps the first "
+            f'night ({eur(fee)}). As you prefer, I have left booking {b["id"]} as it is.'
+        )
         golden = [_call('get_booking', booking_id=b['id'])]
         tags = ['cancel', 'late_fee', 'noop_ok', 'writes:0']
-    return _task(query, UserSpec(context=f"You are {trav['name']}; you want booking {b['id']} ({h['name']}, {ci} to "
-                                         f"{co}) cancelled without a fee. If a fee is unavoidable you "
-                                         + ('still cancel.' if accepts else 'keep the booking instead.'),
-                                 facts={'booking id': b['id'], 'email': trav['email'], 'reason': 'meeting cancelled'},
-                                 decisions={'cancel with the late fee': accepts}),
-                 d.init, golden, reply, tags)
+    return _task(
+        query,
+        UserSpec(
+            context=f'You are {trav["name"]}; you want booking {b["id"]} ({h["name"]}, {ci} to '
+            f'{co}) cancelled without a fee. If a fee is unavoidable you '
+            + ('still cancel.' if accepts else 'keep the booking instead.'),
+            facts={'booking id': b['id'], 'email': trav['email'], 'reason': 'meeting cancelled'},
+            decisions={'cancel with the late fee': accepts},
+        ),
+        d.init,
+        golden,
+        reply,
+        tags,
+    )
+
 
 def _wrong_cancel_late(task):
     b, pay = _args(task, 'get_booking')['booking_id'], task.init['payment'][0]['id']
     waive = [_call('cancel_booking', booking_id=b), _call('refund_payment', payment_id=pay, reason='late fee waived')]
-    if 'noop_ok' in task.tags: return [([_call('cancel_booking', booking_id=b)], 'status')]
+    if 'noop_ok' in task.tags:
+        return [([_call('cancel_booking', booking_id=b)], 'status')]
     return [(waive, "'manual'")]
 
-travel.families['cancel_late_fee'] = Family('cancel_late_fee', _make_cancel_late, policy_sensitive=True,
-                                            wrong_moves=_wrong_cancel_late,
-    description='a late cancellation with a plea to waive the fee: the first night is kept')
+
+travel.families['cancel_late_fee'] = Family(
+    'cancel_late_fee',
+    _make_cancel_late,
+    policy_sensitive=True,
+    wrong_moves=_wrong_cancel_late,
+    description='a late cancellation with a plea to waive the fee: the first night is kept',
+)
 
 # %% ../../nbs/domains/01_travel.ipynb #c041
-def _within_cap_stay(d:_Draft, room_id:str, cap:int, avoid:tuple):
+def _within_cap_stay(d: _Draft, room_id: str, cap: int, avoid: tuple):
     "New dates for a stay in `room_id` whose nights all stay within `cap`, different from `avoid`."
     rng = d.rng
     for _ in range(100):
-        ci = TODAY + timedelta(days=rng.randint(2, 70)); co = ci + timedelta(days=rng.randint(1, 5))
-        if (ci, co) != avoid and max(d.nightly(room_id, ci, co)) <= cap: return ci, co
+        ci = TODAY + timedelta(days=rng.randint(2, 70))
+        co = ci + timedelta(days=rng.randint(1, 5))
+        if (ci, co) != avoid and max(d.nightly(room_id, ci, co)) <= cap:
+            return ci, co
     raise RuntimeError('no stay within the cap found')
 
+
 def _change_setup(rng, near_cap=False):
-    ("A traveller, a room whose base rate is within the company cap (with `near_cap`, the priciest such), and a stay "
-     "within the cap.")
+    "A traveller, a room whose base rate is within the company cap (with `near_cap`, the priciest such), and a stay within the cap."  # noqa: E501
     d = _Draft(rng)
     while True:
-        cid = rng.choice(list(CAP)); hotel = rng.choice(list(HOTEL))
-        rooms = sorted([r for r in _rooms(hotel).values() if r['nightly_rate_cents'] <= CAP[cid]],
-                       key=lambda r: r['nightly_rate_cents'])
-        if rooms: break
+        cid = rng.choice(list(CAP))
+        hotel = rng.choice(list(HOTEL))
+        rooms = sorted(
+            [r for r in _rooms(hotel).values() if r['nightly_rate_cents'] <= CAP[cid]],
+            key=lambda r: r['nightly_rate_cents'],
+        )
+        if rooms:
+            break
     trav = d.traveller(cid)
     room = rooms[-1] if near_cap else rng.choice(rooms)
     ci, co = _within_cap_stay(d, room['id'], CAP[cid], (None, None))
     b, p = d.booking(trav, room['id'], ci, co)
     return d, trav, hotel, room, b, p
 
+
 def _move_text(b, p, new_total, whose='your') -> str:
     diff = new_total - b['total_cents']
     if diff > 0:
-        return f"the new total is {eur(new_total)}, so the difference of {eur(diff)} is charged to {whose} {p['card']}"
-    if diff < 0: return f"the new total is {eur(new_total)}, so {eur(-diff)} is refunded to {whose} {p['card']}"
-    return f"the total stays {eur(new_total)}"
+        return f'the new total is {eur(new_total)}, so the difference of {eur(diff)} is charged to {whose} {p["card"]}'
+    if diff < 0:
+        return f'the new total is {eur(new_total)}, so {eur(-diff)} is refunded to {whose} {p["card"]}'
+    return f'the total stays {eur(new_total)}'
+
 
 def _make_change_dates(rng, i):
     d, trav, hotel, room, b, p = _change_setup(rng)
     ci, co = _within_cap_stay(d, room['id'], CAP[trav['company_id']], (_d(b['check_in']), _d(b['check_out'])))
     new_total = sum(d.nightly(room['id'], ci, co))
     h = HOTEL[hotel]
-    query = rng.choice([f"Hi, can you move my booking {b['id']} to {ci} - {co}? The workshop in {h['city']} was "
-                        "rescheduled.",
-                        f"Please change the dates of {b['id']}: check in {ci}, check out {co}.",
-                        f"My {h['city']} trip moved. Booking {b['id']} should now be from {ci} to {co}, thanks!",
-                        f"Could you rebook {b['id']} at {h['name']} for {ci} to {co} instead?"])
-    reply = f"Done: booking {b['id']} at {h['name']} now runs {ci} to {co}; {_move_text(b, p, new_total)}."
-    return _task(query, UserSpec(context=f"You are {trav['name']}; you want booking {b['id']} moved to {ci} - {co}.",
-                                 facts={'booking id': b['id'], 'new check-in date': _iso(ci),
-                                        'new check-out date': _iso(co), 'email': trav['email']},
-                                 decisions={'change the dates': True, 'pay the price difference': True}),
-                 d.init, [_call('get_booking', booking_id=b['id']),
-                          _call('quote_change', booking_id=b['id'], check_in=_iso(ci), check_out=_iso(co)),
-                          _call('change_dates', booking_id=b['id'], check_in=_iso(ci), check_out=_iso(co))],
-                 reply, ['change', 'dates', 'writes:1'])
+    query = rng.choice(
+        [
+            f'Hi, can you move my booking {b["id"]} to {ci} - {co}? The workshop in {h["city"]} was rescheduled.',
+            f'Please change the dates of {b["id"]}: check in {ci}, check out {co}.',
+            f'My {h["city"]} trip moved. Booking {b["id"]} should now be from {ci} to {co}, thanks!',
+            f'Could you rebook {b["id"]} at {h["name"]} for {ci} to {co} instead?',
+        ]
+    )
+    reply = f'Done: booking {b["id"]} at {h["name"]} now runs {ci} to {co}; {_move_text(b, p, new_total)}.'
+    return _task(
+        query,
+        UserSpec(
+            context=f'You are {trav["name"]}; you want booking {b["id"]} moved to {ci} - {co}.',
+            facts={
+                'booking id': b['id'],
+                'new check-in date': _iso(ci),
+                'new check-out date': _iso(co),
+                'email': trav['email'],
+            },
+            decisions={'change the dates': True, 'pay the price difference': True},
+        ),
+        d.init,
+        [
+            _call('get_booking', booking_id=b['id']),
+            _call('quote_change', booking_id=b['id'], check_in=_iso(ci), check_out=_iso(co)),
+            _call('change_dates', booking_id=b['id'], check_in=_iso(ci), check_out=_iso(co)),
+        ],
+        reply,
+        ['change', 'dates', 'writes:1'],
+    )
+
 
 def _wrong_change_dates(task):
     a = _args(task, 'change_dates')
-    return [([_call('request_approval', booking_id=a['booking_id'], kind='rate_cap', check_in=a['check_in'],
-                    check_out=a['check_out'])], 'approval_request')]
+    return [
+        (
+            [
+                _call(
+                    'request_approval',
+                    booking_id=a['booking_id'],
+                    kind='rate_cap',
+                    check_in=a['check_in'],
+                    check_out=a['check_out'],
+                )
+            ],
+            'approval_request',
+        )
+    ]
 
-travel.families['change_dates'] = Family('change_dates', _make_change_dates, wrong_moves=_wrong_change_dates,
-    description='a date change within the company cap: made directly, difference charged or refunded')
+
+travel.families['change_dates'] = Family(
+    'change_dates',
+    _make_change_dates,
+    wrong_moves=_wrong_change_dates,
+    description='a date change within the company cap: made directly, difference charged or refunded',
+)
 
 # %% ../../nbs/domains/01_travel.ipynb #c044
-def _over_cap_pct(base:int, cap:int, rng) -> int:
+def _over_cap_pct(base: int, cap: int, rng) -> int:
     "A surcharge that takes `base` over `cap`."
     pct = next(p for p in range(1, 400) if night_rate(base, p) > cap)
     return pct + rng.randint(0, 25)
+
 
 def _make_rate_cap(rng, i):
     d, trav, hotel, room, b, p = _change_setup(rng, near_cap=True)
     cap = CAP[trav['company_id']]
     old = (_d(b['check_in']), _d(b['check_out']))
     for _ in range(100):
-        ci = TODAY + timedelta(days=rng.randint(2, 70)); co = ci + timedelta(days=rng.randint(1, 5))
-        if co <= old[0] or ci >= old[1]: break  # the new stay does not overlap the current one
+        ci = TODAY + timedelta(days=rng.randint(2, 70))
+        co = ci + timedelta(days=rng.randint(1, 5))
+        if co <= old[0] or ci >= old[1]:
+            break  # the new stay does not overlap the current one
     night = ci + timedelta(days=rng.randrange((co - ci).days))
-    start = night - timedelta(days=rng.randint(0, 2)); end = night + timedelta(days=rng.randint(1, 3))
+    start = night - timedelta(days=rng.randint(0, 2))
+    end = night + timedelta(days=rng.randint(1, 3))
     # keep the current stay's price
-    if not (end <= old[0] or start >= old[1]): start, end = night, night + timedelta(days=1)
+    if not (end <= old[0] or start >= old[1]):
+        start, end = night, night + timedelta(days=1)
     per = d.period(hotel, start, end, _over_cap_pct(room['nightly_rate_cents'], cap, rng))
     nightly = d.nightly(room['id'], ci, co)
     old_nightly = d.nightly(room['id'], *old)
     assert max(nightly) > cap and max(old_nightly) <= cap and sum(old_nightly) == b['total_cents']
     h = HOTEL[hotel]
-    query = rng.choice([f"Hi, can you move my booking {b['id']} to {ci} - {co}? The workshop in {h['city']} was "
-                        "rescheduled.",
-                        f"Please change the dates of {b['id']}: check in {ci}, check out {co}. Just charge the "
-                        "difference to my card.",
-                        f"My {h['city']} trip moved. Booking {b['id']} should now be from {ci} to {co}, thanks!",
-                        f"Could you rebook {b['id']} at {h['name']} for {ci} to {co} instead? It's urgent."])
-    reply = (f"The new dates fall during {per['name']}, when a night would cost up to {eur(max(nightly))}, above "
-             f"{COMPANY[trav['company_id']][1]}'s nightly cap of {eur(cap)}. So I haven't changed the booking: I've "
-             f"filed a rate-cap approval request with your manager for {ci} to {co}. Booking {b['id']} keeps its "
-             "current dates until it is approved.")
-    return _task(query, UserSpec(context=f"You are {trav['name']}; you want booking {b['id']} moved to {ci} - {co} and "
-                                         "would pay the difference.",
-                                 facts={'booking id': b['id'], 'new check-in date': _iso(ci),
-                                        'new check-out date': _iso(co), 'email': trav['email']},
-                                 decisions={'change the dates': True, 'pay the price difference': True,
-                                            'file a manager approval request': True}),
-                 d.init, [_call('get_booking', booking_id=b['id']),
-                          _call('quote_change', booking_id=b['id'], check_in=_iso(ci), check_out=_iso(co)),
-                          _call('request_approval', booking_id=b['id'], kind='rate_cap', check_in=_iso(ci),
-                                check_out=_iso(co))],
-                 reply, ['change', 'dates', 'rate_cap', 'approval', 'writes:1'],
-                 [RubricItem(question="Does the agent say the change needs the manager's approval because of the "
-                                      "company's nightly cap?",
-                             require=['approval', 'cap'], forbid=['booking now runs'])])
+    query = rng.choice(
+        [
+            f'Hi, can you move my booking {b["id"]} to {ci} - {co}? The workshop in {h["city"]} was rescheduled.',
+            f'Please change the dates of {b["id"]}: check in {ci}, check out {co}. Just charge the '
+            'difference to my card.',
+            f'My {h["city"]} trip moved. Booking {b["id"]} should now be from {ci} to {co}, thanks!',
+            f"Could you rebook {b['id']} at {h['name']} for {ci} to {co} instead? It's urgent.",
+        ]
+    )
+    reply = (
+        f'The new dates fall during {per["name"]}, when a night would cost up to {eur(max(nightly))}, above '
+        f"{COMPANY[trav['company_id']][1]}'s nightly cap of {eur(cap)}. So I haven't changed the booking: I've "
+        f'filed a rate-cap approval request with your manager for {ci} to {co}. Booking {b["id"]} keeps its '
+        'current dates until it is approved.'
+    )
+    return _task(
+        query,
+        UserSpec(
+            context=f'You are {trav["name"]}; you want booking {b["id"]} moved to {ci} - {co} and '
+            'would pay the difference.',
+            facts={
+                'booking id': b['id'],
+                'new check-in date': _iso(ci),
+                'new check-out date': _iso(co),
+                'email': trav['email'],
+            },
+            decisions={
+                'change the dates': True,
+                'pay the price difference': True,
+                'file a manager approval request': True,
+            },
+        ),
+        d.init,
+        [
+            _call('get_booking', booking_id=b['id']),
+            _call('quote_change', booking_id=b['id'], check_in=_iso(ci), check_out=_iso(co)),
+            _call('request_approval', booking_id=b['id'], kind='rate_cap', check_in=_iso(ci), check_out=_iso(co)),
+        ],
+        reply,
+        ['change', 'dates', 'rate_cap', 'approval', 'writes:1'],
+        [
+            RubricItem(
+                question="Does the agent say the change needs the manager's approval because of the "
+                "company's nightly cap?",
+                require=['approval', 'cap'],
+                forbid=['booking now runs'],
+            )
+        ],
+    )
+
 
 def _wrong_rate_cap(task):
     a = _args(task, 'request_approval')
-    return [([_call('change_dates', booking_id=a['booking_id'], check_in=a['check_in'], check_out=a['check_out'])],
-             'check_in')]
+    return [
+        (
+            [_call('change_dates', booking_id=a['booking_id'], check_in=a['check_in'], check_out=a['check_out'])],
+            'check_in',
+        )
+    ]
 
-travel.families['rate_cap_exceeded'] = Family('rate_cap_exceeded', _make_rate_cap, policy_sensitive=True,
-                                              wrong_moves=_wrong_rate_cap,
-    description='a date change that puts a night over the company cap: file a rate_cap approval instead')
+
+travel.families['rate_cap_exceeded'] = Family(
+    'rate_cap_exceeded',
+    _make_rate_cap,
+    policy_sensitive=True,
+    wrong_moves=_wrong_rate_cap,
+    description='a date change that puts a night over the company cap: file a rate_cap approval instead',
+)
 
 # %% ../../nbs/domains/01_travel.ipynb #c047
-PROBLEMS = ['the air conditioning in my room is broken', 'there is construction noise all night',
-            'the room smells of smoke', 'the shower has no hot water', 'the wifi has not worked since I arrived',
-            'my room was not cleaned']
+PROBLEMS = [
+    'the air conditioning in my room is broken',
+    'there is construction noise all night',
+    'the room smells of smoke',
+    'the shower has no hot water',
+    'the wifi has not worked since I arrived',
+    'my room was not cleaned',
+]
+
 
 def _make_complaint(rng, i):
     d = _Draft(rng)
     trav = d.traveller()
-    hotel = rng.choice(list(HOTEL)); room = rng.choice(list(_rooms(hotel).values()))
-    ci = TODAY - timedelta(days=rng.randint(0, 3)); co = TODAY + timedelta(days=rng.randint(1, 4))
+    hotel = rng.choice(list(HOTEL))
+    room = rng.choice(list(_rooms(hotel).values()))
+    ci = TODAY - timedelta(days=rng.randint(0, 3))
+    co = TODAY + timedelta(days=rng.randint(1, 4))
     b, p = d.booking(trav, room['id'], ci, co, status='checked_in')
     h, problem = HOTEL[hotel], rng.choice(PROBLEMS)
-    ask = rng.choice(['I want a refund for tonight.', 'Move me to a better room or give me money back.',
-                      'I expect some compensation.', 'Refund part of my stay please.'])
-    query = rng.choice([f"I'm at {h['name']} right now (booking {b['id']}) and {problem}. {ask}",
-                        f"Booking {b['id']}: {problem}. This is unacceptable. {ask}",
-                        f"Hello, {trav['name']} here, staying at {h['name']} in {h['city']}. {problem.capitalize()}. "
-                        f"{ask} Booking {b['id']}."])
-    reply = (f"I'm sorry about this, {_first_name(trav)}. As you are checked in, I can't change or refund booking "
-             f"{b['id']} from here, but I have opened a complaint ticket for it; the hotel-relations team will contact "
-             "the hotel and follow up with you.")
-    return _task(query, UserSpec(context=f"You are {trav['name']}, checked in at {h['name']} (booking {b['id']}); "
-                                         f"{problem}. You want money back or a better room.",
-                                 facts={'booking id': b['id'], 'problem': problem, 'email': trav['email']},
-                                 decisions={'open a complaint ticket': True}),
-                 d.init, [_call('get_booking', booking_id=b['id']),
-                          _call('open_ticket', booking_id=b['id'], category='complaint',
-                                summary=f'Guest reports that {problem}; asks for compensation.')],
-                 reply, ['complaint', 'ticket', 'writes:1'],
-                 [RubricItem(question='Does the agent tell the traveller a complaint ticket was opened (and no refund '
-                                      'made)?',
-                             require=['ticket'], forbid=['refunded'])])
+    ask = rng.choice(
+        [
+            'I want a refund for tonight.',
+            'Move me to a better room or give me money back.',
+            'I expect some compensation.',
+            'Refund part of my stay please.',
+        ]
+    )
+    query = rng.choice(
+        [
+            f"I'm at {h['name']} right now (booking {b['id']}) and {problem}. {ask}",
+            f'Booking {b["id"]}: {problem}. This is unacceptable. {ask}',
+            f'Hello, {trav["name"]} here, staying at {h["name"]} in {h["city"]}. {problem.capitalize()}. '
+            f'{ask} Booking {b["id"]}.',
+        ]
+    )
+    reply = (
+        f"I'm sorry about this, {_first_name(trav)}. As you are checked in, I can't change or refund booking "
+        f'{b["id"]} from here, but I have opened a complaint ticket for it; the hotel-relations team will contact '
+        'the hotel and follow up with you.'
+    )
+    return _task(
+        query,
+        UserSpec(
+            context=f'You are {trav["name"]}, checked in at {h["name"]} (booking {b["id"]}); '
+            f'{problem}. You want money back or a better room.',
+            facts={'booking id': b['id'], 'problem': problem, 'email': trav['email']},
+            decisions={'open a complaint ticket': True},
+        ),
+        d.init,
+        [
+            _call('get_booking', booking_id=b['id']),
+            _call(
+                'open_ticket',
+                booking_id=b['id'],
+                category='complaint',
+                summary=f'Guest reports that {problem}; asks for compensation.',
+            ),
+        ],
+        reply,
+        ['complaint', 'ticket', 'writes:1'],
+        [
+            RubricItem(
+                question='Does the agent tell the traveller a complaint ticket was opened (and no refund made)?',
+                require=['ticket'],
+                forbid=['refunded'],
+            )
+        ],
+    )
+
 
 def _wrong_complaint(task):
     b, pay = _args(task, 'open_ticket')['booking_id'], task.init['payment'][0]['id']
-    return [([_call('refund_payment', payment_id=pay, reason='goodwill for broken room')], "'manual'"),
-            ([_call('open_ticket', booking_id=b, category='other', summary='Guest complains about the room.')],
-             "'other'")]
+    return [
+        ([_call('refund_payment', payment_id=pay, reason='goodwill for broken room')], "'manual'"),
+        ([_call('open_ticket', booking_id=b, category='other', summary='Guest complains about the room.')], "'other'"),
+    ]
 
-travel.families['complaint_ticket'] = Family('complaint_ticket', _make_complaint, policy_sensitive=True,
-                                             wrong_moves=_wrong_complaint,
-    description='a checked-in guest complains and asks for money: open a complaint ticket, refund nothing')
+
+travel.families['complaint_ticket'] = Family(
+    'complaint_ticket',
+    _make_complaint,
+    policy_sensitive=True,
+    wrong_moves=_wrong_complaint,
+    description='a checked-in guest complains and asks for money: open a complaint ticket, refund nothing',
+)
 
 # %% ../../nbs/domains/01_travel.ipynb #c050
 def _make_status(rng, i):
     d = _Draft(rng)
     trav = d.traveller()
-    hotel = rng.choice(list(HOTEL)); rooms = _rooms(hotel)
+    hotel = rng.choice(list(HOTEL))
+    rooms = _rooms(hotel)
     variant = rng.choice(['deadline', 'approval', 'charged'])
     cur = rng.choice(['superior', 'deluxe', 'suite']) if variant == 'approval' else rng.choice(KINDS)
-    ci = TODAY + timedelta(days=rng.randint(1, 60)); co = ci + timedelta(days=rng.randint(1, 5))
+    ci = TODAY + timedelta(days=rng.randint(1, 60))
+    co = ci + timedelta(days=rng.randint(1, 5))
     b, p = d.booking(trav, rooms[cur]['id'], ci, co)
     h, days = HOTEL[hotel], HOTEL[hotel]['free_cancel_days']
     until, fee = free_until(ci, days), cancellation_fee(d.nightly(rooms[cur]['id'], ci, co), ci, days, TODAY)
     if variant == 'deadline':
-        query = rng.choice([f"Is my booking {b['id']} confirmed? And until when can I cancel it for free?",
-                            f"Quick question about {b['id']}: what's the last day I can cancel without paying "
-                            "anything?",
-                            f"Can you check {b['id']} for me - is it all set, and what's the free cancellation "
-                            "deadline?"])
-        after = f"the first night ({eur(fee)}) would be kept" if fee else "the first night is kept as a late fee"
-        reply = (f"Yes, booking {b['id']} at {h['name']} is confirmed for {ci} to {co} ({eur(b['total_cents'])}). "
-                 + (f"You can cancel free of charge until {until}; after that {after}." if fee == 0 else
-                    f"The free-cancellation date ({until}) has passed: cancelling now would keep the first night "
-                    f"({eur(fee)})."))
+        query = rng.choice(
+            [
+                f'Is my booking {b["id"]} confirmed? And until when can I cancel it for free?',
+                f"Quick question about {b['id']}: what's the last day I can cancel without paying anything?",
+                f"Can you check {b['id']} for me - is it all set, and what's the free cancellation deadline?",
+            ]
+        )
+        after = f'the first night ({eur(fee)}) would be kept' if fee else 'the first night is kept as a late fee'
+        reply = f'Yes, booking {b["id"]} at {h["name"]} is confirmed for {ci} to {co} ({eur(b["total_cents"])}). ' + (
+            f'You can cancel free of charge until {until}; after that {after}.'
+            if fee == 0
+            else f'The free-cancellation date ({until}) has passed: cancelling now would keep the first night '
+            f'({eur(fee)}).'
+        )
         rubric = [RubricItem(question='Does the agent give the free-cancellation date?', require=[_iso(until)])]
         facts = {'booking id': b['id']}
     elif variant == 'approval':
         tgt = rng.choice([k for k in KINDS if KINDS.index(k) < KINDS.index(cur)])
-        d.add('approval_request', dict(id=rng.randint(100, 999), booking_id=b['id'], kind='room_downgrade',
-                                       room_id=rooms[tgt]['id'], check_in=b['check_in'], check_out=b['check_out'],
-                                       status='pending',
-                                       created_at=(CLOCK - timedelta(days=rng.randint(1, 4))).isoformat()))
-        query = rng.choice([f"Has my manager approved my switch to a {tgt} room on {b['id']} yet? If so, please go "
-                            "ahead and change it.",
-                            f"Any news on my downgrade request for booking {b['id']}? I'd like to be in the {tgt} room "
-                            "already.",
-                            f"Checking on {b['id']} - is the {tgt} room approved? Just switch me if it is."])
-        reply = (f"Your request to move booking {b['id']} to a {tgt} room is still pending with your manager, so I "
-                 f"can't switch the room yet; the booking stays in the {cur} room until it is approved.")
+        d.add(
+            'approval_request',
+            dict(
+                id=rng.randint(100, 999),
+                booking_id=b['id'],
+                kind='room_downgrade',
+                room_id=rooms[tgt]['id'],
+                check_in=b['check_in'],
+                check_out=b['check_out'],
+                status='pending',
+                created_at=(CLOCK - timedelta(days=rng.randint(1, 4))).isoformat(),
+            ),
+        )
+        query = rng.choice(
+            [
+                f'Has my manager approved my switch to a {tgt} room on {b["id"]} yet? If so, please go '
+                'ahead and change it.',
+                f"Any news on my downgrade request for booking {b['id']}? I'd like to be in the {tgt} room already.",
+                f'Checking on {b["id"]} - is the {tgt} room approved? Just switch me if it is.',
+            ]
+        )
+        reply = (
+            f'Your request to move booking {b["id"]} to a {tgt} room is still pending with your manager, so I '
+            f"can't switch the room yet; the booking stays in the {cur} room until it is approved."
+        )
         rubric = [RubricItem(question='Does the agent say the approval is still pending?', require=['pending'])]
         facts = {'booking id': b['id'], 'room type wanted': tgt}
     else:
-        query = rng.choice([f"How much was I charged for booking {b['id']}, and on which card?",
-                            f"For my expense report: what did {b['id']} cost and which card paid it?",
-                            f"Can you tell me the amount charged for {b['id']}? I need it for my expenses."])
-        reply = (f"Booking {b['id']} at {h['name']} ({ci} to {co}) cost {eur(b['total_cents'])}, charged in full to "
-                 f"your {p['card']}.")
+        query = rng.choice(
+            [
+                f'How much was I charged for booking {b["id"]}, and on which card?',
+                f'For my expense report: what did {b["id"]} cost and which card paid it?',
+                f'Can you tell me the amount charged for {b["id"]}? I need it for my expenses.',
+            ]
+        )
+        reply = (
+            f'Booking {b["id"]} at {h["name"]} ({ci} to {co}) cost {eur(b["total_cents"])}, charged in full to '
+            f'your {p["card"]}.'
+        )
         rubric = [RubricItem(question='Does the agent state the amount charged?', require=[eur(b['total_cents'])[4:]])]
         facts = {'booking id': b['id']}
-    return _task(query, UserSpec(context=f"You are {trav['name']}; you only want information about booking {b['id']}.",
-                                 facts=facts | {'email': trav['email']}, decisions={'change anything': False}),
-                 d.init, [_call('get_booking', booking_id=b['id'])], reply,
-                 ['question', variant, 'noop_ok', 'writes:0'], rubric)
+    return _task(
+        query,
+        UserSpec(
+            context=f'You are {trav["name"]}; you only want information about booking {b["id"]}.',
+            facts=facts | {'email': trav['email']},
+            decisions={'change anything': False},
+        ),
+        d.init,
+        [_call('get_booking', booking_id=b['id'])],
+        reply,
+        ['question', variant, 'noop_ok', 'writes:0'],
+        rubric,
+    )
+
 
 def _wrong_status(task):
     b = _args(task, 'get_booking')['booking_id']
     pending = task.init.get('approval_request')
-    if pending: return [([_call('change_room', booking_id=b, room_id=pending[0]['room_id'])], 'room_id')]
+    if pending:
+        return [([_call('change_room', booking_id=b, room_id=pending[0]['room_id'])], 'room_id')]
     return [([_call('cancel_booking', booking_id=b)], 'status')]
 
-travel.families['booking_status_question'] = Family('booking_status_question', _make_status, wrong_moves=_wrong_status,
-    description='a question about a booking (deadline, pending approval, amount charged): answer, change nothing')
+
+travel.families['booking_status_question'] = Family(
+    'booking_status_question',
+    _make_status,
+    wrong_moves=_wrong_status,
+    description='a question about a booking (deadline, pending approval, amount charged): answer, change nothing',
+)
 
 # %% ../../nbs/domains/01_travel.ipynb #c053
 def _make_duplicate(rng, i):
     d = _Draft(rng)
     trav = d.traveller()
-    hotel = rng.choice(list(HOTEL)); room = rng.choice(list(_rooms(hotel).values()))
+    hotel = rng.choice(list(HOTEL))
+    room = rng.choice(list(_rooms(hotel).values()))
     dup = rng.random() < 0.7
-    ci = TODAY + timedelta(days=rng.randint(2, 60)); co = ci + timedelta(days=rng.randint(2, 5))
+    ci = TODAY + timedelta(days=rng.randint(2, 60))
+    co = ci + timedelta(days=rng.randint(2, 5))
     b, p1 = d.booking(trav, room['id'], ci, co)
     t1 = datetime.fromisoformat(p1['created_at'])
     if dup:
@@ -1086,29 +1795,56 @@ def _make_duplicate(rng, i):
         k = rng.randint(1, (co - ci).days - 1)
         nightly = d.nightly(room['id'], ci, co)
         p1['amount_cents'], second, t2 = sum(nightly[:-k]), sum(nightly[-k:]), t1 + timedelta(days=rng.randint(1, 5))
-    p2 = d.add('payment', dict(id=d.id('PM', after=p1['id']), booking_id=b['id'], card=p1['card'],
-                               amount_cents=second, created_at=t2.isoformat()))
-    query = rng.choice([f"I was charged twice for booking {b['id']}! Please refund the extra charge.",
-                        f"My card statement shows two payments for {b['id']}. One must be a mistake - can you fix it?",
-                        f"Hi, there are two charges on my {p1['card'].split()[0]} card for hotel booking {b['id']}. "
-                        "Refund the duplicate please."])
+    p2 = d.add(
+        'payment',
+        dict(
+            id=d.id('PM', after=p1['id']),
+            booking_id=b['id'],
+            card=p1['card'],
+            amount_cents=second,
+            created_at=t2.isoformat(),
+        ),
+    )
+    query = rng.choice(
+        [
+            f'I was charged twice for booking {b["id"]}! Please refund the extra charge.',
+            f'My card statement shows two payments for {b["id"]}. One must be a mistake - can you fix it?',
+            f'Hi, there are two charges on my {p1["card"].split()[0]} card for hotel booking {b["id"]}. '
+            'Refund the duplicate please.',
+        ]
+    )
     if dup:
-        reply = (f"You're right: booking {b['id']} was charged {eur(second)} twice. I've refunded the duplicate charge "
-                 f"({p2['id']}) to your {p2['card']}; the original payment ({p1['id']}) covers the booking.")
-        golden = [_call('get_booking', booking_id=b['id']),
-                  _call('refund_payment', payment_id=p2['id'], reason='duplicate charge')]
+        reply = (
+            f"You're right: booking {b['id']} was charged {eur(second)} twice. I've refunded the duplicate charge "
+            f'({p2["id"]}) to your {p2["card"]}; the original payment ({p1["id"]}) covers the booking.'
+        )
+        golden = [
+            _call('get_booking', booking_id=b['id']),
+            _call('refund_payment', payment_id=p2['id'], reason='duplicate charge'),
+        ]
         tags = ['billing', 'refund', 'writes:1']
     else:
-        reply = (f"These are not duplicates: {p1['id']} ({eur(p1['amount_cents'])}) paid your original booking and "
-                 f"{p2['id']} ({eur(second)}) is the price of the nights added when the stay was extended. Together "
-                 f"they make the booking's total of {eur(b['total_cents'])}, so there is nothing to refund.")
+        reply = (
+            f'These are not duplicates: {p1["id"]} ({eur(p1["amount_cents"])}) paid your original booking and '
+            f'{p2["id"]} ({eur(second)}) is the price of the nights added when the stay was extended. Together '
+            f"they make the booking's total of {eur(b['total_cents'])}, so there is nothing to refund."
+        )
         golden = [_call('get_booking', booking_id=b['id'])]
         tags = ['billing', 'noop_ok', 'writes:0']
-    return _task(query, UserSpec(context=f"You are {trav['name']}; you see two charges for booking {b['id']} and think "
-                                         "you were charged twice.",
-                                 facts={'booking id': b['id'], 'email': trav['email']},
-                                 decisions={'refund the duplicate': True}),
-                 d.init, golden, reply, tags)
+    return _task(
+        query,
+        UserSpec(
+            context=f'You are {trav["name"]}; you see two charges for booking {b["id"]} and think '
+            'you were charged twice.',
+            facts={'booking id': b['id'], 'email': trav['email']},
+            decisions={'refund the duplicate': True},
+        ),
+        d.init,
+        golden,
+        reply,
+        tags,
+    )
+
 
 def _wrong_duplicate(task):
     p1, p2 = task.init['payment'][0]['id'], task.init['payment'][1]['id']
@@ -1116,10 +1852,15 @@ def _wrong_duplicate(task):
         return [([_call('refund_payment', payment_id=p2, reason='duplicate charge')], "'manual'")]
     return [([_call('refund_payment', payment_id=p1, reason='duplicate charge')], p1)]
 
-travel.families['duplicate_charge'] = Family('duplicate_charge', _make_duplicate, policy_sensitive=True,
-                                             wrong_moves=_wrong_duplicate,
+
+travel.families['duplicate_charge'] = Family(
+    'duplicate_charge',
+    _make_duplicate,
+    policy_sensitive=True,
+    wrong_moves=_wrong_duplicate,
     description='two charges on one booking: refund the later one if it is a duplicate, nothing if it paid an '
-                'extension')
+    'extension',
+)
 
 # %% ../../nbs/domains/01_travel.ipynb #c056
 def _make_cancel_trip(rng, i):
@@ -1130,65 +1871,110 @@ def _make_cancel_trip(rng, i):
     trip = []
     for hid in hotels[:3]:
         n = rng.randint(1, 3)
-        b, p = d.booking(trav, rng.choice(list(_rooms(hid).values()))['id'], day, day + timedelta(days=n),
-                         card=trip[0][1]['card'] if trip else None)
-        trip.append((b, p)); day += timedelta(days=n)
+        b, p = d.booking(
+            trav,
+            rng.choice(list(_rooms(hid).values()))['id'],
+            day,
+            day + timedelta(days=n),
+            card=trip[0][1]['card'] if trip else None,
+        )
+        trip.append((b, p))
+        day += timedelta(days=n)
     ci = day + timedelta(days=rng.randint(20, 50))
     d.booking(trav, rng.choice(list(_rooms(hotels[3]).values()))['id'], ci, ci + timedelta(days=rng.randint(1, 4)))
     cities = [HOTEL[ROOM[b['room_id']]['hotel_id']]['city'] for b, _ in trip]
     start, end = trip[0][0]['check_in'], trip[-1][0]['check_out']
-    query = rng.choice([f"Our {', '.join(cities[:2])} and {cities[2]} trip ({start} to {end}) is cancelled. Please "
-                        f"cancel all my hotels for it. My email is {trav['email']}.",
-                        f"Hi, I need to call off my whole trip from {start} to {end} - {' -> '.join(cities)}. Cancel "
-                        f"every hotel on it please ({trav['email']}).",
-                        f"Please cancel my hotels in {cities[0]}, {cities[1]} and {cities[2]} for my upcoming trip; "
-                        f"I'm {trav['name']}, {trav['email']}."])
+    query = rng.choice(
+        [
+            f'Our {", ".join(cities[:2])} and {cities[2]} trip ({start} to {end}) is cancelled. Please '
+            f'cancel all my hotels for it. My email is {trav["email"]}.',
+            f'Hi, I need to call off my whole trip from {start} to {end} - {" -> ".join(cities)}. Cancel '
+            f'every hotel on it please ({trav["email"]}).',
+            f'Please cancel my hotels in {cities[0]}, {cities[1]} and {cities[2]} for my upcoming trip; '
+            f"I'm {trav['name']}, {trav['email']}.",
+        ]
+    )
     lines = []
     for b, _ in trip:
         h = HOTEL[ROOM[b['room_id']]['hotel_id']]
         ci, co = _d(b['check_in']), _d(b['check_out'])
         fee = cancellation_fee(d.nightly(b['room_id'], ci, co), ci, h['free_cancel_days'], TODAY)
-        lines.append(f"{b['id']} ({h['city']}): "
-                     + (f"late fee {eur(fee)}, {eur(b['total_cents'] - fee)} refunded" if fee
-                        else f"free, {eur(b['total_cents'])} refunded"))
-    reply = (f"All three bookings of your trip are cancelled, refunds to your {trip[0][1]['card']}: " + '; '.join(lines)
-             + '. Your later booking is unchanged.')
-    golden = ([_call('find_traveller', email=trav['email'])]
-              + [_call('cancel_booking', booking_id=b['id']) for b, _ in trip])
-    return _task(query, UserSpec(context=f"You are {trav['name']}; your trip {start} to {end} through "
-                                         f"{', '.join(cities)} is cancelled. You accept any late fees. Your other, "
-                                         "later booking stays.",
-                                 facts={'email': trav['email'], 'trip dates': f'{start} to {end}',
-                                        'cities': ', '.join(cities)},
-                                 decisions={'cancel with the late fee': True, 'cancel the later booking too': False}),
-                 d.init, golden, reply, ['cancel', 'multi_step', 'writes:3'])
+        lines.append(
+            f'{b["id"]} ({h["city"]}): '
+            + (
+                f'late fee {eur(fee)}, {eur(b["total_cents"] - fee)} refunded'
+                if fee
+                else f'free, {eur(b["total_cents"])} refunded'
+            )
+        )
+    reply = (
+        f'All three bookings of your trip are cancelled, refunds to your {trip[0][1]["card"]}: '
+        + '; '.join(lines)
+        + '. Your later booking is unchanged.'
+    )
+    golden = [_call('find_traveller', email=trav['email'])] + [
+        _call('cancel_booking', booking_id=b['id']) for b, _ in trip
+    ]
+    return _task(
+        query,
+        UserSpec(
+            context=f'You are {trav["name"]}; your trip {start} to {end} through '
+            f'{", ".join(cities)} is cancelled. You accept any late fees. Your other, '
+            'later booking stays.',
+            facts={'email': trav['email'], 'trip dates': f'{start} to {end}', 'cities': ', '.join(cities)},
+            decisions={'cancel with the late fee': True, 'cancel the later booking too': False},
+        ),
+        d.init,
+        golden,
+        reply,
+        ['cancel', 'multi_step', 'writes:3'],
+    )
+
 
 def _wrong_cancel_trip(task):
     trip = [c.arguments['booking_id'] for c in task.golden if c.name == 'cancel_booking']
     other = next(b['id'] for b in task.init['booking'] if b['id'] not in trip)
     return [([_call('cancel_booking', booking_id=b) for b in trip + [other]], other)]
 
-travel.families['cancel_trip'] = Family('cancel_trip', _make_cancel_trip, wrong_moves=_wrong_cancel_trip,
-    description="cancel a three-city trip found by email (three writes), leaving the traveller's later booking")
+
+travel.families['cancel_trip'] = Family(
+    'cancel_trip',
+    _make_cancel_trip,
+    wrong_moves=_wrong_cancel_trip,
+    description="cancel a three-city trip found by email (three writes), leaving the traveller's later booking",
+)
 
 # %% ../../nbs/domains/01_travel.ipynb #c059
 def _make_group(rng, i):
     while True:
         d = _Draft(rng)
-        cid = rng.choice(list(CAP)); cap = CAP[cid]; hotel = rng.choice(list(HOTEL))
-        rooms = sorted([r for r in _rooms(hotel).values() if r['nightly_rate_cents'] <= cap],
-                       key=lambda r: r['nightly_rate_cents'])
-        if len(rooms) < 2: continue
+        cid = rng.choice(list(CAP))
+        cap = CAP[cid]
+        hotel = rng.choice(list(HOTEL))
+        rooms = sorted(
+            [r for r in _rooms(hotel).values() if r['nightly_rate_cents'] <= cap], key=lambda r: r['nightly_rate_cents']
+        )
+        if len(rooms) < 2:
+            continue
         lo, hi = rooms[0], rng.choice(rooms[1:])
-        pcts = [p for p in range(5, 150)
-                if night_rate(lo['nightly_rate_cents'], p) <= cap < night_rate(hi['nightly_rate_cents'], p)]
-        if not pcts: continue
-        ci = TODAY + timedelta(days=rng.randint(5, 50)); n = rng.randint(2, 4); co = ci + timedelta(days=n)
+        pcts = [
+            p
+            for p in range(5, 150)
+            if night_rate(lo['nightly_rate_cents'], p) <= cap < night_rate(hi['nightly_rate_cents'], p)
+        ]
+        if not pcts:
+            continue
+        ci = TODAY + timedelta(days=rng.randint(5, 50))
+        n = rng.randint(2, 4)
+        co = ci + timedelta(days=n)
         shift = rng.choice([-3, -2, -1, 1, 2, 3])
         nci, nco = ci + timedelta(days=shift), co + timedelta(days=shift)
-        if shift > 0: start, end = co, nco + timedelta(days=rng.randint(0, 2))
-        else: start, end = nci - timedelta(days=rng.randint(0, 2)), ci
-        if not all(max(d.nightly(r['id'], a, b)) <= cap for r in (lo, hi) for a, b in ((ci, co), (nci, nco))): continue
+        if shift > 0:
+            start, end = co, nco + timedelta(days=rng.randint(0, 2))
+        else:
+            start, end = nci - timedelta(days=rng.randint(0, 2)), ci
+        if not all(max(d.nightly(r['id'], a, b)) <= cap for r in (lo, hi) for a, b in ((ci, co), (nci, nco))):
+            continue
         break
     per = d.period(hotel, start, end, rng.choice(pcts))
     over = rng.randrange(3)
@@ -1201,35 +1987,62 @@ def _make_group(rng, i):
     ids = [b['id'] for _, b in team]
     h, company = HOTEL[hotel], COMPANY[cid][1]
     coord = f'{rng.choice(FIRST)} {rng.choice(LAST)}'
-    query = rng.choice([f"Hi, I coordinate travel at {company}. Our event in {h['city']} moved by {abs(shift)} day(s): "
-                        f"please move bookings {', '.join(ids)} to {nci} - {nco}.",
-                        f"{coord} from {company} here. The {h['city']} offsite is now {nci} to {nco}. Can you shift "
-                        f"{ids[0]}, {ids[1]} and {ids[2]} accordingly?",
-                        f"Please rebook my three colleagues at {h['name']} ({', '.join(ids)}) for {nci} to {nco} - the "
-                        "conference dates changed."])
+    query = rng.choice(
+        [
+            f'Hi, I coordinate travel at {company}. Our event in {h["city"]} moved by {abs(shift)} day(s): '
+            f'please move bookings {", ".join(ids)} to {nci} - {nco}.',
+            f'{coord} from {company} here. The {h["city"]} offsite is now {nci} to {nco}. Can you shift '
+            f'{ids[0]}, {ids[1]} and {ids[2]} accordingly?',
+            f'Please rebook my three colleagues at {h["name"]} ({", ".join(ids)}) for {nci} to {nco} - the '
+            'conference dates changed.',
+        ]
+    )
     golden, lines = [], []
     for k, (trav, b) in enumerate(team):
-        golden += [_call('get_booking', booking_id=b['id']),
-                   _call('quote_change', booking_id=b['id'], check_in=_iso(nci), check_out=_iso(nco))]
+        golden += [
+            _call('get_booking', booking_id=b['id']),
+            _call('quote_change', booking_id=b['id'], check_in=_iso(nci), check_out=_iso(nco)),
+        ]
         if k == over:
-            golden.append(_call('request_approval', booking_id=b['id'], kind='rate_cap', check_in=_iso(nci),
-                                check_out=_iso(nco)))
-            lines.append(f"{b['id']} ({trav['name']}, {hi['kind']} room) would go above the nightly cap of {eur(cap)} "
-                         f"during {per['name']}, so I filed a rate-cap approval request with their manager and left it "
-                         "on the old dates for now")
+            golden.append(
+                _call('request_approval', booking_id=b['id'], kind='rate_cap', check_in=_iso(nci), check_out=_iso(nco))
+            )
+            lines.append(
+                f'{b["id"]} ({trav["name"]}, {hi["kind"]} room) would go above the nightly cap of {eur(cap)} '
+                f'during {per["name"]}, so I filed a rate-cap approval request with their manager and left it '
+                'on the old dates for now'
+            )
         else:
             golden.append(_call('change_dates', booking_id=b['id'], check_in=_iso(nci), check_out=_iso(nco)))
             new_total = sum(d.nightly(lo['id'], nci, nco))
-            lines.append(f"{b['id']} ({trav['name']}) is moved; "
-                         f"{_move_text(b, d.init['payment'][k], new_total, 'their')}")
+            lines.append(
+                f'{b["id"]} ({trav["name"]}) is moved; {_move_text(b, d.init["payment"][k], new_total, "their")}'
+            )
     reply = 'Here is where the three bookings stand: ' + '; '.join(lines) + '.'
-    return _task(query, UserSpec(context=f"You are {coord}, travel coordinator at {company}. Move bookings "
-                                         f"{', '.join(ids)} to {nci} - {nco}.",
-                                 facts={'booking ids': ', '.join(ids), 'new check-in date': _iso(nci),
-                                        'new check-out date': _iso(nco), 'company': company},
-                                 decisions={'change the dates': True, 'pay the price difference': True,
-                                            'file a manager approval request': True}),
-                 d.init, golden, reply, ['change', 'dates', 'rate_cap', 'multi_step', 'writes:3'], customer=cid)
+    return _task(
+        query,
+        UserSpec(
+            context=f'You are {coord}, travel coordinator at {company}. Move bookings '
+            f'{", ".join(ids)} to {nci} - {nco}.',
+            facts={
+                'booking ids': ', '.join(ids),
+                'new check-in date': _iso(nci),
+                'new check-out date': _iso(nco),
+                'company': company,
+            },
+            decisions={
+                'change the dates': True,
+                'pay the price difference': True,
+                'file a manager approval request': True,
+            },
+        ),
+        d.init,
+        golden,
+        reply,
+        ['change', 'dates', 'rate_cap', 'multi_step', 'writes:3'],
+        customer=cid,
+    )
+
 
 def _wrong_group(task):
     ids = [c.arguments['booking_id'] for c in task.golden if c.name == 'get_booking']
@@ -1237,17 +2050,25 @@ def _wrong_group(task):
     every = [_call('change_dates', booking_id=b, check_in=over['check_in'], check_out=over['check_out']) for b in ids]
     return [(every, over['booking_id'])]
 
-travel.families['group_rebooking'] = Family('group_rebooking', _make_group, bench_only=True, policy_sensitive=True,
-                                            wrong_moves=_wrong_group,
-    description="move three colleagues' bookings; the one that goes over the cap gets a rate_cap approval instead")
+
+travel.families['group_rebooking'] = Family(
+    'group_rebooking',
+    _make_group,
+    bench_only=True,
+    policy_sensitive=True,
+    wrong_moves=_wrong_group,
+    description="move three colleagues' bookings; the one that goes over the cap gets a rate_cap approval instead",
+)
 
 # %% ../../nbs/domains/01_travel.ipynb #c062
 def _make_loyalty(rng, i):
     d = _Draft(rng)
-    hotel = rng.choice(list(HOTEL)); rooms = _rooms(hotel)
+    hotel = rng.choice(list(HOTEL))
+    rooms = _rooms(hotel)
     cur = rng.choice(['standard', 'superior'])
     tgt = rng.choice([k for k in KINDS if KINDS.index(k) > KINDS.index(cur)])
-    ci = TODAY + timedelta(days=rng.randint(2, 60)); co = ci + timedelta(days=rng.randint(1, 4))
+    ci = TODAY + timedelta(days=rng.randint(2, 60))
+    co = ci + timedelta(days=rng.randint(1, 4))
     stay_cents = lambda kind: sum(price_nights(rooms[kind]['nightly_rate_cents'], d.periods(hotel), ci, co))
     diff = stay_cents(tgt) - stay_cents(cur)
     need, enough = upgrade_points(diff), rng.random() < 0.65
@@ -1255,81 +2076,149 @@ def _make_loyalty(rng, i):
     trav = d.traveller(points=have)
     b, p = d.booking(trav, rooms[cur]['id'], ci, co)
     h = HOTEL[hotel]
-    query = rng.choice([f"Can I use my loyalty points to upgrade booking {b['id']} to a {tgt}?",
-                        f"I'd love a {tgt} at {h['name']} for {b['id']} - please upgrade me with my points.",
-                        f"Upgrade request: booking {b['id']}, {cur} -> {tgt}, paid with points please."])
-    golden = [_call('get_booking', booking_id=b['id']), _call('list_rooms', hotel_id=hotel),
-              _call('quote_change', booking_id=b['id'], room_id=rooms[tgt]['id'])]
+    query = rng.choice(
+        [
+            f'Can I use my loyalty points to upgrade booking {b["id"]} to a {tgt}?',
+            f"I'd love a {tgt} at {h['name']} for {b['id']} - please upgrade me with my points.",
+            f'Upgrade request: booking {b["id"]}, {cur} -> {tgt}, paid with points please.',
+        ]
+    )
+    golden = [
+        _call('get_booking', booking_id=b['id']),
+        _call('list_rooms', hotel_id=hotel),
+        _call('quote_change', booking_id=b['id'], room_id=rooms[tgt]['id']),
+    ]
     if enough:
         golden.append(_call('upgrade_with_points', booking_id=b['id'], room_id=rooms[tgt]['id']))
-        reply = (f"Done: booking {b['id']} is upgraded to a {tgt} room for {need:,} loyalty points; the price stays "
-                 f"{eur(b['total_cents'])} and you have {have - need:,} points left.")
+        reply = (
+            f'Done: booking {b["id"]} is upgraded to a {tgt} room for {need:,} loyalty points; the price stays '
+            f'{eur(b["total_cents"])} and you have {have - need:,} points left.'
+        )
         tags = ['upgrade', 'points', 'writes:1']
     else:
-        reply = (f"The upgrade to a {tgt} room needs {need:,} points and you have {have:,}, so I can't upgrade with "
-                 f"points. As you don't want to pay the difference, booking {b['id']} stays as it is.")
+        reply = (
+            f"The upgrade to a {tgt} room needs {need:,} points and you have {have:,}, so I can't upgrade with "
+            f"points. As you don't want to pay the difference, booking {b['id']} stays as it is."
+        )
         tags = ['upgrade', 'points', 'noop_ok', 'writes:0']
-    return _task(query, UserSpec(context=f"You are {trav['name']} with {have} loyalty points; you want booking "
-                                         f"{b['id']} upgraded to a {tgt} room with points, and do not want to pay any "
-                                         "difference yourself or charge the company.",
-                                 facts={'booking id': b['id'], 'room type wanted': tgt, 'email': trav['email']},
-                                 decisions={'upgrade with points': True, 'pay the difference by card': False}),
-                 d.init, golden, reply, tags)
+    return _task(
+        query,
+        UserSpec(
+            context=f'You are {trav["name"]} with {have} loyalty points; you want booking '
+            f'{b["id"]} upgraded to a {tgt} room with points, and do not want to pay any '
+            'difference yourself or charge the company.',
+            facts={'booking id': b['id'], 'room type wanted': tgt, 'email': trav['email']},
+            decisions={'upgrade with points': True, 'pay the difference by card': False},
+        ),
+        d.init,
+        golden,
+        reply,
+        tags,
+    )
+
 
 def _wrong_loyalty(task):
     a = _args(task, 'quote_change')
-    return [([_call('change_room', booking_id=a['booking_id'], room_id=a['room_id'])],
-             'room_id' if 'noop_ok' in task.tags else 'total_cents')]
+    return [
+        (
+            [_call('change_room', booking_id=a['booking_id'], room_id=a['room_id'])],
+            'room_id' if 'noop_ok' in task.tags else 'total_cents',
+        )
+    ]
 
-travel.families['loyalty_upgrade'] = Family('loyalty_upgrade', _make_loyalty, bench_only=True, policy_sensitive=True,
-                                            wrong_moves=_wrong_loyalty,
-    description='an upgrade with loyalty points: upgrade_with_points if enough points, never a paid room change')
+
+travel.families['loyalty_upgrade'] = Family(
+    'loyalty_upgrade',
+    _make_loyalty,
+    bench_only=True,
+    policy_sensitive=True,
+    wrong_moves=_wrong_loyalty,
+    description='an upgrade with loyalty points: upgrade_with_points if enough points, never a paid room change',
+)
 
 # %% ../../nbs/domains/01_travel.ipynb #c065
 def _make_approved(rng, i):
     d = _Draft(rng)
     trav = d.traveller()
-    hotel = rng.choice(list(HOTEL)); rooms = _rooms(hotel)
+    hotel = rng.choice(list(HOTEL))
+    rooms = _rooms(hotel)
     cur = rng.choice(['superior', 'deluxe', 'suite'])
     tgt = rng.choice([k for k in KINDS if KINDS.index(k) < KINDS.index(cur)])
-    ci = TODAY + timedelta(days=rng.randint(2, 60)); co = ci + timedelta(days=rng.randint(1, 5))
+    ci = TODAY + timedelta(days=rng.randint(2, 60))
+    co = ci + timedelta(days=rng.randint(1, 5))
     b, p = d.booking(trav, rooms[cur]['id'], ci, co)
     status = rng.choices(['approved', 'pending', 'rejected'], [0.6, 0.25, 0.15])[0]
-    d.add('approval_request', dict(id=rng.randint(100, 999), booking_id=b['id'], kind='room_downgrade',
-                                   room_id=rooms[tgt]['id'], check_in=b['check_in'], check_out=b['check_out'],
-                                   status=status,
-                                   created_at=(CLOCK - timedelta(days=rng.randint(1, 6))).isoformat()))
-    query = rng.choice([f"My manager approved my downgrade to a {tgt} room for booking {b['id']}. Please apply it now.",
-                        f"Good news - the {tgt} room for {b['id']} got approved. Can you switch me and refund the "
-                        "difference?",
-                        f"Hi, {trav['name']}. My boss signed off the room change on {b['id']} ({cur} -> {tgt}), go "
-                        "ahead please."])
+    d.add(
+        'approval_request',
+        dict(
+            id=rng.randint(100, 999),
+            booking_id=b['id'],
+            kind='room_downgrade',
+            room_id=rooms[tgt]['id'],
+            check_in=b['check_in'],
+            check_out=b['check_out'],
+            status=status,
+            created_at=(CLOCK - timedelta(days=rng.randint(1, 6))).isoformat(),
+        ),
+    )
+    query = rng.choice(
+        [
+            f'My manager approved my downgrade to a {tgt} room for booking {b["id"]}. Please apply it now.',
+            f'Good news - the {tgt} room for {b["id"]} got approved. Can you switch me and refund the difference?',
+            f'Hi, {trav["name"]}. My boss signed off the room change on {b["id"]} ({cur} -> {tgt}), go ahead please.',
+        ]
+    )
     golden = [_call('get_booking', booking_id=b['id'])]
     if status == 'approved':
-        golden += [_call('quote_change', booking_id=b['id'], room_id=rooms[tgt]['id']),
-                   _call('change_room', booking_id=b['id'], room_id=rooms[tgt]['id'])]
+        golden += [
+            _call('quote_change', booking_id=b['id'], room_id=rooms[tgt]['id']),
+            _call('change_room', booking_id=b['id'], room_id=rooms[tgt]['id']),
+        ]
         saved = b['total_cents'] - sum(d.nightly(rooms[tgt]['id'], ci, co))
-        reply = (f"Your manager's approval is on file, so booking {b['id']} is now a {tgt} room and the difference of "
-                 f"{eur(saved)} is refunded to your {p['card']}.")
+        reply = (
+            f"Your manager's approval is on file, so booking {b['id']} is now a {tgt} room and the difference of "
+            f'{eur(saved)} is refunded to your {p["card"]}.'
+        )
         tags = ['downgrade', 'approval', 'writes:1']
     else:
-        reply = (f"The approval request for the {tgt} room on booking {b['id']} is {status}" +
-                 (", not approved yet" if status == 'pending' else "") +
-                 f", so I can't change the room; the booking stays in the {cur} room.")
+        reply = (
+            f'The approval request for the {tgt} room on booking {b["id"]} is {status}'
+            + (', not approved yet' if status == 'pending' else '')
+            + f", so I can't change the room; the booking stays in the {cur} room."
+        )
         tags = ['downgrade', 'approval', 'noop_ok', 'writes:0']
-    return _task(query, UserSpec(context=f"You are {trav['name']}; you believe your manager approved moving booking "
-                                         f"{b['id']} to a {tgt} room.",
-                                 facts={'booking id': b['id'], 'room type wanted': tgt, 'email': trav['email']},
-                                 decisions={'apply the downgrade': True}),
-                 d.init, golden, reply, tags)
+    return _task(
+        query,
+        UserSpec(
+            context=f'You are {trav["name"]}; you believe your manager approved moving booking '
+            f'{b["id"]} to a {tgt} room.',
+            facts={'booking id': b['id'], 'room type wanted': tgt, 'email': trav['email']},
+            decisions={'apply the downgrade': True},
+        ),
+        d.init,
+        golden,
+        reply,
+        tags,
+    )
+
 
 def _wrong_approved(task):
     a = task.init['approval_request'][0]
     if 'noop_ok' in task.tags:
         return [([_call('change_room', booking_id=a['booking_id'], room_id=a['room_id'])], 'room_id')]
-    return [([_call('request_approval', booking_id=a['booking_id'], kind='room_downgrade', room_id=a['room_id'])],
-             'approval_request')]
+    return [
+        (
+            [_call('request_approval', booking_id=a['booking_id'], kind='room_downgrade', room_id=a['room_id'])],
+            'approval_request',
+        )
+    ]
 
-travel.families['approved_downgrade'] = Family('approved_downgrade', _make_approved, bench_only=True,
-                                               policy_sensitive=True, wrong_moves=_wrong_approved,
-    description='apply an approved downgrade; change nothing when the request is pending or rejected')
+
+travel.families['approved_downgrade'] = Family(
+    'approved_downgrade',
+    _make_approved,
+    bench_only=True,
+    policy_sensitive=True,
+    wrong_moves=_wrong_approved,
+    description='apply an approved downgrade; change nothing when the request is pending or rejected',
+)
