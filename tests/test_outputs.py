@@ -51,6 +51,17 @@ def test_fresh_outputs_pass_and_images_compare_by_kind():
     assert nb_outputs.comparable(committed) == nb_outputs.comparable(fresh) == ['[image/png]']
 
 
+def test_library_log_records_are_neither_kept_nor_compared(tmp_path):
+    "A timestamped log record (DeepSpeed's accelerator line, gpu extra installed) does not make an output stale."
+    log = '[2026-12-02 06:26:30,865] [WARNING] [real_accelerator.py:213:get_accelerator] Setting accelerator to CPU.\n'
+    p = _nb(tmp_path / 'demo.ipynb', [('#| keep_output\nprint(' + repr(log.strip()) + '); print(3)', '3\n')])
+    assert nb_outputs.stale(p) == []
+    fresh = [{'output_type': 'stream', 'name': 'stdout', 'text': log + '3\n'}]
+    assert nb_outputs.comparable(fresh) == ['[stdout]', '3'] and nb_outputs._plain(fresh[0])['text'] == '3\n'
+    p = _nb(tmp_path / 'other.ipynb', [('#| keep_output\nprint(4)', '3\n')])
+    assert len(nb_outputs.stale(p)) == 1  # a real difference still fails
+
+
 def test_lint_flags_untagged_outputs_and_empty_tagged_cells(tmp_path):
     p = _nb(
         tmp_path / 'lint.ipynb', [('print(1)', '1\n'), ('#| keep_output\nprint(2)', None), ('#| keep_output\n1', '1')]
