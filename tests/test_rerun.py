@@ -32,7 +32,7 @@ def _rerun_of_committed_run(dst: Path) -> Path:
 def _pointed_at(nb_path: Path, run: Path, out: Path) -> Path:
     "A copy of the results notebook at `out` that reads `run` instead of the committed run."
     nb = json.loads(nb_path.read_text())
-    line = "run = project_dir()/'data'/'runs'/'tiny-cpu'"
+    line = "run = project_dir() / 'data' / 'runs' / 'tiny-cpu'"
     cell = next(c for c in nb['cells'] if line in ''.join(c['source']))
     cell['source'] = ''.join(cell['source']).replace(line, f'from pathlib import Path\nrun = Path({str(run)!r})')
     out.write_text(json.dumps(nb))
