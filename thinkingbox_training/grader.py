@@ -203,7 +203,7 @@ class OpenAIJudge:
     ):  # tokens the judge may write, its reasoning included (default JUDGE_MAX_TOKENS)
         if max_tokens is not None and max_tokens < 1:
             raise ValueError(f'judge max_tokens must be >= 1, got {max_tokens}')
-        self.max_tokens = max_tokens or JUDGE_MAX_TOKENS
+        self.max_tokens, self.budget_given = max_tokens or JUDGE_MAX_TOKENS, max_tokens is not None
         timeout_s = float(os.environ.get('TBT_JUDGE_TIMEOUT_S', 60)) if timeout_s is None else timeout_s
         max_retries = int(os.environ.get('TBT_JUDGE_MAX_RETRIES', 3)) if max_retries is None else max_retries
         from openai import AsyncOpenAI
@@ -260,10 +260,13 @@ class OpenAIJudge:
         return JudgeAnswer(yes=answer == 'yes', explanation=text.rsplit('</think>', 1)[-1].strip()[:500], usage=usage)
 
     async def _ask_as(self, request: dict) -> JudgeAnswer:
-        "A task format's own request, answered by its own reading (`parse`: the content -> yes)."
-        r = await self.client.chat.completions.create(
-            model=self.model, messages=request['messages'], **request['params']
-        )
+        """A task format's own request, answered by its own reading (`parse`: the content -> yes); a budget given to
+        this judge (`--judge-max-tokens`) replaces the request's."""
+        params = dict(request['params'])
+        if self.budget_given:
+            params['max_completion_tokens'] = self.max_tokens
+            params.pop('max_tokens', None)
+        r = await self.client.chat.completions.create(model=self.model, messages=request['messages'], **params)
         if not getattr(r, 'choices', None):
             raise JudgeError(f'judge {self.model} answered no choices: {str(r)[:200]}')
         text = getattr(r.choices[0].message, 'content', None) or ''

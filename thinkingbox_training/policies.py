@@ -865,6 +865,8 @@ READ_TOOL = re.compile(r'^(get|find|list|quote|search|lookup|check)_')  # a tool
 class ScriptedPolicy:
     "The expert: golden calls one per turn, then the reference reply; flawed on a seeded share of attempts."
 
+    final_suffix = ''  # appended to the final reply (a task format's end marker, for a subclass that plays it)
+
     def __init__(
         self,
         flaw=0.0,  # share of attempts that go wrong: a rate in [0, 1], or a function task -> rate
@@ -916,7 +918,7 @@ class ScriptedPolicy:
         plan = self.plan(r.task, r.repetition)
         made = sum(len(m.get('tool_calls') or []) for m in r.messages if m['role'] == 'assistant')
         if made >= len(plan):
-            msg = {'role': 'assistant', 'content': r.task.reply or 'Done.'}
+            msg = {'role': 'assistant', 'content': (r.task.reply or 'Done.') + self.final_suffix}
         elif self.ask and (q := self._question(r, plan[made])):
             msg = {'role': 'assistant', 'content': q}
         else:

@@ -1153,6 +1153,8 @@ from .policies import ScriptedPolicy
 class GoldenWithFlaws(ScriptedPolicy):
     "A scripted policy for ThinkingBox tasks: repetition r plays `flaws[r % len(flaws)]` (rotated per task if asked)."
 
+    final_suffix = ' <DONE>'  # its final reply ends the episode, as their agent instructions ask
+
     def __init__(
         self, flaws=('golden', 'drop_last'), seed: int = 0, rotate: bool = False
     ):  # start each task at a seeded place in `flaws`: a repetition mixes flaws
