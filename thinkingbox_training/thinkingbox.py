@@ -485,7 +485,7 @@ def to_task(td: TaskDef, d: Path, releases: dict) -> Task:
         dom.checks[uid] = (td.file, fname)
         dom.check_functions[uid] = ns[fname]
         rubric += [RubricItem(question=q) for q in _judge_questions(td)]
-    dom.queries[uid] = cfg['query']  # as written (their agent is sent it unstripped)
+    dom.written[uid] = {k: cfg.get(k) for k in ('query', 'bot_instructions')}  # as written, for their protocol
     task = Task(
         uid=uid,
         domain=dom.name,
@@ -742,7 +742,8 @@ class ScenarioDomain:
         self.sources = [s for conf in ws.values() if isinstance(conf, dict) for s in conf.get('sources') or []]
         self.families, self.expert, self.unstable = {}, None, {}  # no generator or expert: the golden path decides
         self._templates, self._lock = {}, threading.Lock()
-        self.queries: dict = {}  # task uid -> its query as written
+        self.written: dict = {}  # task uid -> its query and bot_instructions as written (their protocol's)
+        self.bot_instructions = scenario.get('bot_instructions')  # as written (None when there are none)
         self.checks: dict = {}  # task uid -> (module file, function) for tasks graded by their own asserts
         self.check_functions: dict = {}  # task uid -> that function, of the module imported once when it loaded
         probe = self._system_set()
@@ -1452,9 +1453,14 @@ class ThinkingBoxProtocol(EpisodeProtocol):
 
     def opening(self, task: Task, dom, tools: list) -> tuple[list, list]:
         a = self.theirs['agent']
-        system = [a['system_instructions']] + ([dom.policy] if dom.policy else [])
+        written = dom.written.get(task.uid) or {}
+        if (written.get('query') or '').strip() != task.query:  # a task changed since it was read: as it is now
+            written = {'query': task.query}
+        # the scenario's instructions and the task's own, one after the other; a second system message when any
+        parts = [p for p in (dom.bot_instructions, written.get('bot_instructions')) if p is not None]
+        system = [a['system_instructions']] + (['\n'.join(parts)] if parts and '\n'.join(parts) else [])
         messages = [{'role': 'system', 'content': s} for s in system]
-        messages.append({'role': 'user', 'content': dom.queries.get(task.uid, task.query)})
+        messages.append({'role': 'user', 'content': written['query']})
         own = [
             _their_tool(t['name'], t.get('description') or '', t['input_schema']) for t in a.get('builtin_tools') or []
         ]
