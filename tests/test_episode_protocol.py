@@ -180,3 +180,64 @@ def test_a_missing_harness_checkout_is_one_line_naming_the_variable(tb, tmp_path
         their_protocol_files.cache_clear()
     msg = str(e.value)
     assert 'THINKINGBOX_HARNESS' in msg and str(tmp_path / 'nowhere') in msg and '\n' not in msg
+
+
+class HashJudge:
+    "A stand-in judge that passes about half of all replies, by a hash of the text: groups of sampled replies differ."
+
+    name = 'hash'
+
+    async def ask(self, item, final_message, transcript=None):
+        import hashlib
+        from thinkingbox_training.grader import JudgeAnswer
+
+        return JudgeAnswer(yes=hashlib.sha256((final_message or '').encode()).digest()[0] % 2 == 0)
+
+
+def test_a_grpo_step_on_a_thinkingbox_development_task_runs_their_protocol_token_exact(tb, tmp_path):
+    "The tiny model samples its own episodes of a banking task under their protocol; TRL trains on them token-exact."
+    import torch
+    from transformers import PrinterCallback
+    from grpo_fixtures import sampled_logprobs
+    from thinkingbox_training.grpo import TBTConfig, TBTTrainer, task_prompt
+    from thinkingbox_training.interpret import make_tokenizer
+    from thinkingbox_training.policies import tiny_qwen3
+    from thinkingbox_training.tasks import get_domain
+    from thinkingbox_training.thinkingbox import load_thinkingbox
+
+    theirs, _ = tb
+    task = next(t for t in load_thinkingbox('banking.py') if t.uid.endswith(':test_check_balance_1'))
+    messages, tools = protocol_for(task).opening(task, get_domain(task.domain), [])
+    tok = make_tokenizer([m['content'] for m in messages] + [json.dumps(t) for t in tools], vocab_size=1500)
+    kw = dict(
+        output_dir=str(tmp_path / 'out'),
+        groups_per_step=1,
+        group_size=4,
+        max_steps=1,
+        max_refill_rounds=3,
+        learning_rate=1e-3,
+        seed=0,
+        use_cpu=True,
+        bf16=False,
+        gradient_checkpointing=False,
+        report_to='none',
+        save_strategy='no',
+        disable_tqdm=True,
+        max_tokens_per_turn=8,
+        max_turns=2,
+    )
+    t = TBTTrainer(tiny_qwen3(tok), TBTConfig(**kw), [task], processing_class=tok, grader=Grader(judge=HashJudge()))
+    t.remove_callback(PrinterCallback)
+    torch.manual_seed(0)
+    t.model.eval()
+    out = t._generate_and_score_completions([{'prompt': task_prompt(task.uid)}] * 4)
+    prompt = tok.decode(out['prompt_ids'][0][out['prompt_mask'][0].bool()])
+    assert prompt.index(theirs['agent']['system_instructions'].strip()) < prompt.index('InjectionAttackInToolResponse')
+    rec, trl_lp, mask = sampled_logprobs(t, out)
+    assert mask.sum() > 8 and torch.allclose(rec[mask], trl_lp[mask], atol=1e-4), (rec[mask] - trl_lp[mask]).abs().max()
+    before = sum(float(p.detach().double().sum()) for p in t.model.parameters())
+    t.model.train()
+    t.train()
+    [step] = t.step_log
+    assert not step['skipped'] and step['selected'], step
+    assert sum(float(p.detach().double().sum()) for p in t.model.parameters()) != before
