@@ -460,8 +460,15 @@ class EpisodeRunner:
         try:
             # replays the golden calls (once per task): off the event loop
             await asyncio.to_thread(expected_state, ep.task)
+            # a protocol with a judge request of its own passes it (a grader that predates them is asked as it was)
+            p = ep.protocol
+            own = type(p).judge_request is not EpisodeProtocol.judge_request
             v = await self.grader.grade(
-                ep.task, db, ep.tr.final_message, visible_messages(ep.tr.messages), ep.protocol.judge_request
+                ep.task,
+                db,
+                ep.tr.final_message,
+                visible_messages(ep.tr.messages),
+                **({'judge_request': p.judge_request} if own else {}),
             )
         except Exception as e:
             ep.end('system_error', f'grading failed: {type(e).__name__}: {e}'[:2000])
