@@ -182,6 +182,21 @@ def test_a_missing_harness_checkout_is_one_line_naming_the_variable(tb, tmp_path
     assert 'THINKINGBOX_HARNESS' in msg and str(tmp_path / 'nowhere') in msg and '\n' not in msg
 
 
+def test_the_bench_command_refuses_a_missing_harness_checkout_before_anything_runs(tb, tmp_path, monkeypatch, capsys):
+    from thinkingbox_training.thinkingbox import their_protocol_files, thinkingbox_bench
+
+    monkeypatch.setenv('THINKINGBOX_HARNESS', str(tmp_path / 'nowhere'))
+    their_protocol_files.cache_clear()
+    try:
+        rc = thinkingbox_bench(release='banking.py', policy='scripted', k=1, out=str(tmp_path / 'c'), quiet=True)
+    finally:
+        monkeypatch.delenv('THINKINGBOX_HARNESS')
+        their_protocol_files.cache_clear()
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and 'THINKINGBOX_HARNESS' in err, err
+    assert not (tmp_path / 'c').exists()
+
+
 class HashJudge:
     "A stand-in judge that passes about half of all replies, by a hash of the text: groups of sampled replies differ."
 

@@ -1239,6 +1239,8 @@ def thinkingbox_bench(
         tasks = load_thinkingbox(release, data)
         src = source_file(release, data)  # the file the tasks came from, found as the loader found it
         files = [src] if src is not None else list(_find_modules(data_dir(data)).values())
+        PROTOCOLS[ScenarioDomain.kind].data = data_dir(data)  # their protocol is read beside this checkout ...
+        their_protocol_files(data_dir(data))  # ... a missing harness checkout is one line, before anything runs
     except (ThinkingBoxDataError, TaskFileError) as e:
         print(f'tbt thinkingbox-bench: {e}', file=sys.stderr)
         return 2
