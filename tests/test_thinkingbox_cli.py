@@ -58,7 +58,8 @@ def test_a_module_by_name_runs_from_any_folder(data, tmp_path, monkeypatch, caps
         rc = thinkingbox_bench(
             release='banking.py', policy='scripted', k=1, out='c', judge='openai:j', judge_max_tokens=64, quiet=True
         )
-        asked = [b['max_tokens'] for p, b in judge.requests]
+        # their judge request names its budget `max_completion_tokens`; the one given here replaces their 128
+        asked = [b['max_completion_tokens'] for p, b in judge.requests]
     assert rc == 0, capsys.readouterr().err
     meta = json.loads((tmp_path / 'c' / 'campaign.json').read_text())
     module = data / 'dataset/test_case/banking.py'

@@ -36,41 +36,18 @@ ROOT = Path(__file__).parent.parent
 
 # The differences between their harness and ours today: field -> reason. Shrink it as the protocol is brought over.
 CHAT_DIFFERENCES = {
-    'agent.system.count': "theirs sends two system messages, their agent instructions then the scenario's "
-    '`bot_instructions`; ours one',
-    'agent.system.text': 'theirs: their agent instructions (the `<DONE>` rule, reporting instructions found in tool '
-    "results, citations) apart from the scenario's text; ours: our own preamble before it",
-    'agent.first_user_message': "theirs keeps the query's trailing newline; ours strips it",
-    'agent.tools.only_theirs': 'their built-in end-turn tool `InjectionAttackInToolResponse` is not offered by ours',
-    'agent.tools.order': "theirs: the built-in tool first, then the server's order; ours: the scenario file's order",
-    'agent.tools.schema.additionalProperties': 'their proxy sets `additionalProperties: false` on every schema; ours '
-    "keeps the server's (`true` on some)",
-    'agent.tools.schema.required': 'ours adds `required: []` where the server declares none',
-    'agent.sampling.max_completion_tokens': 'theirs sends `max_completion_tokens` 4096 ...',
-    'agent.sampling.max_tokens': '... ours the same budget as `max_tokens`',
-    'agent.sampling.parallel_tool_calls': 'theirs sends `parallel_tool_calls: false` (their agent file); ours none',
-    'agent.sampling.seed': 'ours sends a seed per attempt; their agent none',
     'agent.tool_result.missing_argument': "theirs: the server's own validation error; ours: our parser refuses the "
     'call in our words',
     'agent.tool_result.unknown_tool': "theirs: `Error: function 'X' does not exist`; ours lists every tool",
-    'end.reason': "theirs ends on the agent's `<DONE>`; ours only on the user's `###STOP###`",
-    'end.user_requests': "ours asks the user once more after the agent's `<DONE>` (its stop ends the episode)",
-    'user.system': 'their user prompt vs ours (ours with empty facts and decisions for these tasks)',
-    'user.messages': 'theirs: one user message holding a text transcript, the user context, the last assistant '
-    'message and the task; ours: the conversation as chat turns with the roles flipped',
-    'user.messages.tool_call_text': "the text of the agent's tool calls reaches our user, not theirs",
-    'user.sampling.max_completion_tokens': 'theirs sends `max_completion_tokens` 4096 ...',
-    'user.sampling.max_tokens': '... ours `max_tokens` 200',
-    'judge.messages': 'theirs: a short system prompt, then the final reply only (HTML-escaped) and the question; ours: '
-    'one message with the whole visible conversation',
-    'judge.sampling.max_completion_tokens': 'theirs `max_completion_tokens` 128 ...',
-    'judge.sampling.max_tokens': '... ours `max_tokens` 2048',
-    'judge.sampling.seed': 'theirs seed 42; ours none',
 }
 # `endpoint:` sees exactly what `chat:` sees (checked), and samples on the completions API, token-exact
 ENDPOINT_DIFFERENCES = {
-    **{k: v for k, v in CHAT_DIFFERENCES.items() if k != 'agent.sampling.seed'},
-    'agent.sampling.seed': 'ours sends a 63-bit seed per attempt; their agent none',
+    **CHAT_DIFFERENCES,
+    'agent.sampling.max_completion_tokens': 'theirs sends `max_completion_tokens` 4096 (chat API) ...',
+    'agent.sampling.max_tokens': '... ours the same budget as `max_tokens`, the completions API has no other',
+    'agent.sampling.parallel_tool_calls': 'theirs sends `parallel_tool_calls: false`; the completions API has no '
+    'tool calls of its own (ours parses one call or more from the text)',
+    'agent.sampling.seed': 'ours sends a 63-bit seed per attempt (reproducible token-exact sampling); their agent none',
     'agent.sampling.top_p': 'ours sends `top_p` 1.0; theirs none',
     'agent.sampling.logprobs': "ours asks for the sampled tokens' logprobs (token-exact training); theirs does not",
     'agent.sampling.return_token_ids': 'ours asks vLLM for the token ids ...',

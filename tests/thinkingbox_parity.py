@@ -6,7 +6,8 @@ The server tells the three roles apart by the model name each harness is configu
 and a task by its first user message. The agent's script, the same for both harnesses: ask the user a question, call
 the task's first golden tool with one argument left out, call a tool that does not exist, make the golden calls one a
 turn, then a final message ending in `<DONE>`. The user answers the question, and once the agent's last message ends in
-`<DONE>` answers with our stop marker (their harness ends on `<DONE>` before asking it). The judge answers `Yes`."""
+`<DONE>` answers with our stop marker (unused now: both harnesses end on `<DONE>` before asking it). The judge answers
+`Yes`."""
 
 import json, os, shutil, socket, subprocess, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer

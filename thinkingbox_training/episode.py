@@ -16,7 +16,8 @@ from .users import UserEndpointError, make_user, visible_messages
 from .policies import GenRequest, SamplingConfig
 
 # %% auto #0
-__all__ = ['SYSTEM_PROMPT', 'Trajectory', 'Episode', 'AttemptRecord', 'EpisodeRunner', 'run_blocking', 'show_episode']
+__all__ = ['SYSTEM_PROMPT', 'OURS', 'PROTOCOLS', 'Trajectory', 'Episode', 'AttemptRecord', 'EpisodeProtocol', 'protocol_for',
+           'EpisodeRunner', 'run_blocking', 'show_episode']
 
 # %% ../nbs/07_episode.ipynb #c004
 SYSTEM_PROMPT = """You are a customer support agent of the {domain} backend. Follow the policy below exactly.
@@ -38,7 +39,8 @@ class Trajectory(BaseModel):
     logprobs: list = Field(default_factory=list)  # sampling logprob per completion token (None on observations)
     usage: dict[str, Usage] = Field(default_factory=lambda: {'agent': Usage(), 'user': Usage(), 'judge': Usage()})
     status: Literal['ok', 'truncated', 'system_error'] = 'ok'
-    # agent_done, user_stop, turn_limit, token_limit, wall_clock, system_error
+    # agent_done, user_stop, turn_limit, token_limit, wall_clock, system_error; and by a protocol's rules:
+    # end_turn_tool, max_user_turns, no_user
     termination: str = ''
     system_error: str | None = None
     turns: int = 0
@@ -133,6 +135,57 @@ class AttemptRecord(BaseModel):
             messages=[m for m in tr.messages if m.get('role') != 'system'],
         )
 
+# %% ../nbs/07_episode.ipynb #c006b
+class EpisodeProtocol:
+    """How an episode of one task format runs: the agent's opening messages and tools, the simulated user, the end
+    rules, the judge's request and the agent's chat parameters. This class is our own protocol."""
+
+    name = 'ours'
+    max_user_turns: int | None = None  # simulated-user replies after which the episode ends (None: no limit)
+    end_turn_tools: tuple = ()  # tools whose call ends the episode (they reach no backend)
+
+    def opening(self, task: Task, dom, tools: list) -> tuple[list, list]:
+        "The conversation's first messages and the tools the agent is shown (`tools`: the tool session's specs)."
+        system = SYSTEM_PROMPT.format(domain=dom.name, policy=dom.policy)
+        return [{'role': 'system', 'content': system}, {'role': 'user', 'content': task.query}], tools
+
+    def call_schemas(self, shown: list, session: list) -> list:
+        "The tool specs the agent's calls are parsed against (`shown`: what the agent sees; `session`: the session's)."
+        return shown
+
+    def make_user(self, spec: str, task: Task, **kw):
+        "The simulated user named by `spec` for `task`."
+        return make_user(spec, task, **kw)
+
+    def user_view(self, messages: list) -> list:
+        "What the simulated user is given of the conversation."
+        return visible_messages(messages)
+
+    def has_user(self, task: Task) -> bool:
+        "Whether a simulated user answers at all (else the agent's first spoken reply ends the episode)."
+        return True
+
+    def agent_done(self, message: dict) -> bool:
+        "Whether the agent's message (one that calls no tool) ends the episode."
+        return False
+
+    def chat(self, task: Task, sampling: SamplingConfig, max_tokens: int) -> dict | None:
+        "The request a chat-API agent sends (`GenRequest.chat`); None: the policy's own."
+        return None
+
+    def judge_request(self, item, final_message: str, transcript: list) -> dict | None:
+        "The judge's request for one rubric item (`messages`, `params`, `parse`); None: the judge's own."
+        return None
+
+
+OURS = EpisodeProtocol()
+PROTOCOLS: dict = {}  # a domain `kind` (a task format) -> its EpisodeProtocol; any other: OURS
+
+
+def protocol_for(task: Task) -> EpisodeProtocol:
+    "The protocol of `task`'s format: the one place it is chosen (by its domain's `kind`)."
+    return PROTOCOLS.get(getattr(get_domain(task.domain), 'kind', None), OURS)
+
 # %% ../nbs/07_episode.ipynb #c009
 class _Batcher:
     "Collects the next-turn requests of live episodes; one policy call per step, when all live episodes wait."
@@ -191,6 +244,11 @@ class _Live:
         self.t0 = time.perf_counter()
         self.waited = 0.0  # seconds spent waiting for other episodes' work (not counted by the wall clock)
         self.ts = self.user = None
+        self.protocol, self.user_turns, self.call_schemas = (
+            OURS,
+            0,
+            None,
+        )  # the task format's protocol; simulated-user replies so far
         self.ended = False
 
     def own_s(self) -> float:
@@ -278,6 +336,7 @@ class EpisodeRunner:
             max_tokens=mt,
             prompt_ids=ep.tt.ids if ep.tt else None,
             key=id(ep),
+            chat=ep.protocol.chat(ep.task, self.sampling, mt),
         )
 
     async def _act(self, ep: _Live, g) -> bool:
@@ -287,13 +346,19 @@ class EpisodeRunner:
         if ep.tt is not None:
             ids = g.token_ids if g.token_ids is not None else self.fmt.encode(g.text)
             ep.tt.add_sampled(ids, g.logprobs)
-        turn = parse_assistant(g.text, ep.tr.tools)
+        turn = parse_assistant(g.text, ep.call_schemas or ep.tr.tools)
         ep.tr.messages.append(turn.message)
         if g.finish == 'length':
             ep.end('token_limit')
             return False
         if not (turn.tool_calls or turn.errors):
+            if ep.protocol.agent_done(turn.message):
+                ep.end('agent_done')
+                return False
             return True
+        if any(c.name in ep.protocol.end_turn_tools for c in turn.tool_calls):
+            ep.end('end_turn_tool')
+            return False
         obs, t0 = [], time.perf_counter()
         for call in turn.tool_calls:
             r = await ep.ts.call(call.name, call.arguments)
@@ -314,9 +379,17 @@ class EpisodeRunner:
         return False
 
     async def _reply(self, ep: _Live):
+        p = ep.protocol
+        if not p.has_user(ep.task):
+            ep.end('no_user')
+            return
+        if p.max_user_turns is not None and ep.user_turns >= p.max_user_turns:
+            ep.end('max_user_turns')
+            return
+        ep.user_turns += 1
         t0 = time.perf_counter()
         try:
-            ut = await ep.user.reply(visible_messages(ep.tr.messages))
+            ut = await ep.user.reply(p.user_view(ep.tr.messages))
         except UserEndpointError as e:
             ep.end('system_error', str(e))
             return
@@ -335,17 +408,18 @@ class EpisodeRunner:
         ep = _Live(task, rep, self.sampling.attempt_seed(task.uid, rep))
         tr, v = ep.tr, None
         dom = get_domain(task.domain)
+        ep.protocol = p = protocol_for(task)
         try:
             t0 = time.perf_counter()
             with dom.provision(task) as db:
                 async with tool_session(db, timeout_s=self.tool_timeout_s, transport=self.tool_transport) as ts:
                     ep.ts = ts
-                    tr.tools = await ts.tool_specs()
-                    system = SYSTEM_PROMPT.format(domain=dom.name, policy=dom.policy)
-                    tr.messages = [{'role': 'system', 'content': system}, {'role': 'user', 'content': task.query}]
+                    session_tools = await ts.tool_specs()
+                    tr.messages, tr.tools = p.opening(task, dom, session_tools)
+                    ep.call_schemas = p.call_schemas(tr.tools, session_tools)
                     if self.fmt is not None:
                         ep.tt = TokenTrajectory.start(self.fmt, tr.messages, tr.tools)
-                    ep.user = make_user(self.user_spec, task, **self.user_kw)
+                    ep.user = p.make_user(self.user_spec, task, **self.user_kw)
                     self.stats['setup_s'] += time.perf_counter() - t0
                     while self._budget(ep):
                         try:
@@ -386,7 +460,16 @@ class EpisodeRunner:
         try:
             # replays the golden calls (once per task): off the event loop
             await asyncio.to_thread(expected_state, ep.task)
-            v = await self.grader.grade(ep.task, db, ep.tr.final_message, visible_messages(ep.tr.messages))
+            # a protocol with a judge request of its own passes it (a grader that predates them is asked as it was)
+            p = ep.protocol
+            own = type(p).judge_request is not EpisodeProtocol.judge_request
+            v = await self.grader.grade(
+                ep.task,
+                db,
+                ep.tr.final_message,
+                visible_messages(ep.tr.messages),
+                **({'judge_request': p.judge_request} if own else {}),
+            )
         except Exception as e:
             ep.end('system_error', f'grading failed: {type(e).__name__}: {e}'[:2000])
             return None

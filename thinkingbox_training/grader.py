@@ -203,7 +203,7 @@ class OpenAIJudge:
     ):  # tokens the judge may write, its reasoning included (default JUDGE_MAX_TOKENS)
         if max_tokens is not None and max_tokens < 1:
             raise ValueError(f'judge max_tokens must be >= 1, got {max_tokens}')
-        self.max_tokens = max_tokens or JUDGE_MAX_TOKENS
+        self.max_tokens, self.budget_given = max_tokens or JUDGE_MAX_TOKENS, max_tokens is not None
         timeout_s = float(os.environ.get('TBT_JUDGE_TIMEOUT_S', 60)) if timeout_s is None else timeout_s
         max_retries = int(os.environ.get('TBT_JUDGE_MAX_RETRIES', 3)) if max_retries is None else max_retries
         from openai import AsyncOpenAI
@@ -219,7 +219,17 @@ class OpenAIJudge:
         )
         self.name = f'openai:{self.model}'
 
-    async def ask(self, item: RubricItem, final_message: str, transcript: list | None = None) -> JudgeAnswer:
+    takes_requests = True  # asks a task format's own judge request when the grader passes one
+
+    async def ask(
+        self,
+        item: RubricItem,
+        final_message: str,
+        transcript: list | None = None,
+        request: dict | None = None,  # a task format's own request: messages, params (sent as given), parse
+    ) -> JudgeAnswer:
+        if request is not None:
+            return await self._ask_as(request)
         visible = '\n'.join(
             f'{m["role"]}: {m.get("content") or ""}' for m in (transcript or []) if m['role'] in ('user', 'assistant')
         )
@@ -249,6 +259,26 @@ class OpenAIJudge:
             raise JudgeError(f'judge {self.model} answered {text.strip()[-200:]!r}, not yes/no')
         return JudgeAnswer(yes=answer == 'yes', explanation=text.rsplit('</think>', 1)[-1].strip()[:500], usage=usage)
 
+    async def _ask_as(self, request: dict) -> JudgeAnswer:
+        """A task format's own request, answered by its own reading (`parse`: the content -> yes); a budget given to
+        this judge (`--judge-max-tokens`) replaces the request's."""
+        params = dict(request['params'])
+        if self.budget_given:
+            params['max_completion_tokens'] = self.max_tokens
+            params.pop('max_tokens', None)
+        r = await self.client.chat.completions.create(model=self.model, messages=request['messages'], **params)
+        if not getattr(r, 'choices', None):
+            raise JudgeError(f'judge {self.model} answered no choices: {str(r)[:200]}')
+        text = getattr(r.choices[0].message, 'content', None) or ''
+        u = r.usage
+        usage = Usage(
+            model=self.model,
+            input=getattr(u, 'prompt_tokens', 0) or 0,
+            output=getattr(u, 'completion_tokens', 0) or 0,
+            calls=1,
+        )
+        return JudgeAnswer(yes=bool(request['parse'](text)), explanation=text.strip()[:500], usage=usage)
+
 # %% ../nbs/04_grader.ipynb #c011
 class Grader:
     "Turns an episode's final state (and final message) into a Verdict."
@@ -261,7 +291,12 @@ class Grader:
         self.judge = judge
 
     async def grade(
-        self, task: Task, db: EpisodeDB, final_message: str = '', transcript: list | None = None
+        self,
+        task: Task,
+        db: EpisodeDB,
+        final_message: str = '',
+        transcript: list | None = None,
+        judge_request=None,  # (item, final_message, transcript) -> the task format's judge request, or None
     ) -> Verdict:
         "The verdict on `db`'s state at the end of an episode of `task`."
         dom = get_domain(task.domain)
@@ -271,10 +306,15 @@ class Grader:
             if isinstance(db, EpisodeDB)
             else canonical_state(dom, db.snapshot(), dom.template(task).initial)
         )
-        return await self.grade_state(task, actual, final_message, transcript)
+        return await self.grade_state(task, actual, final_message, transcript, judge_request)
 
     async def grade_state(
-        self, task: Task, actual: dict, final_message: str = '', transcript: list | None = None
+        self,
+        task: Task,
+        actual: dict,
+        final_message: str = '',
+        transcript: list | None = None,
+        judge_request=None,  # as in `grade`
     ) -> Verdict:
         "The verdict on a canonical final state."
         d = diff_states(expected_state(task), actual)
@@ -282,7 +322,15 @@ class Grader:
         usage = Usage()
         if task.rubric:
             check_judge([task], self.judge)
-            answers = await asyncio.gather(*[self.judge.ask(it, final_message, transcript) for it in task.rubric])
+            # a judge that takes a task format's own request is given it (when the format has one)
+            own = judge_request if getattr(self.judge, 'takes_requests', False) else None
+            reqs = [own(it, final_message, transcript) if own else None for it in task.rubric]
+            answers = await asyncio.gather(
+                *[
+                    self.judge.ask(it, final_message, transcript, **({'request': q} if q is not None else {}))
+                    for it, q in zip(task.rubric, reqs)
+                ]
+            )
             for i, (it, a) in enumerate(zip(task.rubric, answers)):
                 usage.add(a.usage)
                 why = f'rubric: {it.question} -> no' + (f' ({a.explanation})' if a.explanation else '')

@@ -46,6 +46,9 @@ class GenRequest:
     max_tokens: int  # tokens this turn may sample
     prompt_ids: list | None = None  # the token trajectory so far (token level)
     key: Any = None  # names the episode across its turns (a policy may cache its KV under it)
+    # the task format's chat request (EpisodeProtocol.chat): {'params': API parameters sent as given (no others),
+    # 'reasoning': send the model's reasoning back}; None: the policy's own
+    chat: dict | None = None
 
 
 @dataclass
@@ -637,15 +640,15 @@ class ChatEndpointPolicy:
         self.policy_id = f'chat:{model}'
 
     async def _one(self, r: GenRequest) -> Generation:
-        msgs = chat_messages(r.messages, r.tools, reasoning=self.reasoning_back)
-        o = await self.client.chat.completions.create(
-            model=self.model,
-            messages=msgs,
-            tools=r.tools or None,
-            temperature=self.sampling.temperature,
-            max_tokens=r.max_tokens,
-            seed=r.seed % 2**31,
-        )
+        if r.chat is None:  # our protocol: our sampling parameters, a seed per turn
+            reasoning = self.reasoning_back
+            params = dict(temperature=self.sampling.temperature, max_tokens=r.max_tokens, seed=r.seed % 2**31)
+        else:  # the task format's own request
+            reasoning, params = self.reasoning_back or r.chat.get('reasoning', False), dict(r.chat['params'])
+            if not r.tools:
+                params.pop('parallel_tool_calls', None)  # OpenAI's API refuses it without tools
+        msgs = chat_messages(r.messages, r.tools, reasoning=reasoning)
+        o = await self.client.chat.completions.create(model=self.model, messages=msgs, tools=r.tools or None, **params)
         ch = o.choices[0].message
         # a call whose arguments are not JSON stays as written: the engine's parser makes it a failed call
         calls = [
@@ -862,6 +865,8 @@ READ_TOOL = re.compile(r'^(get|find|list|quote|search|lookup|check)_')  # a tool
 class ScriptedPolicy:
     "The expert: golden calls one per turn, then the reference reply; flawed on a seeded share of attempts."
 
+    final_suffix = ''  # appended to the final reply (a task format's end marker, for a subclass that plays it)
+
     def __init__(
         self,
         flaw=0.0,  # share of attempts that go wrong: a rate in [0, 1], or a function task -> rate
@@ -913,7 +918,7 @@ class ScriptedPolicy:
         plan = self.plan(r.task, r.repetition)
         made = sum(len(m.get('tool_calls') or []) for m in r.messages if m['role'] == 'assistant')
         if made >= len(plan):
-            msg = {'role': 'assistant', 'content': r.task.reply or 'Done.'}
+            msg = {'role': 'assistant', 'content': (r.task.reply or 'Done.') + self.final_suffix}
         elif self.ask and (q := self._question(r, plan[made])):
             msg = {'role': 'assistant', 'content': q}
         else:

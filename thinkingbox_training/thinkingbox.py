@@ -30,11 +30,12 @@ from .backend import ToolError
 
 # %% auto #0
 __all__ = ['ENV', 'DATA_HINT', 'DATA_UNSET', 'RELEASES', 'CLAUSE', 'TASK_IMPORT_TIMEOUT_S', 'CONFIG_VALUE', 'HASH_TABLE', 'FLAWS',
-           'ThinkingBoxDataError', 'data_dir', 'import_servers', 'TaskDef', 'read_task_module', 'read_test_list',
-           'release_uids', 'task_module', 'tb_limits', 'to_task', 'source_file', 'load_thinkingbox', 'Server',
-           'load_server', 'fresh_module', 'refused_arguments_text', 'result_text', 'ModuleBackend', 'ScenarioDomain',
-           'scenario_domain', 'KnowledgeBase', 'ScenarioEpisode', 'their_checks', 'flawed_calls', 'GoldenWithFlaws',
-           'their_verdict', 'make_tb_policy', 'thinkingbox_bench']
+           'HARNESS_ENV', 'THEIR_SOURCES', 'ThinkingBoxDataError', 'data_dir', 'import_servers', 'TaskDef',
+           'read_task_module', 'read_test_list', 'release_uids', 'task_module', 'tb_limits', 'to_task', 'source_file',
+           'load_thinkingbox', 'Server', 'load_server', 'fresh_module', 'refused_arguments_text', 'result_text',
+           'ModuleBackend', 'ScenarioDomain', 'scenario_domain', 'KnowledgeBase', 'ScenarioEpisode', 'their_checks',
+           'flawed_calls', 'GoldenWithFlaws', 'their_verdict', 'make_tb_policy', 'thinkingbox_bench', 'harness_dir',
+           'their_protocol_files', 'transcript_view', 'ThinkingBoxUser', 'ThinkingBoxProtocol']
 
 # %% ../nbs/13_thinkingbox.ipynb #c005
 ENV = 'THINKINGBOX_DATA'  # the variable their harness uses too
@@ -484,6 +485,7 @@ def to_task(td: TaskDef, d: Path, releases: dict) -> Task:
         dom.checks[uid] = (td.file, fname)
         dom.check_functions[uid] = ns[fname]
         rubric += [RubricItem(question=q) for q in _judge_questions(td)]
+    dom.written[uid] = {k: cfg.get(k) for k in ('query', 'bot_instructions')}  # as written, for their protocol
     task = Task(
         uid=uid,
         domain=dom.name,
@@ -740,6 +742,8 @@ class ScenarioDomain:
         self.sources = [s for conf in ws.values() if isinstance(conf, dict) for s in conf.get('sources') or []]
         self.families, self.expert, self.unstable = {}, None, {}  # no generator or expert: the golden path decides
         self._templates, self._lock = {}, threading.Lock()
+        self.written: dict = {}  # task uid -> its query and bot_instructions as written (their protocol's)
+        self.bot_instructions = scenario.get('bot_instructions')  # as written (None when there are none)
         self.checks: dict = {}  # task uid -> (module file, function) for tasks graded by their own asserts
         self.check_functions: dict = {}  # task uid -> that function, of the module imported once when it loaded
         probe = self._system_set()
@@ -1150,6 +1154,8 @@ from .policies import ScriptedPolicy
 class GoldenWithFlaws(ScriptedPolicy):
     "A scripted policy for ThinkingBox tasks: repetition r plays `flaws[r % len(flaws)]` (rotated per task if asked)."
 
+    final_suffix = ' <DONE>'  # its final reply ends the episode, as their agent instructions ask
+
     def __init__(
         self, flaws=('golden', 'drop_last'), seed: int = 0, rotate: bool = False
     ):  # start each task at a seeded place in `flaws`: a repetition mixes flaws
@@ -1233,6 +1239,8 @@ def thinkingbox_bench(
         tasks = load_thinkingbox(release, data)
         src = source_file(release, data)  # the file the tasks came from, found as the loader found it
         files = [src] if src is not None else list(_find_modules(data_dir(data)).values())
+        PROTOCOLS[ScenarioDomain.kind].data = data_dir(data)  # their protocol is read beside this checkout ...
+        their_protocol_files(data_dir(data))  # ... a missing harness checkout is one line, before anything runs
     except (ThinkingBoxDataError, TaskFileError) as e:
         print(f'tbt thinkingbox-bench: {e}', file=sys.stderr)
         return 2
@@ -1269,3 +1277,235 @@ def thinkingbox_bench(
         f'{r["system_errors_left"]} system error(s) left -> {out}'
     )
     return 1 if r['system_errors_left'] else 0
+
+# %% ../nbs/13_thinkingbox.ipynb #p001
+HARNESS_ENV = 'THINKINGBOX_HARNESS'
+
+
+def harness_dir(data=None) -> Path:
+    "Their harness's checkout (`microsoft/thinkingbox`): THINKINGBOX_HARNESS, else `thinkingbox/` beside the data."
+    return Path(os.environ.get(HARNESS_ENV) or data_dir(data).resolve().parent / 'thinkingbox')
+
+
+def _source_values(path: Path, names: set) -> dict:
+    """Literal values bound in a Python file, read from its syntax tree without importing it: module constants,
+    class field defaults, and a function's local literals (keyed `function.name`)."""
+    out = {}
+
+    def take(node, prefix=''):
+        for n in node.body:
+            if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
+                key, value = prefix + n.targets[0].id, n.value
+            elif isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.value is not None:
+                key, value = prefix + n.target.id, n.value
+            elif isinstance(n, (ast.FunctionDef, ast.ClassDef)):
+                take(n, n.name + '.')
+                continue
+            else:
+                continue
+            if key in names and key not in out:
+                try:
+                    out[key] = ast.literal_eval(value)
+                except ValueError:
+                    pass
+
+    take(ast.parse(path.read_text()))
+    return out
+
+
+# where each piece of their protocol is read: (checkout, file, names)
+THEIR_SOURCES = {
+    'user': ('harness', 'thinkingbox/common/user_simulated_answer.py', ('SYSTEM_PROMPT', 'USER_PROMPT')),
+    'user_escapes': ('harness', 'thinkingbox/common/user_simulated_answer.py', ('_sanitize_content.replacements',)),
+    'judge': ('harness', 'thinkingbox/common/judge.py', ('SYSTEM_TEXT_YESNO', 'USER_TEXT_YESNO')),
+    'limits': ('harness', 'thinkingbox/common/config_types.py', ('HydratedTestCase.max_user_sim_turns',)),
+}
+
+
+@lru_cache(maxsize=None)
+def their_protocol_files(data=None) -> dict:
+    """Their agent file, prompts, user-turn limit and sampling parameters, read from their checkouts; a
+    `ThinkingBoxDataError` naming the variable and the file when one is missing or holds no such value."""
+    d, h = data_dir(data), harness_dir(data)
+    if not (h / 'thinkingbox').is_dir():
+        raise ThinkingBoxDataError(
+            f'no ThinkingBox harness checkout at {h} (its prompts and rules run ThinkingBox-format episodes): '
+            f'set {HARNESS_ENV} to a clone of microsoft/thinkingbox'
+        )
+    out = {}
+    for part, (where, rel, names) in THEIR_SOURCES.items():
+        p = (h if where == 'harness' else d) / rel
+        got = _source_values(p, set(names)) if p.is_file() else {}
+        missing = [n for n in names if n not in got]
+        if missing:
+            raise ThinkingBoxDataError(f'{p}: no {", ".join(missing)} (set {HARNESS_ENV} to their harness checkout)')
+        out.update({n.split('.')[-1] if part != 'limits' else 'max_user_sim_turns': got[n] for n in names})
+    agent = d / 'dataset' / 'agent' / 'think.yaml'
+    if not agent.is_file():
+        raise ThinkingBoxDataError(f'no agent file {agent} in the ThinkingBox data checkout')
+    out['agent'] = yaml.load(agent.read_text(), Loader=_Loader)
+    cfg = h / 'config' / 'config_vllm.yaml'
+    if not cfg.is_file():
+        raise ThinkingBoxDataError(f'no {cfg} (their sampling parameters) in the harness checkout ({HARNESS_ENV})')
+    c = yaml.load(cfg.read_text(), Loader=_Loader)
+    out['sampling'] = {'agent': c['orchestrator']['agent_model'], 'user': c['user_model'], 'judge': c['judge_model']}
+    return out
+
+# %% ../nbs/13_thinkingbox.ipynb #p004
+from .episode import PROTOCOLS, EpisodeProtocol
+from .interpret import assistant_text, parse_assistant
+from .users import LLMUser, UserTurn
+
+
+def _their_tool(name: str, description: str, schema: dict) -> dict:
+    "A tool as their session sends it: the schema as the server declares it, closed to other arguments."
+    params = {k: v for k, v in deepcopy(schema).items() if k != 'title'}
+    for p in params.get('properties', {}).values():
+        p.pop('title', None)
+    return {
+        'type': 'function',
+        'function': {'name': name, 'description': description, 'parameters': {**params, 'additionalProperties': False}},
+    }
+
+
+def transcript_view(messages: list) -> list:
+    "The conversation as their user reads it: the user's messages and the agent's visible text, no calls or results."
+    out = []
+    for m in messages:
+        if m['role'] == 'user' and not m.get('tool_responses'):
+            out.append({'role': 'user', 'content': m.get('content') or ''})
+        elif m['role'] == 'assistant':
+            text = parse_assistant(assistant_text(m), None).content  # without the text of its tool calls
+            if text:
+                out.append({'role': 'assistant', 'content': text})
+    return out
+
+
+class ThinkingBoxUser(LLMUser):
+    "Their simulated user on an OpenAI-compatible endpoint: their prompt, a text transcript, their parameters."
+
+    def __init__(self, task: Task, theirs: dict, **kw):
+        kw.pop('temperature', None), kw.pop('max_tokens', None), kw.pop('seed', None)
+        super().__init__(task, **kw)
+        self.theirs, s = theirs, theirs['sampling']['user']
+        self.params = {'temperature': s['temperature'], 'max_completion_tokens': s['max_completion_tokens']}
+        if s.get('seed') is not None:
+            self.params['seed'] = s['seed']
+
+    def _escape(self, text: str) -> str:
+        for a, b in self.theirs['replacements'].items():
+            text = text.replace(a, b)
+        return text
+
+    def messages(self, visible: list) -> list:
+        "The request's two messages: their system prompt, and the transcript, user context and last agent message."
+        t = self.theirs
+        lines = [
+            f'{"Assistant" if m["role"] == "assistant" else "User"}: {self._escape(m["content"])}' for m in visible
+        ]
+        last = visible[-1]['content'] if visible and visible[-1]['role'] == 'assistant' else '(none)'
+        body = t['USER_PROMPT'].format(
+            transcript='\n\n'.join(lines),
+            user_context=self._escape(self.task.user.context or '(none)'),
+            last_assistant_message=self._escape(last),
+        )
+        return [{'role': 'system', 'content': t['SYSTEM_PROMPT']}, {'role': 'user', 'content': body}]
+
+    async def reply(self, visible: list) -> UserTurn:
+        text, usage = await self.complete(self.messages(visible), **self.params)
+        return UserTurn(text=_user_text(text), usage=usage)
+
+
+def _user_text(text: str) -> str:
+    "Their user's reply as they keep it: trimmed, without a leading role label or enclosing quotes; never empty."
+    text = text.strip()
+    m = re.match(r'(User|Assistant|System|USER|ASSISTANT|SYSTEM):', text)
+    if m:
+        text = text[m.end() :].lstrip()
+    if len(text) > 1 and text[0] == text[-1] and text[0] in '"\'':
+        text = text[1:-1].strip()
+    return text or "I don't know."
+
+
+def _yes_first_or_last(text: str) -> bool:
+    "Their reading of a judge's answer: yes when its first or last word (punctuation aside) is yes."
+    words = re.sub(r'[.,;:\n]', ' ', text or '').split()
+    return bool(words) and 'yes' in (words[0].lower(), words[-1].lower())
+
+# %% ../nbs/13_thinkingbox.ipynb #p005
+class ThinkingBoxProtocol(EpisodeProtocol):
+    "ThinkingBox's agent-user protocol, from their checkouts (`their_protocol_files`)."
+
+    name = 'thinkingbox'
+
+    def __init__(self, data=None):
+        self.data = data
+
+    @property
+    def theirs(self) -> dict:
+        return their_protocol_files(self.data)
+
+    @property
+    def max_user_turns(self) -> int:
+        return self.theirs['max_user_sim_turns']
+
+    @property
+    def end_turn_tools(self) -> tuple:
+        return tuple(t['name'] for t in self.theirs['agent'].get('builtin_tools') or [] if t.get('is_end_turn'))
+
+    def opening(self, task: Task, dom, tools: list) -> tuple[list, list]:
+        a = self.theirs['agent']
+        written = dom.written.get(task.uid) or {}
+        if (written.get('query') or '').strip() != task.query:  # a task changed since it was read: as it is now
+            written = {'query': task.query}
+        # the scenario's instructions and the task's own, one after the other; a second system message when any
+        parts = [p for p in (dom.bot_instructions, written.get('bot_instructions')) if p is not None]
+        system = [a['system_instructions']] + (['\n'.join(parts)] if parts and '\n'.join(parts) else [])
+        messages = [{'role': 'system', 'content': s} for s in system]
+        messages.append({'role': 'user', 'content': written['query']})
+        own = [
+            _their_tool(t['name'], t.get('description') or '', t['input_schema']) for t in a.get('builtin_tools') or []
+        ]
+        if '_served_order' not in dom.__dict__:  # the servers' own order: each server's tools as it registers them
+            dom._served_order = [n for s in dom._system_set().values() for n in s._tool_map if n in dom.specs]
+        order = dom._served_order
+        served = [_their_tool(n, dom.specs[n]['description'] or '', dom.specs[n]['input_schema']) for n in order]
+        return messages, own + served
+
+    def call_schemas(self, shown: list, session: list) -> list:
+        "Calls are parsed against the servers' own schemas (their servers, not the closed schemas, judge arguments)."
+        names = {t['function']['name'] for t in session}
+        return [t for t in shown if t['function']['name'] not in names] + session
+
+    def make_user(self, spec: str, task: Task, **kw):
+        if spec and spec.startswith('openai:'):
+            return ThinkingBoxUser(task, self.theirs, model=spec.split(':', 1)[1], **kw)
+        return super().make_user(spec, task, **kw)
+
+    def user_view(self, messages: list) -> list:
+        return transcript_view(messages)
+
+    def has_user(self, task: Task) -> bool:
+        return bool(task.user.context)
+
+    def agent_done(self, message: dict) -> bool:
+        return (message.get('content') or '').strip().endswith('<DONE>')
+
+    def chat(self, task: Task, sampling, max_tokens: int) -> dict:
+        "Their agent's request: temperature, `max_completion_tokens` (the recipe's), `parallel_tool_calls`, no seed."
+        params = {'temperature': sampling.temperature, 'max_completion_tokens': max_tokens}
+        params['parallel_tool_calls'] = bool(self.theirs['agent'].get('parallel_tool_calls', False))
+        return {'params': params, 'reasoning': True}
+
+    def judge_request(self, item, final_message: str, transcript: list) -> dict:
+        t, s = self.theirs, self.theirs['sampling']['judge']
+        escaped = (final_message or '').replace('<', '&lt;').replace('>', '&gt;')
+        messages = [
+            {'role': 'system', 'content': t['SYSTEM_TEXT_YESNO']},
+            {'role': 'user', 'content': t['USER_TEXT_YESNO'].format(message=escaped, question=item.question)},
+        ]
+        params = {k: s[k] for k in ('temperature', 'seed', 'max_completion_tokens') if s.get(k) is not None}
+        return {'messages': messages, 'params': params, 'parse': _yes_first_or_last}
+
+
+PROTOCOLS[ScenarioDomain.kind] = ThinkingBoxProtocol()

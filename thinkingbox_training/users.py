@@ -146,28 +146,28 @@ class LLMUser:
             {'role': 'assistant' if m['role'] == 'user' else 'user', 'content': m['content']} for m in visible
         ]
         last = next((m['content'] for m in reversed(visible) if m['role'] == 'assistant'), '')
+        params = dict(temperature=self.temperature, seed=self.seed, max_tokens=self.max_tokens)
+        text, usage = await self.complete(msgs, **params)
+        turn = guard_stop(text, STOP in text, last)
+        turn.usage = usage
+        return turn
+
+    async def complete(self, msgs: list, **params) -> tuple:
+        "(content, usage) of one request with `params` sent as given, with retries; `UserEndpointError` at the end."
         err = None
         for attempt in range(self.retries + 1):
             try:
-                r = await self.client.chat.completions.create(
-                    model=self.model,
-                    messages=msgs,
-                    temperature=self.temperature,
-                    seed=self.seed,
-                    max_tokens=self.max_tokens,
-                )
+                r = await self.client.chat.completions.create(model=self.model, messages=msgs, **params)
                 if not getattr(r, 'choices', None) or getattr(r.choices[0].message, 'content', None) is None:
                     raise ValueError(f'the endpoint answered no message content: {str(r)[:200]}')  # an endpoint fault
-                text = r.choices[0].message.content
                 u = r.usage
-                turn = guard_stop(text, STOP in text, last)
-                turn.usage = Usage(
+                usage = Usage(
                     model=self.model,
                     input=getattr(u, 'prompt_tokens', 0) or 0,
                     output=getattr(u, 'completion_tokens', 0) or 0,
                     calls=1,
                 )
-                return turn
+                return r.choices[0].message.content, usage
             except Exception as e:
                 err = e
                 if attempt < self.retries:
