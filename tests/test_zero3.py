@@ -73,8 +73,10 @@ def test_two_zero3_processes_sync_gathered_weights_each_step_and_train_as_one_pr
         p = launch_two(tmp_path / 'two', two.srv.url)
         assert p.returncode == 0, p.stdout[-3000:]
     with one.srv:  # the reference: one plain process, in this one
-        ref = run(str(tmp_path / 'one'), one.srv.url, free_port())
-    a, b = [json.loads((tmp_path / 'two' / f'rank{i}.json').read_text()) for i in (0, 1)]
+        run(str(tmp_path / 'one'), one.srv.url, free_port())
+    a, b, ref = [
+        json.loads((tmp_path / d / f'rank{i}.json').read_text()) for d, i in (('two', 0), ('two', 1), ('one', 0))
+    ]
     assert [(r['rank'], r['world'], r['distributed_type'], r['zero_stage']) for r in (a, b)] == [
         (0, 2, 'DEEPSPEED', 3),
         (1, 2, 'DEEPSPEED', 3),
@@ -96,8 +98,8 @@ def test_two_zero3_processes_sync_gathered_weights_each_step_and_train_as_one_pr
     moved = max((two.loaded[1][k] - two.loaded[0][k]).abs().max().item() for k in two.loaded[0])
     gap = [max((x[k] - y[k]).abs().max().item() for k in x) for x, y in zip(two.loaded, one.loaded, strict=True)]
     assert gap[0] == 0.0 and gap[1] < 1e-4 and moved > 5e-3, (gap, moved)
-    assert a['losses'] == pytest.approx(ref['losses'], abs=1e-6)
-    assert a['grad_norms'] == pytest.approx(ref['grad_norms'], rel=1e-3)
+    assert a['losses'] == pytest.approx(ref['losses'], abs=1e-6)  # DAPO's loss of a fresh batch: about 2e-8
+    assert a['grad_norms'] == pytest.approx(ref['grad_norms'], rel=1e-5)  # 2.3e-6 measured
 
 
 def test_use_cpu_false_under_a_deepspeed_launch_without_gpus_is_refused(tmp_path, monkeypatch):
