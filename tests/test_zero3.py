@@ -6,6 +6,7 @@ process's."""
 import glob, json, os, signal, socket, subprocess, sys
 from pathlib import Path
 import pytest
+from safetensors.torch import load_file
 from thinkingbox_training.policies import HFPolicy, tiny_qwen3
 from thinkingbox_training.vllm_server import VLLMStandIn
 from conftest import skip_unless_ci
@@ -100,6 +101,10 @@ def test_two_zero3_processes_sync_gathered_weights_each_step_and_train_as_one_pr
     assert gap[0] == 0.0 and gap[1] < 1e-4 and moved > 5e-3, (gap, moved)
     assert a['losses'] == pytest.approx(ref['losses'], abs=1e-6)  # DAPO's loss of a fresh batch: about 2e-8
     assert a['grad_norms'] == pytest.approx(ref['grad_norms'], rel=1e-5)  # 2.3e-6 measured
+    # the trained model is saved as a plain directory (gathered from the shards), one process's within 1e-4 (2.8e-5)
+    final = [load_file(tmp_path / d / 'model' / 'model.safetensors') for d in ('two', 'one')]
+    assert final[0].keys() == final[1].keys()
+    assert max((final[0][k] - final[1][k]).abs().max().item() for k in final[0]) < 1e-4
 
 
 def test_use_cpu_false_under_a_deepspeed_launch_without_gpus_is_refused(tmp_path, monkeypatch):

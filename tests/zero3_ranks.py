@@ -51,6 +51,7 @@ def run(out: str, url: str, group_port: int) -> dict:
         )
         trainer.remove_callback(PrinterCallback)
         trainer.train()
+    trainer.save_model(os.path.join(out, 'model'))  # ZeRO-3: gathered from the shards (every process takes part)
     acc, params = trainer.accelerator, list(trainer.model.parameters())
     logs = [h for h in trainer.state.log_history if 'loss' in h]
     seen = {
