@@ -340,6 +340,15 @@ class TBTConfig(GRPOConfig):
         if self.num_iterations != 1:
             raise ValueError('num_iterations must be 1: one step is one optimizer update on fresh episodes')
         check_sampler(self)
+        if (
+            os.environ.get('ACCELERATE_USE_DEEPSPEED', '').lower() == 'true'
+            and env_world > 1
+            and not (self.use_cpu or self.ddp_backend or torch.accelerator.is_available())
+        ):  # accelerate would start DeepSpeed's ranks but count one process (benchmarks/zero3_cpu_repro.py)
+            raise ValueError(
+                f'use_cpu: false under a DeepSpeed launch of {env_world} processes on a machine without GPUs: '
+                "accelerate would count one process and DeepSpeed's batch-size check fail; set use_cpu: true"
+            )
         if self.advantage not in ('grpo', 'passk'):
             raise ValueError(f"advantage={self.advantage!r} is not one of 'grpo', 'passk'")
         for name in ('passk_k', 'passk_k_end') if self.advantage == 'passk' else ():
