@@ -4,7 +4,7 @@
 
 # %% ../nbs/01_tasks.ipynb #c002
 from __future__ import annotations
-import codecs, importlib, importlib.metadata, json
+import codecs, importlib, importlib.metadata, importlib.util, json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal
@@ -100,7 +100,8 @@ def entry_points(group: str) -> dict:
 
 def _bundled() -> list[str]:
     "The domains that ship with the package: the modules of `thinkingbox_training.domains` (read from disk)."
-    return sorted(p.stem for p in (Path(__file__).parent / 'domains').glob('*.py') if not p.stem.startswith('_'))
+    where = importlib.util.find_spec('thinkingbox_training.domains').submodule_search_locations  # nothing imported
+    return sorted(p.stem for d in where for p in Path(d).glob('*.py') if not p.stem.startswith('_'))
 
 
 def available_domains() -> list[str]:
