@@ -57,7 +57,7 @@ def test_a_scenario_domain_implements_the_interface_as_a_class():
     for cls in (Domain, ScenarioDomain):
         missing = [m for m in METHODS if not inspect.isfunction(getattr(cls, m, None))]
         assert not missing, (cls.__name__, missing)
-    assert ScenarioDomain.argument_validation == 'lax'
+    assert ScenarioDomain.argument_validation == 'server' and Domain.argument_validation == 'strict'
 
 
 def test_a_scenario_domain_implements_the_interface():
@@ -82,6 +82,94 @@ def test_no_caller_asks_which_kind_a_domain_is():
             if any(f'{f}(dom, ' in line or f"{f}(self, 'canonical'" in line for f in ('hasattr', 'getattr')):
                 probes.append(f'{p.name}:{n}: {line.strip()}')
     assert not probes, probes
+
+
+# ---------------------------------------------------------------- argument validation belongs to the task format
+
+ORDER = {  # a valid order of their hardware procurement server (neobank scenario)
+    'device_type': 'laptop_standard',
+    'device_model': 'X1',
+    'quantity': 1,
+    'expected_delivery_date': '2026-12-01',
+    'ship_to_location': 'HQ',
+    'requester_email': 'a@b.c',
+}
+
+
+def _scenario_calls(calls):
+    "The agent's calls as an episode makes them: parsed against what the session says, then called through it."
+    from thinkingbox_training.interpret import parse_assistant
+    from thinkingbox_training.thinkingbox import scenario_domain, ThinkingBoxDataError
+    from thinkingbox_training.tools import tool_session
+
+    try:
+        dom = scenario_domain('sandbox_neobank_support_v1')
+    except ThinkingBoxDataError as e:
+        skip_unless_ci(str(e))
+
+    async def go():
+        with dom.provision(None) as db:
+            async with tool_session(db) as ts:
+                schemas, out = ts.parse_schemas(await ts.tool_specs()), []
+                for name, args in calls:
+                    text = f'<tool_call>\n{json.dumps({"name": name, "arguments": args})}\n</tool_call>'
+                    turn = parse_assistant(text, schemas)
+                    assert not turn.errors, turn.errors  # nothing of ours refuses it: it reaches their server
+                    out.append((await ts.call(turn.tool_calls[0].name, turn.tool_calls[0].arguments)).text)
+                return schemas, out
+
+    import asyncio
+
+    return asyncio.run(go())
+
+
+def test_thinkingbox_calls_are_checked_by_their_servers_in_pydantic_lax_mode():
+    "`true` for an integer is taken; a number for a string, an extra or a missing argument is refused, in their words."
+    create = 'hardware_procurement_api_create_order'
+    schemas, texts = _scenario_calls(
+        [
+            (create, {**ORDER, 'quantity': True}),
+            (create, {**ORDER, 'device_model': 5}),
+            (create, {**ORDER, 'extra': 1}),
+            (create, {k: v for k, v in ORDER.items() if k != 'quantity'}),
+        ]
+    )
+    assert schemas is None  # our parser checks nothing of these calls
+    took, *refused = [json.loads(t) for t in texts]
+    assert 'Input validation failed' not in took.get('error', ''), took  # past validation (to their business rules)
+    for answer, field in zip(refused, ('device_model', 'extra', 'quantity')):
+        assert set(answer) == {'error', 'tool'} and answer['tool'] == create  # their servers' shape
+        assert 'Input validation failed' in answer['error'] and f'{field}:' in answer['error'], answer
+        assert answer['error'].count(':') == 3, answer  # that field alone: `Tool ... failed: ... failed: field: why`
+
+
+def test_a_call_of_no_tool_is_answered_as_their_harness_answers_it(tmp_path):
+    from thinkingbox_training.thinkingbox import HARNESS_SESSION, ThinkingBoxDataError, _harness, unknown_tool_format
+
+    _, [text] = _scenario_calls([('no_such_tool', {})])
+    fmt = unknown_tool_format(_harness())
+    assert text == fmt.format(name='no_such_tool') and 'no_such_tool' in text
+    source = (_harness() / HARNESS_SESSION).read_text()
+    assert all(part in source for part in fmt.split('{name}'))  # their text, read from their agent session
+    with pytest.raises(ThinkingBoxDataError, match='set THINKINGBOX_HARNESS'):
+        unknown_tool_format(tmp_path)
+
+
+def test_our_domains_keep_our_parser_and_the_transports_text():
+    from thinkingbox_training.tools import tool_session
+
+    dom = get_domain('demo')
+
+    async def go():
+        with dom.provision() as db:
+            async with tool_session(db) as ts:
+                specs = await ts.tool_specs()
+                return ts.parse_schemas(specs) == specs, (await ts.call('nope', {})).text
+
+    import asyncio
+
+    checked, text = asyncio.run(go())
+    assert checked and dom.unknown_tool('nope') is None and text == 'Unknown tool: nope'
 
 
 # ---------------------------------------------------------------- entry points

@@ -50,15 +50,11 @@ CHAT_DIFFERENCES = {
     'agent.sampling.max_tokens': '... ours the same budget as `max_tokens`',
     'agent.sampling.parallel_tool_calls': 'theirs sends `parallel_tool_calls: false` (their agent file); ours none',
     'agent.sampling.seed': 'ours sends a seed per attempt; their agent none',
-    'agent.tool_result.missing_argument': "theirs: the server's own validation error; ours: our parser refuses the "
-    'call in our words',
-    'agent.tool_result.unknown_tool': "theirs: `Error: function 'X' does not exist`; ours lists every tool",
     'end.reason': "theirs ends on the agent's `<DONE>`; ours only on the user's `###STOP###`",
     'end.user_requests': "ours asks the user once more after the agent's `<DONE>` (its stop ends the episode)",
     'user.system': 'their user prompt vs ours (ours with empty facts and decisions for these tasks)',
     'user.messages': 'theirs: one user message holding a text transcript, the user context, the last assistant '
     'message and the task; ours: the conversation as chat turns with the roles flipped',
-    'user.messages.tool_call_text': "the text of the agent's tool calls reaches our user, not theirs",
     'user.sampling.max_completion_tokens': 'theirs sends `max_completion_tokens` 4096 ...',
     'user.sampling.max_tokens': '... ours `max_tokens` 200',
     'judge.messages': 'theirs: a short system prompt, then the final reply only (HTML-escaped) and the question; ours: '

@@ -191,7 +191,7 @@ class DomainInterface(Protocol):
 
     name: str  # the registry name tasks refer to
     policy: str  # the policy text the agent is given
-    argument_validation: str  # 'strict' or 'lax': how its tools take the agent's arguments
+    argument_validation: str  # 'strict', 'lax' or 'server': who checks the agent's calls, and how
     families: dict  # task families (generators) by name; empty where the golden path decides
     expert: Callable | None  # the scripted expert policy, if any
     cross_customer_moves: Callable | None  # (task) -> [(calls on another customer's records, phrase)], if any
@@ -210,6 +210,9 @@ class DomainInterface(Protocol):
 
     def mcp_tools(self) -> dict:
         "name -> MCP `Tool`, in the order the agent sees them, validating as `argument_validation` says."
+
+    def unknown_tool(self, name: str) -> str | None:
+        "What the agent reads after calling a tool the domain does not have; None: what the MCP transport answers."
 
     def template(self, task=None):
         "What a task's episodes start from; its `initial` is the raw initial state `canonical` is relative to."
@@ -288,13 +291,14 @@ def _stub(fn) -> typing.Callable:
     return stub
 
 
-ARGUMENT_VALIDATION = ('strict', 'lax')
+ARGUMENT_VALIDATION = ('strict', 'lax', 'server')
 
 
 def argument_validation(dom) -> str:
-    """How a domain's tools take the agent's arguments: its `argument_validation`.
-    'strict': every value as written must already be of its declared JSON type, no argument the tool does not declare;
-    'lax': pydantic's lax mode, as the MCP SDK does (`true` taken as 1, "5" as 5, an unknown argument dropped)."""
+    """Who checks the agent's calls to a domain, and how: its `argument_validation`.
+    'strict': our parser, then every value as written must already be of its declared JSON type, no argument the tool
+    does not declare; 'lax': our parser, then pydantic's lax mode, as the MCP SDK does (`true` taken as 1, "5" as 5,
+    an unknown argument dropped); 'server': the backend's own server alone, in its own words."""
     mode = dom.argument_validation
     if mode not in ARGUMENT_VALIDATION:
         raise ValueError(
@@ -358,7 +362,12 @@ def _mcp_tools(self: Domain) -> dict[str, Tool]:
     return cache[key]
 
 
-Domain.mcp_tools = _mcp_tools
+def _unknown_tool(self: Domain, name: str) -> None:
+    "None: a call of a tool the domain does not have is answered by the MCP transport, in its words."
+    return None
+
+
+Domain.mcp_tools, Domain.unknown_tool = _mcp_tools, _unknown_tool
 
 # %% ../nbs/02_backend.ipynb #c010
 def lone_surrogate(s: str) -> int | None:

@@ -287,7 +287,7 @@ class EpisodeRunner:
         if ep.tt is not None:
             ids = g.token_ids if g.token_ids is not None else self.fmt.encode(g.text)
             ep.tt.add_sampled(ids, g.logprobs)
-        turn = parse_assistant(g.text, ep.tr.tools)
+        turn = parse_assistant(g.text, ep.ts.parse_schemas(ep.tr.tools))
         ep.tr.messages.append(turn.message)
         if g.finish == 'length':
             ep.end('token_limit')

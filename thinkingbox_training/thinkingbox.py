@@ -31,11 +31,12 @@ from .backend import ToolError
 
 # %% auto #0
 __all__ = ['ENV', 'DATA_HINT', 'DATA_UNSET', 'RELEASES', 'CLAUSE', 'TASK_IMPORT_TIMEOUT_S', 'FORMAT', 'CONFIG_VALUE',
-           'HASH_TABLE', 'FLAWS', 'ThinkingBoxDataError', 'data_dir', 'import_servers', 'TaskDef', 'read_task_module',
-           'read_test_list', 'release_uids', 'release_clause', 'task_module', 'tb_limits', 'to_task', 'source_file',
-           'load_thinkingbox', 'Server', 'load_server', 'fresh_module', 'refused_arguments_text', 'result_text',
-           'ModuleBackend', 'ScenarioDomain', 'scenario_domain', 'KnowledgeBase', 'ScenarioEpisode', 'their_checks',
-           'flawed_calls', 'GoldenWithFlaws', 'their_verdict', 'make_tb_policy', 'thinkingbox_bench']
+           'HASH_TABLE', 'HARNESS_SESSION', 'FLAWS', 'ThinkingBoxDataError', 'data_dir', 'import_servers', 'TaskDef',
+           'read_task_module', 'read_test_list', 'release_uids', 'release_clause', 'task_module', 'tb_limits',
+           'to_task', 'source_file', 'load_thinkingbox', 'Server', 'load_server', 'fresh_module',
+           'refused_arguments_text', 'result_text', 'ModuleBackend', 'ScenarioDomain', 'scenario_domain',
+           'KnowledgeBase', 'ScenarioEpisode', 'their_checks', 'unknown_tool_format', 'flawed_calls', 'GoldenWithFlaws',
+           'their_verdict', 'make_tb_policy', 'thinkingbox_bench']
 
 # %% ../nbs/13_thinkingbox.ipynb #c005
 ENV = 'THINKINGBOX_DATA'  # the variable their harness uses too
@@ -757,7 +758,7 @@ class ScenarioDomain:
     "A ThinkingBox scenario as a domain: its policy text, its servers' tools, a fresh in-memory backend per episode."
 
     kind = 'thinkingbox'
-    argument_validation = 'lax'  # their servers' rule: pydantic's lax mode, their models' `extra` setting
+    argument_validation = 'server'  # their servers check every call (pydantic's lax mode under their models)
     cross_customer_moves = None  # their tasks state no customer scope of ours
 
     def __init__(self, name: str, scenario: dict, servers: dict[str, Server], data: Path):
@@ -1158,6 +1159,42 @@ def _mcp_tools(self: ScenarioDomain) -> dict:
 
 
 ScenarioDomain.mcp_tools = _mcp_tools
+
+HARNESS_SESSION = 'thinkingbox/common/agent_session.py'  # their agent session: it answers a call of no tool
+
+
+def _harness(data=None) -> Path:
+    "Their harness's checkout: $THINKINGBOX_HARNESS, else `thinkingbox/` beside the data checkout."
+    return Path(os.environ.get('THINKINGBOX_HARNESS') or data_dir(data).resolve().parent / 'thinkingbox')
+
+
+@lru_cache(maxsize=None)
+def unknown_tool_format(harness: Path) -> str:
+    """Their agent session's answer to a call of a tool the agent was not given, read from its source as a format of
+    `name` (their text, not ours: the project holds no copy of it)."""
+    p = Path(harness) / HARNESS_SESSION
+    try:
+        tree = ast.parse(p.read_text())
+    except OSError:
+        raise ThinkingBoxDataError(f'no {p}: set THINKINGBOX_HARNESS to a clone of microsoft/thinkingbox') from None
+    for node in ast.walk(tree):  # `if tc.name not in ...: return ToolResponse(..., content=f"...", ...)`
+        test = getattr(node, 'test', None)
+        if isinstance(node, ast.If) and isinstance(test, ast.Compare) and isinstance(test.ops[0], ast.NotIn):
+            for kw in (k for n in ast.walk(node) for k in getattr(n, 'keywords', []) if k.arg == 'content'):
+                if isinstance(kw.value, ast.JoinedStr) and ast.unparse(test.left).endswith('.name'):
+                    return ''.join(
+                        v.value.replace('{', '{{').replace('}', '}}') if isinstance(v, ast.Constant) else '{name}'
+                        for v in kw.value.values
+                    )
+    raise ThinkingBoxDataError(f'{p}: no answer to a call of an unknown tool in it (their harness changed?)')
+
+
+def _unknown_tool(self: ScenarioDomain, name: str) -> str:
+    "What their harness answers a call of a tool the agent was not given (read from their agent session)."
+    return unknown_tool_format(_harness(self.data)).format(name=name)
+
+
+ScenarioDomain.unknown_tool = _unknown_tool
 
 # %% ../nbs/13_thinkingbox.ipynb #c034
 FLAWS = ('golden', 'drop_last', 'reorder', 'duplicate_first_write')

@@ -200,9 +200,18 @@ class ToolSession:
         "The MCP `CallToolResult` of one call."
         return await self._client.call_tool(name, arguments)
 
+    def parse_schemas(self, tools: list) -> list | None:
+        """The tool specs the agent's calls are parsed against before they reach this session: `tools`; None where the
+        domain's servers check calls themselves (`argument_validation` 'server'), so every well-formed call arrives."""
+        return None if argument_validation(self.dom) == 'server' else tools
+
     async def call(self, name: str, arguments: dict) -> ToolResult:
         "Call a tool through the session."
         t0, self._agent_exception = time.perf_counter(), None
+        if name not in self.tools and (text := self.dom.unknown_tool(name)) is not None:  # in the domain's words
+            res = ToolResult(name, arguments, text, is_error=True, duration_s=time.perf_counter() - t0)
+            self.calls.append(res)
+            return res
         r = await self._call(name, arguments)
         text = '\n'.join(c.text for c in r.content if getattr(c, 'text', None) is not None)
         res = ToolResult(name, arguments, text, is_error=bool(r.is_error), duration_s=time.perf_counter() - t0)
