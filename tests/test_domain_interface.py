@@ -305,3 +305,32 @@ def test_a_file_no_format_reads_is_read_as_json_lines(tmp_path):
     p.write_text('{not json\n')
     with pytest.raises(TaskFileError, match='tasks.txt:1: invalid JSON'):
         load_tasks(p)
+
+
+def test_the_thinkingbox_format_loads_through_the_entry_point_this_package_declares(tmp_path):
+    """A fresh process that never imports the thinkingbox module: with the entry points pyproject.toml declares (as an
+    install writes them), a test list loads and a release uid is refused for training by its uid alone."""
+    import tomllib
+
+    if not os.environ.get('THINKINGBOX_DATA'):
+        skip_unless_ci('THINKINGBOX_DATA is not set (the thinkingbox-data checkout)')
+    declared = tomllib.loads((ROOT / 'pyproject.toml').read_text())['project']['entry-points']
+    group = 'thinkingbox_training.task_formats'
+    eps = ''.join(f'{k} = {v}\n' for k, v in declared[group].items())
+    _dist(tmp_path, 'tbt_declared', f'[{group}]\n{eps}', {})
+    code = textwrap.dedent(
+        """
+        import os, sys
+        from thinkingbox_training.tasks import EvaluationOnly, load_tasks, refuse_evaluation_only
+        tl = os.environ['THINKINGBOX_DATA'] + '/releases/thinkingbox_bench_v1/testlist_thinkingbox_bench_v1.yaml'
+        tasks = load_tasks(tl)
+        try:
+            refuse_evaluation_only([tasks[0].uid], 'a training pool')
+        except EvaluationOnly as e:
+            print(len(tasks), str(e).split(': ', 1)[1][:40])
+        """
+    )
+    env = {**os.environ, 'PYTHONPATH': os.pathsep.join([str(tmp_path), str(ROOT)])}
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith('507 thinkingbox_bench_v1: its README restric'), out.stdout
