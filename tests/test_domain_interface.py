@@ -256,7 +256,10 @@ def user_package(tmp_path):
 
 
 def test_a_users_package_offers_a_domain_through_an_entry_point(user_package):
+    from thinkingbox_training.cli import known_domains
+
     assert 'ledger' not in DOMAINS and 'ledger' in available_domains()  # listed before anything is imported
+    assert 'ledger' in known_domains()  # what `tbt` accepts as a domain option
     dom = get_domain('ledger')
     assert isinstance(dom, DomainInterface) and dom is DOMAINS['ledger']
     with dom.provision() as db:
