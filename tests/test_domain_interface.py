@@ -312,7 +312,7 @@ def test_a_file_no_format_reads_is_read_as_json_lines(tmp_path):
 
 def test_the_thinkingbox_format_loads_through_the_entry_point_this_package_declares(tmp_path):
     """A fresh process that never imports the thinkingbox module: with the entry points pyproject.toml declares (as an
-    install writes them), a test list loads and a release uid is refused for training by its uid alone."""
+    install writes them), a task module loads and a release uid is refused for training by its uid alone."""
     import tomllib
 
     if not os.environ.get('THINKINGBOX_DATA'):
@@ -323,12 +323,13 @@ def test_the_thinkingbox_format_loads_through_the_entry_point_this_package_decla
     _dist(tmp_path, 'tbt_declared', f'[{group}]\n{eps}', {})
     code = textwrap.dedent(
         """
-        import os, sys
+        import os, sys, yaml
         from thinkingbox_training.tasks import EvaluationOnly, load_tasks, refuse_evaluation_only
-        tl = os.environ['THINKINGBOX_DATA'] + '/releases/thinkingbox_bench_v1/testlist_thinkingbox_bench_v1.yaml'
-        tasks = load_tasks(tl)
+        d = os.environ['THINKINGBOX_DATA']
+        tasks = load_tasks(d + '/dataset/test_case/banking.py')
+        uid = yaml.safe_load(open(d + '/releases/thinkingbox_bench_v1/testlist_thinkingbox_bench_v1.yaml'))[0]
         try:
-            refuse_evaluation_only([tasks[0].uid], 'a training pool')
+            refuse_evaluation_only([uid], 'a training pool')
         except EvaluationOnly as e:
             print(len(tasks), str(e).split(': ', 1)[1][:40])
         """
@@ -336,4 +337,4 @@ def test_the_thinkingbox_format_loads_through_the_entry_point_this_package_decla
     env = {**os.environ, 'PYTHONPATH': os.pathsep.join([str(tmp_path), str(ROOT)])}
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.startswith('507 thinkingbox_bench_v1: its README restric'), out.stdout
+    assert out.stdout.startswith('12 thinkingbox_bench_v1: its README restric'), out.stdout
