@@ -38,6 +38,7 @@ def test_the_interface_names_what_a_domain_provides():
         'final_state',
         'expected_state',
         'template',
+        'kind',
     }
 
 
@@ -45,7 +46,7 @@ def test_our_sqlite_domains_implement_the_interface():
     for name in ('demo', 'travel', 'retail'):
         dom = get_domain(name)
         assert isinstance(dom, DomainInterface), name
-        assert dom.argument_validation == 'strict'
+        assert dom.argument_validation == 'strict' and dom.kind == 'sqlite'
         assert list(dom.mcp_tools()) == list(dom.tools)  # the tools, in the order the agent sees them
         assert dom.expected_state(None) is None  # the grader replays the golden calls
 

@@ -127,6 +127,7 @@ def tool_argument_model(fn) -> type[BaseModel]:
 class Domain:
     "One business backend on SQLite: tables, seed, policy text, tools, unstable columns, task families and an expert."
 
+    kind = 'sqlite'  # the kind of backend (a task format's episode protocol is chosen by it)
     argument_validation = 'strict'  # how its tools take the agent's arguments (see `argument_validation`)
 
     def __init__(
@@ -190,6 +191,7 @@ class DomainInterface(Protocol):
     "What a domain provides to tasks, episodes, tools and the grader (`Domain` and `thinkingbox.ScenarioDomain`)."
 
     name: str  # the registry name tasks refer to
+    kind: str  # the kind of backend: 'sqlite' (ours), 'thinkingbox' (a ThinkingBox scenario), ...
     policy: str  # the policy text the agent is given
     argument_validation: str  # 'strict', 'lax' or 'server': who checks the agent's calls, and how
     families: dict  # task families (generators) by name; empty where the golden path decides
