@@ -35,11 +35,7 @@ from thinkingbox_parity import (
 ROOT = Path(__file__).parent.parent
 
 # The differences between their harness and ours today: field -> reason. Shrink it as the protocol is brought over.
-CHAT_DIFFERENCES = {
-    'agent.tool_result.missing_argument': "theirs: the server's own validation error; ours: our parser refuses the "
-    'call in our words',
-    'agent.tool_result.unknown_tool': "theirs: `Error: function 'X' does not exist`; ours lists every tool",
-}
+CHAT_DIFFERENCES = {}
 # `endpoint:` sees exactly what `chat:` sees (checked), and samples on the completions API, token-exact
 ENDPOINT_DIFFERENCES = {
     **CHAT_DIFFERENCES,

@@ -4,23 +4,26 @@
 
 # %% ../nbs/02_backend.ipynb #c002
 from __future__ import annotations
-import hashlib, inspect, json, sqlite3, threading, typing
+import datetime as _dt, hashlib, inspect, json, sqlite3, threading, typing
 from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from functools import cached_property
-from typing import Any, Callable
-from pydantic import BaseModel, ValidationError, create_model
+from typing import Any, Callable, Protocol, runtime_checkable
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Strict, ValidationError, create_model
 from sqlalchemy import create_engine
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.types import TypeDecorator
 from sqlalchemy.pool import NullPool, StaticPool
 from sqlmodel import Session
+from mcp.server.mcpserver.tools.base import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
 from .tasks import Task, register_domain
 
 # %% auto #0
-__all__ = ['ToolError', 'AgentInputError', 'is_infrastructure_error', 'shown', 'Ctx', 'tool_argument_model', 'Domain',
-           'lone_surrogate', 'build_template', 'EpisodeDB', 'read_state', 'data_key', 'canonical_state',
-           'episode_state', 'StateDiff', 'diff_states']
+__all__ = ['ARGUMENT_VALIDATION', 'ToolError', 'AgentInputError', 'is_infrastructure_error', 'shown', 'Ctx',
+           'tool_argument_model', 'Domain', 'DomainInterface', 'argument_validation', 'lone_surrogate',
+           'build_template', 'EpisodeDB', 'read_state', 'data_key', 'canonical_state', 'episode_state', 'StateDiff',
+           'diff_states']
 
 # %% ../nbs/02_backend.ipynb #c004
 class ToolError(Exception):
@@ -122,7 +125,10 @@ def tool_argument_model(fn) -> type[BaseModel]:
 
 # %% ../nbs/02_backend.ipynb #c006
 class Domain:
-    "One business backend: tables, seed, policy text, tools, unstable columns, task families and an expert."
+    "One business backend on SQLite: tables, seed, policy text, tools, unstable columns, task families and an expert."
+
+    kind = 'sqlite'  # the kind of backend (a task format's episode protocol is chosen by it)
+    argument_validation = 'strict'  # how its tools take the agent's arguments (see `argument_validation`)
 
     def __init__(
         self,
@@ -179,6 +185,49 @@ class Domain:
             f'Domain({self.name!r}: {len(self.tables)} tables, {len(self.tools)} tools, {len(self.families)} families)'
         )
 
+# %% ../nbs/02_backend.ipynb #c006b
+@runtime_checkable
+class DomainInterface(Protocol):
+    "What a domain provides to tasks, episodes, tools and the grader (`Domain` and `thinkingbox.ScenarioDomain`)."
+
+    name: str  # the registry name tasks refer to
+    kind: str  # the kind of backend: 'sqlite' (ours), 'thinkingbox' (a ThinkingBox scenario), ...
+    policy: str  # the policy text the agent is given
+    argument_validation: str  # 'strict', 'lax' or 'server': who checks the agent's calls, and how
+    families: dict  # task families (generators) by name; empty where the golden path decides
+    expert: Callable | None  # the scripted expert policy, if any
+    cross_customer_moves: Callable | None  # (task) -> [(calls on another customer's records, phrase)], if any
+
+    def check_call(self, name: str, arguments: dict) -> list[tuple]:
+        "Problems of a task's tool call as (field, message)."
+
+    def check_row(self, table: str, row: dict, new: bool | None = None) -> list[tuple]:
+        "Problems of a task's `init` row as (column, message)."
+
+    def check_init(self, init: dict, customer: str | None = None) -> list[tuple]:
+        "Problems of a task's whole `init` and `customer` as (field, message)."
+
+    def provision(self, task=None):
+        "A fresh backend for one episode of `task`: `run_tool(name, arguments)`, `snapshot()`, `close()`."
+
+    def mcp_tools(self) -> dict:
+        "name -> MCP `Tool`, in the order the agent sees them, validating as `argument_validation` says."
+
+    def unknown_tool(self, name: str) -> str | None:
+        "What the agent reads after calling a tool the domain does not have; None: what the MCP transport answers."
+
+    def template(self, task=None):
+        "What a task's episodes start from; its `initial` is the raw initial state `canonical` is relative to."
+
+    def canonical(self, raw: dict, initial: dict, same: dict | None = None) -> dict:
+        "The canonical state {table: {key: row}} of a raw snapshot, relative to the raw initial state."
+
+    def final_state(self, db, task=None) -> dict:
+        "The canonical state of an episode's backend `db` at its end."
+
+    def expected_state(self, task) -> dict | None:
+        "The canonical state a correct episode of `task` ends in; None: the grader replays the golden calls."
+
 # %% ../nbs/02_backend.ipynb #c008
 def _schema_of(model: type[BaseModel]) -> dict:
     s = model.model_json_schema()
@@ -226,6 +275,101 @@ def _check_call(self: Domain, name: str, arguments: dict) -> list[tuple]:
 
 
 Domain.check_call = _check_call
+
+# %% ../nbs/02_backend.ipynb #c008b
+def _stub(fn) -> typing.Callable:
+    "An async function with `fn`'s signature minus `ctx`: the shape MCP describes."
+    hints = typing.get_type_hints(fn, include_extras=True)
+    params = list(inspect.signature(fn).parameters.values())[1:]
+
+    async def stub(**kwargs):
+        raise RuntimeError('unbound tool stub')
+
+    stub.__name__, stub.__doc__ = fn.__name__, inspect.cleandoc(fn.__doc__ or '')
+    stub.__signature__ = inspect.Signature(
+        [p.replace(annotation=hints.get(p.name, typing.Any)) for p in params], return_annotation=str
+    )
+    stub.__annotations__ = {p.name: hints.get(p.name, typing.Any) for p in params} | {'return': str}
+    return stub
+
+
+ARGUMENT_VALIDATION = ('strict', 'lax', 'server')
+
+
+def argument_validation(dom) -> str:
+    """Who checks the agent's calls to a domain, and how: its `argument_validation`.
+    'strict': our parser, then every value as written must already be of its declared JSON type, no argument the tool
+    does not declare; 'lax': our parser, then pydantic's lax mode, as the MCP SDK does (`true` taken as 1, "5" as 5,
+    an unknown argument dropped); 'server': the backend's own server alone, in its own words."""
+    mode = dom.argument_validation
+    if mode not in ARGUMENT_VALIDATION:
+        raise ValueError(
+            f'domain {dom.name}: argument_validation {mode!r}: expected one of {list(ARGUMENT_VALIDATION)}'
+        )
+    return mode
+
+
+def _is_date(a) -> bool:
+    return a in (_dt.date, _dt.datetime, _dt.time) or any(_is_date(x) for x in typing.get_args(a))
+
+
+def _iso_text(v):
+    "JSON has no date: a date argument is written as an ISO string (or null, where the tool allows it)."
+    if v is None or isinstance(v, str):
+        return v
+    raise ValueError(f'a date is written as an ISO string (YYYY-MM-DD), not {type(v).__name__}')
+
+
+class _StrictArgModel(ArgModelBase):
+    model_config = ConfigDict(strict=True, extra='forbid', arbitrary_types_allowed=True)
+
+
+class _StrictArguments(FuncMetadata):
+    "MCP's argument handling without its coercions: no value parsed out of a string, the model strict."
+
+    def validate_arguments(self, arguments: dict) -> dict:
+        return self.arg_model.model_validate(arguments).model_dump_one_level()
+
+
+def _strict(tool: Tool) -> Tool:
+    "`tool` with strict arguments: the same name, schema and error texts, no coercion and no unknown argument."
+    lax = tool.fn_metadata.arg_model
+    fields = {
+        k: (
+            typing.Annotated[f.annotation, Strict(False), BeforeValidator(_iso_text)]
+            if _is_date(f.annotation)
+            else f.annotation,
+            f,
+        )
+        for k, f in lax.model_fields.items()
+    }
+    model = create_model(lax.__name__, __base__=_StrictArgModel, **fields)  # the same name: the same error texts
+    meta = tool.fn_metadata
+    strict = _StrictArguments(
+        arg_model=model, output_schema=meta.output_schema, output_model=meta.output_model, wrap_output=meta.wrap_output
+    )
+    return tool.model_copy(update={'fn_metadata': strict})
+
+
+@typing.no_type_check
+def _mcp_tools(self: Domain) -> dict[str, Tool]:
+    "The MCP tool descriptions of the domain's tools, built once per domain and rule, validating as the domain says."
+    mode = argument_validation(self)
+    key = (tuple(self.tools), mode)
+    cache = self.__dict__.setdefault('_mcp_cache', {})
+    # results are text for the agent: no output schema for the client to validate (~1 ms a call)
+    if key not in cache:
+        tools = {n: Tool.from_function(_stub(f), structured_output=False) for n, f in self.tools.items()}
+        cache[key] = {n: _strict(t) for n, t in tools.items()} if mode == 'strict' else tools
+    return cache[key]
+
+
+def _unknown_tool(self: Domain, name: str) -> None:
+    "None: a call of a tool the domain does not have is answered by the MCP transport, in its words."
+    return None
+
+
+Domain.mcp_tools, Domain.unknown_tool = _mcp_tools, _unknown_tool
 
 # %% ../nbs/02_backend.ipynb #c010
 def lone_surrogate(s: str) -> int | None:
@@ -549,8 +693,7 @@ def _template(self: Domain, task: Task | None = None) -> _Template:
                 conn = build_template(self, task)
                 t = _Template(conn, read_state(conn, self))
                 # what grading compares with, worked out with the template (once a task, as the expected state is)
-                if not hasattr(self, 'canonical'):
-                    _base(self, t)
+                _base(self, t)
                 self._templates[key] = t
     return t
 
@@ -581,12 +724,16 @@ def _sortable(v):
 
 
 def canonical_state(
-    dom: Domain, raw: dict, initial: dict, same: dict = None
+    dom, raw: dict, initial: dict, same: dict = None
 ) -> dict:  # {table: canonical rows} of tables known to hold their initial rows
-    "Canonical snapshot {table: {key: {column: value}}} of a raw state, relative to the initial raw state."
-    # a backend kind with its own canonical form (thinkingbox)
-    if hasattr(dom, 'canonical'):
-        return dom.canonical(raw, initial)
+    "Canonical snapshot {table: {key: {column: value}}} of a raw state, relative to the initial raw state (any domain)."
+    return dom.canonical(raw, initial, same)
+
+
+@typing.no_type_check
+def _canonical(self: Domain, raw: dict, initial: dict, same: dict = None) -> dict:
+    "`canonical_state` of a SQLite domain (see above)."
+    dom = self
     out, labels = {}, {}  # labels: (table, old key) -> canonical key
     for name, tab in dom.tables.items():
         # a table as it was created no row of its own and references no created row (its initial rows satisfied
@@ -618,6 +765,9 @@ def canonical_state(
     return out
 
 
+Domain.canonical = _canonical
+
+
 def _base(dom: Domain, tpl: _Template):
     "A template's rows as fetched and its canonical state, for `episode_state`."
     with tpl.lock:
@@ -632,8 +782,6 @@ def episode_state(db: EpisodeDB, task: Task | None = None) -> dict:
     rows with the template's: read only."""
     dom = db.dom
     tpl = dom.template(task)
-    if hasattr(dom, 'canonical'):
-        return canonical_state(dom, db.snapshot(), tpl.initial)
     if tpl.base is None:
         _base(dom, tpl)
     rows0, canon0 = tpl.base
@@ -646,6 +794,19 @@ def episode_state(db: EpisodeDB, task: Task | None = None) -> dict:
         else:
             raw[name] = [dict(zip([d[0] for d in cur.description], r)) for r in rows]
     return canonical_state(dom, raw, tpl.initial, same)
+
+
+def _final_state(self: Domain, db: EpisodeDB, task: Task | None = None) -> dict:
+    "An episode's canonical final state: `episode_state`."
+    return episode_state(db, task)
+
+
+def _expected_state(self: Domain, task: Task) -> None:
+    "None: the grader replays the task's golden calls on a fresh database (`grader.expected_state`)."
+    return None
+
+
+Domain.final_state, Domain.expected_state = _final_state, _expected_state
 
 # %% ../nbs/02_backend.ipynb #c017
 class StateDiff(BaseModel):

@@ -198,8 +198,12 @@ def spec(*plain: str, prefixes: tuple = ('openai:',)):
 
 
 def known_domains() -> list[str]:
-    "The bundled domains: the modules of `thinkingbox_training.domains` (read from the disk, nothing imported)."
-    return sorted(p.stem for p in (_package_root() / 'domains').glob('*.py') if not p.stem.startswith('_'))
+    """The bundled domains (the modules of `thinkingbox_training.domains`, read from the disk) and those other packages
+    offer through entry points (`tasks.get_domain`); nothing imported."""
+    import importlib.metadata
+
+    offered = {ep.name for ep in importlib.metadata.entry_points(group='thinkingbox_training.domains')}
+    return sorted({p.stem for p in (_package_root() / 'domains').glob('*.py') if not p.stem.startswith('_')} | offered)
 
 
 def _domains(v):

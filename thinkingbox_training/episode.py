@@ -184,7 +184,7 @@ PROTOCOLS: dict = {}  # a domain `kind` (a task format) -> its EpisodeProtocol; 
 
 def protocol_for(task: Task) -> EpisodeProtocol:
     "The protocol of `task`'s format: the one place it is chosen (by its domain's `kind`)."
-    return PROTOCOLS.get(getattr(get_domain(task.domain), 'kind', None), OURS)
+    return PROTOCOLS.get(get_domain(task.domain).kind, OURS)
 
 # %% ../nbs/07_episode.ipynb #c009
 class _Batcher:
@@ -346,7 +346,7 @@ class EpisodeRunner:
         if ep.tt is not None:
             ids = g.token_ids if g.token_ids is not None else self.fmt.encode(g.text)
             ep.tt.add_sampled(ids, g.logprobs)
-        turn = parse_assistant(g.text, ep.call_schemas or ep.tr.tools)
+        turn = parse_assistant(g.text, ep.ts.parse_schemas(ep.call_schemas or ep.tr.tools))
         ep.tr.messages.append(turn.message)
         if g.finish == 'length':
             ep.end('token_limit')

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio, hashlib, os, re, threading
 from pydantic import BaseModel, Field
 from .tasks import Task, RubricItem, get_domain
-from .backend import EpisodeDB, ToolError, canonical_state, diff_states, episode_state
+from .backend import EpisodeDB, ToolError, canonical_state, diff_states
 
 # %% auto #0
 __all__ = ['JUDGE_MAX_TOKENS', 'DefectiveTask', 'expected_state', 'check_defects', 'Usage', 'CheckResult', 'Verdict',
@@ -37,8 +37,7 @@ def expected_state(task: Task) -> dict:
     if (hit := _EXPECTED.get(key)) is not None:
         return hit
     dom = get_domain(task.domain)
-    own = getattr(dom, 'expected_state', None)  # a backend kind whose tasks state their own expectation (thinkingbox)
-    if own is not None and (state := own(task)) is not None:
+    if (state := dom.expected_state(task)) is not None:  # a domain that states the expectation itself
         return state
     with dom.provision(task) as db:
         for i, call in enumerate(task.golden):
@@ -299,13 +298,8 @@ class Grader:
         judge_request=None,  # (item, final_message, transcript) -> the task format's judge request, or None
     ) -> Verdict:
         "The verdict on `db`'s state at the end of an episode of `task`."
-        dom = get_domain(task.domain)
-        # an episode on SQLite: only the tables it changed are worked out again (`episode_state`)
-        actual = (
-            episode_state(db, task)
-            if isinstance(db, EpisodeDB)
-            else canonical_state(dom, db.snapshot(), dom.template(task).initial)
-        )
+        # on SQLite only the tables the episode changed are worked out again (`backend.episode_state`)
+        actual = get_domain(task.domain).final_state(db, task)
         return await self.grade_state(task, actual, final_message, transcript, judge_request)
 
     async def grade_state(

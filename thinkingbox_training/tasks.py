@@ -4,15 +4,17 @@
 
 # %% ../nbs/01_tasks.ipynb #c002
 from __future__ import annotations
-import codecs, importlib, json
+import codecs, importlib, importlib.metadata, importlib.util, json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 # %% auto #0
-__all__ = ['DOMAINS', 'EVALUATION_ONLY', 'UserSpec', 'ToolCallSpec', 'RubricItem', 'Limits', 'Task', 'register_domain',
-           'get_domain', 'TaskProblem', 'TaskFileError', 'check_task', 'parse_tasks', 'load_tasks', 'write_tasks',
-           'BenchmarkOverlap', 'assert_disjoint', 'EvaluationOnly', 'register_evaluation_only',
+__all__ = ['DOMAINS', 'DOMAIN_GROUP', 'FORMAT_GROUP', 'TASK_FORMATS', 'UserSpec', 'ToolCallSpec', 'RubricItem', 'Limits', 'Task',
+           'register_domain', 'entry_points', 'available_domains', 'get_domain', 'TaskProblem', 'TaskFileError',
+           'TaskFormat', 'register_format', 'task_formats', 'format_of', 'check_task', 'parse_tasks', 'load_tasks',
+           'write_tasks', 'BenchmarkOverlap', 'assert_disjoint', 'EvaluationOnly', 'evaluation_only',
            'refuse_evaluation_only', 'read_uids', 'exclude', 'split_tasks', 'Family', 'generate_tasks',
            'generate_tasks_cli']
 
@@ -81,25 +83,52 @@ class Task(_Strict):
         return self
 
 # %% ../nbs/01_tasks.ipynb #c006
-DOMAINS: dict = {}  # name -> Domain (see backend); filled when a domain module is imported
+DOMAINS: dict = {}  # name -> a domain (see `backend.DomainInterface`); filled as domains register
+DOMAIN_GROUP = 'thinkingbox_training.domains'  # the entry-point group through which a package offers domains
 
 
 def register_domain(domain):
-    "Register `domain` under its name (called by each domain module)."
+    "Register `domain` under its name (each domain module calls it when imported)."
     DOMAINS[domain.name] = domain
     return domain
 
 
+def entry_points(group: str) -> dict:
+    "name -> entry point of `group`, as installed packages declare them (read from their metadata at each call)."
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=group)}
+
+
+def _bundled() -> list[str]:
+    "The domains that ship with the package: the modules of `thinkingbox_training.domains` (read from disk)."
+    where = importlib.util.find_spec('thinkingbox_training.domains').submodule_search_locations  # nothing imported
+    return sorted(p.stem for d in where for p in Path(d).glob('*.py') if not p.stem.startswith('_'))
+
+
+def available_domains() -> list[str]:
+    "Every domain name `get_domain` can return: registered, offered by an entry point, or shipped with the package."
+    return sorted(set(DOMAINS) | set(entry_points(DOMAIN_GROUP)) | set(_bundled()))
+
+
+def _from_entry_point(name: str, ep):
+    "Load a domain's entry point: a module that registers it when imported, or the domain object itself."
+    try:
+        obj = ep.load()
+    except Exception as e:
+        raise KeyError(f'domain {name!r}: its entry point {ep.value!r} fails to load: {type(e).__name__}: {e}') from e
+    if name not in DOMAINS and hasattr(obj, 'provision'):  # the domain object itself: registered under its name
+        if getattr(obj, 'name', None) != name:
+            raise KeyError(f'domain {name!r}: its entry point {ep.value!r} gives a domain named {obj.name!r}')
+        register_domain(obj)
+
+
 def get_domain(name: str):
-    "The registered domain `name`, importing `thinkingbox_training.domains.<name>` on first use."
+    "The domain `name`: registered, else loaded from its entry point or its bundled module on first use."
+    if name not in DOMAINS and (ep := entry_points(DOMAIN_GROUP).get(name)) is not None:
+        _from_entry_point(name, ep)
+    if name not in DOMAINS and name in _bundled():
+        importlib.import_module(f'thinkingbox_training.domains.{name}')
     if name not in DOMAINS:
-        try:
-            importlib.import_module(f'thinkingbox_training.domains.{name}')
-        except ModuleNotFoundError as e:
-            if not f'thinkingbox_training.domains.{name}'.startswith(e.name or '?'):
-                raise  # a real import error inside
-    if name not in DOMAINS:
-        raise KeyError(f'unknown domain {name!r} (known: {sorted(DOMAINS) or "none"})')
+        raise KeyError(f'unknown domain {name!r} (known: {", ".join(available_domains()) or "none"})')
     return DOMAINS[name]
 
 # %% ../nbs/01_tasks.ipynb #c008
@@ -126,6 +155,53 @@ class TaskFileError(ValueError):
         self.problems = problems
         head = f'{len(problems)} problem(s) in task file(s); nothing loaded from them:\n'
         super().__init__(head + '\n'.join(f'  {p}' for p in problems[:50]) + ('\n  ...' if len(problems) > 50 else ''))
+
+# %% ../nbs/01_tasks.ipynb #c009g
+FORMAT_GROUP = 'thinkingbox_training.task_formats'  # the entry-point group through which a package offers formats
+
+
+@dataclass
+class TaskFormat:
+    "A task file format: the suffixes it reads, its loader, and its rule for evaluation-only tasks."
+
+    name: str
+    suffixes: tuple  # file suffixes it loads, e.g. ('.py', '.yaml')
+    load: Callable  # (path) -> list[Task]; raises TaskFileError listing every problem
+    # (uid) -> the clause restricting that task to evaluation, or None: the one record of evaluation-only tasks
+    evaluation_only: Callable | None = None
+
+
+TASK_FORMATS: dict = {}  # name -> TaskFormat
+
+
+def register_format(fmt: TaskFormat) -> TaskFormat:
+    "Register a task format (a format module calls this when imported)."
+    TASK_FORMATS[fmt.name] = fmt
+    return fmt
+
+
+_LOADED_GROUPS: set = set()
+
+
+def task_formats() -> dict:
+    "The registered task formats, with those offered by entry points loaded first (once a process)."
+    if FORMAT_GROUP not in _LOADED_GROUPS:
+        _LOADED_GROUPS.add(FORMAT_GROUP)
+        for name, ep in entry_points(FORMAT_GROUP).items():
+            if name not in TASK_FORMATS:
+                obj = ep.load()  # a module registers its format when imported; or the TaskFormat itself
+                if isinstance(obj, TaskFormat):
+                    register_format(obj)
+    return TASK_FORMATS
+
+
+def format_of(path) -> TaskFormat:
+    "The format that reads `path`, by its suffix: a registered one, else JSON Lines."
+    suffix = Path(path).suffix
+    for fmt in list(task_formats().values()):
+        if suffix in fmt.suffixes:
+            return fmt
+    return TASK_FORMATS['jsonl']
 
 # %% ../nbs/01_tasks.ipynb #c009
 def _field(loc) -> str:
@@ -222,54 +298,69 @@ def parse_tasks(lines, file: str = '<memory>') -> list[Task]:
     return tasks
 
 
+def _load_jsonl(p: Path) -> list[Task]:
+    "Tasks of one JSON Lines file; `TaskFileError` listing every problem."
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise TaskFileError([TaskProblem(file=str(p), line=0, message=f'cannot read: {e.strerror or e}')]) from None
+    lines, problems = [], []
+    # only \n ends a record: str.splitlines would also split at U+2028
+    for n, raw in enumerate(data.split(b'\n'), 1):
+        if n == 1:
+            raw = raw.removeprefix(codecs.BOM_UTF8)
+        try:
+            lines.append(raw.decode('utf-8'))
+        except UnicodeDecodeError as e:
+            problems.append(
+                TaskProblem(
+                    file=str(p), line=n, message=f'not UTF-8: byte 0x{raw[e.start]:02x} at column {e.start + 1}'
+                )
+            )
+            lines.append('')
+    try:
+        got = parse_tasks(lines, file=str(p))
+    except TaskFileError as e:
+        problems += e.problems
+    if problems:
+        raise TaskFileError(problems)
+    return got
+
+
+def _tagged_evaluation_only(uid):
+    return None  # a JSON Lines task says so on itself, with an `evaluation-only:<why>` tag (see `evaluation_only`)
+
+
+register_format(TaskFormat('jsonl', ('.jsonl',), _load_jsonl, _tagged_evaluation_only))
+
+
 def load_tasks(*paths) -> list[Task]:
-    "Load and validate task files (JSON Lines); every problem in every file is reported, and nothing loads if any."
+    "Load and validate task files, each by its format; every problem in every file is reported, nothing loads if any."
     tasks, problems, seen = [], [], {}
     for p in paths:
         p = Path(p)
         if not p.exists():
             problems.append(TaskProblem(file=str(p), line=0, message='no such file'))
             continue
-        if p.suffix in ('.py', '.yaml', '.yml'):  # the ThinkingBox format: a task module or a test list
-            from thinkingbox_training.thinkingbox import load_thinkingbox
-
-            try:
-                tasks += load_thinkingbox(p)
-            except TaskFileError as e:
-                problems += e.problems
-            continue
+        fmt = format_of(p)
         try:
-            data = p.read_bytes()
-        except OSError as e:
-            problems.append(TaskProblem(file=str(p), line=0, message=f'cannot read: {e.strerror or e}'))
-            continue
-        lines = []
-        # only \n ends a record: str.splitlines would also split at U+2028
-        for n, raw in enumerate(data.split(b'\n'), 1):
-            if n == 1:
-                raw = raw.removeprefix(codecs.BOM_UTF8)
-            try:
-                lines.append(raw.decode('utf-8'))
-            except UnicodeDecodeError as e:
-                problems.append(
-                    TaskProblem(
-                        file=str(p), line=n, message=f'not UTF-8: byte 0x{raw[e.start]:02x} at column {e.start + 1}'
-                    )
-                )
-                lines.append('')
-        try:
-            got = parse_tasks(lines, file=str(p))
+            got = fmt.load(p)
         except TaskFileError as e:
             problems += e.problems
             continue
-        for t in got:
-            if t.uid in seen:
-                problems.append(
-                    TaskProblem(
-                        file=str(p), line=0, uid=t.uid, field='uid', message=f'duplicate uid (also in {seen[t.uid]})'
+        if fmt.name == 'jsonl':  # a uid is unique across JSON Lines files (a ThinkingBox uid names its module)
+            for t in got:
+                if t.uid in seen:
+                    problems.append(
+                        TaskProblem(
+                            file=str(p),
+                            line=0,
+                            uid=t.uid,
+                            field='uid',
+                            message=f'duplicate uid (also in {seen[t.uid]})',
+                        )
                     )
-                )
-            seen[t.uid] = str(p)
+                seen[t.uid] = str(p)
         tasks += got
     if problems:
         raise TaskFileError(problems)
@@ -304,17 +395,20 @@ def assert_disjoint(
         )
 
 
-EVALUATION_ONLY: dict = {}  # task uid -> the clause that restricts it to evaluation (see `register_evaluation_only`)
-
-
 class EvaluationOnly(BenchmarkOverlap):
     "A task that its licence restricts to evaluation, on its way into probing, a training pool or training."
 
 
-def register_evaluation_only(uids, clause: str):
-    "Mark `uids` as evaluation-only under `clause` (the thinkingbox module registers its release test lists)."
-    for u in uids:
-        EVALUATION_ONLY[u] = clause
+def evaluation_only(item) -> str | None:
+    """The clause restricting a task (or a task uid) to evaluation, or None. One rule per task format, asked by uid:
+    the ThinkingBox format reads its releases' test lists; a loaded task also carries the clause as its
+    `evaluation-only:<why>` tag, which is how a JSON Lines task declares it."""
+    uid = item if isinstance(item, str) else item.uid
+    for fmt in task_formats().values():
+        if fmt.evaluation_only is not None and (clause := fmt.evaluation_only(uid)):
+            return clause
+    tags = [] if isinstance(item, str) else [t.split(':', 1)[1] for t in item.tags if t.startswith('evaluation-only:')]
+    return f'{tags[0]} is for evaluation only' if tags else None
 
 
 def refuse_evaluation_only(
@@ -322,19 +416,9 @@ def refuse_evaluation_only(
     use: str,  # what they were about to be used for: 'probing', 'a training pool', ...
 ):
     "Raise `EvaluationOnly`, naming the task and the clause, if any of `items` is restricted to evaluation."
-    items = list(items)
-    uids = [x if isinstance(x, str) else x.uid for x in items]
-    if not EVALUATION_ONLY and any('.py:' in u for u in uids):  # a ThinkingBox uid: read the release lists first
-        import os
-
-        if os.environ.get('THINKINGBOX_DATA'):
-            from thinkingbox_training.thinkingbox import release_uids
-
-            release_uids()
-    for x, u in zip(items, uids):
-        tags = [] if isinstance(x, str) else [t.split(':', 1)[1] for t in x.tags if t.startswith('evaluation-only:')]
-        clause = EVALUATION_ONLY.get(u) or (f'{tags[0]} is for evaluation only' if tags else None)
-        if clause:
+    for x in items:
+        if clause := evaluation_only(x):
+            u = x if isinstance(x, str) else x.uid
             raise EvaluationOnly(f'task {u} may not be used for {use}: {clause}')
 
 
@@ -373,8 +457,6 @@ def split_tasks(tasks: list) -> dict:
 
 # %% ../nbs/01_tasks.ipynb #c016
 import random
-from dataclasses import dataclass
-from typing import Callable
 
 
 @dataclass

@@ -24,17 +24,19 @@ from thinkingbox_training.tasks import (
     TaskFileError,
     register_domain,
     DOMAINS,
-    register_evaluation_only,
+    TaskFormat,
+    register_format,
 )
 from .backend import ToolError
 
 # %% auto #0
-__all__ = ['ENV', 'DATA_HINT', 'DATA_UNSET', 'RELEASES', 'CLAUSE', 'TASK_IMPORT_TIMEOUT_S', 'CONFIG_VALUE', 'HASH_TABLE', 'FLAWS',
-           'HARNESS_ENV', 'THEIR_SOURCES', 'ThinkingBoxDataError', 'data_dir', 'import_servers', 'TaskDef',
-           'read_task_module', 'read_test_list', 'release_uids', 'task_module', 'tb_limits', 'to_task', 'source_file',
-           'load_thinkingbox', 'Server', 'load_server', 'fresh_module', 'refused_arguments_text', 'result_text',
-           'ModuleBackend', 'ScenarioDomain', 'scenario_domain', 'KnowledgeBase', 'ScenarioEpisode', 'their_checks',
-           'flawed_calls', 'GoldenWithFlaws', 'their_verdict', 'make_tb_policy', 'thinkingbox_bench', 'harness_dir',
+__all__ = ['ENV', 'DATA_HINT', 'DATA_UNSET', 'RELEASES', 'CLAUSE', 'TASK_IMPORT_TIMEOUT_S', 'FORMAT', 'CONFIG_VALUE',
+           'HASH_TABLE', 'HARNESS_SESSION', 'FLAWS', 'HARNESS_ENV', 'THEIR_SOURCES', 'ThinkingBoxDataError', 'data_dir',
+           'import_servers', 'TaskDef', 'read_task_module', 'read_test_list', 'release_uids', 'release_clause',
+           'task_module', 'tb_limits', 'to_task', 'source_file', 'load_thinkingbox', 'Server', 'load_server',
+           'fresh_module', 'refused_arguments_text', 'result_text', 'ModuleBackend', 'ScenarioDomain',
+           'scenario_domain', 'KnowledgeBase', 'ScenarioEpisode', 'their_checks', 'unknown_tool_format', 'flawed_calls',
+           'GoldenWithFlaws', 'their_verdict', 'make_tb_policy', 'thinkingbox_bench', 'harness_dir',
            'their_protocol_files', 'transcript_view', 'ThinkingBoxUser', 'ThinkingBoxProtocol']
 
 # %% ../nbs/13_thinkingbox.ipynb #c005
@@ -316,8 +318,28 @@ def _release_uids(d: Path) -> dict[str, str]:
                 uids = uids + [f'{name}:{f}' for f in _test_functions(path)]
         for u in uids:
             out.setdefault(u, rel)
-        register_evaluation_only(uids, CLAUSE.format(release=rel, path=Path(p).parent / 'README.md'))
+    _CHECKOUTS.add(d)
     return out
+
+
+_CHECKOUTS: set = set()  # the checkouts whose release lists have been read (the environment's is read on demand)
+
+
+def release_clause(uid: str) -> str | None:
+    """The clause restricting `uid` to evaluation, from the release lists of $THINKINGBOX_DATA and of every checkout
+    read so far; None for any other uid (and for every uid when no checkout is known)."""
+    if '.py:' not in uid:
+        return None
+    checkouts = set(_CHECKOUTS)
+    if os.environ.get(ENV):
+        try:
+            checkouts.add(data_dir())
+        except ThinkingBoxDataError:
+            pass
+    for d in sorted(checkouts):
+        if rel := _release_uids(d).get(uid):
+            return CLAUSE.format(release=rel, path=Path(RELEASES[rel]).parent / 'README.md')
+    return None
 
 # %% ../nbs/13_thinkingbox.ipynb #c017b
 import hashlib, traceback
@@ -606,6 +628,11 @@ def load_thinkingbox(
         raise TaskFileError(problems)
     return tasks
 
+
+FORMAT = register_format(
+    TaskFormat('thinkingbox', ('.py', '.yaml', '.yml'), lambda p: load_thinkingbox(p), release_clause)
+)  # `tasks.load_tasks` reads their files through it
+
 # %% ../nbs/13_thinkingbox.ipynb #c021
 _LOOPS = threading.local()
 
@@ -733,6 +760,8 @@ class ScenarioDomain:
     "A ThinkingBox scenario as a domain: its policy text, its servers' tools, a fresh in-memory backend per episode."
 
     kind = 'thinkingbox'
+    argument_validation = 'server'  # their servers check every call (pydantic's lax mode under their models)
+    cross_customer_moves = None  # their tasks state no customer scope of ours
 
     def __init__(self, name: str, scenario: dict, servers: dict[str, Server], data: Path):
         self.name, self.data, self.servers = name, data, servers
@@ -1019,7 +1048,7 @@ ScenarioDomain.template = _template
 HASH_TABLE = '(state sha256)'
 
 
-def _canonical(self: ScenarioDomain, raw: dict, initial: dict = None) -> dict:
+def _canonical(self: ScenarioDomain, raw: dict, initial: dict = None, same: dict = None) -> dict:
     "{table: {key: row}} of their stable state (rows keyed by id), and their hash per server as one more table."
     raw = dict(raw)
     checks = raw.pop('(their checks)', None)
@@ -1035,6 +1064,14 @@ def _canonical(self: ScenarioDomain, raw: dict, initial: dict = None) -> dict:
 
 
 ScenarioDomain.canonical = _canonical
+
+
+def _final_state(self: ScenarioDomain, db: ScenarioEpisode, task: Task | None = None) -> dict:
+    "An episode's canonical final state: their stable state and hash, and their asserts' outcome."
+    return self.canonical(db.snapshot(), self.template(task).initial)
+
+
+ScenarioDomain.final_state = _final_state
 
 
 class _Judged:
@@ -1068,7 +1105,6 @@ _EXPECTED: dict = {}
 
 def _expected_state(self: ScenarioDomain, task: Task) -> dict:
     "Every assert holds, for a task graded by its own asserts; else the state of its golden calls, replayed strictly."
-    from thinkingbox_training.backend import canonical_state
     from thinkingbox_training.grader import DefectiveTask, _content_key
 
     if task.uid in self.checks:
@@ -1081,7 +1117,7 @@ def _expected_state(self: ScenarioDomain, task: Task) -> dict:
                     db.call(c.name, c.arguments)
                 except ToolError as e:
                     raise DefectiveTask(f'task {task.uid}: golden[{i}] {c.name}({c.arguments}) fails: {e}') from None
-            _EXPECTED[key] = canonical_state(self, db.snapshot(), self.template(task).initial)
+            _EXPECTED[key] = self.final_state(db, task)
     return _EXPECTED[key]
 
 
@@ -1127,6 +1163,37 @@ def _mcp_tools(self: ScenarioDomain) -> dict:
 
 
 ScenarioDomain.mcp_tools = _mcp_tools
+
+HARNESS_SESSION = 'thinkingbox/common/agent_session.py'  # their agent session: it answers a call of no tool
+
+
+@lru_cache(maxsize=None)
+def unknown_tool_format(harness: Path) -> str:
+    """Their agent session's answer to a call of a tool the agent was not given, read from its source as a format of
+    `name` (their text, not ours: the project holds no copy of it)."""
+    p = Path(harness) / HARNESS_SESSION
+    try:
+        tree = ast.parse(p.read_text())
+    except OSError:
+        raise ThinkingBoxDataError(f'no {p}: set THINKINGBOX_HARNESS to a clone of microsoft/thinkingbox') from None
+    for node in ast.walk(tree):  # `if tc.name not in ...: return ToolResponse(..., content=f"...", ...)`
+        test = getattr(node, 'test', None)
+        if isinstance(node, ast.If) and isinstance(test, ast.Compare) and isinstance(test.ops[0], ast.NotIn):
+            for kw in (k for n in ast.walk(node) for k in getattr(n, 'keywords', []) if k.arg == 'content'):
+                if isinstance(kw.value, ast.JoinedStr) and ast.unparse(test.left).endswith('.name'):
+                    return ''.join(
+                        v.value.replace('{', '{{').replace('}', '}}') if isinstance(v, ast.Constant) else '{name}'
+                        for v in kw.value.values
+                    )
+    raise ThinkingBoxDataError(f'{p}: no answer to a call of an unknown tool in it (their harness changed?)')
+
+
+def _unknown_tool(self: ScenarioDomain, name: str) -> str:
+    "What their harness answers a call of a tool the agent was not given (read from their agent session)."
+    return unknown_tool_format(harness_dir(self.data)).format(name=name)
+
+
+ScenarioDomain.unknown_tool = _unknown_tool
 
 # %% ../nbs/13_thinkingbox.ipynb #c034
 FLAWS = ('golden', 'drop_last', 'reorder', 'duplicate_first_write')

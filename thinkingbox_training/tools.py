@@ -4,112 +4,27 @@
 
 # %% ../nbs/03_tools.ipynb #c002
 from __future__ import annotations
-import asyncio, datetime, inspect, json, logging, time, typing
+import asyncio, json, logging, time
 from dataclasses import dataclass
 import mcp
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError as MCPToolError
 from mcp.server.mcpserver.tools.base import Tool
-from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
-from pydantic import BeforeValidator, ConfigDict, Strict, create_model
 from .backend import AgentInputError, Domain, EpisodeDB, ToolError
+from .backend import ARGUMENT_VALIDATION, argument_validation  # noqa: F401 (the rule, read here too)
 
 # %% auto #0
-__all__ = ['ARGUMENT_VALIDATION', 'TOOL_TRANSPORTS', 'argument_validation', 'domain_mcp_tools', 'ToolResult', 'ToolSession',
-           'mcp_tool_spec', 'InProcessToolSession', 'tool_session', 'transport_class']
+__all__ = ['TOOL_TRANSPORTS', 'domain_mcp_tools', 'ToolResult', 'ToolSession', 'mcp_tool_spec', 'InProcessToolSession',
+           'tool_session', 'transport_class']
 
 # %% ../nbs/03_tools.ipynb #c004
 # tool errors are reported to the agent and recorded here, not logged
 logging.getLogger('mcp').setLevel(logging.CRITICAL)
 
 
-def _stub(fn) -> typing.Callable:
-    "An async function with `fn`'s signature minus `ctx`: the shape MCP describes."
-    hints = typing.get_type_hints(fn, include_extras=True)
-    params = list(inspect.signature(fn).parameters.values())[1:]
-
-    async def stub(**kwargs):
-        raise RuntimeError('unbound tool stub')
-
-    stub.__name__, stub.__doc__ = fn.__name__, inspect.cleandoc(fn.__doc__ or '')
-    stub.__signature__ = inspect.Signature(
-        [p.replace(annotation=hints.get(p.name, typing.Any)) for p in params], return_annotation=str
-    )
-    stub.__annotations__ = {p.name: hints.get(p.name, typing.Any) for p in params} | {'return': str}
-    return stub
-
-
-ARGUMENT_VALIDATION = ('strict', 'lax')
-
-
-def argument_validation(dom) -> str:
-    """How a domain's tools take the agent's arguments: its `argument_validation` attribute, 'strict' by default.
-    'strict': every value as written must already be of its declared JSON type, no argument the tool does not declare;
-    'lax': pydantic's lax mode, as the MCP SDK does (`true` taken as 1, "5" as 5, an unknown argument dropped)."""
-    mode = getattr(dom, 'argument_validation', 'strict')
-    if mode not in ARGUMENT_VALIDATION:
-        raise ValueError(
-            f'domain {dom.name}: argument_validation {mode!r}: expected one of {list(ARGUMENT_VALIDATION)}'
-        )
-    return mode
-
-
-def _is_date(a) -> bool:
-    return a in (datetime.date, datetime.datetime, datetime.time) or any(_is_date(x) for x in typing.get_args(a))
-
-
-def _iso_text(v):
-    "JSON has no date: a date argument is written as an ISO string (or null, where the tool allows it)."
-    if v is None or isinstance(v, str):
-        return v
-    raise ValueError(f'a date is written as an ISO string (YYYY-MM-DD), not {type(v).__name__}')
-
-
-class _StrictArgModel(ArgModelBase):
-    model_config = ConfigDict(strict=True, extra='forbid', arbitrary_types_allowed=True)
-
-
-class _StrictArguments(FuncMetadata):
-    "MCP's argument handling without its coercions: no value parsed out of a string, the model strict."
-
-    def validate_arguments(self, arguments: dict) -> dict:
-        return self.arg_model.model_validate(arguments).model_dump_one_level()
-
-
-def _strict(tool: Tool) -> Tool:
-    "`tool` with strict arguments: the same name, schema and error texts, no coercion and no unknown argument."
-    lax = tool.fn_metadata.arg_model
-    fields = {
-        k: (
-            typing.Annotated[f.annotation, Strict(False), BeforeValidator(_iso_text)]
-            if _is_date(f.annotation)
-            else f.annotation,
-            f,
-        )
-        for k, f in lax.model_fields.items()
-    }
-    model = create_model(lax.__name__, __base__=_StrictArgModel, **fields)  # the same name: the same error texts
-    meta = tool.fn_metadata
-    strict = _StrictArguments(
-        arg_model=model, output_schema=meta.output_schema, output_model=meta.output_model, wrap_output=meta.wrap_output
-    )
-    return tool.model_copy(update={'fn_metadata': strict})
-
-
-_TOOL_CACHE: dict = {}
-
-
 def domain_mcp_tools(dom: Domain) -> dict[str, Tool]:
-    "The MCP tool descriptions of a domain's tools, built once per domain, validating as the domain says."
-    if hasattr(dom, 'mcp_tools'):
-        return dom.mcp_tools()  # a backend kind that describes its own tools (thinkingbox)
-    mode = argument_validation(dom)
-    key = (dom.name, id(dom), tuple(dom.tools), mode)
-    # results are text for the agent: no output schema for the client to validate (~1 ms a call)
-    if key not in _TOOL_CACHE:
-        tools = {n: Tool.from_function(_stub(f), structured_output=False) for n, f in dom.tools.items()}
-        _TOOL_CACHE[key] = {n: _strict(t) for n, t in tools.items()} if mode == 'strict' else tools
-    return _TOOL_CACHE[key]
+    "The MCP tool descriptions of a domain's tools, validating as the domain says (`DomainInterface.mcp_tools`)."
+    return dom.mcp_tools()
 
 # %% ../nbs/03_tools.ipynb #c006
 import queue, threading
@@ -285,9 +200,18 @@ class ToolSession:
         "The MCP `CallToolResult` of one call."
         return await self._client.call_tool(name, arguments)
 
+    def parse_schemas(self, tools: list) -> list | None:
+        """The tool specs the agent's calls are parsed against before they reach this session: `tools`; None where the
+        domain's servers check calls themselves (`argument_validation` 'server'), so every well-formed call arrives."""
+        return None if argument_validation(self.dom) == 'server' else tools
+
     async def call(self, name: str, arguments: dict) -> ToolResult:
         "Call a tool through the session."
         t0, self._agent_exception = time.perf_counter(), None
+        if name not in self.tools and (text := self.dom.unknown_tool(name)) is not None:  # in the domain's words
+            res = ToolResult(name, arguments, text, is_error=True, duration_s=time.perf_counter() - t0)
+            self.calls.append(res)
+            return res
         r = await self._call(name, arguments)
         text = '\n'.join(c.text for c in r.content if getattr(c, 'text', None) is not None)
         res = ToolResult(name, arguments, text, is_error=bool(r.is_error), duration_s=time.perf_counter() - t0)
