@@ -8,7 +8,7 @@ from scipy import stats
 from thinkingbox_training.cli import project_dir
 from thinkingbox_training.policies import ScriptedPolicy
 from thinkingbox_training.tasks import generate_tasks, write_tasks
-from thinkingbox_training import study as S
+from tbt_lab import study as S
 
 ROOT = project_dir()
 DESIGN = json.loads((ROOT / S.STUDY / 'design.json').read_text())
