@@ -10,7 +10,7 @@ from tbt_lab.base_policy import (
     domain_prompt,
     episode_metrics,
     report_line,
-    DOMAINS,
+    POLICY_DOMAINS,
 )
 from tbt_lab.policy_report import recorded
 from thinkingbox_training.policies import HFPolicy, SamplingConfig
@@ -62,7 +62,7 @@ def test_template_renders_as_chat_format(policy):
 
 
 def test_tokenizer_is_current_for_the_domains(policy):
-    stale = stale_prompt_lines(policy.tokenizer, DOMAINS)
+    stale = stale_prompt_lines(policy.tokenizer, POLICY_DOMAINS)
     assert not stale, (
         f"{len(stale)} line(s) of the domains' system turns changed since the build: "
         f'rerun `tbt build-base-policy`; e.g. {stale[0][:80]!r}'

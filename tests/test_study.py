@@ -172,12 +172,12 @@ def test_common_attempt_seeds_make_the_first_k_attempts_a_k_attempt_campaign(tin
         2,
         progress=False,
         runner_kw={'tool_transport': 'inprocess'},
-        **tiny.settings(),
+        spec=tiny.settings(),
     )
     four, two = load_campaign(tiny.path / 'base/bench-k4'), load_campaign(tmp_path / 'k2')
-    assert np.array_equal(S.first_k(four, 2).rewards, two.rewards[[two.uids.index(u) for u in four.uids]])
+    assert np.array_equal(four.first_k(2).rewards, two.rewards[[two.uids.index(u) for u in four.uids]])
     with pytest.raises(ValueError):
-        S.first_k(two, 4)
+        two.first_k(4)
 
 
 def test_the_report_and_its_primary_statistic_computed_by_hand(tiny):
@@ -500,7 +500,7 @@ def test_a_seed_evaluated_at_fewer_attempts_is_paired_with_the_bases_first_k(tmp
     (root / 'study' / 'base/bench-k4/attempts.sqlite').unlink()
     assert w > 0 and S.study_summary(st)['campaign_wall_s']['base/bench-k4'] == w
     with pytest.raises(ValueError, match='more attempts than the base'):
-        S.primary_test(S.first_k(S.load_campaigns(st)['base/bench-k4'], 2), [S.load_campaigns(st)['seed0/bench-k4']])
+        S.primary_test(S.load_campaigns(st)['base/bench-k4'].first_k(2), [S.load_campaigns(st)['seed0/bench-k4']])
 
 
 @pytest.mark.slow

@@ -15,13 +15,13 @@ from matplotlib.figure import Figure
 from .cli import data_path, project_dir
 
 # %% auto #0
-__all__ = ['DOMAINS', 'STATUSES', 'INTERVALS', 'PARTS', 'TOKENS', 'BUDGETS', 'read_attempts', 'synthetic_records',
-           'CampaignIncomplete', 'campaign_problems', 'Campaign', 'pass_at_k', 'pass_hat_k', 'k_ladder', 'wilson',
-           'bootstrap_mean', 'bootstrap_ratio', 'interval_label', 'summarize', 'metrics_table', 'load_prices',
-           'usage_totals', 'price_of', 'cost_index', 'task_costs', 'BudgetsDiffer', 'apply_budgets', 'budgets_record',
-           'show_budgets', 'budgets_differ', 'warn_budgets', 'compare', 'pretty', 'to_markdown', 'to_csv', 'to_latex',
-           'write_tables', 'headline', 'campaign_spend', 'cost_lines', 'scratch_dir', 'plot_domains',
-           'plot_pass_curves', 'plot_transitions']
+__all__ = ['SYNTHETIC_DOMAINS', 'STATUSES', 'BRIEF', 'INTERVALS', 'PARTS', 'TOKENS', 'BUDGETS', 'read_attempts',
+           'synthetic_records', 'CampaignIncomplete', 'campaign_problems', 'Campaign', 'pass_at_k', 'pass_hat_k',
+           'k_ladder', 'wilson', 'bootstrap_mean', 'bootstrap_ratio', 'interval_label', 'summarize', 'metrics_table',
+           'load_prices', 'usage_totals', 'price_of', 'cost_index', 'task_costs', 'BudgetsDiffer', 'apply_budgets',
+           'budgets_record', 'show_budgets', 'budgets_differ', 'warn_budgets', 'compare', 'pretty', 'to_markdown',
+           'to_csv', 'to_latex', 'write_tables', 'headline', 'campaign_spend', 'cost_lines', 'scratch_dir',
+           'save_figure', 'plot_domains', 'plot_pass_curves', 'plot_transitions']
 
 # %% ../nbs/07a_metrics.ipynb #c006
 def read_attempts(
@@ -39,7 +39,7 @@ def read_attempts(
     return out
 
 # %% ../nbs/07a_metrics.ipynb #c009
-DOMAINS = ('retail', 'travel', 'insurance', 'neobank', 'consulting')  # the benchmark's five business domains
+SYNTHETIC_DOMAINS = ('retail', 'travel', 'insurance', 'neobank', 'consulting')  # synthetic records' labels
 
 
 def synthetic_records(
@@ -57,7 +57,7 @@ def synthetic_records(
     for i, c in enumerate(successes):
         if not 0 <= c <= k:
             raise ValueError(f'task {i}: {c} successes is outside 0..{k}')
-        dom = domains[i] if domains is not None else DOMAINS[i % len(DOMAINS)]
+        dom = domains[i] if domains is not None else SYNTHETIC_DOMAINS[i % len(SYNTHETIC_DOMAINS)]
         fam = families[i] if families is not None else f'f{i % 7}'
         for j in range(k):
             out.append(
@@ -195,6 +195,82 @@ class Campaign:
     @property
     def successes(self) -> np.ndarray:
         return self.rewards.sum(1)
+
+    def subset(self, mask) -> Campaign:
+        "The campaign restricted to the tasks where `mask` holds (the same attempts of fewer tasks: its budgets kept)."
+        m = np.asarray(mask, bool)
+        keep = {u for u, x in zip(self.uids, m) if x}
+        recs = [r for r in self.records if r['task_uid'] in keep]
+        return Campaign(
+            [u for u in self.uids if u in keep],
+            self.rewards[m],
+            self.domains[m],
+            self.families[m],
+            self.held_out[m],
+            recs,
+            self.policy_id,
+            self.budgets,
+        )
+
+    def first_k(self, k: int) -> Campaign:
+        "The campaign of the first `k` attempts of every task (with common attempt seeds: a k-attempt campaign)."
+        if k > self.k:
+            raise ValueError(f'the campaign has {self.k} attempts per task, fewer than {k}')
+        recs = [r for r in self.records if r['repetition'] < k]
+        return Campaign(
+            self.uids,
+            self.rewards[:, :k],
+            self.domains,
+            self.families,
+            self.held_out,
+            recs,
+            self.policy_id,
+            self.budgets,
+        )
+
+    def brief(
+        self,
+        keys: tuple = None,  # which of `BRIEF`, in the order given (default: all)
+        n_boot: int = 4000,  # resamples of observed k/k's task-bootstrap interval (computed only when asked for)
+    ) -> dict:
+        "A report's summary of the campaign: `summarize`'s figures under the names of `BRIEF`."
+        keys = BRIEF if keys is None else tuple(keys)
+        if unknown := [k for k in keys if k not in BRIEF]:
+            raise ValueError(f'unknown figure(s) {", ".join(unknown)}; known: {", ".join(BRIEF)}')
+        s = summarize(self.rewards)
+        have = {k: s[k] for k in ('tasks', 'k', 'pass@1', 'pass@1_lo', 'pass@1_hi', 'pass@1_interval', 'solved_once')}
+        have.update(
+            {
+                'pass@k': s['solved_once_rate'],
+                'observed_kk': s['solved_all'],
+                'observed_kk_rate': s['solved_all_rate'],
+                'attempts': s['attempts'],
+                'successes': s['successes'],
+            }
+        )
+        if {'observed_kk_lo', 'observed_kk_hi'} & set(keys):
+            kk = self.successes == self.k
+            lo, hi = bootstrap_mean(kk, n_boot=n_boot) if len(kk) > 1 else (np.nan, np.nan)
+            have.update(observed_kk_lo=float(lo), observed_kk_hi=float(hi))
+        return {k: have[k] for k in keys}
+
+
+BRIEF = (  # the figures `Campaign.brief` reports; pass@k is observed (solved at least once in the campaign's k)
+    'tasks',
+    'k',
+    'pass@1',
+    'pass@1_lo',
+    'pass@1_hi',
+    'pass@1_interval',
+    'pass@k',
+    'observed_kk',
+    'observed_kk_rate',
+    'observed_kk_lo',
+    'observed_kk_hi',
+    'solved_once',
+    'attempts',
+    'successes',
+)
 
 # %% ../nbs/07a_metrics.ipynb #c019
 def _binom_ratio(m, n, k: int):
@@ -867,7 +943,8 @@ def scratch_dir(
     return p
 
 
-def _save(fig, path):
+def save_figure(fig, path) -> Path:
+    "Write a figure to `path` (its folder made), tightly cropped; the path."
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, bbox_inches='tight')
@@ -892,7 +969,7 @@ def plot_domains(
         ax.set_title(title)
         ax.grid(axis='y', alpha=0.3)
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_pass_curves(
@@ -914,7 +991,7 @@ def plot_pass_curves(
     ax.set_ylim(0, 1)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_transitions(
@@ -936,4 +1013,4 @@ def plot_transitions(
     lim = max(gained + lost + [1]) * 1.3
     ax.set_xlim(-lim, lim)
     ax.legend(fontsize=8, ncol=2, loc='upper center', bbox_to_anchor=(0.5, -0.3))
-    return _save(fig, path)
+    return save_figure(fig, path)

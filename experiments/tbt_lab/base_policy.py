@@ -21,17 +21,17 @@ from thinkingbox_training.episode import EpisodeRunner, Episode, SYSTEM_PROMPT, 
 from thinkingbox_training.cli import command, project_dir
 
 # %% auto #0
-__all__ = ['MODEL_NAME', 'DOMAINS', 'DEMO_SEED', 'FLAW_SHARE', 'DEFAULT_FLAW', 'ID_RE', 'MIN_LINE', 'model_dir', 'flaw_share',
-           'demonstrator', 'is_identifier', 'id_kind', 'typed_ids', 'invented_ids', 'demo_tasks', 'run_demonstrations',
-           'demo_summary', 'domain_prompt', 'prompt_lines', 'build_tokenizer', 'stale_prompt_lines', 'fresh_identifier',
-           'digit_map', 'rename_identifiers', 'shuffle_items', 'drill_cuts', 'lookup_tools', 'CopyDrills',
-           'encode_conversation', 'ModelConfig', 'make_model', 'BuildConfig', 'lr_at', 'lm_loss', 'part_loss', 'sft',
-           'episode_metrics', 'report_line', 'format_report', 'rollouts', 'kept_demonstrations', 'polish_passes',
-           'polish_pass', 'build_base_policy', 'build_base_policy_cli']
+__all__ = ['MODEL_NAME', 'POLICY_DOMAINS', 'DEMO_SEED', 'FLAW_SHARE', 'DEFAULT_FLAW', 'ID_RE', 'MIN_LINE', 'model_dir',
+           'flaw_share', 'demonstrator', 'is_identifier', 'id_kind', 'typed_ids', 'invented_ids', 'demo_tasks',
+           'run_demonstrations', 'demo_summary', 'domain_prompt', 'prompt_lines', 'build_tokenizer',
+           'stale_prompt_lines', 'fresh_identifier', 'digit_map', 'rename_identifiers', 'shuffle_items', 'drill_cuts',
+           'lookup_tools', 'CopyDrills', 'encode_conversation', 'ModelConfig', 'make_model', 'BuildConfig', 'lr_at',
+           'lm_loss', 'part_loss', 'sft', 'episode_metrics', 'report_line', 'format_report', 'rollouts',
+           'kept_demonstrations', 'polish_passes', 'polish_pass', 'build_base_policy', 'build_base_policy_cli']
 
 # %% ../nbs/01_base_policy.ipynb #c004
 MODEL_NAME = 'tiny-qwen3'  # data/prices.yaml prices a model of this name
-DOMAINS = ('travel', 'retail')  # the bundled domains the policy is built for
+POLICY_DOMAINS = ('travel', 'retail')  # the bundled domains the policy is built for
 DEMO_SEED = 1000  # the task-generator seed of the demonstrations: reports refuse it
 
 
@@ -103,7 +103,7 @@ def invented_ids(messages: list) -> list[str]:
 
 
 def demo_tasks(
-    domains=DOMAINS,  # domains to draw from
+    domains=POLICY_DOMAINS,  # domains to draw from
     n: int = 200,  # tasks per family
     seed: int = DEMO_SEED,  # the generator seed
 ) -> list[Task]:
@@ -174,7 +174,7 @@ def domain_prompt(domain: str) -> tuple[list, list]:
 MIN_LINE = 24  # shorter lines of the system turn stay ordinary text
 
 
-def prompt_lines(domains=DOMAINS) -> list[str]:
+def prompt_lines(domains=POLICY_DOMAINS) -> list[str]:
     "The lines of the domains' system turns (policy and tool schemas) that become single tokens."
     lines = set()
     for d in domains:
@@ -185,7 +185,7 @@ def prompt_lines(domains=DOMAINS) -> list[str]:
 
 def build_tokenizer(
     texts: list,  # training texts: rendered conversations
-    domains=DOMAINS,  # domains whose system-turn lines become tokens
+    domains=POLICY_DOMAINS,  # domains whose system-turn lines become tokens
     vocab_size: int = 4096,  # BPE vocabulary (special and interpreter tokens included)
 ):
     "`make_tokenizer` on `texts`, plus one token per constant line of each domain's system turn."
@@ -196,7 +196,7 @@ def build_tokenizer(
     return tok
 
 
-def stale_prompt_lines(tokenizer, domains=DOMAINS) -> list[str]:
+def stale_prompt_lines(tokenizer, domains=POLICY_DOMAINS) -> list[str]:
     "Lines of the domains' current system turns that the tokenizer has no token for (non-empty: rebuild the policy)."
     vocab = tokenizer.get_vocab()
     return [l for l in prompt_lines(domains) if l not in vocab]
@@ -749,7 +749,7 @@ def rollouts(
     seed: int = 2,  # the task and sampling seed
     k: int = 8,  # attempts per task
     n: int = 2,  # tasks per family
-    domains=DOMAINS,
+    domains=POLICY_DOMAINS,
     split: str = 'train',
     concurrency: int = 32,
     progress: bool = False,

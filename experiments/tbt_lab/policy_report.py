@@ -9,7 +9,7 @@ from pathlib import Path
 from thinkingbox_training.tasks import generate_tasks
 from thinkingbox_training.policies import SamplingConfig, HFPolicy, generation_speed
 from tbt_lab.base_policy import (
-    DOMAINS,
+    POLICY_DOMAINS,
     model_dir,
     run_demonstrations,
     encode_conversation,
@@ -57,7 +57,9 @@ def policy_report(
 # %% ../nbs/02_policy_report.ipynb #c008
 def _mid_episode(n: int, seed: int = 11) -> list:
     "Conversations of `n` demonstrations: each up to (not including) its final reply, with its tools, and whole."
-    eps = run_demonstrations([t for d in DOMAINS for t in generate_tasks(d, 'train', seed=seed, n=max(1, n // 19 + 1))])
+    eps = run_demonstrations(
+        [t for d in POLICY_DOMAINS for t in generate_tasks(d, 'train', seed=seed, n=max(1, n // 19 + 1))]
+    )
     return [(e.trajectory.messages[:-1], e.trajectory.tools, e.trajectory.messages) for e in eps][:n]
 
 

@@ -13,15 +13,15 @@ from thinkingbox_training.cli import command, project_dir
 from thinkingbox_training import metrics
 
 # %% auto #0
-__all__ = ['STUDY', 'RECIPE', 'BASE_MODEL', 'POOL_TASK_FILES', 'REPROBE_STEPS', 'REPROBE_K', 'FLOOR', 'Stage', 'study_stages',
-           'campaign_keys', 'store_wall_s', 'checkpoints', 'trained', 'Study', 'StageStatus', 'stage_status',
-           'plan_rows', 'train_argv', 'train_side_by_side', 'run_stage', 'probe_tasks', 'episode_budget', 'Reprobe',
-           'train_reprobed', 'read_parts', 'measured_rate', 'reproduce', 'reproduce_cli', 'subset', 'first_k',
-           'aligned', 'task_groups', 'brief', 'paired', 'cluster_bootstrap', 'paired_rates', 'primary_test',
-           'sign_patterns', 'intraclass', 'family_test', 'seed_task_interval', 'family_level', 'training_rows',
-           'zero_variance', 'load_campaigns', 'policy_rows', 'comparison_rows', 'learning_curve', 'second_arm',
-           'study_summary', 'plot_policies', 'plot_sharpening', 'plot_learning_curve', 'plot_training', 'plot_families',
-           'family_table', 'study_report', 'study_report_cli']
+__all__ = ['STUDY', 'RECIPE', 'BASE_MODEL', 'POOL_TASK_FILES', 'REPROBE_STEPS', 'REPROBE_K', 'BRIEF', 'FLOOR', 'Stage',
+           'study_stages', 'campaign_keys', 'store_wall_s', 'checkpoints', 'trained', 'Study', 'StageStatus',
+           'stage_status', 'plan_rows', 'train_argv', 'train_side_by_side', 'run_stage', 'probe_tasks',
+           'episode_budget', 'Reprobe', 'train_reprobed', 'read_parts', 'measured_rate', 'reproduce', 'reproduce_cli',
+           'aligned', 'task_groups', 'paired', 'cluster_bootstrap', 'paired_rates', 'primary_test', 'sign_patterns',
+           'intraclass', 'family_test', 'seed_task_interval', 'family_level', 'training_rows', 'zero_variance',
+           'load_campaigns', 'policy_rows', 'comparison_rows', 'learning_curve', 'second_arm', 'study_summary',
+           'plot_policies', 'plot_sharpening', 'plot_learning_curve', 'plot_training', 'plot_families', 'family_table',
+           'study_report', 'study_report_cli']
 
 # %% ../nbs/03_study.ipynb #s004
 STUDY = 'data/runs/study'  # the study's directory, relative to the checkout
@@ -261,7 +261,7 @@ class Study:
             self.bench_files or (*ts['bench_committed']['files'], *ts['bench_held_out_added']['files'])
         )
         self.stages = study_stages(self.design)
-        self._tasks, self._args = {}, None
+        self._tasks, self._configs = {}, {}
 
     @property
     def path(self) -> Path:
@@ -301,27 +301,23 @@ class Study:
                 self._tasks[which] = [by[u] for u in read_uids(str(self.root / self.design['pool']['path']))]
         return self._tasks[which]
 
+    def config(self, recipe: str = None):
+        "A recipe (default: the study's) as training parses it (a dry run: nothing loads)."
+        recipe = recipe or self.recipe
+        if recipe not in self._configs:
+            from thinkingbox_training.grpo import parse_config
+
+            argv = ['--config', str(self.root / recipe), '--output_dir', str(self.path / '_parse'), '--dry_run', 'true']
+            self._configs[recipe] = parse_config(argv)
+        return self._configs[recipe]
+
     @property
     def args(self):
-        "The recipe as training parses it (a dry run: nothing loads)."
-        if self._args is None:
-            from trl import TrlParser
-            from thinkingbox_training.grpo import TBTConfig
+        "The study's recipe as training parses it."
+        return self.config()
 
-            (self._args,) = TrlParser([TBTConfig]).parse_args_and_config(
-                [
-                    '--config',
-                    str(self.root / self.recipe),
-                    '--output_dir',
-                    str(self.path / '_parse'),
-                    '--dry_run',
-                    'true',
-                ]
-            )
-        return self._args
-
-    def settings(self) -> dict:
-        "Every campaign's sampling and budgets: the main job's evaluation settings for the study's bench."
+    def settings(self):
+        "Every campaign's run spec (sampling, budgets, user, judge): the main job's evaluation spec for its bench."
         from thinkingbox_training.pipeline import campaign_settings
 
         return campaign_settings(self.args, self.tasks('bench'))['evaluate']
@@ -415,10 +411,8 @@ def plan_rows(study: Study, parts: list) -> list:
 # %% ../nbs/03_study.ipynb #s016
 def train_argv(study: Study, st: Stage) -> list:
     "The `scripts/train.py` arguments of a training stage, resuming from its last checkpoint if it has one."
-    import yaml
-
     recipe = st.recipe or study.recipe
-    files = yaml.safe_load((study.root / recipe).read_text())['task_files']
+    files = study.config(recipe).task_files
     argv = [
         '--config',
         _rel(study.root / recipe),
@@ -520,7 +514,7 @@ def run_stage(study: Study, st: Stage) -> dict:
         runner_kw=study.runner_kw,
         shards=study.shards,
         lost_store='regenerate',  # a committed export without its store (a fresh clone): as before
-        **study.settings(),
+        spec=study.settings(),
     )
     return {k: r[k] for k in ('executed', 'expected', 'system_errors_left')}
 
@@ -621,7 +615,7 @@ class Reprobe(TrainerCallback):
                 task_files=files,
                 runner_kw=self.study.runner_kw,
                 lost_store='regenerate',
-                **how,
+                spec=how,
             )
         finally:
             t.model.train(was)
@@ -844,40 +838,6 @@ def reproduce_cli(
     return 0
 
 # %% ../nbs/03_study.ipynb #s025
-def subset(camp: metrics.Campaign, mask) -> metrics.Campaign:
-    "The campaign restricted to the tasks where `mask` holds."
-    m = np.asarray(mask, bool)
-    keep = {u for u, x in zip(camp.uids, m) if x}
-    c = metrics.Campaign(
-        [u for u in camp.uids if u in keep],
-        camp.rewards[m],
-        camp.domains[m],
-        camp.families[m],
-        camp.held_out[m],
-        [r for r in camp.records if r['task_uid'] in keep],
-        camp.policy_id,
-    )
-    c.budgets = camp.budgets
-    return c
-
-
-def first_k(camp: metrics.Campaign, k: int) -> metrics.Campaign:
-    "The campaign of the first `k` attempts of every task (with common attempt seeds: a k-attempt campaign)."
-    if k > camp.k:
-        raise ValueError(f'the campaign has {camp.k} attempts per task, fewer than {k}')
-    c = metrics.Campaign(
-        camp.uids,
-        camp.rewards[:, :k],
-        camp.domains,
-        camp.families,
-        camp.held_out,
-        [r for r in camp.records if r['repetition'] < k],
-        camp.policy_id,
-    )
-    c.budgets = camp.budgets
-    return c
-
-
 def aligned(camp: metrics.Campaign, uids: list) -> np.ndarray:
     "Each task's pass@1 (successes / k), in the order of `uids`."
     row = {u: i for i, u in enumerate(camp.uids)}
@@ -896,23 +856,8 @@ def task_groups(camp: metrics.Campaign) -> dict:
     return {g: m for g, m in out.items() if m.any()}
 
 
-def brief(camp: metrics.Campaign, n_boot: int = 4000) -> dict:
-    "pass@1 with its task-bootstrap interval, pass@k, observed k/k with its task-bootstrap interval."
-    s = metrics.summarize(camp.rewards)
-    kk = camp.successes == camp.k
-    lo, hi = metrics.bootstrap_mean(kk, n_boot=n_boot) if len(kk) > 1 else (np.nan, np.nan)
-    return {
-        'tasks': s['tasks'],
-        'k': s['k'],
-        'pass@1': s['pass@1'],
-        'pass@1_lo': s['pass@1_lo'],
-        'pass@1_hi': s['pass@1_hi'],
-        'pass@k': s['solved_once_rate'],
-        'observed_kk': s['solved_all'],
-        'observed_kk_rate': s['solved_all_rate'],
-        'observed_kk_lo': float(lo),
-        'observed_kk_hi': float(hi),
-    }
+BRIEF = ('tasks', 'k', 'pass@1', 'pass@1_lo', 'pass@1_hi', 'pass@k', 'observed_kk', 'observed_kk_rate')
+BRIEF += ('observed_kk_lo', 'observed_kk_hi')  # a policy's figures in the study's tables (`Campaign.brief`)
 
 
 def paired(base: metrics.Campaign, trained: metrics.Campaign, n_boot: int = 4000) -> dict:
@@ -922,7 +867,7 @@ def paired(base: metrics.Campaign, trained: metrics.Campaign, n_boot: int = 4000
     import warnings
 
     if base.k > trained.k:
-        base = first_k(base, trained.k)  # common attempt seeds: the base's k-attempt campaign
+        base = base.first_k(trained.k)  # common attempt seeds: the base's k-attempt campaign
     with warnings.catch_warnings():
         warnings.simplefilter('ignore', metrics.BudgetsDiffer)  # same settings by construction; campaign.json says
         c = metrics.compare(base, trained, n_boot=n_boot)
@@ -960,7 +905,7 @@ def paired_rates(
     # each seed against the base's first k of its attempts (common attempt seeds: the base's k-attempt campaign)
     return (
         np.array([aligned(c, base.uids) for c in trained]),
-        np.array([aligned(first_k(base, c.k), base.uids) for c in trained]),
+        np.array([aligned(base.first_k(c.k), base.uids) for c in trained]),
     )
 
 
@@ -1255,11 +1200,11 @@ def policy_rows(study: Study, camps: dict) -> list:
     "Per policy (base, each seed) and task group: pass@1 [interval], pass@k, observed k/k [interval]."
     rows = []
     for label, (_, bench, pool) in _policies(study, camps).items():
-        sets = {'all bench': bench, **{g: subset(bench, m) for g, m in task_groups(bench).items()}} if bench else {}
+        sets = {'all bench': bench, **{g: bench.subset(m) for g, m in task_groups(bench).items()}} if bench else {}
         if pool:
             sets['pool'] = pool
         for g, c in sets.items():
-            b = brief(c)
+            b = c.brief(BRIEF)
             rows.append(
                 {
                     'policy': label,
@@ -1288,7 +1233,7 @@ def comparison_rows(study: Study, camps: dict) -> list:
         if base_b is not None and bench is not None:
             pairs['all bench'] = (base_b, bench)
             for g, m in task_groups(base_b).items():
-                pairs[g] = (subset(base_b, m), subset(bench, np.isin(bench.uids, np.array(base_b.uids)[m])))
+                pairs[g] = (base_b.subset(m), bench.subset(np.isin(bench.uids, np.array(base_b.uids)[m])))
         if base_p is not None and pool is not None:
             pairs['pool'] = (base_p, pool)
         for g, (b, t) in pairs.items():
@@ -1331,12 +1276,12 @@ def learning_curve(study: Study, camps: dict) -> list:
     for n, (bo, po) in sorted(at.items()):
         sets = {}
         if bo in camps:
-            bench = first_k(camps[bo], lc['k'])
-            sets.update({'held_out_family': subset(bench, bench.held_out), 'in_family': subset(bench, ~bench.held_out)})
+            bench = camps[bo].first_k(lc['k'])
+            sets.update({'held_out_family': bench.subset(bench.held_out), 'in_family': bench.subset(~bench.held_out)})
         if po in camps:
             sets['pool'] = camps[po]
         for g, c in sets.items():
-            b = brief(c)
+            b = c.brief(BRIEF)
             if n == 0:
                 start[g] = c
             # the paired change against step 0 (the base's same attempts): what the curve's shape can be read from
@@ -1370,7 +1315,7 @@ def second_arm(study: Study, camps: dict) -> dict:
         out['equal_budget'] = out['re_probed']['episodes_spent'] == out['fixed']['episodes_spent']
     kf, k4 = study.final_k(s0), study.design['design']['checkpoints_for_learning_curve']['k']
     if 'reprobed/bench-k4' in camps and f'seed{s0}/bench-k{kf}' in camps:
-        out['bench_k4'] = paired(first_k(camps[f'seed{s0}/bench-k{kf}'], k4), camps['reprobed/bench-k4'])
+        out['bench_k4'] = paired(camps[f'seed{s0}/bench-k{kf}'].first_k(k4), camps['reprobed/bench-k4'])
     kp = study.design['design']['k_pool']
     if f'reprobed/pool-k{kp}' in camps and f'seed{s0}/pool-k{kp}' in camps:
         out['pool'] = paired(camps[f'seed{s0}/pool-k{kp}'], camps[f'reprobed/pool-k{kp}'])
@@ -1460,13 +1405,6 @@ def study_summary(study: Study, camps: dict = None, pr: list = None, cr: list = 
 from matplotlib.figure import Figure
 
 
-def _save(fig, path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, bbox_inches='tight')
-    return path
-
-
 def plot_policies(rows: list, path) -> Path | None:
     "pass@1 and observed k/k per policy and task group, with 95% task-bootstrap intervals (`policy_rows`)."
     groups = [g for g in ('held_out_family', 'in_family', 'pool') if any(r['tasks'] == g for r in rows)]
@@ -1488,7 +1426,7 @@ def plot_policies(rows: list, path) -> Path | None:
         ax.set_title(title + ' (95% task bootstrap)', fontsize=9)
         ax.grid(axis='y', alpha=0.3)
     ax.legend(fontsize=7)
-    return _save(fig, path)
+    return metrics.save_figure(fig, path)
 
 
 def plot_sharpening(base: metrics.Campaign, trained: list, path) -> Path:
@@ -1506,7 +1444,7 @@ def plot_sharpening(base: metrics.Campaign, trained: list, path) -> Path:
     ax.set_ylabel(f'trained pass@1, mean of {len(trained)} seed(s)')
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
-    return _save(fig, path)
+    return metrics.save_figure(fig, path)
 
 
 def plot_learning_curve(rows: list, path) -> Path | None:
@@ -1533,7 +1471,7 @@ def plot_learning_curve(rows: list, path) -> Path | None:
     ax.set_ylim(0, 1)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    return _save(fig, path)
+    return metrics.save_figure(fig, path)
 
 
 def plot_training(runs: dict, path) -> Path | None:
@@ -1554,7 +1492,7 @@ def plot_training(runs: dict, path) -> Path | None:
         ax.set_title(title, fontsize=9)
         ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    return _save(fig, path)
+    return metrics.save_figure(fig, path)
 
 
 def plot_families(levels: dict, path) -> Path | None:
@@ -1593,7 +1531,7 @@ def plot_families(levels: dict, path) -> Path | None:
         ax.grid(axis='x', alpha=0.3)
     ax.set_xlabel('paired pass@1 change (points), 95% task bootstrap within the family')
     fig.axes[0].legend(fontsize=6, loc='lower right')
-    return _save(fig, path)
+    return metrics.save_figure(fig, path)
 
 
 def family_table(levels: dict) -> list:
