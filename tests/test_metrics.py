@@ -441,7 +441,7 @@ def test_cost_lines_keep_the_index_to_the_agent_and_list_the_rest_apart():
 
 
 def test_compare_warns_when_budgets_differ():
-    from thinkingbox_training.metrics import BudgetsDiffer
+    from thinkingbox_training.budgets import BudgetsDiffer
 
     a, b = camp([2, 1], 2), camp([2, 2], 2, policy_id='t')
     a.budgets = {
@@ -462,7 +462,7 @@ def test_compare_warns_when_budgets_differ():
 
 
 def test_a_part_of_a_campaign_keeps_its_budgets_so_comparing_parts_still_warns():
-    from thinkingbox_training.metrics import BudgetsDiffer
+    from thinkingbox_training.budgets import BudgetsDiffer
 
     a, b = camp([2, 1, 0], 2), camp([2, 2, 1], 2, policy_id='t')
     a.budgets = {'source': 'run', 'max_turns': 7, 'max_tokens_per_turn': 96, 'max_episode_tokens': 8192}

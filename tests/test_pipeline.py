@@ -62,7 +62,8 @@ def test_probe_takes_the_runs_budgets_evaluation_the_tasks_own_and_comparing_the
     import pytest
     from thinkingbox_training.campaigns import run_campaign, load_campaign
     from thinkingbox_training.cli import main
-    from thinkingbox_training.metrics import BudgetsDiffer, compare
+    from thinkingbox_training.budgets import BudgetsDiffer
+    from thinkingbox_training.metrics import compare
     from thinkingbox_training.policies import SamplingConfig
 
     run = {'max_turns': 10, 'max_tokens_per_turn': 96, 'max_episode_tokens': 8192}

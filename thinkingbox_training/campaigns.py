@@ -12,6 +12,7 @@ from .tasks import load_tasks, refuse_evaluation_only
 from .episode import AttemptRecord, EpisodeRunner
 from .policies import SamplingConfig, make_policy
 from .grader import DefectiveTask, Grader, RuleJudge, OpenAIJudge, check_defects, check_judge
+from .budgets import BUDGETS, apply_budgets, budgets_record
 from . import metrics
 
 # %% auto #0
@@ -242,7 +243,7 @@ class RunSpec:
     "How a run's episodes run: parsed once, handed whole to probing, evaluation, training, the study and the main job."
 
     sampling: SamplingConfig = field(default_factory=SamplingConfig)  # the policy's sampling
-    budgets: dict = None  # a run's episode budgets (`metrics.BUDGETS`) in place of each task's own; None: theirs
+    budgets: dict = None  # a run's episode budgets (`BUDGETS`) in place of each task's own; None: theirs
     user: str = 'scripted'  # the simulated user: scripted or openai:MODEL
     judge: str = 'rule'  # the rubric judge (`make_judge`)
     judge_base_url: str = None  # an 'openai:' judge's endpoint
@@ -259,7 +260,7 @@ class RunSpec:
                 max_tokens=args.max_tokens_per_turn,
                 seed=args.seed,
             ),
-            {f: getattr(args, f) for f in metrics.BUDGETS},
+            {f: getattr(args, f) for f in BUDGETS},
             args.user,
             args.judge or 'none',
             args.judge_base_url,
@@ -274,12 +275,12 @@ class RunSpec:
         import types, yaml
 
         r = yaml.safe_load(Path(path).read_text()) or {}
-        if missing := [f for f in metrics.BUDGETS if f not in r]:
+        if missing := [f for f in BUDGETS if f not in r]:
             raise SystemExit(f'{path} does not state {", ".join(missing)}: a probe follows the budgets it states')
         d, s = cls(), SamplingConfig()
         given = dict(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, seed=TRAINING_SEED, user=d.user)
         given.update(judge=d.judge, judge_base_url=d.judge_base_url, judge_max_tokens=d.judge_max_tokens)
-        given.update({k: v for k, v in r.items() if k in given or k in metrics.BUDGETS})
+        given.update({k: v for k, v in r.items() if k in given or k in BUDGETS})
         spec = cls.from_config(types.SimpleNamespace(**given))
         return replace(
             spec,
@@ -535,7 +536,7 @@ def _run_locked(
     name = name or out.name
     sampling, user, budgets = spec.sampling, spec.user, spec.budgets
     if budgets is not None:
-        tasks = [metrics.apply_budgets(t, budgets) for t in tasks]
+        tasks = [apply_budgets(t, budgets) for t in tasks]
     runner_kw = dict(runner_kw or {})
     pool, bar, threads = None, None, None
     setup = _shard_setup(policy, grader, sampling, user, concurrency, error_retries, runner_kw) if shards > 1 else None
@@ -558,7 +559,7 @@ def _run_locked(
         'tasks_sha256': _tasks_sha(tasks),
         'task_files_sha256': _sha(task_files) if task_files else None,
     }
-    meta['budgets'] = metrics.budgets_record(tasks, sampling.max_tokens, 'tasks' if budgets is None else 'run')
+    meta['budgets'] = budgets_record(tasks, sampling.max_tokens, 'tasks' if budgets is None else 'run')
     mpath = out / 'campaign.json'
     lost = _lost_store(out, lost_store)  # an export without its store: refused unless told what to do
     if mpath.exists():

@@ -470,7 +470,7 @@ def task_dataset(tasks: list):  # the training pool
     return Dataset.from_dict({'prompt': [task_prompt(t.uid) for t in tasks], 'task_uid': [t.uid for t in tasks]})
 
 # %% ../nbs/10_grpo.ipynb #c020
-from .metrics import apply_budgets, budgets_record, show_budgets, warn_budgets
+from .budgets import apply_budgets, budgets_record, show_budgets, warn_budgets
 
 
 def run_budgets(args: TBTConfig) -> dict:

@@ -4,7 +4,7 @@
 
 # %% ../nbs/07a_metrics.ipynb #c003
 from __future__ import annotations
-import csv, io, json, math, warnings
+import csv, io, json, math
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,15 +13,15 @@ import yaml
 from scipy import stats
 from matplotlib.figure import Figure
 from .cli import data_path, project_dir
+from .budgets import warn_budgets
 
 # %% auto #0
-__all__ = ['SYNTHETIC_DOMAINS', 'STATUSES', 'BRIEF', 'INTERVALS', 'PARTS', 'TOKENS', 'BUDGETS', 'read_attempts',
-           'synthetic_records', 'CampaignIncomplete', 'campaign_problems', 'Campaign', 'pass_at_k', 'pass_hat_k',
-           'k_ladder', 'wilson', 'bootstrap_mean', 'bootstrap_ratio', 'interval_label', 'summarize', 'metrics_table',
-           'load_prices', 'usage_totals', 'price_of', 'cost_index', 'task_costs', 'BudgetsDiffer', 'apply_budgets',
-           'budgets_record', 'show_budgets', 'budgets_differ', 'warn_budgets', 'compare', 'pretty', 'to_markdown',
-           'to_csv', 'to_latex', 'write_tables', 'headline', 'campaign_spend', 'cost_lines', 'scratch_dir',
-           'save_figure', 'plot_domains', 'plot_pass_curves', 'plot_transitions']
+__all__ = ['SYNTHETIC_DOMAINS', 'STATUSES', 'BRIEF', 'INTERVALS', 'PARTS', 'TOKENS', 'read_attempts', 'synthetic_records',
+           'CampaignIncomplete', 'campaign_problems', 'Campaign', 'pass_at_k', 'pass_hat_k', 'k_ladder', 'wilson',
+           'bootstrap_mean', 'bootstrap_ratio', 'interval_label', 'summarize', 'metrics_table', 'load_prices',
+           'usage_totals', 'price_of', 'cost_index', 'task_costs', 'compare', 'pretty', 'to_markdown', 'to_csv',
+           'to_latex', 'write_tables', 'headline', 'campaign_spend', 'cost_lines', 'scratch_dir', 'save_figure',
+           'plot_domains', 'plot_pass_curves', 'plot_transitions']
 
 # %% ../nbs/07a_metrics.ipynb #c006
 def read_attempts(
@@ -583,74 +583,6 @@ def _cost_row(ci):
             'judge_cost',
         )
     }
-
-# %% ../nbs/07a_metrics.ipynb #c031b
-BUDGETS = ('max_turns', 'max_tokens_per_turn', 'max_episode_tokens')  # the episode budgets, all in the policy's control
-
-
-class BudgetsDiffer(UserWarning):
-    "Numbers measured under different episode budgets are compared, or a pool probed under other budgets is trained on."
-
-
-def apply_budgets(
-    task,  # a `Task`
-    budgets: dict,  # a run's budgets: each of BUDGETS -> a positive integer
-):
-    "`task` with its episode budgets replaced by `budgets` (its wall clock, an infrastructure guard, stays its own)."
-    bad = {f: budgets.get(f) for f in BUDGETS if type(budgets.get(f)) is not int or budgets.get(f) < 1}
-    if bad:
-        raise ValueError(f'episode budgets must be positive integers for {", ".join(BUDGETS)}; got {bad}')
-    return task.model_copy(update={'limits': task.limits.model_copy(update={f: budgets[f] for f in BUDGETS})})
-
-
-def budgets_record(
-    tasks: list,  # the tasks as they run (after `apply_budgets` where a run's budgets apply)
-    max_tokens: int = None,  # the sampler's own per-turn cap, if any
-    source: str = 'tasks',  # 'run' (a run's budgets replaced the tasks') or 'tasks' (each task's own limits)
-) -> dict:
-    "The episode budgets a campaign runs under, for campaign.json: each budget's figure, or [min, max] over the tasks."
-    if source not in ('run', 'tasks'):
-        raise ValueError(f"source must be 'run' or 'tasks', not {source!r}")
-    out = {'source': source}
-    for f in BUDGETS:
-        v = [getattr(t.limits, f) for t in tasks]
-        if f == 'max_tokens_per_turn' and max_tokens:
-            v = [min(x, max_tokens) for x in v]
-        out[f] = min(v) if min(v) == max(v) else [min(v), max(v)]
-    return out
-
-
-def show_budgets(r: dict) -> str:
-    "A budget record in words."
-    if not r:
-        return 'not recorded'
-    fig = lambda v: f'{v[0]}-{v[1]}' if isinstance(v, list) else f'{v}'
-    how = "the run's, for every task" if r.get('source') == 'run' else "each task's own"
-    return (
-        f'{fig(r["max_turns"])} turns, {fig(r["max_tokens_per_turn"])} tokens a turn, '
-        f'{fig(r["max_episode_tokens"])} an episode ({how})'
-    )
-
-
-def budgets_differ(
-    a: dict,  # one budget record (None: not recorded)
-    b: dict,  # the other
-    names: tuple = ('one', 'the other'),  # what each belongs to
-) -> str | None:
-    "A message naming both sets when two records differ in a figure (or only one is recorded); None when they agree."
-    if not a and not b:
-        return None
-    if a and b and all(a.get(f) == b.get(f) for f in BUDGETS):
-        return None
-    return f'episode budgets differ: {names[0]}: {show_budgets(a)}; {names[1]}: {show_budgets(b)}'
-
-
-def warn_budgets(a: dict, b: dict, names: tuple) -> bool:
-    "Warn (`BudgetsDiffer`) when two budget records differ; True if they do."
-    msg = budgets_differ(a, b, names)
-    if msg:
-        warnings.warn(msg, BudgetsDiffer, stacklevel=3)
-    return msg is not None
 
 # %% ../nbs/07a_metrics.ipynb #c033
 def _transition(before, after):

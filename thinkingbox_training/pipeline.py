@@ -9,6 +9,7 @@ from dataclasses import dataclass, asdict
 from pathlib import Path
 from .cli import command
 from .tasks import generate_tasks, load_tasks, write_tasks
+from .budgets import budgets_record, show_budgets
 from . import metrics
 
 # %% auto #0
@@ -344,7 +345,7 @@ def run_main(job: MainJob) -> dict:
     print(
         f'[probe] {r["executed"]} episodes this run ({r["expected"]} in all), {times["probe_s"]:.0f} s, '
         "under the recipe's budgets: "
-        f'{metrics.show_budgets({"source": "run", **how["probe"].budgets})}'
+        f'{show_budgets({"source": "run", **how["probe"].budgets})}'
     )
 
     t0 = time.perf_counter()
@@ -417,8 +418,8 @@ def run_main(job: MainJob) -> dict:
         spec=how['evaluate'],
     )
     times['evaluate_s'] = time.perf_counter() - t0
-    own = metrics.budgets_record(bench, how['evaluate'].sampling.max_tokens)
-    print(f"[evaluate] under each bench task's own limits: {metrics.show_budgets(own)}")
+    own = budgets_record(bench, how['evaluate'].sampling.max_tokens)
+    print(f"[evaluate] under each bench task's own limits: {show_budgets(own)}")
     times['wall_s'] = time.perf_counter() - t_start
     recipe_keys = (
         'groups_per_step',

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 from thinkingbox_training.cli import command, project_dir
+from thinkingbox_training.budgets import BudgetsDiffer
 from thinkingbox_training import metrics
 
 # %% auto #0
@@ -622,7 +623,7 @@ class Reprobe(TrainerCallback):
         recs = campaign_records(self.out / f'reprobe-step{step}')
         bench = set(bench_uids) | {x.uid for x in self.study.tasks('bench')}
         sel = select_pool(recs, SelectionConfig(), bench_uids=bench)
-        man = write_selection(sel, self.out / f'pool-step{step}', probe_budgets=how['budgets'])
+        man = write_selection(sel, self.out / f'pool-step{step}', probe_budgets=how.budgets)
         by = {x.uid: x for x in tasks}
         used = len(sel.train) >= t.args.groups_per_step
         if used:
@@ -869,7 +870,7 @@ def paired(base: metrics.Campaign, trained: metrics.Campaign, n_boot: int = 4000
     if base.k > trained.k:
         base = base.first_k(trained.k)  # common attempt seeds: the base's k-attempt campaign
     with warnings.catch_warnings():
-        warnings.simplefilter('ignore', metrics.BudgetsDiffer)  # same settings by construction; campaign.json says
+        warnings.simplefilter('ignore', BudgetsDiffer)  # same settings by construction; campaign.json says
         c = metrics.compare(base, trained, n_boot=n_boot)
     once = (aligned(trained, base.uids) > 0).astype(float) - (base.successes > 0)
     lo, hi = metrics.bootstrap_mean(once, n_boot=n_boot)
