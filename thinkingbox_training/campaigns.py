@@ -4,7 +4,7 @@
 
 # %% ../nbs/08_campaigns.ipynb #c002
 from __future__ import annotations
-import collections, errno, functools, hashlib, inspect, json, os, sqlite3, sys, time
+import collections, errno, hashlib, inspect, json, os, sqlite3, sys, time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from .cli import command
@@ -977,7 +977,7 @@ def evaluate(
     out: str = None,  # campaign directory (default data/runs/eval-<policy>)
     split: str = 'bench',  # which split of the files to run ('' = all)
     user: str = 'scripted',  # simulated user: scripted or openai:MODEL
-    judge: str = 'rule',  # rubric judge: rule (offline) or openai:MODEL
+    judge: str = 'rule',  # rubric judge: rule (offline), openai:MODEL or none
     judge_max_tokens: int = 0,  # an LLM judge's budget, its reasoning included (0: a recipe's, else 2048)
     temperature: float = 1.0,
     top_p: float = 1.0,
@@ -995,20 +995,15 @@ def evaluate(
     "Run (or resume) an evaluation campaign: every task x k attempts into a crash-proof store (each task's own limits)."
     ts, files = _tasks_from(tasks, split or None)
     out = out or f'data/runs/eval-{Path(policy).name.replace(":", "_")}'
-    budgets = None
-    if recipe:
-        budgets, samp = recipe_budgets(recipe)
-        temperature, top_p, top_k = samp['temperature'], samp['top_p'], samp['top_k']
-        judge_max_tokens = judge_max_tokens or samp['judge_max_tokens']
-        max_tokens = budgets['max_tokens_per_turn']
-    s = SamplingConfig(
-        temperature=temperature,
-        top_p=top_p,
-        top_k=top_k,
-        seed=seed,
-        max_tokens=max_tokens or max(t.limits.max_tokens_per_turn for t in ts),
-    )
-    grader = functools.partial(_judge, judge, judge_max_tokens) if shards > 1 else _judge(judge, judge_max_tokens)
+    if recipe:  # the recipe's sampling, budgets and judge budget (unless given); the user, judge and seed given here
+        r = RunSpec.from_recipe(recipe)
+        jmt = judge_max_tokens or r.judge_max_tokens
+        spec = RunSpec(replace(r.sampling, seed=seed), r.budgets, user, judge or 'rule', None, jmt)
+    else:
+        most = max(t.limits.max_tokens_per_turn for t in ts)
+        s = SamplingConfig(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, max_tokens=max_tokens or most)
+        spec = RunSpec(s, None, user, judge or 'rule', None, judge_max_tokens)
+    _judge(spec.judge, spec.judge_max_tokens)  # a bad judge or budget: refused before anything runs
     # a local policy decodes (or acts) fastest at about 16 live episodes (the sweep below); a server batches more
     concurrency = concurrency or (64 if policy.split(':')[0] in ('vllm', 'endpoint', 'chat') else 16)
     try:
@@ -1017,14 +1012,11 @@ def evaluate(
             ts,
             policy,
             k,
-            user=user,
-            sampling=s,
-            grader=grader,
+            spec=spec,
             concurrency=concurrency,
             error_retries=error_retries,
             task_files=files,
             progress=not quiet,
-            budgets=budgets,
             runner_kw={'tool_transport': tool_transport},
             shards=shards,
             lost_store='rebuild' if rebuild_store else 'refuse',
@@ -1048,7 +1040,7 @@ def probe(
     k: int = 8,  # probes per task
     out: str = 'data/runs/probe',  # campaign directory; then `tbt select OUT/attempts.jsonl`
     user: str = 'scripted',
-    judge: str = 'rule',  # rubric judge: rule (offline; items that list phrases) or openai:MODEL
+    judge: str = 'rule',  # rubric judge: rule (offline; items that list phrases), openai:MODEL or none
     judge_max_tokens: int = 0,  # an LLM judge's budget (0: the recipe's, else 2048)
     temperature: float = 1.0,
     max_tokens: int = 0,
