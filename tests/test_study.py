@@ -1,5 +1,5 @@
-"""The study of issue 32 (`study`): its plan and resume logic and its analysis, on small real campaigns of the
-scripted expert (generated tasks, run with `run_campaign` into tmp dirs)."""
+"""The pre-registered study (`tbt_lab.study`): its plan and resume logic and its analysis, on small real campaigns of
+the scripted expert (generated tasks, run with `run_campaign` into tmp dirs)."""
 
 import copy, json, sqlite3
 import numpy as np

@@ -142,7 +142,7 @@ def report(run_dir: str | Path, extra: dict = None) -> dict:
 
 def headline_rows(s: dict) -> list:
     "The run's headline table: base vs trained, overall and per family group, with intervals."
-    k, ci = s['k'], s['base'].get('pass@1_interval', '95% Wilson over attempts')  # summaries before issue 27: Wilson
+    k, ci = s['k'], s['base'].get('pass@1_interval', '95% Wilson over attempts')  # older summaries: Wilson
 
     def row(label, b, t):
         return {
