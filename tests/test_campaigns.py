@@ -159,3 +159,20 @@ def test_exceptions_of_domain_code_on_the_agents_input_are_counted_per_tool_in_t
     assert json.loads(capsys.readouterr().out)['agent_exceptions'] == {'lookup': 3}
     assert aggregate(str(tmp_path / 'b')) == 0
     assert "domain code on the agent's input" in capsys.readouterr().out
+
+
+def test_a_probe_under_a_recipe_runs_the_recipes_run_spec(tmp_path, capsys):
+    "`tbt probe --recipe`: the recipe's sampling and budgets (read as training reads them), the seed and judge given."
+    from thinkingbox_training.campaigns import RunSpec, read_meta
+    from thinkingbox_training.cli import main
+
+    tasks = tmp_path / 'tasks.jsonl'
+    write_tasks([t.model_copy(update={'split': 'train'}) for t in demo_tasks(3)], tasks)
+    recipe = ROOT / 'scripts' / 'recipes' / 'tiny_cpu.yaml'
+    argv = ['probe', '--tasks', str(tasks), '--k', '1', '--recipe', str(recipe), '--seed', '5', '--quiet']
+    assert main([*argv, '--out', str(tmp_path / 'p')]) == 0
+    meta, spec = read_meta(tmp_path / 'p'), RunSpec.from_recipe(recipe)
+    assert meta['budgets'] == {'source': 'run', **spec.budgets} and meta['judge'] == 'rule'
+    assert meta['sampling'] == {**vars(spec.sampling), 'seed': 5} and meta['sampling']['max_tokens'] == 96
+    assert main([*argv, '--out', str(tmp_path / 'q'), '--judge', 'none']) == 0  # no judge: these tasks have no rubric
+    assert read_meta(tmp_path / 'q')['judge'] is None

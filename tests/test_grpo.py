@@ -574,7 +574,7 @@ def test_dry_run_builds_the_callbacks_a_recipe_names(tmp_path, capsys, monkeypat
 
 
 def test_load_pool_warns_when_its_probe_ran_under_other_budgets(tmp_path):
-    from thinkingbox_training.metrics import BudgetsDiffer
+    from thinkingbox_training.budgets import BudgetsDiffer
 
     write_tasks(TASKS, tmp_path / 't.jsonl')
     (tmp_path / 'pool').mkdir()

@@ -108,3 +108,55 @@ def test_the_judge_budget_is_a_cli_and_recipe_value(tmp_path, monkeypatch):
     assert recipe_budgets(str(r))[1]['judge_max_tokens'] == 900
     assert make_judge('openai:j', 'http://127.0.0.1:9/v1', 700).max_tokens == 700
     assert 'judge_max_tokens' in TBTConfig.__dataclass_fields__
+
+
+def test_one_judge_parser_for_the_command_line_recipes_and_training():
+    from thinkingbox_training import campaigns, grpo
+    from thinkingbox_training.campaigns import _judge, make_judge
+
+    assert grpo.make_judge is make_judge  # training names its judge with the campaigns' parser
+    assert _judge('none').judge is None and _judge('').judge.name == RuleJudge().name  # --judge none: no judge
+    assert str(make_judge('openai:j', 'http://127.0.0.1:9/v1').client.base_url) == 'http://127.0.0.1:9/v1/'
+    for bad in ('gpt-4', 'openai:'):
+        with pytest.raises(SystemExit, match="unknown judge .*: use 'rule', 'openai:MODEL' or 'none'"):
+            _judge(bad)
+        with pytest.raises(ValueError, match="unknown judge .*: use 'rule', 'openai:MODEL' or 'none'"):
+            make_judge(bad)
+    with pytest.raises(SystemExit, match='--judge-max-tokens must be at least 1'):
+        campaigns._judge('openai:j', -1)
+
+
+def test_a_recipe_means_one_run_spec_read_with_or_without_training(tmp_path):
+    "`RunSpec.from_recipe` (probing, without loading training) and training's own parser agree on every recipe."
+    from dataclasses import replace
+    from thinkingbox_training.campaigns import RunSpec
+    from thinkingbox_training.cli import project_dir
+    from thinkingbox_training.grpo import parse_config
+
+    recipes = sorted((project_dir() / 'scripts' / 'recipes').glob('*.yaml'))
+    bare = tmp_path / 'bare.yaml'  # states only its budgets: everything else is training's default
+    bare.write_text('max_turns: 4\nmax_tokens_per_turn: 64\nmax_episode_tokens: 512\n')
+    for r in [*recipes, bare]:
+        spec = RunSpec.from_recipe(r)
+        cpu = ['--bf16', 'false', '--use_cpu', 'true', '--num_processes', '1']  # a GPU recipe read here
+        trained = RunSpec.from_config(parse_config(['--config', str(r), '--output_dir', str(tmp_path / r.stem), *cpu]))
+        assert spec == trained, r.name
+    assert len(recipes) >= 4 and RunSpec.from_recipe(bare).judge == 'rule'
+    tiny = RunSpec.from_recipe(recipes[[r.name for r in recipes].index('tiny_cpu.yaml')])
+    assert replace(tiny, budgets=None).budgets is None and tiny.sampling.max_tokens == 96
+
+
+def test_a_campaign_takes_a_run_spec_or_its_parts_never_both(tmp_path):
+    from thinkingbox_training.campaigns import RunSpec, run_campaign, read_meta
+    from thinkingbox_training.policies import SamplingConfig
+
+    t = task('demo/pay/spec', READ)
+    spec = RunSpec(
+        SamplingConfig(max_tokens=64), {'max_turns': 4, 'max_tokens_per_turn': 64, 'max_episode_tokens': 900}
+    )
+    r = run_campaign(tmp_path / 'c', [t], 'scripted', 2, spec=spec, progress=False, shards=2)
+    meta = read_meta(tmp_path / 'c')
+    assert r['executed'] == 2 and meta['judge'] == RuleJudge().name and meta['sampling']['max_tokens'] == 64
+    assert meta['budgets']['source'] == 'run' and meta['budgets']['max_turns'] == 4
+    with pytest.raises(ValueError, match='a spec or its parts, not both: user'):
+        run_campaign(tmp_path / 'd', [t], 'scripted', 1, spec=spec, user='scripted', progress=False)

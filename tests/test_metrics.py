@@ -441,7 +441,7 @@ def test_cost_lines_keep_the_index_to_the_agent_and_list_the_rest_apart():
 
 
 def test_compare_warns_when_budgets_differ():
-    from thinkingbox_training.metrics import BudgetsDiffer
+    from thinkingbox_training.budgets import BudgetsDiffer
 
     a, b = camp([2, 1], 2), camp([2, 2], 2, policy_id='t')
     a.budgets = {
@@ -459,3 +459,37 @@ def test_compare_warns_when_budgets_differ():
     with warnings.catch_warnings():
         warnings.simplefilter('error')
         compare(a, b, n_boot=100)
+
+
+def test_a_part_of_a_campaign_keeps_its_budgets_so_comparing_parts_still_warns():
+    from thinkingbox_training.budgets import BudgetsDiffer
+
+    a, b = camp([2, 1, 0], 2), camp([2, 2, 1], 2, policy_id='t')
+    a.budgets = {'source': 'run', 'max_turns': 7, 'max_tokens_per_turn': 96, 'max_episode_tokens': 8192}
+    b.budgets = {'source': 'run', 'max_turns': 10, 'max_tokens_per_turn': 96, 'max_episode_tokens': 8192}
+    mask = np.array([True, False, True])
+    pa, pb = a.subset(mask), b.subset(mask)
+    assert pa.uids == [a.uids[0], a.uids[2]] and pa.rewards.tolist() == [[1, 1], [0, 0]] and len(pa.records) == 4
+    assert (pa.budgets, pb.budgets) == (a.budgets, b.budgets)
+    with pytest.warns(BudgetsDiffer, match='7 turns'):
+        compare(pa, pb, n_boot=100)
+    assert a.first_k(1).budgets == a.budgets and a.first_k(1).rewards.tolist() == [[1], [1], [0]]
+    with pytest.raises(ValueError, match='fewer than 3'):
+        a.first_k(3)
+
+
+def test_one_brief_of_a_campaign_serves_every_report():
+    from thinkingbox_training.metrics import BRIEF
+
+    c = camp([4, 0, 2, 4], 4)
+    s = summarize(c.rewards)
+    full = c.brief(n_boot=200)
+    assert list(full) == list(BRIEF)
+    assert (full['pass@k'], full['observed_kk'], full['observed_kk_rate']) == (0.75, 2, 0.5)
+    assert {k: full[k] for k in ('tasks', 'k', 'pass@1', 'pass@1_lo', 'pass@1_hi', 'attempts')} == {
+        k: s[k] for k in ('tasks', 'k', 'pass@1', 'pass@1_lo', 'pass@1_hi', 'attempts')
+    }
+    assert full['observed_kk_lo'] <= 0.5 <= full['observed_kk_hi']
+    assert list(c.brief(('observed_kk', 'tasks'))) == ['observed_kk', 'tasks']  # the caller's order
+    with pytest.raises(ValueError, match='unknown figure.*pass@4'):
+        c.brief(('pass@4',))

@@ -62,7 +62,8 @@ def test_probe_takes_the_runs_budgets_evaluation_the_tasks_own_and_comparing_the
     import pytest
     from thinkingbox_training.campaigns import run_campaign, load_campaign
     from thinkingbox_training.cli import main
-    from thinkingbox_training.metrics import BudgetsDiffer, compare
+    from thinkingbox_training.budgets import BudgetsDiffer
+    from thinkingbox_training.metrics import compare
     from thinkingbox_training.policies import SamplingConfig
 
     run = {'max_turns': 10, 'max_tokens_per_turn': 96, 'max_episode_tokens': 8192}
@@ -90,12 +91,12 @@ def test_the_jobs_probe_uses_the_recipes_budgets_and_the_bench_its_own(tmp_path)
         ['--config', 'scripts/recipes/tiny_cpu.yaml', '--output_dir', str(tmp_path), '--dry_run', 'true']
     )
     how = campaign_settings(args, _tasks())
-    assert how['probe']['budgets'] == {
+    assert how['probe'].budgets == {
         'max_turns': args.max_turns,
         'max_tokens_per_turn': args.max_tokens_per_turn,
         'max_episode_tokens': args.max_episode_tokens,
     }
-    assert how['evaluate']['budgets'] is None and how['evaluate']['sampling'].max_tokens == 256
+    assert how['evaluate'].budgets is None and how['evaluate'].sampling.max_tokens == 256
 
 
 def test_training_spend_counts_every_generated_episode(tmp_path):

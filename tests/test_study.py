@@ -1,5 +1,5 @@
-"""The study of issue 32 (`study`): its plan and resume logic and its analysis, on small real campaigns of the
-scripted expert (generated tasks, run with `run_campaign` into tmp dirs)."""
+"""The pre-registered study (`tbt_lab.study`): its plan and resume logic and its analysis, on small real campaigns of
+the scripted expert (generated tasks, run with `run_campaign` into tmp dirs)."""
 
 import copy, json, sqlite3
 import numpy as np
@@ -8,7 +8,7 @@ from scipy import stats
 from thinkingbox_training.cli import project_dir
 from thinkingbox_training.policies import ScriptedPolicy
 from thinkingbox_training.tasks import generate_tasks, write_tasks
-from thinkingbox_training import study as S
+from tbt_lab import study as S
 
 ROOT = project_dir()
 DESIGN = json.loads((ROOT / S.STUDY / 'design.json').read_text())
@@ -172,12 +172,12 @@ def test_common_attempt_seeds_make_the_first_k_attempts_a_k_attempt_campaign(tin
         2,
         progress=False,
         runner_kw={'tool_transport': 'inprocess'},
-        **tiny.settings(),
+        spec=tiny.settings(),
     )
     four, two = load_campaign(tiny.path / 'base/bench-k4'), load_campaign(tmp_path / 'k2')
-    assert np.array_equal(S.first_k(four, 2).rewards, two.rewards[[two.uids.index(u) for u in four.uids]])
+    assert np.array_equal(four.first_k(2).rewards, two.rewards[[two.uids.index(u) for u in four.uids]])
     with pytest.raises(ValueError):
-        S.first_k(two, 4)
+        two.first_k(4)
 
 
 def test_the_report_and_its_primary_statistic_computed_by_hand(tiny):
@@ -500,7 +500,7 @@ def test_a_seed_evaluated_at_fewer_attempts_is_paired_with_the_bases_first_k(tmp
     (root / 'study' / 'base/bench-k4/attempts.sqlite').unlink()
     assert w > 0 and S.study_summary(st)['campaign_wall_s']['base/bench-k4'] == w
     with pytest.raises(ValueError, match='more attempts than the base'):
-        S.primary_test(S.first_k(S.load_campaigns(st)['base/bench-k4'], 2), [S.load_campaigns(st)['seed0/bench-k4']])
+        S.primary_test(S.load_campaigns(st)['base/bench-k4'].first_k(2), [S.load_campaigns(st)['seed0/bench-k4']])
 
 
 @pytest.mark.slow

@@ -4,19 +4,22 @@
 
 # %% ../nbs/08_campaigns.ipynb #c002
 from __future__ import annotations
-import collections, errno, functools, hashlib, inspect, json, os, sqlite3, sys, time
+import collections, errno, hashlib, inspect, json, os, sqlite3, sys, time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from .cli import command
 from .tasks import load_tasks, refuse_evaluation_only
 from .episode import AttemptRecord, EpisodeRunner
 from .policies import SamplingConfig, make_policy
 from .grader import DefectiveTask, Grader, RuleJudge, OpenAIJudge, check_defects, check_judge
+from .budgets import BUDGETS, apply_budgets, budgets_record
 from . import metrics
 
 # %% auto #0
-__all__ = ['LOST_STORE', 'CampaignError', 'storage_problem', 'disk_full', 'AttemptStore', 'export_jsonl', 'CampaignLock',
-           'read_meta', 'refuse_defective', 'run_campaign', 'campaign_records', 'agent_exceptions', 'load_campaign',
-           'recipe_budgets', 'evaluate', 'probe', 'aggregate', 'compare', 'show_attempt', 'pick_attempt', 'show']
+__all__ = ['TRAINING_SEED', 'LOST_STORE', 'CampaignError', 'storage_problem', 'disk_full', 'AttemptStore', 'make_judge',
+           'RunSpec', 'export_jsonl', 'CampaignLock', 'read_meta', 'refuse_defective', 'run_campaign',
+           'campaign_records', 'agent_exceptions', 'load_campaign', 'recipe_budgets', 'evaluate', 'probe', 'aggregate',
+           'compare', 'show_attempt', 'pick_attempt', 'show']
 
 # %% ../nbs/08_campaigns.ipynb #c004
 class CampaignError(RuntimeError):
@@ -214,6 +217,87 @@ class AttemptStore:
     def close(self):
         self.db.close()
 
+# %% ../nbs/08_campaigns.ipynb #c004b
+def make_judge(
+    spec: str,  # 'rule', 'openai:MODEL' or 'none'; '' or None: no judge, as 'none'
+    base_url: str = None,  # an 'openai:' judge's endpoint (None: TBT_JUDGE_BASE_URL)
+    max_tokens: int = 0,  # an 'openai:' judge's budget, its reasoning included (0: JUDGE_MAX_TOKENS)
+):
+    "The rubric judge `spec` names (None for 'none'): the one parser of `--judge` and a recipe's `judge`."
+    if max_tokens is not None and max_tokens < 0:
+        raise ValueError(f'--judge-max-tokens must be at least 1 (0: the default), got {max_tokens}')
+    if spec in (None, '', 'none'):
+        return None
+    if spec == 'rule':
+        return RuleJudge()
+    if spec.startswith('openai:') and len(spec) > len('openai:'):
+        return OpenAIJudge(model=spec.split(':', 1)[1], base_url=base_url, max_tokens=max_tokens or None)
+    raise ValueError(f"unknown judge {spec!r}: use 'rule', 'openai:MODEL' or 'none'")
+
+
+TRAINING_SEED = 42  # the seed training takes when a recipe states none (transformers' TrainingArguments)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    "How a run's episodes run: parsed once, handed whole to probing, evaluation, training, the study and the main job."
+
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)  # the policy's sampling
+    budgets: dict = None  # a run's episode budgets (`BUDGETS`) in place of each task's own; None: theirs
+    user: str = 'scripted'  # the simulated user: scripted or openai:MODEL
+    judge: str = 'rule'  # the rubric judge (`make_judge`)
+    judge_base_url: str = None  # an 'openai:' judge's endpoint
+    judge_max_tokens: int = 0  # an 'openai:' judge's budget (0: JUDGE_MAX_TOKENS)
+
+    @classmethod
+    def from_config(cls, args) -> RunSpec:
+        "The spec of a training configuration (`grpo.TBTConfig`: a recipe as training parses it)."
+        return cls(
+            SamplingConfig(
+                temperature=args.temperature,
+                top_p=args.top_p,
+                top_k=args.top_k or 0,
+                max_tokens=args.max_tokens_per_turn,
+                seed=args.seed,
+            ),
+            {f: getattr(args, f) for f in BUDGETS},
+            args.user,
+            args.judge or 'none',
+            args.judge_base_url,
+            args.judge_max_tokens or 0,
+        )
+
+    @classmethod
+    def from_recipe(cls, path: str) -> RunSpec:
+        """The spec of a training recipe (YAML) without loading training: its values over the defaults training
+        takes for what it leaves out (`tests/test_judge.py` checks both readings agree on every shipped recipe). A
+        recipe that does not state its budgets is refused: a probe for a run follows the budgets it states."""
+        import types, yaml
+
+        r = yaml.safe_load(Path(path).read_text()) or {}
+        if missing := [f for f in BUDGETS if f not in r]:
+            raise SystemExit(f'{path} does not state {", ".join(missing)}: a probe follows the budgets it states')
+        d, s = cls(), SamplingConfig()
+        given = dict(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, seed=TRAINING_SEED, user=d.user)
+        given.update(judge=d.judge, judge_base_url=d.judge_base_url, judge_max_tokens=d.judge_max_tokens)
+        given.update({k: v for k, v in r.items() if k in given or k in BUDGETS})
+        spec = cls.from_config(types.SimpleNamespace(**given))
+        return replace(
+            spec,
+            sampling=replace(
+                spec.sampling,
+                temperature=float(spec.sampling.temperature),
+                top_p=float(spec.sampling.top_p),
+                top_k=int(spec.sampling.top_k),
+            ),
+            budgets={f: int(v) for f, v in spec.budgets.items()},
+            judge_max_tokens=int(spec.judge_max_tokens),
+        )
+
+    def grader(self) -> Grader:
+        "A grader with the judge the spec names (picklable as `spec.grader`: each shard makes its own)."
+        return Grader(judge=make_judge(self.judge, self.judge_base_url, self.judge_max_tokens))
+
 # %% ../nbs/08_campaigns.ipynb #c006
 def _sha(paths) -> str:
     h = hashlib.sha256()
@@ -333,9 +417,9 @@ def run_campaign(
     policy,  # a spec for `make_policy`, a recipe (a callable that makes one), or a policy
     k: int,  # attempts per task
     name: str = None,  # the campaign's name (default: the directory's name)
-    user: str = 'scripted',  # simulated user spec
+    user: str = None,  # simulated user spec (default: scripted)
     sampling: SamplingConfig = None,
-    grader: Grader = None,  # a Grader, or a recipe (a callable that makes one)
+    grader: Grader = None,  # a Grader, or a recipe (a callable that makes one); default: the rule judge
     concurrency: int = 16,  # episodes live at once in each process (16: measured, see below)
     error_retries: int = 2,  # extra rounds for attempts that hit a system error
     task_files: list = (),  # the files the tasks came from (hashed into campaign.json)
@@ -344,8 +428,18 @@ def run_campaign(
     budgets: dict = None,  # a run's budgets in place of each task's own (probing); None: theirs
     shards: int = 1,  # worker processes, each running its share of the attempts (see below)
     lost_store: str = 'refuse',  # `out` holds an export but no store: refuse, rebuild or regenerate (below)
+    spec: RunSpec = None,  # the run's spec in place of `user`, `sampling`, `grader` and `budgets`
 ) -> dict:
     "Run (or resume) tasks x k attempts into `out`; returns counts of what this invocation did and what is left."
+    if spec is None:
+        spec = RunSpec(sampling or SamplingConfig(), budgets, user or 'scripted')
+        grader = grader or Grader(judge=RuleJudge())
+    elif given := [
+        n for n, v in (('user', user), ('sampling', sampling), ('grader', grader), ('budgets', budgets)) if v
+    ]:
+        raise ValueError(f'run_campaign takes a spec or its parts, not both: {", ".join(given)} given with the spec')
+    else:
+        grader = spec.grader  # a recipe: each shard makes its own
     if shards < 1:
         raise ValueError(f'shards must be at least 1, got {shards}')
     if lost_store not in LOST_STORE:
@@ -359,19 +453,17 @@ def run_campaign(
                 tasks,
                 policy,
                 k,
-                name,
-                user,
-                sampling,
+                spec,
                 grader,
-                concurrency,
-                error_retries,
-                task_files,
-                progress,
-                runner_kw,
-                budgets,
-                shards,
                 lock,
-                lost_store,
+                name=name,
+                concurrency=concurrency,
+                error_retries=error_retries,
+                task_files=task_files,
+                progress=progress,
+                runner_kw=runner_kw,
+                shards=shards,
+                lost_store=lost_store,
             )
     except (OSError, sqlite3.OperationalError) as e:  # the disk under the campaign: one line that says what to do
         kind = storage_problem(e)
@@ -424,28 +516,27 @@ def _run_rounds(
 
 
 def _run_locked(
-    out,
-    tasks,
+    out: Path,
+    tasks: list,
     policy,
-    k,
-    name,
-    user,
-    sampling,
-    grader,
-    concurrency,
-    error_retries,
-    task_files,
-    progress,
-    runner_kw,
-    budgets=None,
-    shards=1,
-    lock=None,
-    lost_store='refuse',
+    k: int,
+    spec: RunSpec,  # the run's sampling, budgets and user
+    grader,  # a Grader or a recipe (the spec's judge, or the caller's own)
+    lock: CampaignLock,
+    *,  # what is this call's own: see `run_campaign`
+    name: str,
+    concurrency: int,
+    error_retries: int,
+    task_files: list,
+    progress: bool,
+    runner_kw: dict,
+    shards: int,
+    lost_store: str,
 ):
     name = name or out.name
-    sampling = sampling or SamplingConfig()
+    sampling, user, budgets = spec.sampling, spec.user, spec.budgets
     if budgets is not None:
-        tasks = [metrics.apply_budgets(t, budgets) for t in tasks]
+        tasks = [apply_budgets(t, budgets) for t in tasks]
     runner_kw = dict(runner_kw or {})
     pool, bar, threads = None, None, None
     setup = _shard_setup(policy, grader, sampling, user, concurrency, error_retries, runner_kw) if shards > 1 else None
@@ -468,7 +559,7 @@ def _run_locked(
         'tasks_sha256': _tasks_sha(tasks),
         'task_files_sha256': _sha(task_files) if task_files else None,
     }
-    meta['budgets'] = metrics.budgets_record(tasks, sampling.max_tokens, 'tasks' if budgets is None else 'run')
+    meta['budgets'] = budgets_record(tasks, sampling.max_tokens, 'tasks' if budgets is None else 'run')
     mpath = out / 'campaign.json'
     lost = _lost_store(out, lost_store)  # an export without its store: refused unless told what to do
     if mpath.exists():
@@ -862,31 +953,19 @@ def _tasks_from(paths: str, split: str = None, held_out: bool = True) -> tuple:
 
 
 def _judge(spec: str, max_tokens: int = None):  # max_tokens: an LLM judge's budget (None or 0: JUDGE_MAX_TOKENS)
-    if max_tokens is not None and max_tokens < 0:
-        raise SystemExit(f'--judge-max-tokens must be at least 1 (0: the default), got {max_tokens}')
-    if spec in (None, '', 'rule'):
-        return Grader(judge=RuleJudge())
-    if spec.startswith('openai:'):
-        return Grader(judge=OpenAIJudge(model=spec[7:], max_tokens=max_tokens or None))
-    raise SystemExit(f"unknown judge {spec!r}: use 'rule' or 'openai:MODEL'")
+    "The grader of `--judge` (default: rule); a bad spec or budget is a one-line refusal."
+    try:
+        return Grader(judge=make_judge(spec or 'rule', max_tokens=max_tokens or 0))
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
 
 
 def recipe_budgets(path: str) -> tuple:
-    "The episode budgets and sampling a training recipe (YAML) states: what a probe for that run must use."
-    import yaml
-
-    r = yaml.safe_load(Path(path).read_text()) or {}
-    missing = [f for f in metrics.BUDGETS if f not in r]
-    if missing:
-        raise SystemExit(f'{path} does not state {", ".join(missing)}: a probe follows the budgets it states')
-    return (
-        {f: int(r[f]) for f in metrics.BUDGETS},
-        dict(
-            temperature=float(r.get('temperature', 1.0)),
-            top_p=float(r.get('top_p', 1.0)),
-            top_k=int(r.get('top_k') or 0),
-            judge_max_tokens=int(r.get('judge_max_tokens') or 0),
-        ),
+    "The episode budgets and sampling a training recipe (YAML) states (`RunSpec.from_recipe`): what a probe must use."
+    s = RunSpec.from_recipe(path)
+    samp = s.sampling
+    return s.budgets, dict(
+        temperature=samp.temperature, top_p=samp.top_p, top_k=samp.top_k, judge_max_tokens=s.judge_max_tokens
     )
 
 
@@ -898,7 +977,7 @@ def evaluate(
     out: str = None,  # campaign directory (default data/runs/eval-<policy>)
     split: str = 'bench',  # which split of the files to run ('' = all)
     user: str = 'scripted',  # simulated user: scripted or openai:MODEL
-    judge: str = 'rule',  # rubric judge: rule (offline) or openai:MODEL
+    judge: str = 'rule',  # rubric judge: rule (offline), openai:MODEL or none
     judge_max_tokens: int = 0,  # an LLM judge's budget, its reasoning included (0: a recipe's, else 2048)
     temperature: float = 1.0,
     top_p: float = 1.0,
@@ -916,20 +995,15 @@ def evaluate(
     "Run (or resume) an evaluation campaign: every task x k attempts into a crash-proof store (each task's own limits)."
     ts, files = _tasks_from(tasks, split or None)
     out = out or f'data/runs/eval-{Path(policy).name.replace(":", "_")}'
-    budgets = None
-    if recipe:
-        budgets, samp = recipe_budgets(recipe)
-        temperature, top_p, top_k = samp['temperature'], samp['top_p'], samp['top_k']
-        judge_max_tokens = judge_max_tokens or samp['judge_max_tokens']
-        max_tokens = budgets['max_tokens_per_turn']
-    s = SamplingConfig(
-        temperature=temperature,
-        top_p=top_p,
-        top_k=top_k,
-        seed=seed,
-        max_tokens=max_tokens or max(t.limits.max_tokens_per_turn for t in ts),
-    )
-    grader = functools.partial(_judge, judge, judge_max_tokens) if shards > 1 else _judge(judge, judge_max_tokens)
+    if recipe:  # the recipe's sampling, budgets and judge budget (unless given); the user, judge and seed given here
+        r = RunSpec.from_recipe(recipe)
+        jmt = judge_max_tokens or r.judge_max_tokens
+        spec = RunSpec(replace(r.sampling, seed=seed), r.budgets, user, judge or 'rule', None, jmt)
+    else:
+        most = max(t.limits.max_tokens_per_turn for t in ts)
+        s = SamplingConfig(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, max_tokens=max_tokens or most)
+        spec = RunSpec(s, None, user, judge or 'rule', None, judge_max_tokens)
+    _judge(spec.judge, spec.judge_max_tokens)  # a bad judge or budget: refused before anything runs
     # a local policy decodes (or acts) fastest at about 16 live episodes (the sweep below); a server batches more
     concurrency = concurrency or (64 if policy.split(':')[0] in ('vllm', 'endpoint', 'chat') else 16)
     try:
@@ -938,14 +1012,11 @@ def evaluate(
             ts,
             policy,
             k,
-            user=user,
-            sampling=s,
-            grader=grader,
+            spec=spec,
             concurrency=concurrency,
             error_retries=error_retries,
             task_files=files,
             progress=not quiet,
-            budgets=budgets,
             runner_kw={'tool_transport': tool_transport},
             shards=shards,
             lost_store='rebuild' if rebuild_store else 'refuse',
@@ -969,7 +1040,7 @@ def probe(
     k: int = 8,  # probes per task
     out: str = 'data/runs/probe',  # campaign directory; then `tbt select OUT/attempts.jsonl`
     user: str = 'scripted',
-    judge: str = 'rule',  # rubric judge: rule (offline; items that list phrases) or openai:MODEL
+    judge: str = 'rule',  # rubric judge: rule (offline; items that list phrases), openai:MODEL or none
     judge_max_tokens: int = 0,  # an LLM judge's budget (0: the recipe's, else 2048)
     temperature: float = 1.0,
     max_tokens: int = 0,

@@ -4,15 +4,16 @@
 
 # %% ../nbs/11_cli.ipynb #c003
 from __future__ import annotations
-import ast, importlib, inspect, linecache, math, os, re, sys, difflib, textwrap
+import ast, importlib, importlib.util, inspect, linecache, math, os, re, sys, difflib, textwrap
 from pathlib import Path
 from typing import Callable, NamedTuple
 
 # %% auto #0
-__all__ = ['COMMANDS', 'OPTION_RULES', 'COMMAND_RULES', 'REQUIRED', 'PACKAGED', 'command', 'command_modules', 'Entry',
-           'command_index', 'signature_of', 'parser', 'main', 'at_least', 'in_range', 'one_of', 'spec', 'known_domains',
-           'existing_file', 'existing_dir', 'new_dir', 'new_file', 'check_options', 'checkout_dir', 'project_dir',
-           'render_readme', 'readme', 'data_path', 'data_cli']
+__all__ = ['COMMANDS', 'LAB', 'OPTION_RULES', 'COMMAND_RULES', 'REQUIRED', 'PACKAGED', 'command', 'command_sources',
+           'command_modules', 'import_command_module', 'Entry', 'command_index', 'signature_of', 'parser', 'main',
+           'at_least', 'in_range', 'one_of', 'spec', 'known_domains', 'existing_file', 'existing_dir', 'new_dir',
+           'new_file', 'check_options', 'checkout_dir', 'project_dir', 'render_readme', 'readme', 'data_path',
+           'data_cli']
 
 # %% ../nbs/11_cli.ipynb #c004
 COMMANDS: dict = {}  # subcommand name -> (function, positional parameter names), filled as modules are imported
@@ -37,15 +38,38 @@ def _package_root() -> Path:
     return Path(list(thinkingbox_training.__path__)[0])
 
 
+LAB = ('experiments', 'tbt_lab')  # the lab's package in a checkout: its folder and the package it exports
+
+
+def _lab_root() -> Path | None:
+    "The lab's package folder in the checkout (`experiments/tbt_lab`), or None (an installed wheel has none)."
+    d = checkout_dir()
+    p = d.joinpath(*LAB) if d else None
+    return p if p and (p / '__init__.py').is_file() else None
+
+
+def command_sources() -> dict:
+    """The modules that register subcommands, module name -> its file: those of the package, and of the lab's package
+    in a checkout, whose source uses `@command` (a module such as `grpo` that registers none is never imported)."""
+    out = {}
+    for pkg, root in [('thinkingbox_training', _package_root()), (LAB[-1], _lab_root())]:
+        for p in sorted(root.rglob('*.py')) if root else []:
+            if '@command' in p.read_text():
+                out['.'.join((pkg, *p.relative_to(root).with_suffix('').parts))] = p
+    return out
+
+
 def command_modules() -> list[str]:
-    """The package's modules that register subcommands: those whose source uses `@command` (a module such as `grpo`
-    that registers none is never imported by `tbt`)."""
-    root = _package_root()
-    return [
-        '.'.join(('thinkingbox_training', *p.relative_to(root).with_suffix('').parts))
-        for p in sorted(root.rglob('*.py'))
-        if '@command' in p.read_text()
-    ]
+    "The names of the modules that register subcommands (`command_sources`)."
+    return list(command_sources())
+
+
+def import_command_module(m: str):
+    """Import the module `m` that registers a subcommand. A lab module is imported from the checkout's `experiments/`
+    when the lab is not installed (`make install` installs it editable)."""
+    if m.split('.')[0] == LAB[-1] and (lab := _lab_root()) and importlib.util.find_spec(LAB[-1]) is None:
+        sys.path.insert(0, str(lab.parent))
+    return importlib.import_module(m)
 
 
 def _literal(node, default=None):
@@ -68,9 +92,9 @@ class Entry(NamedTuple):
 def command_index() -> dict:
     """Every subcommand, read from the source without importing it: name -> `Entry`. `tbt --help`, a command's
     `--help` and the checks of its options come from this; a command's module is imported only to run it."""
-    root, out = _package_root(), {}
-    for m in command_modules():
-        text = root.joinpath(*m.split('.')[1:]).with_suffix('.py').read_text()
+    out = {}
+    for m, path in command_sources().items():
+        text = path.read_text()
         for fn in ast.walk(ast.parse(text)):
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
@@ -102,7 +126,7 @@ def signature_of(name: str, e: Entry) -> Callable:
         exec(compile(src, fname, 'exec'), ns)
         return ns[e.function]
     except Exception:
-        return getattr(importlib.import_module(e.module), e.function)
+        return getattr(import_command_module(e.module), e.function)
 
 
 def parser(name: str, e: Entry = None, f=None):
@@ -151,7 +175,7 @@ def main(argv: list = None):
         return 2
     debug = os.environ.get('TBT_DEBUG') == '1'
     try:
-        res = getattr(importlib.import_module(entry.module), entry.function)(**kwargs)
+        res = getattr(import_command_module(entry.module), entry.function)(**kwargs)
     except SystemExit as e:  # a command's own refusal: its text, as one line of ours
         if debug or not isinstance(e.code, str):
             raise
@@ -303,7 +327,7 @@ OPTION_RULES: dict = {  # option (parameter) name -> rule; a value of None is a 
     'split': one_of('', 'train', 'bench'),
     'part': one_of('1', '2', '3', '4', 'all'),
     'user': spec('scripted'),
-    'judge': spec('rule'),
+    'judge': spec('rule', 'none'),  # `campaigns.make_judge`
     'policy': _policy,
     'model': _model_dir,
     'base_model': _model_dir,

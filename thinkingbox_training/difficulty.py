@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 from matplotlib.figure import Figure
-from .metrics import DOMAINS, STATUSES, read_attempts, to_csv
+from .metrics import SYNTHETIC_DOMAINS, STATUSES, read_attempts, to_csv
 from .cli import command
 
 # %% auto #0
@@ -499,7 +499,7 @@ def synthetic_probe(
     flaky = rng.random(len(p)) < flaky_share
     recs, true = [], {}
     for i, pi in enumerate(p):
-        dom, fam = DOMAINS[i % len(DOMAINS)], f'f{i % 7}'
+        dom, fam = SYNTHETIC_DOMAINS[i % len(SYNTHETIC_DOMAINS)], f'f{i % 7}'
         true[f'{dom}/{fam}/{i:04d}'] = float(pi)
         for j in range(n_probes):
             err = rng.random() < (flaky_error_rate if flaky[i] else error_rate)

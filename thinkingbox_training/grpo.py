@@ -21,14 +21,14 @@ from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, TrainOutput
 from .interpret import ChatFormat
 from .tasks import Task, load_tasks, exclude, assert_disjoint, read_uids
-from .grader import Grader, RuleJudge, OpenAIJudge
+from .grader import Grader
 from .policies import SamplingConfig, HFPolicy, EndpointPolicy
 from .episode import EpisodeRunner, Episode, run_blocking
 
 # %% auto #0
 __all__ = ['logger', 'TASK_PROMPT', 'TRL_PRIVATE', 'TRL_BATCH_KEYS', 'TBT_STATE', 'WEIGHT_PROBE', 'BatchPlan', 'batch_plan',
            'TBTConfig', 'check_sampler', 'sampling_config', 'check_sampling', 'task_prompt', 'prompt_task_uid',
-           'task_dataset', 'run_budgets', 'with_budgets', 'check_pool_budgets', 'load_pool', 'make_judge', 'Rollout',
+           'task_dataset', 'run_budgets', 'with_budgets', 'check_pool_budgets', 'load_pool', 'Rollout',
            'rollout_fields', 'verdict', 'group_kind', 'Sampled', 'dynamic_sample', 'step_metrics',
            'check_rollout_contract', 'trl_private_problem', 'trl_private_problems', 'micro_batches', 'padding_share',
            'server_url', 'check_vllm_server', 'EpochSampler', 'TBTTrainer', 'server_prompt_logprobs', 'passk_rewards',
@@ -425,15 +425,12 @@ def check_sampler(args: TBTConfig):
         )
 
 # %% ../nbs/10_grpo.ipynb #c014
+from .campaigns import RunSpec, make_judge
+
+
 def sampling_config(args: TBTConfig) -> SamplingConfig:
-    "The SamplingConfig the episodes of a run are sampled with, derived from its training config."
-    return SamplingConfig(
-        temperature=args.temperature,
-        top_p=args.top_p,
-        top_k=args.top_k or 0,
-        max_tokens=args.max_tokens_per_turn,
-        seed=args.seed,
-    )
+    "The SamplingConfig the episodes of a run are sampled with: its run spec's (`RunSpec.from_config`)."
+    return RunSpec.from_config(args).sampling
 
 
 def check_sampling(
@@ -482,12 +479,12 @@ def task_dataset(tasks: list):  # the training pool
     return Dataset.from_dict({'prompt': [task_prompt(t.uid) for t in tasks], 'task_uid': [t.uid for t in tasks]})
 
 # %% ../nbs/10_grpo.ipynb #c020
-from .metrics import BUDGETS, apply_budgets, budgets_record, show_budgets, warn_budgets
+from .budgets import apply_budgets, budgets_record, show_budgets, warn_budgets
 
 
 def run_budgets(args: TBTConfig) -> dict:
-    "The episode budgets a run states (each of `BUDGETS`)."
-    return {f: getattr(args, f) for f in BUDGETS}
+    "The episode budgets a run states (each of `BUDGETS`): its run spec's."
+    return RunSpec.from_config(args).budgets
 
 
 def with_budgets(task: Task, args: TBTConfig) -> Task:
@@ -528,21 +525,6 @@ def load_pool(args: TBTConfig) -> list:
     pool = [by_uid[u] for u in dict.fromkeys(uids)]
     check_pool_budgets(args, pool)
     return pool
-
-
-def make_judge(
-    spec: str,  # 'rule', 'openai:MODEL' or 'none'
-    base_url: str = None,
-    max_tokens: int = 0,
-):  # an 'openai:' judge's budget (0: JUDGE_MAX_TOKENS)
-    "The rubric judge a run names."
-    if spec in (None, '', 'none'):
-        return None
-    if spec == 'rule':
-        return RuleJudge()
-    if spec.startswith('openai:'):
-        return OpenAIJudge(model=spec.split(':', 1)[1], base_url=base_url, max_tokens=max_tokens or None)
-    raise ValueError(f"unknown judge {spec!r}: use 'rule', 'openai:MODEL' or 'none'")
 
 # %% ../nbs/10_grpo.ipynb #c025
 @dataclass

@@ -4,7 +4,7 @@
 
 # %% ../nbs/07a_metrics.ipynb #c003
 from __future__ import annotations
-import csv, io, json, math, warnings
+import csv, io, json, math
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,15 +13,15 @@ import yaml
 from scipy import stats
 from matplotlib.figure import Figure
 from .cli import data_path, project_dir
+from .budgets import warn_budgets
 
 # %% auto #0
-__all__ = ['DOMAINS', 'STATUSES', 'INTERVALS', 'PARTS', 'TOKENS', 'BUDGETS', 'read_attempts', 'synthetic_records',
+__all__ = ['SYNTHETIC_DOMAINS', 'STATUSES', 'BRIEF', 'INTERVALS', 'PARTS', 'TOKENS', 'read_attempts', 'synthetic_records',
            'CampaignIncomplete', 'campaign_problems', 'Campaign', 'pass_at_k', 'pass_hat_k', 'k_ladder', 'wilson',
            'bootstrap_mean', 'bootstrap_ratio', 'interval_label', 'summarize', 'metrics_table', 'load_prices',
-           'usage_totals', 'price_of', 'cost_index', 'task_costs', 'BudgetsDiffer', 'apply_budgets', 'budgets_record',
-           'show_budgets', 'budgets_differ', 'warn_budgets', 'compare', 'pretty', 'to_markdown', 'to_csv', 'to_latex',
-           'write_tables', 'headline', 'campaign_spend', 'cost_lines', 'scratch_dir', 'plot_domains',
-           'plot_pass_curves', 'plot_transitions']
+           'usage_totals', 'price_of', 'cost_index', 'task_costs', 'compare', 'pretty', 'to_markdown', 'to_csv',
+           'to_latex', 'write_tables', 'headline', 'campaign_spend', 'cost_lines', 'scratch_dir', 'save_figure',
+           'plot_domains', 'plot_pass_curves', 'plot_transitions']
 
 # %% ../nbs/07a_metrics.ipynb #c006
 def read_attempts(
@@ -39,7 +39,7 @@ def read_attempts(
     return out
 
 # %% ../nbs/07a_metrics.ipynb #c009
-DOMAINS = ('retail', 'travel', 'insurance', 'neobank', 'consulting')  # the benchmark's five business domains
+SYNTHETIC_DOMAINS = ('retail', 'travel', 'insurance', 'neobank', 'consulting')  # synthetic records' labels
 
 
 def synthetic_records(
@@ -57,7 +57,7 @@ def synthetic_records(
     for i, c in enumerate(successes):
         if not 0 <= c <= k:
             raise ValueError(f'task {i}: {c} successes is outside 0..{k}')
-        dom = domains[i] if domains is not None else DOMAINS[i % len(DOMAINS)]
+        dom = domains[i] if domains is not None else SYNTHETIC_DOMAINS[i % len(SYNTHETIC_DOMAINS)]
         fam = families[i] if families is not None else f'f{i % 7}'
         for j in range(k):
             out.append(
@@ -195,6 +195,82 @@ class Campaign:
     @property
     def successes(self) -> np.ndarray:
         return self.rewards.sum(1)
+
+    def subset(self, mask) -> Campaign:
+        "The campaign restricted to the tasks where `mask` holds (the same attempts of fewer tasks: its budgets kept)."
+        m = np.asarray(mask, bool)
+        keep = {u for u, x in zip(self.uids, m) if x}
+        recs = [r for r in self.records if r['task_uid'] in keep]
+        return Campaign(
+            [u for u in self.uids if u in keep],
+            self.rewards[m],
+            self.domains[m],
+            self.families[m],
+            self.held_out[m],
+            recs,
+            self.policy_id,
+            self.budgets,
+        )
+
+    def first_k(self, k: int) -> Campaign:
+        "The campaign of the first `k` attempts of every task (with common attempt seeds: a k-attempt campaign)."
+        if k > self.k:
+            raise ValueError(f'the campaign has {self.k} attempts per task, fewer than {k}')
+        recs = [r for r in self.records if r['repetition'] < k]
+        return Campaign(
+            self.uids,
+            self.rewards[:, :k],
+            self.domains,
+            self.families,
+            self.held_out,
+            recs,
+            self.policy_id,
+            self.budgets,
+        )
+
+    def brief(
+        self,
+        keys: tuple = None,  # which of `BRIEF`, in the order given (default: all)
+        n_boot: int = 4000,  # resamples of observed k/k's task-bootstrap interval (computed only when asked for)
+    ) -> dict:
+        "A report's summary of the campaign: `summarize`'s figures under the names of `BRIEF`."
+        keys = BRIEF if keys is None else tuple(keys)
+        if unknown := [k for k in keys if k not in BRIEF]:
+            raise ValueError(f'unknown figure(s) {", ".join(unknown)}; known: {", ".join(BRIEF)}')
+        s = summarize(self.rewards)
+        have = {k: s[k] for k in ('tasks', 'k', 'pass@1', 'pass@1_lo', 'pass@1_hi', 'pass@1_interval', 'solved_once')}
+        have.update(
+            {
+                'pass@k': s['solved_once_rate'],
+                'observed_kk': s['solved_all'],
+                'observed_kk_rate': s['solved_all_rate'],
+                'attempts': s['attempts'],
+                'successes': s['successes'],
+            }
+        )
+        if {'observed_kk_lo', 'observed_kk_hi'} & set(keys):
+            kk = self.successes == self.k
+            lo, hi = bootstrap_mean(kk, n_boot=n_boot) if len(kk) > 1 else (np.nan, np.nan)
+            have.update(observed_kk_lo=float(lo), observed_kk_hi=float(hi))
+        return {k: have[k] for k in keys}
+
+
+BRIEF = (  # the figures `Campaign.brief` reports; pass@k is observed (solved at least once in the campaign's k)
+    'tasks',
+    'k',
+    'pass@1',
+    'pass@1_lo',
+    'pass@1_hi',
+    'pass@1_interval',
+    'pass@k',
+    'observed_kk',
+    'observed_kk_rate',
+    'observed_kk_lo',
+    'observed_kk_hi',
+    'solved_once',
+    'attempts',
+    'successes',
+)
 
 # %% ../nbs/07a_metrics.ipynb #c019
 def _binom_ratio(m, n, k: int):
@@ -508,74 +584,6 @@ def _cost_row(ci):
         )
     }
 
-# %% ../nbs/07a_metrics.ipynb #c031b
-BUDGETS = ('max_turns', 'max_tokens_per_turn', 'max_episode_tokens')  # the episode budgets, all in the policy's control
-
-
-class BudgetsDiffer(UserWarning):
-    "Numbers measured under different episode budgets are compared, or a pool probed under other budgets is trained on."
-
-
-def apply_budgets(
-    task,  # a `Task`
-    budgets: dict,  # a run's budgets: each of BUDGETS -> a positive integer
-):
-    "`task` with its episode budgets replaced by `budgets` (its wall clock, an infrastructure guard, stays its own)."
-    bad = {f: budgets.get(f) for f in BUDGETS if type(budgets.get(f)) is not int or budgets.get(f) < 1}
-    if bad:
-        raise ValueError(f'episode budgets must be positive integers for {", ".join(BUDGETS)}; got {bad}')
-    return task.model_copy(update={'limits': task.limits.model_copy(update={f: budgets[f] for f in BUDGETS})})
-
-
-def budgets_record(
-    tasks: list,  # the tasks as they run (after `apply_budgets` where a run's budgets apply)
-    max_tokens: int = None,  # the sampler's own per-turn cap, if any
-    source: str = 'tasks',  # 'run' (a run's budgets replaced the tasks') or 'tasks' (each task's own limits)
-) -> dict:
-    "The episode budgets a campaign runs under, for campaign.json: each budget's figure, or [min, max] over the tasks."
-    if source not in ('run', 'tasks'):
-        raise ValueError(f"source must be 'run' or 'tasks', not {source!r}")
-    out = {'source': source}
-    for f in BUDGETS:
-        v = [getattr(t.limits, f) for t in tasks]
-        if f == 'max_tokens_per_turn' and max_tokens:
-            v = [min(x, max_tokens) for x in v]
-        out[f] = min(v) if min(v) == max(v) else [min(v), max(v)]
-    return out
-
-
-def show_budgets(r: dict) -> str:
-    "A budget record in words."
-    if not r:
-        return 'not recorded'
-    fig = lambda v: f'{v[0]}-{v[1]}' if isinstance(v, list) else f'{v}'
-    how = "the run's, for every task" if r.get('source') == 'run' else "each task's own"
-    return (
-        f'{fig(r["max_turns"])} turns, {fig(r["max_tokens_per_turn"])} tokens a turn, '
-        f'{fig(r["max_episode_tokens"])} an episode ({how})'
-    )
-
-
-def budgets_differ(
-    a: dict,  # one budget record (None: not recorded)
-    b: dict,  # the other
-    names: tuple = ('one', 'the other'),  # what each belongs to
-) -> str | None:
-    "A message naming both sets when two records differ in a figure (or only one is recorded); None when they agree."
-    if not a and not b:
-        return None
-    if a and b and all(a.get(f) == b.get(f) for f in BUDGETS):
-        return None
-    return f'episode budgets differ: {names[0]}: {show_budgets(a)}; {names[1]}: {show_budgets(b)}'
-
-
-def warn_budgets(a: dict, b: dict, names: tuple) -> bool:
-    "Warn (`BudgetsDiffer`) when two budget records differ; True if they do."
-    msg = budgets_differ(a, b, names)
-    if msg:
-        warnings.warn(msg, BudgetsDiffer, stacklevel=3)
-    return msg is not None
-
 # %% ../nbs/07a_metrics.ipynb #c033
 def _transition(before, after):
     return np.where(before & after, 'kept', np.where(after, 'gained', np.where(before, 'lost', 'never')))
@@ -867,7 +875,8 @@ def scratch_dir(
     return p
 
 
-def _save(fig, path):
+def save_figure(fig, path) -> Path:
+    "Write a figure to `path` (its folder made), tightly cropped; the path."
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, bbox_inches='tight')
@@ -892,7 +901,7 @@ def plot_domains(
         ax.set_title(title)
         ax.grid(axis='y', alpha=0.3)
     ax.legend(fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_pass_curves(
@@ -914,7 +923,7 @@ def plot_pass_curves(
     ax.set_ylim(0, 1)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_transitions(
@@ -936,4 +945,4 @@ def plot_transitions(
     lim = max(gained + lost + [1]) * 1.3
     ax.set_xlim(-lim, lim)
     ax.legend(fontsize=8, ncol=2, loc='upper center', bbox_to_anchor=(0.5, -0.3))
-    return _save(fig, path)
+    return save_figure(fig, path)

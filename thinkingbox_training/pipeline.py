@@ -9,11 +9,13 @@ from dataclasses import dataclass, asdict
 from pathlib import Path
 from .cli import command
 from .tasks import generate_tasks, load_tasks, write_tasks
+from .budgets import budgets_record, show_budgets
 from . import metrics
 
 # %% auto #0
-__all__ = ['TRAINED_BY', 'MainJob', 'job_tasks', 'report', 'headline_rows', 'training_spend', 'training_steps', 'training_inputs',
-           'mark_trained', 'reuse_model', 'campaign_settings', 'write_pool', 'run_main', 'main_cli', 'results_cli']
+__all__ = ['REPORTED', 'TRAINED_BY', 'MainJob', 'job_tasks', 'report', 'headline_rows', 'training_spend', 'training_steps',
+           'training_inputs', 'mark_trained', 'reuse_model', 'campaign_settings', 'write_pool', 'run_main', 'main_cli',
+           'results_cli']
 
 # %% ../nbs/12_pipeline.ipynb #c004
 @dataclass
@@ -64,37 +66,13 @@ def job_tasks(job: MainJob) -> tuple:
     return files, train, bench, [t.uid for t in tasks if t.split == 'bench']
 
 # %% ../nbs/12_pipeline.ipynb #c006
+REPORTED = ('pass@1', 'pass@1_lo', 'pass@1_hi', 'pass@1_interval', 'pass@k', 'observed_kk', 'observed_kk_rate')
+REPORTED += ('solved_once', 'tasks', 'attempts', 'successes')  # a policy's figures in summary.json (`Campaign.brief`)
+
+
 def _brief(camp) -> dict:
-    s = metrics.summarize(camp.rewards)
-    return {
-        'pass@1': s['pass@1'],
-        'pass@1_lo': s['pass@1_lo'],
-        'pass@1_hi': s['pass@1_hi'],
-        'pass@1_interval': s['pass@1_interval'],
-        f'pass@{camp.k}': s['solved_once_rate'],
-        'observed_kk': s['solved_all'],
-        'observed_kk_rate': s['solved_all_rate'],
-        'solved_once': s['solved_once'],
-        'tasks': s['tasks'],
-        'attempts': s['attempts'],
-        'successes': s['successes'],
-    }
-
-
-def _subset(camp, mask):
-    import numpy as np
-
-    m = np.asarray(mask, bool)
-    keep = {u for u, x in zip(camp.uids, m) if x}
-    return metrics.Campaign(
-        [u for u in camp.uids if u in keep],
-        camp.rewards[m],
-        camp.domains[m],
-        camp.families[m],
-        camp.held_out[m],
-        [r for r in camp.records if r['task_uid'] in keep],
-        camp.policy_id,
-    )
+    "A policy's figures in summary.json: `Campaign.brief`, with pass@k named for the campaign's k."
+    return {f'pass@{camp.k}' if k == 'pass@k' else k: v for k, v in camp.brief(REPORTED).items()}
 
 
 def report(run_dir: str | Path, extra: dict = None) -> dict:
@@ -113,7 +91,7 @@ def report(run_dir: str | Path, extra: dict = None) -> dict:
     for name, mask in (('in_family', ~base.held_out), ('held_out_family', base.held_out)):
         if not mask.any():
             continue
-        b, t = _subset(base, mask), _subset(trained, mask)
+        b, t = base.subset(mask), trained.subset(mask)
         groups[name] = {
             'base': _brief(b),
             'trained': _brief(t),
@@ -164,7 +142,7 @@ def report(run_dir: str | Path, extra: dict = None) -> dict:
 
 def headline_rows(s: dict) -> list:
     "The run's headline table: base vs trained, overall and per family group, with intervals."
-    k, ci = s['k'], s['base'].get('pass@1_interval', '95% Wilson over attempts')  # summaries before issue 27: Wilson
+    k, ci = s['k'], s['base'].get('pass@1_interval', '95% Wilson over attempts')  # older summaries: Wilson
 
     def row(label, b, t):
         return {
@@ -296,18 +274,14 @@ def campaign_settings(
     args,  # the run's TBTConfig
     bench: list,  # the bench tasks
 ) -> dict:
-    """Sampling and budgets of each campaign: probing under the recipe's (training's), evaluation under each bench
-    task's own."""
+    """The run spec of each campaign (`RunSpec`): probing under the recipe's (training's) sampling and budgets,
+    evaluation under each bench task's own budgets."""
     from dataclasses import replace
-    from thinkingbox_training.grpo import sampling_config, run_budgets
+    from thinkingbox_training.campaigns import RunSpec
 
-    s = sampling_config(args)
-    return {
-        'probe': dict(sampling=s, budgets=run_budgets(args)),
-        'evaluate': dict(
-            sampling=replace(s, max_tokens=max(t.limits.max_tokens_per_turn for t in bench)), budgets=None
-        ),
-    }
+    s = RunSpec.from_config(args)
+    most = max(t.limits.max_tokens_per_turn for t in bench)
+    return {'probe': s, 'evaluate': replace(s, sampling=replace(s.sampling, max_tokens=most), budgets=None)}
 
 
 def _prices():
@@ -338,17 +312,14 @@ def run_main(job: MainJob) -> dict:
     "Probe, select, train, evaluate, report; each stage skipped or resumed when its artifacts exist."
     if not job.adopt_model:
         reuse_model(job.dir / 'model')  # a model the job did not train stops it before any work
-    from trl import TrlParser
     from thinkingbox_training.campaigns import run_campaign, AttemptStore
-    from thinkingbox_training.grpo import TBTConfig, sampling_config, main as grpo_main
+    from thinkingbox_training.grpo import parse_config, sampling_config, main as grpo_main
     from thinkingbox_training.policies import HFPolicy
 
     t_start, times = time.perf_counter(), {}
     d = job.dir
     d.mkdir(parents=True, exist_ok=True)
-    (args,) = TrlParser([TBTConfig]).parse_args_and_config(
-        ['--config', job.recipe, '--output_dir', str(d / 'model'), '--dry_run', 'true']
-    )
+    args = parse_config(['--config', job.recipe, '--output_dir', str(d / 'model'), '--dry_run', 'true'])
     sampling = sampling_config(args)
     files, train, bench, bench_uids = job_tasks(job)
     how = campaign_settings(args, bench)
@@ -368,13 +339,13 @@ def run_main(job: MainJob) -> dict:
         concurrency=job.concurrency,
         task_files=files,
         lost_store='regenerate',
-        **how['probe'],
+        spec=how['probe'],
     )
     times['probe_s'] = time.perf_counter() - t0
     print(
         f'[probe] {r["executed"]} episodes this run ({r["expected"]} in all), {times["probe_s"]:.0f} s, '
         "under the recipe's budgets: "
-        f'{metrics.show_budgets({"source": "run", **how["probe"]["budgets"]})}'
+        f'{show_budgets({"source": "run", **how["probe"].budgets})}'
     )
 
     t0 = time.perf_counter()
@@ -433,7 +404,7 @@ def run_main(job: MainJob) -> dict:
         concurrency=job.concurrency,
         task_files=files,
         lost_store='regenerate',
-        **how['evaluate'],
+        spec=how['evaluate'],
     )
     trained = HFPolicy(model_dir, sampling=sampling, name='tiny-qwen3-grpo')
     run_campaign(
@@ -444,11 +415,11 @@ def run_main(job: MainJob) -> dict:
         concurrency=job.concurrency,
         task_files=files,
         lost_store='regenerate',
-        **how['evaluate'],
+        spec=how['evaluate'],
     )
     times['evaluate_s'] = time.perf_counter() - t0
-    own = metrics.budgets_record(bench, how['evaluate']['sampling'].max_tokens)
-    print(f"[evaluate] under each bench task's own limits: {metrics.show_budgets(own)}")
+    own = budgets_record(bench, how['evaluate'].sampling.max_tokens)
+    print(f"[evaluate] under each bench task's own limits: {show_budgets(own)}")
     times['wall_s'] = time.perf_counter() - t_start
     recipe_keys = (
         'groups_per_step',
@@ -465,7 +436,7 @@ def run_main(job: MainJob) -> dict:
         'recipe': {k: str(getattr(args, k)) for k in recipe_keys},
         'times': times,
         'pool': len(sel.train),
-        'budgets': {'probe': probe_budgets, 'train': how['probe']['budgets']},
+        'budgets': {'probe': probe_budgets, 'train': how['probe'].budgets},
         'spent': {
             'probing': metrics.campaign_spend(metrics.read_attempts(d / 'probe' / 'attempts.jsonl'), _prices()),
             **({'training': training_spend(model_dir)} if training_spend(model_dir) else {}),

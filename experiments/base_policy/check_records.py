@@ -3,8 +3,8 @@ where this was a notebook cell of `make test`). Run from the project root: `pyth
 It reads JSON and logs only; it trains nothing."""
 import json
 from pathlib import Path
-from thinkingbox_training.base_policy import model_dir, report_line
-from thinkingbox_training.policy_report import recorded
+from tbt_lab.base_policy import model_dir, report_line
+from tbt_lab.policy_report import recorded
 
 BUILDS = Path(__file__).resolve().parent/'builds'
 _build, _report, _speed = recorded()
