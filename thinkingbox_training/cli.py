@@ -303,7 +303,7 @@ OPTION_RULES: dict = {  # option (parameter) name -> rule; a value of None is a 
     'split': one_of('', 'train', 'bench'),
     'part': one_of('1', '2', '3', '4', 'all'),
     'user': spec('scripted'),
-    'judge': spec('rule'),
+    'judge': spec('rule', 'none'),  # `campaigns.make_judge`
     'policy': _policy,
     'model': _model_dir,
     'base_model': _model_dir,
