@@ -72,3 +72,28 @@ def test_a_source_that_names_nothing_is_one_error_and_exit_2(data, tmp_path, cap
     assert 'nope.py:0: no such task module' in capsys.readouterr().err
     assert thinkingbox_bench(release='nope', k=1, out=str(tmp_path / 'c'), quiet=True) == 2
     assert 'a release name (thinkingbox_bench_v1, dataset_2604_airline_tau_bench) or all' in capsys.readouterr().err
+
+
+def test_judge_none_grades_the_state_alone_and_records_each_rubric_item_not_judged(data, tmp_path, capsys):
+    "The state verdict against their hash alone: `--judge none` gives it, and says so on every verdict."
+    from thinkingbox_training.cli import main
+    from thinkingbox_training.thinkingbox import load_thinkingbox
+
+    tasks = load_thinkingbox('sandbox_neobank_support_v1_group1_rubrics_yesno.py')
+    task = next(t for t in tasks if t.rubric and len(t.golden) >= 2)
+    (tmp_path / 'one.yaml').write_text(f'- {task.uid}\n')
+    out = tmp_path / 'c'
+    argv = [
+        'thinkingbox-bench',
+        '--release',
+        str(tmp_path / 'one.yaml'),
+        '--policy',
+        'golden-with-flaws:golden,drop_last',
+    ]
+    assert main([*argv, '--k', '2', '--judge', 'none', '--out', str(out), '--quiet']) == 0, capsys.readouterr().err
+    assert json.loads((out / 'campaign.json').read_text())['judge'] == 'none'
+    recs = {r['reward']: r for r in map(json.loads, (out / 'attempts.jsonl').read_text().splitlines())}
+    not_judged = [f'rubric: {it.question} -> not judged' for it in task.rubric]
+    assert sorted(recs) == [0, 1] and recs[1]['verdict']['reasons'] == not_judged  # a pass names what it did not judge
+    failed = recs[0]['verdict']['reasons']  # without its last call: their hash decides, the items still not judged
+    assert failed[0].startswith('(state sha256)') and failed[-len(not_judged) :] == not_judged

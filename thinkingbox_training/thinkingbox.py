@@ -36,8 +36,8 @@ __all__ = ['ENV', 'DATA_HINT', 'DATA_UNSET', 'RELEASES', 'CLAUSE', 'TASK_IMPORT_
            'task_module', 'tb_limits', 'to_task', 'source_file', 'load_thinkingbox', 'Server', 'load_server',
            'fresh_module', 'refused_arguments_text', 'result_text', 'ModuleBackend', 'ScenarioDomain',
            'scenario_domain', 'KnowledgeBase', 'ScenarioEpisode', 'their_checks', 'unknown_tool_format', 'flawed_calls',
-           'GoldenWithFlaws', 'their_verdict', 'make_tb_policy', 'thinkingbox_bench', 'harness_dir',
-           'their_protocol_files', 'transcript_view', 'ThinkingBoxUser', 'ThinkingBoxProtocol']
+           'GoldenWithFlaws', 'their_verdict', 'NoJudge', 'StateOnly', 'make_tb_policy', 'thinkingbox_bench',
+           'harness_dir', 'their_protocol_files', 'transcript_view', 'ThinkingBoxUser', 'ThinkingBoxProtocol']
 
 # %% ../nbs/13_thinkingbox.ipynb #c005
 ENV = 'THINKINGBOX_DATA'  # the variable their harness uses too
@@ -1268,6 +1268,35 @@ def their_verdict(task: Task, calls: list) -> bool:
 
 # %% ../nbs/13_thinkingbox.ipynb #c038
 from .cli import command
+from .grader import CheckResult, Grader, JudgeError
+
+
+class NoJudge:
+    "`--judge none`'s judge: it reads no rubric item, and is never asked (`StateOnly` grades without it)."
+
+    name = 'none'
+
+    def readable(self, item) -> bool:
+        return True  # every item is let through, to be recorded as not judged
+
+    async def ask(self, item, final_message, transcript=None, **kw):
+        raise JudgeError(f'rubric item {item.question!r} is not to be judged (--judge none)')
+
+
+class StateOnly(Grader):
+    """The verdict on the final state alone (`--judge none`): rubric items are not asked; each becomes a check named
+    `rubric[i] not judged` with a reason on the verdict, so a reward of 1 never reads as a rubric's yes."""
+
+    def __init__(self):
+        super().__init__(judge=NoJudge())
+
+    async def grade_state(self, task, actual, final_message='', transcript=None, judge_request=None):
+        v = await super().grade_state(task.model_copy(update={'rubric': []}), actual, final_message, transcript)
+        v.checks += [
+            CheckResult(name=f'rubric[{i}] not judged', passed=True, reasons=[f'rubric: {it.question} -> not judged'])
+            for i, it in enumerate(task.rubric)
+        ]
+        return v
 
 
 def make_tb_policy(spec: str, sampling=None):
@@ -1287,7 +1316,7 @@ def thinkingbox_bench(
     k: int = 20,  # attempts per task
     out: str = None,  # campaign directory (default data/runs/thinkingbox-RELEASE)
     user: str = 'stand-in',  # simulated user: openai:MODEL (TBT_USER_BASE_URL), or stand-in
-    judge: str = 'rule',  # rubric judge: openai:MODEL (TBT_JUDGE_BASE_URL); rule: refused
+    judge: str = 'rule',  # rubric judge: openai:MODEL (TBT_JUDGE_BASE_URL); none: the state alone; rule: refused
     judge_max_tokens: int = 0,  # an LLM judge's budget, its reasoning included (0: 2048)
     data: str = None,  # the thinkingbox-data checkout (default $THINKINGBOX_DATA)
     temperature: float = 1.0,
@@ -1326,7 +1355,7 @@ def thinkingbox_bench(
             k,
             user=user,
             sampling=s,
-            grader=_judge(judge, judge_max_tokens),
+            grader=StateOnly() if judge == 'none' else _judge(judge, judge_max_tokens),
             concurrency=concurrency,
             task_files=files,
             progress=not quiet,
