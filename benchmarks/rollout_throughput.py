@@ -13,14 +13,15 @@
 4. With --compare 16,32 (the default): continuous batching (requests join the running decode, rows leave as they
    end) against step-wise batching (`_Batcher.continuous = False`: one call when every live episode waits, decoded
    until its longest row ends), on the same --compare-episodes main-job-like episodes (up to --probe-turns turns of
-   up to 96 tokens) at each concurrency: rows per decode forward, sampled tokens/s, wall and process CPU seconds,
-   and how many episodes sampled the very same tokens under both.
+   up to 96 tokens) at each concurrency, --compare-reps runs of each in alternating order: rows per decode forward,
+   sampled tokens/s, wall and process CPU seconds (and the sampling thread's CPU in prefill and decode), and how
+   many episodes sampled the very same tokens in every run.
 The last lines are `batched_speedup_cpu_32=<ratio of process CPU times>` and `batched_speedup_32=<ratio of wall times>`
 (with --n including 32), then `continuous_cpu_ratio_32=<step-wise / continuous process CPU>` and
 `rows_per_forward_32=<continuous>` (with --compare including 32).
 """
 
-import argparse, asyncio, os, random, time
+import argparse, asyncio, os, random, statistics, time
 
 os.environ.setdefault('OMP_NUM_THREADS', '1')
 from pathlib import Path
@@ -101,6 +102,7 @@ if __name__ == '__main__':
     p.add_argument('--probe-turns', type=int, default=6)
     p.add_argument('--compare', default='16,32', help='concurrencies for continuous vs step-wise batching ("" skips)')
     p.add_argument('--compare-episodes', type=int, default=64)
+    p.add_argument('--compare-reps', type=int, default=2)
     p.add_argument('--skip-scripted', action='store_true', help='skip part 1 (the scripted expert)')
     a = p.parse_args()
     SAMPLING = SamplingConfig(temperature=1.0, max_tokens=a.max_tokens, seed=0)
@@ -184,30 +186,36 @@ if __name__ == '__main__':
         lim = Limits(max_turns=a.probe_turns, max_tokens_per_turn=96, max_episode_tokens=8192, wall_clock_s=3600)
         jobs = [(t.model_copy(update={'limits': lim}), rep) for rep, t in enumerate(bench_tasks(a.compare_episodes))]
         print(
-            f'continuous vs step-wise batching: {len(jobs)} episodes of up to {a.probe_turns} turns of up to 96 tokens'
+            f'continuous vs step-wise batching: {len(jobs)} episodes of up to {a.probe_turns} turns of up to 96 '
+            f'tokens, {a.compare_reps} runs of each, alternating (medians; the machine load changes between runs)'
         )
         for c in [int(x) for x in a.compare.split(',')]:
-            got = {}
-            for mode in ('step-wise', 'continuous'):
-                _Batcher.continuous = mode == 'continuous'
-                p0 = dict(pol.stats)
-                e, w, st = run(pol, jobs, c)
-                steps, rows = (pol.stats[k] - p0[k] for k in ('decode_steps', 'decode_rows'))
-                toks = sum(sum(x.trajectory.mask) for x in e)
-                got[mode] = (w, st['cpu_s'], rows / max(1, steps), [x.trajectory.completion_ids for x in e])
-                print(
-                    f'  concurrency {c:3} {mode:10}: {w:7.2f} s wall, {st["cpu_s"]:7.2f} s CPU, '
-                    f'{toks / w:6.0f} sampled tok/s ({toks / st["cpu_s"]:6.0f} per CPU s), '
-                    f'{rows / max(1, steps):5.1f} rows per forward, {steps} decode forwards, '
-                    f'{pol.stats["joins"] - p0["joins"]} joins'
-                )
+            got = {'step-wise': [], 'continuous': []}
+            for rep in range(a.compare_reps):
+                for mode in ('step-wise', 'continuous') if rep % 2 == 0 else ('continuous', 'step-wise'):
+                    _Batcher.continuous = mode == 'continuous'
+                    p0 = dict(pol.stats)
+                    e, w, st = run(pol, jobs, c)
+                    d = {k: pol.stats[k] - p0[k] for k in pol.stats}
+                    toks = sum(sum(x.trajectory.mask) for x in e)
+                    rpf = d['decode_rows'] / max(1, d['decode_steps'])
+                    got[mode].append((w, st['cpu_s'], rpf, [x.trajectory.completion_ids for x in e]))
+                    print(
+                        f'  concurrency {c:3} {mode:10}: {w:6.2f} s wall, {st["cpu_s"]:6.2f} s CPU (sampling thread: '
+                        f'prefill {d["prefill_cpu_s"]:5.2f}, decode {d["decode_cpu_s"]:5.2f}), {toks / w:5.0f} sampled '
+                        f'tok/s ({toks / st["cpu_s"]:4.0f} per CPU s), {rpf:4.1f} rows per forward, '
+                        f'{d["decode_steps"]} decode forwards, {d["joins"]} joins, load {os.getloadavg()[0]:.1f}'
+                    )
             _Batcher.continuous = True
-            (ws, cs, rs, ids_s), (wc, cc, rc, ids_c) = got['step-wise'], got['continuous']
-            same = sum(x == y for x, y in zip(ids_s, ids_c))
-            cont[c] = (cs / cc, rc)
+            med = lambda mode, i, got=got: statistics.median(r[i] for r in got[mode])
+            ref = got['step-wise'][0][3]
+            same = min(sum(x == y for x, y in zip(r[3], ref)) for m in got for r in got[m])
+            cont[c] = (med('step-wise', 1) / med('continuous', 1), med('continuous', 2))
             print(
-                f'  concurrency {c:3}: continuous/step-wise: wall {ws / wc:.2f}x faster, CPU {cs / cc:.2f}x less, '
-                f'rows per forward {rs:.1f} -> {rc:.1f} | identical samples {same}/{len(jobs)}'
+                f'  concurrency {c:3}: continuous/step-wise (medians): '
+                f'wall {med("step-wise", 0) / med("continuous", 0):.2f}x faster, CPU {cont[c][0]:.2f}x less, '
+                f'rows per forward {med("step-wise", 2):.1f} -> {cont[c][1]:.1f}'
+                f' | identical samples in every run {same}/{len(jobs)}'
             )
     if 32 in speed:
         print(f'batched_speedup_cpu_32={cpu[32]:.2f}\nbatched_speedup_32={speed[32]:.2f}')

@@ -266,13 +266,14 @@ class _Decode:
                 st['joins'] += len(prompts)
             lo = self.slab.admit([starts[i][:2] for i in order], cap)
             p.model.config._attn_implementation = 'tbt_slab'
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             self.slab.lo = lo
             try:
                 logits = p._prefill(self.slab, [starts[i][2] for i in order])
             finally:
                 self.slab.lo = 0
             st['prefill_s'] += time.perf_counter() - t0
+            st['prefill_cpu_s'] += time.thread_time() - c0
             st['prefill_tokens'] += sum(len(s[2]) for s in starts)
         self.reqs += [
             dict(tag=tags[i], prompt=prompts[i], seed=seeds[i], limit=max_tokens[i], key=keys[i], ids=[], lp=[])
@@ -285,7 +286,7 @@ class _Decode:
         import torch
 
         p, m, cfg, slab = self.p, self.p.model, self.p.sampling, self.slab
-        t0, done = time.perf_counter(), []
+        t0, c0, done = time.perf_counter(), time.thread_time(), []
         with p._mode():
             m.config._attn_implementation = 'tbt_slab'
             if cfg.temperature == 0:
@@ -334,6 +335,7 @@ class _Decode:
             else:
                 self.logits = None
         p.stats['decode_s'] += time.perf_counter() - t0
+        p.stats['decode_cpu_s'] += time.thread_time() - c0
         return done
 
     def run(self, requests: list = (), tags: list = ()) -> list:
@@ -381,10 +383,10 @@ class HFPolicy:
         self.fmt = ChatFormat(tokenizer, template)
         self.sampling = sampling or SamplingConfig()
         self.policy_id = name or _with_template(getattr(model, 'name_or_path', None) or type(model).__name__, template)
-        # where the time goes; rows per decode forward = decode_rows / decode_steps; joins: rows that joined a running
-        # decode
+        # where the time goes (wall, and CPU of the sampling thread: what a loaded machine does not inflate); rows per
+        # decode forward = decode_rows / decode_steps; joins: rows that joined a running decode
         self.stats = {'prefill_s': 0.0, 'prefill_tokens': 0, 'decode_s': 0.0, 'decode_steps': 0, 'decode_rows': 0}
-        self.stats['joins'] = 0
+        self.stats.update(joins=0, prefill_cpu_s=0.0, decode_cpu_s=0.0)
         self.reset_cache()
 
     @property
@@ -419,11 +421,13 @@ class HFPolicy:
             self._prefixes[tuple(ids[:cut])] = prefix
         return prefix, None, ids[cut:] if prefix is not None else ids
 
-    def _prefill(self, slab: _Slab, chunks: list, chunk: int = 32):
+    def _prefill(self, slab: _Slab, chunks: list, chunk: int = None):
         """Feed rows [slab.lo, slab.lo + len(chunks)) their new ids (longest first) in one batch, `chunk` positions a
-        forward; the logits at each row's last id."""
+        forward (default: 256 positions a forward over the rows, at least 32 a row: a turn that joins a running
+        decode alone costs as few forwards as a batch of them); the logits at each row's last id."""
         import torch
 
+        chunk = chunk or max(32, 256 // len(chunks))
         dev, C = self.device, max(map(len, chunks))
         c = torch.tensor([len(x) for x in chunks], device=dev)
         ids = torch.full((len(chunks), C), self.fmt.eos_id, device=dev)
