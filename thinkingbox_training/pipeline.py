@@ -351,8 +351,9 @@ def run_main(job: MainJob) -> dict:
     "Probe, select, train, evaluate, report; each stage skipped or resumed when its artifacts exist."
     if not job.adopt_model:
         reuse_model(job.dir / 'model')  # a model the job did not train stops it before any work
+    import functools
     from trl import TrlParser
-    from thinkingbox_training.campaigns import run_campaign, AttemptStore
+    from thinkingbox_training.campaigns import run_campaign, AttemptStore, default_shards
     from thinkingbox_training.grpo import TBTConfig, sampling_config, main as grpo_main
     from thinkingbox_training.policies import HFPolicy
 
@@ -371,7 +372,8 @@ def run_main(job: MainJob) -> dict:
     )
 
     t0 = time.perf_counter()
-    base = HFPolicy(job.base_model, sampling=sampling)
+    # recipes rather than objects, so that a campaign can run in shards (one a core when a core is idle)
+    base = functools.partial(HFPolicy, job.base_model, sampling=sampling)
     # the exports committed under data/runs have no store beside them (stores are not committed): regenerated
     r = run_campaign(
         d / 'probe',
@@ -381,6 +383,7 @@ def run_main(job: MainJob) -> dict:
         concurrency=job.concurrency,
         task_files=files,
         lost_store='regenerate',
+        shards=default_shards(job.base_model),
         **how['probe'],
     )
     times['probe_s'] = time.perf_counter() - t0
@@ -447,9 +450,10 @@ def run_main(job: MainJob) -> dict:
         concurrency=job.concurrency,
         task_files=files,
         lost_store='regenerate',
+        shards=default_shards(job.base_model),
         **how['evaluate'],
     )
-    trained = HFPolicy(model_dir, sampling=sampling, name='tiny-qwen3-grpo')
+    trained = functools.partial(HFPolicy, str(model_dir), sampling=sampling, name='tiny-qwen3-grpo')
     run_campaign(
         d / 'eval-trained',
         bench,
@@ -458,6 +462,7 @@ def run_main(job: MainJob) -> dict:
         concurrency=job.concurrency,
         task_files=files,
         lost_store='regenerate',
+        shards=default_shards(job.base_model),
         **how['evaluate'],
     )
     times['evaluate_s'] = time.perf_counter() - t0
