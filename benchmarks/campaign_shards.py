@@ -54,6 +54,7 @@ def main():
     a = ap.parse_args()
     tasks = [t for t in load_tasks(a.task_file) if t.split == 'train'][: a.tasks]
     budgets, samp = recipe_budgets(a.recipe)
+    samp = {k: samp[k] for k in ('temperature', 'top_p', 'top_k')}  # the recipe's sampling (not its judge's budget)
     sampling = SamplingConfig(**samp, max_tokens=budgets['max_tokens_per_turn'], seed=0)
     n = len(tasks) * a.k
     tmp = Path(tempfile.mkdtemp(prefix='campaign_shards-'))

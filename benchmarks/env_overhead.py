@@ -13,7 +13,9 @@ The floor, measured in the same run: each episode's SQL (every statement its too
 SQLite connection with the values bound) replayed on a fresh template copy through raw sqlite3, then graded by
 comparing every table with the final state the episode reached (the same on both transports: asserted):
 `env_floor_ms_median=`, `env_overhead_mcp_vs_floor=` and `env_overhead_vs_floor=` (the default path's median over the
-floor's) are the last lines.
+floor's, in wall time), then the same two ratios in process CPU time, `env_overhead_mcp_cpu_vs_floor=` and
+`env_overhead_cpu_vs_floor=` (goal: at most 4.5), are the last lines: a loaded machine inflates wall times (ours and
+the floor's unevenly, so it can hide or fake a ratio) but hardly the CPU time each takes.
 For scale, measured on this machine while planning the project: the ThinkingBox harness ~5.7 s to create a session,
 ~2.3 s to destroy it, ~33 ms a tool call, ~0.15 s to grade; tau2-bench ~130 ms to reset, ~290 ms to grade.
 """
@@ -144,6 +146,8 @@ async def main(domains, n_tasks, n_calls):
     print(f'env_floor_ms_median={med("floor"):.3f}')
     print(f'env_overhead_mcp_vs_floor={med("total", by["mcp"]) / med("floor"):.1f}')
     print(f'env_overhead_vs_floor={med("total") / med("floor"):.1f}')
+    print(f'env_overhead_mcp_cpu_vs_floor={med("cpu", by["mcp"]) / med("floor_cpu"):.1f}')
+    print(f'env_overhead_cpu_vs_floor={med("cpu") / med("floor_cpu"):.1f}')
 
 
 if __name__ == '__main__':

@@ -10,10 +10,18 @@
 3. With --concurrency 16,32,64: a probe-like campaign (--probe episodes of --probe-turns turns) at each
    concurrency, twice over, in one process: wall time, episodes/s and the run's peak RSS (VmHWM, reset before each
    run), so memory growth across runs shows.
-The last lines are `batched_speedup_cpu_32=<ratio of process CPU times>` and `batched_speedup_32=<ratio of wall times>`.
+4. With --compare 16,32 (the default): continuous batching (requests join the running decode, rows leave as they
+   end) against step-wise batching (`_Batcher.continuous = False`: one call when every live episode waits, decoded
+   until its longest row ends), on the same --compare-episodes main-job-like episodes (up to --probe-turns turns of
+   up to 96 tokens) at each concurrency, --compare-reps runs of each in alternating order: rows per decode forward,
+   sampled tokens/s, wall and process CPU seconds (and the sampling thread's CPU in prefill and decode), and how
+   many episodes sampled the very same tokens in every run.
+The last lines are `batched_speedup_cpu_32=<ratio of process CPU times>` and `batched_speedup_32=<ratio of wall times>`
+(with --n including 32), then `continuous_cpu_ratio_32=<step-wise / continuous process CPU>` and
+`rows_per_forward_32=<continuous>` (with --compare including 32).
 """
 
-import argparse, asyncio, os, random, time
+import argparse, asyncio, os, random, statistics, time
 
 os.environ.setdefault('OMP_NUM_THREADS', '1')
 from pathlib import Path
@@ -21,7 +29,7 @@ import torch
 
 torch.set_num_threads(int(os.environ['OMP_NUM_THREADS']))
 from thinkingbox_training.tasks import generate_tasks, get_domain, Limits
-from thinkingbox_training.episode import EpisodeRunner
+from thinkingbox_training.episode import EpisodeRunner, _Batcher
 from thinkingbox_training.policies import ScriptedPolicy, HFPolicy, SamplingConfig, tiny_qwen3
 from thinkingbox_training.interpret import make_tokenizer
 
@@ -92,20 +100,27 @@ if __name__ == '__main__':
     )
     p.add_argument('--probe', type=int, default=96, help='episodes of the probe-like sweep')
     p.add_argument('--probe-turns', type=int, default=6)
+    p.add_argument('--compare', default='16,32', help='concurrencies for continuous vs step-wise batching ("" skips)')
+    p.add_argument('--compare-episodes', type=int, default=64)
+    p.add_argument('--compare-reps', type=int, default=2)
+    p.add_argument('--skip-scripted', action='store_true', help='skip part 1 (the scripted expert)')
     a = p.parse_args()
     SAMPLING = SamplingConfig(temperature=1.0, max_tokens=a.max_tokens, seed=0)
 
-    jobs = [(t, 0) for t in bench_tasks(256)]
-    eps, wall, st = run(ScriptedPolicy(), jobs, 64)
-    assert all(e.reward == 1 for e in eps), 'the expert must pass every task'
-    print(f'scripted expert: {len(eps)} episodes in {wall:.2f} s = {len(eps) / wall:.1f} episodes/s (concurrency 64)')
-    eps1, wall1, st1 = run(ScriptedPolicy(), jobs[:64], 1)  # one at a time: stage times do not overlap
-    stages = ('setup_s', 'model_s', 'tool_s', 'user_s', 'grade_s')
-    print(
-        f'  at concurrency 1: {64 / wall1:.1f} episodes/s; share of wall time: '
-        + ', '.join(f'{k[:-2]} {st1[k] / wall1:.0%}' for k in stages)
-        + f', engine/other {1 - sum(st1[k] for k in stages) / wall1:.0%}'
-    )
+    if not a.skip_scripted:
+        jobs = [(t, 0) for t in bench_tasks(256)]
+        eps, wall, st = run(ScriptedPolicy(), jobs, 64)
+        assert all(e.reward == 1 for e in eps), 'the expert must pass every task'
+        print(
+            f'scripted expert: {len(eps)} episodes in {wall:.2f} s = {len(eps) / wall:.1f} episodes/s (concurrency 64)'
+        )
+        eps1, wall1, st1 = run(ScriptedPolicy(), jobs[:64], 1)  # one at a time: stage times do not overlap
+        stages = ('setup_s', 'model_s', 'tool_s', 'user_s', 'grade_s')
+        print(
+            f'  at concurrency 1: {64 / wall1:.1f} episodes/s; share of wall time: '
+            + ', '.join(f'{k[:-2]} {st1[k] / wall1:.0%}' for k in stages)
+            + f', engine/other {1 - sum(st1[k] for k in stages) / wall1:.0%}'
+        )
 
     pol = load_model(a.model)
     print(
@@ -114,7 +129,7 @@ if __name__ == '__main__':
         f'OMP_NUM_THREADS={os.environ["OMP_NUM_THREADS"]}'
     )
     speed, cpu = {}, {}
-    for n in [int(x) for x in a.n.split(',')]:
+    for n in [int(x) for x in a.n.split(',') if x]:
         lim = Limits(max_turns=a.turns, max_tokens_per_turn=a.max_tokens, max_episode_tokens=8192)
         tasks = [t.model_copy(update={'limits': lim}) for t in bench_tasks(n)]
         jobs = [(t, 0) for t in tasks]
@@ -166,5 +181,43 @@ if __name__ == '__main__':
                     f' | peak RSS {rss_mb("VmHWM"):6.0f} MB, after {rss_mb():6.0f} MB'
                     f' | samples identical to the first run: {same}/{len(ids)}'
                 )
+    cont = {}
+    if a.compare:
+        lim = Limits(max_turns=a.probe_turns, max_tokens_per_turn=96, max_episode_tokens=8192, wall_clock_s=3600)
+        jobs = [(t.model_copy(update={'limits': lim}), rep) for rep, t in enumerate(bench_tasks(a.compare_episodes))]
+        print(
+            f'continuous vs step-wise batching: {len(jobs)} episodes of up to {a.probe_turns} turns of up to 96 '
+            f'tokens, {a.compare_reps} runs of each, alternating (medians; the machine load changes between runs)'
+        )
+        for c in [int(x) for x in a.compare.split(',')]:
+            got = {'step-wise': [], 'continuous': []}
+            for rep in range(a.compare_reps):
+                for mode in ('step-wise', 'continuous') if rep % 2 == 0 else ('continuous', 'step-wise'):
+                    _Batcher.continuous = mode == 'continuous'
+                    p0 = dict(pol.stats)
+                    e, w, st = run(pol, jobs, c)
+                    d = {k: pol.stats[k] - p0[k] for k in pol.stats}
+                    toks = sum(sum(x.trajectory.mask) for x in e)
+                    rpf = d['decode_rows'] / max(1, d['decode_steps'])
+                    got[mode].append((w, st['cpu_s'], rpf, [x.trajectory.completion_ids for x in e]))
+                    print(
+                        f'  concurrency {c:3} {mode:10}: {w:6.2f} s wall, {st["cpu_s"]:6.2f} s CPU (sampling thread: '
+                        f'prefill {d["prefill_cpu_s"]:5.2f}, decode {d["decode_cpu_s"]:5.2f}), {toks / w:5.0f} sampled '
+                        f'tok/s ({toks / st["cpu_s"]:4.0f} per CPU s), {rpf:4.1f} rows per forward, '
+                        f'{d["decode_steps"]} decode forwards, {d["joins"]} joins, load {os.getloadavg()[0]:.1f}'
+                    )
+            _Batcher.continuous = True
+            med = lambda mode, i, got=got: statistics.median(r[i] for r in got[mode])
+            ref = got['step-wise'][0][3]
+            same = min(sum(x == y for x, y in zip(r[3], ref)) for m in got for r in got[m])
+            cont[c] = (med('step-wise', 1) / med('continuous', 1), med('continuous', 2))
+            print(
+                f'  concurrency {c:3}: continuous/step-wise (medians): '
+                f'wall {med("step-wise", 0) / med("continuous", 0):.2f}x faster, CPU {cont[c][0]:.2f}x less, '
+                f'rows per forward {med("step-wise", 2):.1f} -> {cont[c][1]:.1f}'
+                f' | identical samples in every run {same}/{len(jobs)}'
+            )
     if 32 in speed:
         print(f'batched_speedup_cpu_32={cpu[32]:.2f}\nbatched_speedup_32={speed[32]:.2f}')
+    if 32 in cont:
+        print(f'continuous_cpu_ratio_32={cont[32][0]:.2f}\nrows_per_forward_32={cont[32][1]:.1f}')

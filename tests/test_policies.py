@@ -133,3 +133,28 @@ def test_slab_attention_is_bit_identical_to_the_plain_one(pol, prompts, monkeypa
     plain = run()
     assert new == plain
     assert sum(len(ids) for ids, _ in new) > 100  # enough sampled tokens for the comparison to mean something
+
+
+def test_rows_join_a_running_decode_and_leave_when_they_end(pol, prompts):
+    """Continuous batching: a request joins a decode already under way (one forward then holds both rows), a row that
+    ends leaves at once, and each row samples the very tokens it samples alone."""
+    p = HFPolicy(pol.model, pol.tokenizer, pol.sampling)
+    seed = next(s for s in range(100) if len(p.sample([prompts[0]], [s], 40)[0].token_ids) >= 12)
+    alone = [p.sample([prompts[0]], [seed], 40)[0], p.sample([prompts[1]], [7], 5)[0]]
+    d, got, rows = p.decoder(), {}, []
+    d.add([prompts[0]], [seed], [40], [None], ['first'])
+    for _ in range(6):  # six tokens of the first row before the second arrives
+        assert d.step() == []
+    joins, steps, seen = p.stats['joins'], p.stats['decode_steps'], p.stats['decode_rows']
+    d.add([prompts[1]], [7], [5], [None], ['second'])
+    assert p.stats['joins'] == joins + 1 and d.live == 2
+    while d.live:
+        rows.append(d.live)
+        got.update(d.step())
+    assert rows[:5] == [2] * 5 and set(rows[5:]) <= {1}  # the second row left after its 5 tokens (or earlier)
+    # each step's forward holds the rows that go on: those the next step draws for (none after the last)
+    assert p.stats['decode_rows'] - seen == sum(rows[1:])
+    assert p.stats['decode_steps'] - steps == len(rows) - 1
+    for g, want in zip([got['first'], got['second']], alone):
+        assert (g.token_ids, g.finish) == (want.token_ids, want.finish)
+        assert max(abs(a - b) for a, b in zip(g.logprobs, want.logprobs)) < 1e-5

@@ -18,8 +18,8 @@ from . import metrics
 # %% auto #0
 __all__ = ['TRAINING_SEED', 'LOST_STORE', 'CampaignError', 'storage_problem', 'disk_full', 'AttemptStore', 'make_judge',
            'RunSpec', 'export_jsonl', 'CampaignLock', 'read_meta', 'refuse_defective', 'run_campaign',
-           'campaign_records', 'agent_exceptions', 'load_campaign', 'recipe_budgets', 'evaluate', 'probe', 'aggregate',
-           'compare', 'show_attempt', 'pick_attempt', 'show']
+           'campaign_records', 'agent_exceptions', 'load_campaign', 'default_shards', 'recipe_budgets', 'evaluate',
+           'probe', 'aggregate', 'compare', 'show_attempt', 'pick_attempt', 'show']
 
 # %% ../nbs/08_campaigns.ipynb #c004
 class CampaignError(RuntimeError):
@@ -935,6 +935,16 @@ class _StoreProgress:
         self.thread.join()
         self.bar.close()
 
+# %% ../nbs/08_campaigns.ipynb #h43s2
+def default_shards(policy) -> int:
+    """Worker processes for a campaign of `policy` when none is asked for: one a core, at most 2, for a local model
+    (a model directory or repo id) when the load average leaves at least one core idle; else 1."""
+    if not isinstance(policy, str) or policy.split(':')[0] in ('scripted', 'vllm', 'endpoint', 'chat'):
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1
+    idle = cores - os.getloadavg()[0]
+    return min(2, cores) if cores >= 2 and idle >= 1 else 1
+
 # %% ../nbs/08_campaigns.ipynb #c012
 def _tasks_from(paths: str, split: str = None, held_out: bool = True) -> tuple:
     if not paths:
@@ -989,7 +999,7 @@ def evaluate(
     quiet: bool = False,
     tool_transport: str = 'mcp',  # the tools' transport: mcp (a real MCP session per episode) or inprocess
     recipe: str = None,  # a training recipe (YAML): run under its budgets and sampling, not the tasks'
-    shards: int = 1,  # worker processes sharing the attempts (one a core); results are the same
+    shards: int = None,  # worker processes sharing the attempts (one a core; None: default_shards); same results
     rebuild_store: bool = False,
 ):  # OUT lost attempts.sqlite: rebuild it from attempts.jsonl, run what it lacks
     "Run (or resume) an evaluation campaign: every task x k attempts into a crash-proof store (each task's own limits)."
@@ -1004,6 +1014,7 @@ def evaluate(
         s = SamplingConfig(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, max_tokens=max_tokens or most)
         spec = RunSpec(s, None, user, judge or 'rule', None, judge_max_tokens)
     _judge(spec.judge, spec.judge_max_tokens)  # a bad judge or budget: refused before anything runs
+    shards = shards or default_shards(policy)
     # a local policy decodes (or acts) fastest at about 16 live episodes (the sweep below); a server batches more
     concurrency = concurrency or (64 if policy.split(':')[0] in ('vllm', 'endpoint', 'chat') else 16)
     try:
@@ -1048,7 +1059,7 @@ def probe(
     concurrency: int = 0,  # episodes live at once in each process (0: 16 local, 64 for an endpoint)
     quiet: bool = False,
     recipe: str = None,  # the training recipe: probe under its budgets and sampling (recommended)
-    shards: int = 1,  # worker processes sharing the attempts (one a core); results are the same
+    shards: int = None,  # worker processes sharing the attempts (one a core; None: default_shards); same results
     rebuild_store: bool = False,
 ):  # OUT lost attempts.sqlite: rebuild it from attempts.jsonl, run what it lacks
     "Probe the training tasks with the base policy (k attempts each): the input of `tbt select`."

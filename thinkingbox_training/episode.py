@@ -4,7 +4,7 @@
 
 # %% ../nbs/07_episode.ipynb #c002
 from __future__ import annotations
-import asyncio, time
+import asyncio, threading, time
 from dataclasses import dataclass
 from typing import Literal
 from pydantic import BaseModel, Field
@@ -187,12 +187,22 @@ def protocol_for(task: Task) -> EpisodeProtocol:
     return PROTOCOLS.get(get_domain(task.domain).kind, OURS)
 
 # %% ../nbs/07_episode.ipynb #c009
+def _settle(f, result, error=None):
+    "Resolve a future from the event loop's thread (unless it is already done)."
+    if not f.done():
+        f.set_result(result) if error is None else f.set_exception(error)
+
+
 class _Batcher:
-    "Collects the next-turn requests of live episodes; one policy call per step, when all live episodes wait."
+    """Collects the next-turn requests of live episodes: into a running decode at the next token (continuous), or
+    one policy call per step, when all live episodes wait."""
+
+    continuous = True  # continuous batching when the policy has a `decoder` (False: step-wise, for comparison)
 
     def __init__(self, policy, stats):
         self.policy, self.stats = policy, stats
         self.queue, self.live, self.busy = [], 0, False
+        self.lock = threading.Lock()  # the queue and `busy`, shared with the decode thread
 
     def join(self):
         self.live += 1
@@ -202,16 +212,53 @@ class _Batcher:
         self._maybe_flush()
 
     async def generate(self, req: GenRequest) -> tuple:
-        "(the generation, seconds the request waited for the step to start)."
+        "(the generation, seconds the request waited for the model to take it up)."
         fut = asyncio.get_running_loop().create_future()
-        self.queue.append((req, fut, time.perf_counter()))
+        with self.lock:
+            self.queue.append((req, fut, time.perf_counter()))
         self._maybe_flush()
         return await fut
 
     def _maybe_flush(self):
-        if self.queue and not self.busy and len(self.queue) >= self.live:
-            self.busy = True
+        with self.lock:
+            if not self.queue or self.busy:
+                return
+            self.busy = self.continuous and hasattr(self.policy, 'decoder') or len(self.queue) >= self.live
+        if not self.busy:
+            return
+        if self.continuous and hasattr(self.policy, 'decoder'):
+            self.task = asyncio.ensure_future(asyncio.to_thread(self._decode, asyncio.get_running_loop()))
+        else:
             asyncio.ensure_future(self._flush())
+
+    def _decode(self, loop):
+        """In a worker thread, while any request waits or any row is live: admit what waits, step every live row,
+        hand the ended rows' generations to their episodes. It never waits for the event loop: a request joins at
+        the next token step, and an episode goes on the moment its row ends."""
+        dec, taken, settle = self.policy.decoder(), {}, loop.call_soon_threadsafe
+        try:
+            while True:
+                with self.lock:
+                    batch, self.queue = self.queue, []
+                    if not batch and not dec.live:
+                        self.busy = False
+                        return
+                t0 = time.perf_counter()
+                taken.update((id(f), (f, t0 - tq)) for _, f, tq in batch)
+                done = dec.run([r for r, _, _ in batch], [id(f) for _, f, _ in batch])
+                self.stats['model_calls'] += 1
+                self.stats['model_s'] += time.perf_counter() - t0
+                if batch:
+                    self.stats['batch_sizes'].append(len(batch))
+                for tag, g in done:
+                    f, waited = taken.pop(tag)
+                    settle(_settle, f, (g, waited))
+        except Exception as e:  # every request taken into this decode fails; those still queued start a new one
+            for f, _ in taken.values():
+                settle(_settle, f, None, e)
+            with self.lock:
+                self.busy = False
+            settle(self._maybe_flush)
 
     async def _flush(self):
         batch, self.queue = self.queue, []
@@ -230,7 +277,8 @@ class _Batcher:
             self.stats['model_calls'] += 1
             self.stats['model_s'] += time.perf_counter() - t0
             self.stats['batch_sizes'].append(len(batch))
-            self.busy = False
+            with self.lock:
+                self.busy = False
             self._maybe_flush()
 
 # %% ../nbs/07_episode.ipynb #c010

@@ -14,8 +14,8 @@ from . import metrics
 
 # %% auto #0
 __all__ = ['REPORTED', 'TRAINED_BY', 'MainJob', 'job_tasks', 'report', 'headline_rows', 'training_spend', 'training_steps',
-           'training_inputs', 'mark_trained', 'reuse_model', 'campaign_settings', 'write_pool', 'run_main', 'main_cli',
-           'results_cli']
+           'training_inputs', 'mark_trained', 'reuse_model', 'campaign_settings', 'write_pool', 'train_micro_batch',
+           'run_main', 'main_cli', 'results_cli']
 
 # %% ../nbs/12_pipeline.ipynb #c004
 @dataclass
@@ -308,11 +308,24 @@ def write_pool(
     return sel, write_selection(sel, d / 'pool', figures=figures, probe_budgets=probe_budgets)
 
 
+def train_micro_batch(recipe: str, args, most: int = 8) -> int:
+    """Episodes per training micro-batch in the main job: the recipe's own when it sets one, else the largest divisor of
+    a step's episodes up to `most`. One micro-batch of 32 episodes of 1,500 tokens peaks at 7.0 GB of RSS, one of 8 at
+    2.2 GB (`benchmarks/train_step_memory.py`); micro-batches cut by length give the same loss and gradient up to
+    float rounding (`tests/test_grpo.py`), so the recipe stays as registered."""
+    import yaml
+
+    own = (yaml.safe_load(Path(recipe).read_text()) or {}).get('per_device_train_batch_size')
+    n = args.groups_per_step * args.group_size  # one process
+    return own or max(d for d in range(1, min(most, n) + 1) if n % d == 0)
+
+
 def run_main(job: MainJob) -> dict:
     "Probe, select, train, evaluate, report; each stage skipped or resumed when its artifacts exist."
     if not job.adopt_model:
         reuse_model(job.dir / 'model')  # a model the job did not train stops it before any work
-    from thinkingbox_training.campaigns import run_campaign, AttemptStore
+    import functools
+    from thinkingbox_training.campaigns import run_campaign, AttemptStore, default_shards
     from thinkingbox_training.grpo import parse_config, sampling_config, main as grpo_main
     from thinkingbox_training.policies import HFPolicy
 
@@ -329,7 +342,8 @@ def run_main(job: MainJob) -> dict:
     )
 
     t0 = time.perf_counter()
-    base = HFPolicy(job.base_model, sampling=sampling)
+    # recipes rather than objects, so that a campaign can run in shards (one a core when a core is idle)
+    base = functools.partial(HFPolicy, job.base_model, sampling=sampling)
     # the exports committed under data/runs have no store beside them (stores are not committed): regenerated
     r = run_campaign(
         d / 'probe',
@@ -340,6 +354,7 @@ def run_main(job: MainJob) -> dict:
         task_files=files,
         lost_store='regenerate',
         spec=how['probe'],
+        shards=default_shards(job.base_model),
     )
     times['probe_s'] = time.perf_counter() - t0
     print(
@@ -385,6 +400,7 @@ def run_main(job: MainJob) -> dict:
         ]
         if job.steps:
             argv += ['--max_steps', str(job.steps)]
+        argv += ['--per_device_train_batch_size', str(train_micro_batch(job.recipe, args))]
         rc = grpo_main(argv)
         if rc:
             raise SystemExit(f'training failed ({rc})')
@@ -405,8 +421,9 @@ def run_main(job: MainJob) -> dict:
         task_files=files,
         lost_store='regenerate',
         spec=how['evaluate'],
+        shards=default_shards(job.base_model),
     )
-    trained = HFPolicy(model_dir, sampling=sampling, name='tiny-qwen3-grpo')
+    trained = functools.partial(HFPolicy, str(model_dir), sampling=sampling, name='tiny-qwen3-grpo')
     run_campaign(
         d / 'eval-trained',
         bench,
@@ -416,6 +433,7 @@ def run_main(job: MainJob) -> dict:
         task_files=files,
         lost_store='regenerate',
         spec=how['evaluate'],
+        shards=default_shards(job.base_model),
     )
     times['evaluate_s'] = time.perf_counter() - t0
     own = budgets_record(bench, how['evaluate'].sampling.max_tokens)

@@ -4,7 +4,7 @@
 
 # %% ../nbs/06_policies.ipynb #c002
 from __future__ import annotations
-import asyncio, ctypes, hashlib, itertools, math, os, random, re, time
+import asyncio, contextlib, ctypes, hashlib, itertools, math, os, random, re, time
 from dataclasses import dataclass, field
 from typing import Any
 from .interpret import ChatFormat, ToolCall, assistant_text, parse_assistant
@@ -82,10 +82,11 @@ def _process(logits, cfg: SamplingConfig):
 _M64 = (1 << 64) - 1
 
 
-def uniforms(seeds: list, step: int) -> list[float]:
-    "One uniform in [0, 1) per seed for draw number `step`: a counter-based stream (splitmix64 of seed and step)."
-    out = []
-    for s in seeds:
+def uniforms(seeds: list, step: int | list) -> list[float]:
+    """One uniform in [0, 1) per seed for draw number `step` (one number, or one per seed): a counter-based stream
+    (splitmix64 of seed and step)."""
+    out, steps = [], [step] * len(seeds) if isinstance(step, int) else step
+    for s, step in zip(seeds, steps):
         z = (int(s) * 0x9E3779B97F4A7C15 + (step + 1) * 0xD1B54A32D192ED03) & _M64
         z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
         z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
@@ -138,60 +139,79 @@ def _slab_attention(module, query, key, value, attention_mask, scaling: float = 
 
 
 class _Slab:
-    "The batch's KV cache: shared prefixes kept once; each row's own tokens in a preallocated per-layer buffer."
+    """The batch's KV cache: shared prefixes kept once; each row's own tokens in a preallocated per-layer buffer.
+    Rows join (`admit`) and leave (`move`) between forwards; a forward runs over rows [lo, lo + b)."""
 
-    def __init__(
-        self,
-        rows: list,  # per row: (prefix or None, own cache or None), caches as per layer (keys, values)
-        capacity: int,
-        config,
-        dtype,
-        device,
-    ):
+    def __init__(self, config, dtype, device):
+        self.G, self.L = config.num_key_value_heads, config.num_hidden_layers
+        self.D = getattr(config, 'head_dim', None) or config.hidden_size // config.num_attention_heads
+        self.dtype, self.device = dtype, device
+        self.k, self.v, self.used, self.capacity, self.lo = [], [], 0, 0, 0
+        self.prefix, self._groups = [], None  # row -> its prefix's cache (or None)
+        self._resize(0, 0)
+
+    def _resize(self, slots: int, capacity: int):
+        "Room for `slots` rows of `capacity` own positions each, the rows in use copied over."
         import torch
 
-        G, L = config.num_key_value_heads, config.num_hidden_layers
-        D = getattr(config, 'head_dim', None) or config.hidden_size // config.num_attention_heads
-        B = len(rows)
-        self.k = [torch.zeros(B, G, capacity, D, dtype=dtype, device=device) for _ in range(L)]
-        self.v = [torch.zeros(B, G, capacity, D, dtype=dtype, device=device) for _ in range(L)]
-        for r, (_, own) in enumerate(rows):
+        u, c = self.used, self.capacity
+        shape = (slots, self.G, capacity, self.D)
+        k = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in range(self.L)]
+        v = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in range(self.L)]
+        for new, old in zip(k + v, self.k + self.v):
+            new[:u, :, :c] = old[:u]
+        n, start = (torch.zeros(slots, dtype=torch.long, device=self.device) for _ in range(2))
+        if u:
+            n[:u], start[:u] = self.n[:u], self.start[:u]
+        self.k, self.v, self.n, self.start, self.capacity = k, v, n, start, capacity
+        self.prefix += [None] * (slots - len(self.prefix))
+        self.rows = torch.arange(slots, device=self.device)
+
+    def admit(self, rows: list, capacity: int) -> int:
+        """Append rows (per row: (prefix or None, own cache or None), caches as per layer (keys, values)) with
+        `capacity` own positions each at least; their first slot."""
+        u, b = self.used, len(rows)
+        slots = len(self.prefix)
+        if u + b > slots or capacity > self.capacity:  # grown in steps: few copies of the rows in use
+            self._resize(max(slots, -(-(u + b) // 8) * 8), max(self.capacity, -(-capacity // 256) * 256))
+        for r, (prefix, own) in enumerate(rows, u):
             for li, (k, v) in enumerate(own or []):
                 self.k[li][r, :, : k.shape[2]] = k[0]
                 self.v[li][r, :, : v.shape[2]] = v[0]
-        self.n = torch.tensor([own[0][0].shape[2] if own else 0 for _, own in rows], device=device)
-        self.prefix = [p for p, _ in rows]  # row -> its prefix's cache (or None)
-        # each row's first own position (its prefix's length)
-        self.start = torch.tensor([p[0][0].shape[2] if p else 0 for p in self.prefix], device=device)
-        self.rows, self.cols, self.width, self._groups = torch.arange(B, device=device), None, 0, None
+            self.n[r] = own[0][0].shape[2] if own else 0
+            self.start[r] = prefix[0][0].shape[2] if prefix else 0  # the row's first own position
+            self.prefix[r] = prefix
+        self.used, self._groups = u + b, None
+        return u
 
     def at(self, cols):
-        "Prepare a forward of rows [0, len(cols)) writing at columns `cols` [rows, new tokens]: its mask and positions."
+        "Prepare a forward of rows [lo, lo + len(cols)) writing at columns `cols` [rows, new tokens]: mask, positions."
         import torch
 
         b = cols.shape[0]
         self.cols, self.width = cols, int(cols.max()) + 1
         mask = (torch.arange(self.width, device=cols.device) <= cols[..., None])[:, None]  # [b, 1, new, width]
-        return mask, self.start[:b, None] + cols
+        return mask, self.start[self.lo : self.lo + b, None] + cols
 
     def update(self, key, value, layer_idx: int, *args, **kw):
         "Write the new keys and values at their columns; return the columns attention reads."
-        b = key.shape[0]
-        r = self.rows[:b, None]
+        lo, b = self.lo, key.shape[0]
+        r = self.rows[lo : lo + b, None]
         K, V = self.k[layer_idx], self.v[layer_idx]
         K[r, :, self.cols], V[r, :, self.cols] = key.transpose(1, 2), value.transpose(1, 2)
-        return K[:b, :, : self.width], V[:b, :, : self.width]
+        return K[lo : lo + b, :, : self.width], V[lo : lo + b, :, : self.width]
 
     def groups(self, layer_idx: int, b: int) -> list:
-        "(the prefix's keys and values at this layer, the rows among [0, b) that share it) for each shared prefix."
+        """(the prefix's keys and values at this layer, the rows among the forward's b that share it, counted from
+        lo) for each shared prefix."""
         import torch
 
-        if self._groups is None or self._groups[0] != b:  # again when rows move or leave
+        if self._groups is None or self._groups[0] != (self.lo, b):  # again when rows move, join or leave
             by = {}
-            for r, p in enumerate(self.prefix[:b]):
+            for r, p in enumerate(self.prefix[self.lo : self.lo + b]):
                 if p is not None:
                     by.setdefault(id(p), (p, []))[1].append(r)
-            self._groups = (b, [(p, torch.tensor(rs, device=self.n.device)) for p, rs in by.values()])
+            self._groups = ((self.lo, b), [(p, torch.tensor(rs, device=self.device)) for p, rs in by.values()])
         return [(p[layer_idx], rows) for p, rows in self._groups[1]]
 
     def row(self, r: int) -> list:
@@ -207,6 +227,131 @@ class _Slab:
             V[dst, :, :n] = V[src, :, :n]
         self.n[dst], self.start[dst], self.prefix[dst] = self.n[src], self.start[src], self.prefix[src]
         self._groups = None
+
+    def drop(self, live: int):
+        "Keep rows [0, live) (the others have left)."
+        self.prefix[live : self.used] = [None] * (self.used - live)  # a left row holds no prefix alive
+        self.used, self._groups = live, None
+
+
+class _Decode:
+    """A running batched decode of one `HFPolicy`: rows join between steps (their new ids prefilled in one batch),
+    each step samples one token for every live row, and a row leaves as soon as it ends. What a row samples depends
+    on its seed, its prompt and its limit only: its draw number is its own token count."""
+
+    def __init__(self, policy):
+        self.p = policy
+        m = policy.model
+        self.slab = _Slab(m.config, next(m.parameters()).dtype, policy.device)
+        self.reqs, self.logits = [], None  # per live row: its request's state; the logits of every live row
+
+    @property
+    def live(self) -> int:
+        return len(self.reqs)
+
+    def add(self, prompts: list, seeds: list, max_tokens: list, keys: list, tags: list):
+        "Start these requests (`tags` name them in what `step` returns): their new ids fed in one batched prefill."
+        import torch
+
+        if not prompts:
+            return
+        p, st = self.p, self.p.stats
+        if len(max_tokens) != len(prompts) or min(max_tokens) < 1:
+            raise ValueError(
+                f'max_tokens must give each of the {len(prompts)} prompts at least 1 token, got {max_tokens}'
+            )
+        with p._mode():
+            starts = [p._start(list(x), k) for x, k in zip(prompts, keys)]
+            order = sorted(range(len(prompts)), key=lambda i: -len(starts[i][2]))  # longest first: _prefill's chunks
+            own = [s[1][0][0].shape[2] if s[1] else 0 for s in starts]
+            cap = max(own[i] + len(starts[i][2]) + max_tokens[i] for i in order)  # room for what _prefill pads
+            if self.live:
+                st['joins'] += len(prompts)
+            lo = self.slab.admit([starts[i][:2] for i in order], cap)
+            p.model.config._attn_implementation = 'tbt_slab'
+            t0, c0 = time.perf_counter(), time.thread_time()
+            self.slab.lo = lo
+            try:
+                logits = p._prefill(self.slab, [starts[i][2] for i in order])
+            finally:
+                self.slab.lo = 0
+            st['prefill_s'] += time.perf_counter() - t0
+            st['prefill_cpu_s'] += time.thread_time() - c0
+            st['prefill_tokens'] += sum(len(s[2]) for s in starts)
+        self.reqs += [
+            dict(tag=tags[i], prompt=prompts[i], seed=seeds[i], limit=max_tokens[i], key=keys[i], ids=[], lp=[])
+            for i in order
+        ]
+        self.logits = logits if lo == 0 else torch.cat([self.logits[:lo], logits])
+
+    def step(self) -> list:
+        "Sample one token for every live row; [(tag, Generation)] of the rows that ended, which leave the batch."
+        import torch
+
+        p, m, cfg, slab = self.p, self.p.model, self.p.sampling, self.slab
+        t0, c0, done = time.perf_counter(), time.thread_time(), []
+        with p._mode():
+            m.config._attn_implementation = 'tbt_slab'
+            if cfg.temperature == 0:
+                lp = torch.log_softmax(self.logits, -1)
+                nxt = lp.argmax(-1)
+            else:
+                lp = torch.log_softmax(_process(self.logits, cfg), -1)
+                u = uniforms([q['seed'] for q in self.reqs], [len(q['ids']) for q in self.reqs])
+                nxt = draw(lp, u).to(p.device)
+            got = lp.gather(1, nxt[:, None])[:, 0].tolist()
+            fin = []
+            for r, (q, t) in enumerate(zip(self.reqs, nxt.tolist())):
+                q['ids'].append(t)
+                q['lp'].append(got[r])
+                if t == p.fmt.eos_id or len(q['ids']) == q['limit']:
+                    fin.append(r)
+            for r in fin:  # keep a finished row's cache: prompt + sampled tokens but the last (not fed)
+                q = self.reqs[r]
+                if q['key'] is not None:
+                    p._rows[q['key']] = (list(q['prompt']) + q['ids'][:-1], slab.prefix[r], slab.row(r))
+                done.append((q['tag'], p._generation(q)))
+            if fin:  # finished rows stop costing anything: live rows from the end move into their places
+                live = len(self.reqs) - len(fin)
+                holes, movers = [r for r in fin if r < live], [r for r in range(live, len(self.reqs)) if r not in fin]
+                for h, s in zip(holes, movers):
+                    slab.move(s, h)
+                    nxt[h] = nxt[s]
+                    self.reqs[h] = self.reqs[s]
+                self.reqs, nxt = self.reqs[:live], nxt[:live]
+                slab.drop(live)
+            b = len(self.reqs)
+            if b:
+                mask, pos = slab.at(slab.n[:b, None])
+                o = m(
+                    input_ids=nxt.view(b, 1),
+                    attention_mask=mask,
+                    position_ids=pos,
+                    past_key_values=slab,
+                    use_cache=True,
+                    slab=slab,
+                )
+                slab.n[:b] += 1
+                self.logits = o.logits[:, -1, :].float()
+                p.stats['decode_steps'] += 1
+                p.stats['decode_rows'] += b
+            else:
+                self.logits = None
+        p.stats['decode_s'] += time.perf_counter() - t0
+        p.stats['decode_cpu_s'] += time.thread_time() - c0
+        return done
+
+    def run(self, requests: list = (), tags: list = ()) -> list:
+        "Admit `requests` (GenRequests, named by `tags`), then one step: [(tag, Generation)] of the rows that ended."
+        if requests:
+            self.add(
+                [r.prompt_ids for r in requests],
+                [r.seed for r in requests],
+                [r.max_tokens for r in requests],
+                [r.key for r in requests],
+                list(tags),
+            )
+        return self.step() if self.live else []
 
 
 def _with_template(policy_id: str, template: str | None) -> str:
@@ -241,7 +386,10 @@ class HFPolicy:
         self.fmt = ChatFormat(tokenizer, template)
         self.sampling = sampling or SamplingConfig()
         self.policy_id = name or _with_template(getattr(model, 'name_or_path', None) or type(model).__name__, template)
-        self.stats = {'prefill_s': 0.0, 'prefill_tokens': 0, 'decode_s': 0.0, 'decode_steps': 0}  # where the time goes
+        # where the time goes (wall, and CPU of the sampling thread: what a loaded machine does not inflate); rows per
+        # decode forward = decode_rows / decode_steps; joins: rows that joined a running decode
+        self.stats = {'prefill_s': 0.0, 'prefill_tokens': 0, 'decode_s': 0.0, 'decode_steps': 0, 'decode_rows': 0}
+        self.stats.update(joins=0, prefill_cpu_s=0.0, decode_cpu_s=0.0)
         self.reset_cache()
 
     @property
@@ -276,10 +424,13 @@ class HFPolicy:
             self._prefixes[tuple(ids[:cut])] = prefix
         return prefix, None, ids[cut:] if prefix is not None else ids
 
-    def _prefill(self, slab: _Slab, chunks: list, chunk: int = 32):
-        "Feed every row its new ids in one batch, `chunk` positions a forward; the logits at each row's last id."
+    def _prefill(self, slab: _Slab, chunks: list, chunk: int = None):
+        """Feed rows [slab.lo, slab.lo + len(chunks)) their new ids (longest first) in one batch, `chunk` positions a
+        forward (default: 256 positions a forward over the rows, at least 32 a row: a turn that joins a running
+        decode alone costs as few forwards as a batch of them); the logits at each row's last id."""
         import torch
 
+        chunk = chunk or max(32, 256 // len(chunks))
         dev, C = self.device, max(map(len, chunks))
         c = torch.tensor([len(x) for x in chunks], device=dev)
         ids = torch.full((len(chunks), C), self.fmt.eos_id, device=dev)
@@ -287,7 +438,8 @@ class HFPolicy:
             ids[r, C - len(x) :] = torch.tensor(x, device=dev)
         j = torch.arange(C, device=dev)
         pad = j < (C - c)[:, None]  # padding in front of a row's ids writes just past its end, which nothing reads
-        cols = slab.n[:, None] + torch.where(pad, c[:, None], j - (C - c)[:, None])
+        lo, n = slab.lo, len(chunks)
+        cols = slab.n[lo : lo + n, None] + torch.where(pad, c[:, None], j - (C - c)[:, None])
         for j0 in range(0, C, chunk):
             b = int((C - c < j0 + chunk).sum())  # rows with ids in this stretch: a prefix of the sorted rows
             mask, pos = slab.at(cols[:b, j0 : j0 + chunk])
@@ -300,8 +452,40 @@ class HFPolicy:
                 slab=slab,
                 logits_to_keep=1,
             )
-        slab.n += c
+        slab.n[lo : lo + n] += c
         return o.logits[:, -1].float()
+
+    @contextlib.contextmanager
+    def _mode(self):
+        "Eval mode, no gradients and the slab attention registered; the model's mode and attention restored after."
+        import torch
+        from transformers import AttentionInterface
+
+        AttentionInterface.register('tbt_slab', _slab_attention)
+        m = self.model
+        was_training, impl = m.training, m.config._attn_implementation
+        m.eval()
+        try:
+            with torch.no_grad():
+                yield
+        finally:
+            m.config._attn_implementation = impl
+            m.train(was_training)
+
+    def _generation(self, q: dict) -> Generation:
+        "A finished row's Generation."
+        stop = q['ids'][-1] == self.fmt.eos_id
+        return Generation(
+            text=self.fmt.decode(q['ids']),
+            token_ids=q['ids'],
+            logprobs=q['lp'],
+            finish='stop' if stop else 'length',
+            usage=Usage(model=self.policy_id, input=len(q['prompt']), output=len(q['ids']), calls=1),
+        )
+
+    def decoder(self) -> _Decode:
+        "A running decode that requests join between steps (the episode engine's continuous batching)."
+        return _Decode(self)
 
     def sample(
         self,
@@ -311,90 +495,16 @@ class HFPolicy:
         keys: list = None,  # one key per prompt naming its episode: its KV cache is kept for its next turn
     ) -> list[Generation]:
         "Sample one turn for each prompt: all fed in one batch (each from its cache), then one batched decode loop."
-        import torch
-        from transformers import AttentionInterface
-
-        cfg, m, dev = self.sampling, self.model, self.device
         B = len(prompts)
         if max_tokens is None or isinstance(max_tokens, int):
-            max_tokens = [max_tokens or cfg.max_tokens] * B
+            max_tokens = [max_tokens or self.sampling.max_tokens] * B
         if len(max_tokens) != B or min(max_tokens) < 1:
             raise ValueError(f'max_tokens must give each of the {B} prompts at least 1 token, got {max_tokens}')
-        keys = keys or [None] * B
-        out_ids, out_lp, done = [[] for _ in range(B)], [[] for _ in range(B)], [False] * B
-        AttentionInterface.register('tbt_slab', _slab_attention)
-        was_training, impl = m.training, m.config._attn_implementation
-        m.eval()
-        try:
-            with torch.no_grad():
-                starts = [self._start(list(p), k) for p, k in zip(prompts, keys)]
-                who = sorted(range(B), key=lambda i: -len(starts[i][2]))  # batch row -> request
-                own = [s[1][0][0].shape[2] if s[1] else 0 for s in starts]
-                cap = max(own) + max(len(s[2]) for s in starts) + max(max_tokens)  # room for what _prefill pads
-                slab = _Slab([starts[i][:2] for i in who], cap, m.config, next(m.parameters()).dtype, dev)
-                m.config._attn_implementation = 'tbt_slab'
-                t0 = time.perf_counter()
-                logits = self._prefill(slab, [starts[i][2] for i in who])
-                t1 = time.perf_counter()
-                self.stats['prefill_s'] += t1 - t0
-                self.stats['prefill_tokens'] += sum(len(s[2]) for s in starts)
-                for step in range(max(max_tokens)):
-                    if cfg.temperature == 0:
-                        lp = torch.log_softmax(logits, -1)
-                        nxt = lp.argmax(-1)
-                    else:
-                        lp = torch.log_softmax(_process(logits, cfg), -1)
-                        nxt = draw(lp, uniforms([seeds[i] for i in who], step)).to(dev)
-                    got = lp.gather(1, nxt[:, None])[:, 0].tolist()
-                    fin = []
-                    for r, (i, t) in enumerate(zip(who, nxt.tolist())):
-                        out_ids[i].append(t)
-                        out_lp[i].append(got[r])
-                        if t == self.fmt.eos_id:
-                            done[i] = True
-                        if done[i] or len(out_ids[i]) == max_tokens[i]:
-                            fin.append(r)
-                    for r in fin:  # keep a finished row's cache: prompt + sampled tokens but the last (not fed)
-                        i = who[r]
-                        if keys[i] is not None:
-                            self._rows[keys[i]] = (list(prompts[i]) + out_ids[i][:-1], slab.prefix[r], slab.row(r))
-                    if fin:  # finished rows stop costing anything: live rows from the end move into their places
-                        live = len(who) - len(fin)
-                        holes, movers = [r for r in fin if r < live], [r for r in range(live, len(who)) if r not in fin]
-                        for h, s in zip(holes, movers):
-                            slab.move(s, h)
-                            nxt[h] = nxt[s]
-                            who[h] = who[s]
-                        who, nxt = who[:live], nxt[:live]
-                        if not who:
-                            break
-                    b = len(who)
-                    mask, pos = slab.at(slab.n[:b, None])
-                    o = m(
-                        input_ids=nxt.view(b, 1),
-                        attention_mask=mask,
-                        position_ids=pos,
-                        past_key_values=slab,
-                        use_cache=True,
-                        slab=slab,
-                    )
-                    slab.n[:b] += 1
-                    logits = o.logits[:, -1, :].float()
-                    self.stats['decode_steps'] += 1
-                self.stats['decode_s'] += time.perf_counter() - t1
-        finally:
-            m.config._attn_implementation = impl
-            m.train(was_training)
-        return [
-            Generation(
-                text=self.fmt.decode(out_ids[i]),
-                token_ids=out_ids[i],
-                logprobs=out_lp[i],
-                finish='stop' if done[i] else 'length',
-                usage=Usage(model=self.policy_id, input=len(prompts[i]), output=len(out_ids[i]), calls=1),
-            )
-            for i in range(B)
-        ]
+        d, out = self.decoder(), {}
+        d.add(list(prompts), list(seeds), list(max_tokens), list(keys or [None] * B), list(range(B)))
+        while d.live:
+            out.update(d.step())
+        return [out[i] for i in range(B)]
 
     async def generate(self, requests: list) -> list[Generation]:
         "The next turn of every request, in one batch (run in a worker thread so the event loop stays free)."
