@@ -339,3 +339,30 @@ def test_the_thinkingbox_format_loads_through_the_entry_point_this_package_decla
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.startswith('12 thinkingbox_bench_v1: its README restric'), out.stdout
+
+
+def test_a_format_whose_dependencies_are_missing_leaves_json_lines_and_names_itself(tmp_path):
+    "An environment without a format's dependencies (OpenEnv's has no torch) still reads JSON Lines; its files say why."
+    _dist(
+        tmp_path,
+        'tbt_heavy_format',
+        """
+        [thinkingbox_training.task_formats]
+        heavy = tbt_heavy_format:FORMAT
+        """,
+        {'tbt_heavy_format/__init__.py': 'import tbt_no_such_dependency\n'},
+    )
+    tasks._LOADED_GROUPS.clear()
+    sys.path.insert(0, str(tmp_path))
+    try:
+        assert tasks.format_of(ROOT / 'data/tasks/retail_train.jsonl').name == 'jsonl'
+        assert evaluation_only('retail/cancel_before_shipping/train-0-0000') is None  # the other rules still asked
+        assert 'heavy' in tasks.UNAVAILABLE and 'tbt_no_such_dependency' in tasks.UNAVAILABLE['heavy']
+        with pytest.raises(
+            TaskFileError, match=r'x\.heavy: no task format here reads \.heavy \(tbt_heavy_format:FORMAT'
+        ):
+            tasks.format_of(tmp_path / 'x.heavy')
+    finally:
+        sys.path.remove(str(tmp_path))
+        tasks.UNAVAILABLE.pop('heavy', None)
+        tasks._LOADED_GROUPS.clear()

@@ -11,10 +11,10 @@ from typing import Any, Callable, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 # %% auto #0
-__all__ = ['DOMAINS', 'DOMAIN_GROUP', 'FORMAT_GROUP', 'TASK_FORMATS', 'UserSpec', 'ToolCallSpec', 'RubricItem', 'Limits', 'Task',
-           'register_domain', 'entry_points', 'available_domains', 'get_domain', 'TaskProblem', 'TaskFileError',
-           'TaskFormat', 'register_format', 'task_formats', 'format_of', 'check_task', 'parse_tasks', 'load_tasks',
-           'write_tasks', 'BenchmarkOverlap', 'assert_disjoint', 'EvaluationOnly', 'evaluation_only',
+__all__ = ['DOMAINS', 'DOMAIN_GROUP', 'FORMAT_GROUP', 'TASK_FORMATS', 'UNAVAILABLE', 'UserSpec', 'ToolCallSpec', 'RubricItem',
+           'Limits', 'Task', 'register_domain', 'entry_points', 'available_domains', 'get_domain', 'TaskProblem',
+           'TaskFileError', 'TaskFormat', 'register_format', 'task_formats', 'format_of', 'check_task', 'parse_tasks',
+           'load_tasks', 'write_tasks', 'BenchmarkOverlap', 'assert_disjoint', 'EvaluationOnly', 'evaluation_only',
            'refuse_evaluation_only', 'read_uids', 'exclude', 'split_tasks', 'Family', 'generate_tasks',
            'generate_tasks_cli']
 
@@ -181,6 +181,7 @@ def register_format(fmt: TaskFormat) -> TaskFormat:
 
 
 _LOADED_GROUPS: set = set()
+UNAVAILABLE: dict = {}  # format name -> why its entry point could not load in this environment
 
 
 def task_formats() -> dict:
@@ -189,7 +190,11 @@ def task_formats() -> dict:
         _LOADED_GROUPS.add(FORMAT_GROUP)
         for name, ep in entry_points(FORMAT_GROUP).items():
             if name not in TASK_FORMATS:
-                obj = ep.load()  # a module registers its format when imported; or the TaskFormat itself
+                try:  # a module registers its format when imported; or the entry point is the TaskFormat itself
+                    obj = ep.load()
+                except ImportError as e:  # an environment without its dependencies (e.g. OpenEnv's, no torch)
+                    UNAVAILABLE[name] = f'{ep.value}: {e}'  # cannot have loaded tasks here, so has none to refuse
+                    continue
                 if isinstance(obj, TaskFormat):
                     register_format(obj)
     return TASK_FORMATS
@@ -198,9 +203,13 @@ def task_formats() -> dict:
 def format_of(path) -> TaskFormat:
     "The format that reads `path`, by its suffix: a registered one, else JSON Lines."
     suffix = Path(path).suffix
+    if suffix in TASK_FORMATS['jsonl'].suffixes:  # built in: no other format's dependencies are needed to read it
+        return TASK_FORMATS['jsonl']
     for fmt in list(task_formats().values()):
         if suffix in fmt.suffixes:
             return fmt
+    if UNAVAILABLE:
+        raise TaskFileError([f'{path}: no task format here reads {suffix} ({"; ".join(UNAVAILABLE.values())})'])
     return TASK_FORMATS['jsonl']
 
 # %% ../nbs/01_tasks.ipynb #c009

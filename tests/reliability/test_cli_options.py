@@ -55,7 +55,11 @@ CASES = [
         '--train-n -1: must be at least 0',
     ),
     ('evaluate-user-bogus', 'evaluate --tasks {tasks} --user bogus', '--user bogus: must be scripted or openai:MODEL'),
-    ('evaluate-judge-bogus', 'evaluate --tasks {tasks} --judge bogus', '--judge bogus: must be rule or openai:MODEL'),
+    (
+        'evaluate-judge-bogus',
+        'evaluate --tasks {tasks} --judge bogus',
+        '--judge bogus: must be rule or none or openai:MODEL',
+    ),
     (
         'evaluate-concurrency-negative',
         'evaluate --tasks {tasks} --concurrency -5',
