@@ -120,3 +120,21 @@ def test_episode_notebook_keeps_an_episode():
     shown = ''.join(''.join(o.get('text', '')) for c in nb['cells'] if nb_outputs.kept(c) for o in c['outputs'])
     assert "call:  pay(account_id='AC-1', amount_cents=3000)" in shown and 'reward 1: state ok' in shown, shown
     assert 'reward 0: state FAILED' in shown and 'account[AC-1].balance_cents: expected 7000, got 10000' in shown
+
+
+def test_readme_main_result_rows_are_the_results_notebooks():
+    "README's main-result table repeats rows the results notebook prints from the run's artifacts (checked above)."
+    root = Path(__file__).parent.parent
+    readme = (root / 'README.md').read_text()
+    section = readme.split('## The main result', 1)[1].split('\n## ', 1)[0]
+    rows = [l for l in section.splitlines() if l.startswith('| ') and not l.startswith('| tasks')]
+    nb = json.loads((root / 'nbs' / 'results' / '00_tiny_cpu.ipynb').read_text())
+    printed = '\n'.join(
+        ''.join(t if isinstance(t, str) else ''.join(t))
+        for c in nb['cells']
+        for o in c.get('outputs', [])
+        for t in [o.get('text', ''), o.get('data', {}).get('text/markdown', '')]
+    )
+    assert len(rows) == 3, rows
+    for row in rows:
+        assert row in printed, f'README row not printed by nbs/results/00_tiny_cpu.ipynb: {row}'
