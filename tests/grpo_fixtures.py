@@ -100,32 +100,20 @@ def two_steps(out_dir, policy='scripted') -> dict:
     os.environ.setdefault('TRL_EXPERIMENTAL_SILENCE', '1')
     warnings.filterwarnings('ignore')
     from transformers import PrinterCallback
-    from thinkingbox_training.grpo import TBTConfig, TBTTrainer
+    from thinkingbox_training.grpo import TBTTrainer
     from thinkingbox_training.policies import ScriptedPolicy, tiny_qwen3
 
     tok = tokenizer()
-    kw = dict(
-        output_dir=str(out_dir),
-        groups_per_step=2,
-        group_size=4,
-        max_steps=2,
-        max_refill_rounds=3,
-        learning_rate=1e-3,
-        seed=0,
-        use_cpu=True,
-        bf16=False,
-        gradient_checkpointing=False,
-        report_to='none',
-        save_strategy='no',
-        disable_tqdm=True,
-    )
+    kw = dict(max_steps=2)
     if policy == 'scripted':
         kw['per_device_train_batch_size'] = 2
         pol = ScriptedPolicy(flaw=0.5, tokenizer=tok)
     else:
         kw.update(max_tokens_per_turn=12, max_turns=2, max_refill_rounds=1)
         pol = None
-    t = TBTTrainer(tiny_qwen3(tok), TBTConfig(**kw), [pay_task(i) for i in range(8)], processing_class=tok, policy=pol)
+    t = TBTTrainer(
+        tiny_qwen3(tok), cpu_config(out_dir, **kw), [pay_task(i) for i in range(8)], processing_class=tok, policy=pol
+    )
     t.remove_callback(PrinterCallback)
     t.train()
     return json.loads(
@@ -140,3 +128,26 @@ def two_steps(out_dir, policy='scripted') -> dict:
             }
         )
     )
+
+
+def cpu_config(out_dir, **kw):
+    """A `TBTConfig` for a test's training run on a CPU: one step of 2 groups of 4, seed 0, no bf16, checkpointing,
+    saving, trackers or progress bars; `kw` overrides any of it."""
+    from thinkingbox_training.grpo import TBTConfig
+
+    base = dict(
+        output_dir=str(out_dir),
+        groups_per_step=2,
+        group_size=4,
+        max_steps=1,
+        max_refill_rounds=3,
+        learning_rate=1e-3,
+        seed=0,
+        use_cpu=True,
+        bf16=False,
+        gradient_checkpointing=False,
+        report_to='none',
+        save_strategy='no',
+        disable_tqdm=True,
+    )
+    return TBTConfig(**{**base, **kw})

@@ -213,8 +213,8 @@ def test_a_grpo_step_on_a_thinkingbox_development_task_runs_their_protocol_token
     "The tiny model samples its own episodes of a banking task under their protocol; TRL trains on them token-exact."
     import torch
     from transformers import PrinterCallback
-    from grpo_fixtures import sampled_logprobs
-    from thinkingbox_training.grpo import TBTConfig, TBTTrainer, task_prompt
+    from grpo_fixtures import cpu_config, sampled_logprobs
+    from thinkingbox_training.grpo import TBTTrainer, task_prompt
     from thinkingbox_training.interpret import make_tokenizer
     from thinkingbox_training.policies import tiny_qwen3
     from thinkingbox_training.tasks import get_domain
@@ -224,24 +224,14 @@ def test_a_grpo_step_on_a_thinkingbox_development_task_runs_their_protocol_token
     task = next(t for t in load_thinkingbox('banking.py') if t.uid.endswith(':test_check_balance_1'))
     messages, tools = protocol_for(task).opening(task, get_domain(task.domain), [])
     tok = make_tokenizer([m['content'] for m in messages] + [json.dumps(t) for t in tools], vocab_size=1500)
-    kw = dict(
-        output_dir=str(tmp_path / 'out'),
-        groups_per_step=1,
-        group_size=4,
-        max_steps=1,
-        max_refill_rounds=3,
-        learning_rate=1e-3,
-        seed=0,
-        use_cpu=True,
-        bf16=False,
-        gradient_checkpointing=False,
-        report_to='none',
-        save_strategy='no',
-        disable_tqdm=True,
-        max_tokens_per_turn=8,
-        max_turns=2,
+    kw = dict(groups_per_step=1, max_tokens_per_turn=8, max_turns=2)
+    t = TBTTrainer(
+        tiny_qwen3(tok),
+        cpu_config(tmp_path / 'out', **kw),
+        [task],
+        processing_class=tok,
+        grader=Grader(judge=HashJudge()),
     )
-    t = TBTTrainer(tiny_qwen3(tok), TBTConfig(**kw), [task], processing_class=tok, grader=Grader(judge=HashJudge()))
     t.remove_callback(PrinterCallback)
     torch.manual_seed(0)
     t.model.eval()

@@ -26,7 +26,7 @@ from thinkingbox_training.grpo import (
 )
 from thinkingbox_training.policies import SamplingConfig, ScriptedPolicy, tiny_qwen3
 from thinkingbox_training.tasks import BenchmarkOverlap, write_tasks
-from grpo_fixtures import pay_task, crash_task, tokenizer, flaw_by_family, sampled_logprobs
+from grpo_fixtures import pay_task, crash_task, tokenizer, flaw_by_family, sampled_logprobs, cpu_config
 
 HERE = Path(__file__).parent
 TOK = tokenizer()
@@ -34,22 +34,7 @@ TASKS = [pay_task(i) for i in range(8)]
 
 
 def cfg(tmp_path, **kw):
-    base = dict(
-        output_dir=str(tmp_path / 'out'),
-        groups_per_step=2,
-        group_size=4,
-        max_steps=1,
-        max_refill_rounds=3,
-        learning_rate=1e-3,
-        seed=0,
-        use_cpu=True,
-        bf16=False,
-        gradient_checkpointing=False,
-        report_to='none',
-        save_strategy='no',
-        disable_tqdm=True,
-    )
-    return TBTConfig(**{**base, **kw})
+    return cpu_config(tmp_path / 'out', **kw)
 
 
 def trainer(tmp_path, pool=TASKS, policy='canned', model=None, callbacks=None, train_dataset=None, **kw):

@@ -26,7 +26,7 @@ from thinkingbox_training.policies import ScriptedPolicy
 from thinkingbox_training.episode import EpisodeRunner, SYSTEM_PROMPT
 from thinkingbox_training.tasks import write_tasks
 from thinkingbox_training.domains.demo import demo
-from grpo_fixtures import pay_task, sampled_logprobs
+from grpo_fixtures import cpu_config, pay_task, sampled_logprobs
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -273,27 +273,8 @@ def test_own_template_with_the_model_sampling(smollm2, tok):
 
 
 def grpo_config(tmp_path, **kw):
-    from thinkingbox_training.grpo import TBTConfig
-
-    base = dict(
-        output_dir=str(tmp_path / 'out'),
-        groups_per_step=2,
-        group_size=2,
-        max_steps=1,
-        max_refill_rounds=0,
-        learning_rate=1e-4,
-        seed=0,
-        use_cpu=True,
-        bf16=False,
-        gradient_checkpointing=False,
-        report_to='none',
-        save_strategy='no',
-        disable_tqdm=True,
-        max_turns=4,
-        max_tokens_per_turn=48,
-        per_device_train_batch_size=2,
-    )
-    return TBTConfig(**{**base, **kw})
+    own = dict(group_size=2, max_refill_rounds=0, learning_rate=1e-4, max_turns=4, max_tokens_per_turn=48)
+    return cpu_config(tmp_path / 'out', **{**own, 'per_device_train_batch_size': 2, **kw})
 
 
 def test_one_grpo_step_trains_the_real_model(smollm2, tok, tmp_path):

@@ -313,8 +313,8 @@ def test_a_development_task_is_trained_on(data, tmp_path):
 
     sys.path.insert(0, str(Path(__file__).parent))
     from transformers import PrinterCallback
-    from grpo_fixtures import tokenizer
-    from thinkingbox_training.grpo import TBTConfig, TBTTrainer
+    from grpo_fixtures import cpu_config, tokenizer
+    from thinkingbox_training.grpo import TBTTrainer
     from thinkingbox_training.policies import tiny_qwen3
     from thinkingbox_training.thinkingbox import load_thinkingbox
 
@@ -326,22 +326,7 @@ def test_a_development_task_is_trained_on(data, tmp_path):
             args = {'from_account': '599521725', 'to_account': '843847393', 'amount': 100.0}
             return [{'name': 'transfer', 'arguments': args}][: repetition % 2]
 
-    cfg = TBTConfig(
-        output_dir=str(tmp_path / 'out'),
-        groups_per_step=1,
-        group_size=4,
-        max_steps=1,
-        max_refill_rounds=0,
-        learning_rate=1e-3,
-        seed=0,
-        use_cpu=True,
-        bf16=False,
-        gradient_checkpointing=False,
-        report_to='none',
-        save_strategy='no',
-        disable_tqdm=True,
-        max_episode_tokens=16384,
-    )
+    cfg = cpu_config(tmp_path / 'out', groups_per_step=1, max_refill_rounds=0, max_episode_tokens=16384)
     pol = Transfers(tokenizer=tok)
     t = TBTTrainer(tiny_qwen3(tok), cfg, [task], processing_class=tok, policy=pol, grader=Grader(judge=Agrees()))
     t.remove_callback(PrinterCallback)
