@@ -110,6 +110,7 @@ assert _16['16b'][0]['config']['seed'] == 1 and _16['16a'][0]['config']['seed'] 
 # 16c: the id in the customer's messages only; the fall undone (the best closing-check success), two bars still missed
 _checks = {p.parent.name: json.loads(p.read_text())['check'] for p in (BUILDS).glob('*/build.json')}
 _checks.pop('17c')  # the shipped build, below
+_checks.pop('one-run')  # 17c rebuilt in one run (2 December 2026), below
 assert _checks.pop('16c')['success'] > max(c['success'] for c in _checks.values())  # the best of every recorded build before 17c
 assert _r16c['success'] > max(r['success'] for _, r in _16.values()) and _r16c['mixed'] > _r8a['mixed']
 assert _r16c['wellformed'] < 0.95 and _r16c['id_copy'] < _r8a['id_copy'] < 0.90  # why 16c was not shipped
@@ -131,4 +132,10 @@ _sha = (BUILDS/'17b/polish_saved.log').read_text().split()[-3::2]
 assert len(_sha) == 2 and _sha[0] == _sha[1]  # `polish_saved` reran 17b's staged pass to the same weights
 _same = lambda r: {k: v for k, v in r.items() if k not in ('run', 'wall_s')}
 assert _same(_report) == _same(_17['17c'][2]) and _b17['17c'] == _build  # the shipped weights' report and build are 17c's
+# the one-run rebuild of 17c (2 December 2026): the same weights, and every logged step but its time
+_one = json.loads((BUILDS/'one-run/build.json').read_text())
+_steps = lambda rows: [{k: v for k, v in r.items() if k != 's'} for r in rows]
+assert (BUILDS/'one-run/weights_sha256.txt').read_text().split()[0] == json.loads((BUILDS/'one-run/report.json').read_text())['run']['weights_sha256'] == _report['run']['weights_sha256']
+assert _steps(_one['sft']) == _steps(_b17['17c']['sft']) and _steps(_one['polish']) == _steps(_b17['17c']['polish'])
+print(f"one-run rebuild of 17c: the same weights in {_one['wall_s'] / 60:.1f} min (17c in stages: {_b17['17c']['wall_s'] / 60:.1f} min)")
 print('every recorded claim holds')

@@ -870,7 +870,7 @@ def build_base_policy_cli(
     check_tasks: int = 1,  # held-out tasks per family for the closing check (0: none)
     threads: int = 2,  # torch threads: the shipped build used both cores of a 2-core machine
 ):
-    "Build the tiny Qwen3 base policy from scratch (`BuildConfig()`, seeded; the shipped one: 79 min on 2 cores)."
+    "Build the tiny Qwen3 base policy from scratch (`BuildConfig()`, seeded: the shipped weights; 131 min, 2 cores)."
     import torch
 
     torch.set_num_threads(threads)
