@@ -362,27 +362,13 @@ def _arm(tiny, tmp_path, budget, probe_tasks):
     os.environ.setdefault('TRL_EXPERIMENTAL_SILENCE', '1')
     warnings.filterwarnings('ignore', message='.*use_cache=True.*')
     from transformers import PrinterCallback
-    from grpo_fixtures import flaw_by_family, pay_task, tokenizer
-    from thinkingbox_training.grpo import TBTConfig, TBTTrainer
+    from grpo_fixtures import cpu_config, flaw_by_family, pay_task, tokenizer
+    from thinkingbox_training.grpo import TBTTrainer
     from thinkingbox_training.policies import tiny_qwen3
 
     tok = tokenizer()
     write_tasks(probe_tasks, tmp_path / 'probe.jsonl')
-    args = TBTConfig(
-        output_dir=str(tmp_path / 'model'),
-        groups_per_step=2,
-        group_size=4,
-        max_steps=10,
-        max_refill_rounds=0,
-        learning_rate=1e-3,
-        seed=0,
-        use_cpu=True,
-        bf16=False,
-        gradient_checkpointing=False,
-        report_to='none',
-        save_strategy='no',
-        disable_tqdm=True,
-    )
+    args = cpu_config(tmp_path / 'model', max_steps=10, max_refill_rounds=0)
     cb = S.Reprobe(tiny, tmp_path, (3,), budget, 8, probe=([str(tmp_path / 'probe.jsonl')], probe_tasks, []))
     t = TBTTrainer(
         tiny_qwen3(tok),

@@ -135,7 +135,10 @@ assert _same(_report) == _same(_17['17c'][2]) and _b17['17c'] == _build  # the s
 # the one-run rebuild of 17c (2 December 2026): the same weights, and every logged step but its time
 _one = json.loads((BUILDS/'one-run/build.json').read_text())
 _steps = lambda rows: [{k: v for k, v in r.items() if k != 's'} for r in rows]
-assert (BUILDS/'one-run/weights_sha256.txt').read_text().split()[0] == json.loads((BUILDS/'one-run/report.json').read_text())['run']['weights_sha256'] == _report['run']['weights_sha256']
+_one_sha = (BUILDS/'one-run/weights_sha256.txt').read_text().split()[0]
+_one_report = json.loads((BUILDS/'one-run/report.json').read_text())
+assert _one_sha == _one_report['run']['weights_sha256'] == _report['run']['weights_sha256']
 assert _steps(_one['sft']) == _steps(_b17['17c']['sft']) and _steps(_one['polish']) == _steps(_b17['17c']['polish'])
-print(f"one-run rebuild of 17c: the same weights in {_one['wall_s'] / 60:.1f} min (17c in stages: {_b17['17c']['wall_s'] / 60:.1f} min)")
+print(f"one-run rebuild of 17c: the same weights in {_one['wall_s'] / 60:.1f} min "
+      f"(17c in stages: {_b17['17c']['wall_s'] / 60:.1f} min)")
 print('every recorded claim holds')
