@@ -2,6 +2,7 @@
 `tests/test_policies.py` and `benchmarks/sampler_profile.py` hold HFPolicy's in-place attention to, bit for bit."""
 
 import torch
+from thinkingbox_training.policies import _at_least_rows
 
 
 def plain_slab_attention(module, query, key, value, attention_mask, scaling: float = None, slab=None, **kw):
@@ -18,11 +19,12 @@ def plain_slab_attention(module, query, key, value, attention_mask, scaling: flo
     for (pk, pv), rows in slab.groups(module.layer_idx, B):
         b = len(rows)
         qg = q[rows].transpose(0, 1).reshape(G, -1, D).to(pk.dtype)
-        sp = qg @ pk[0].transpose(-1, -2)
+        n = qg.shape[1]  # padded to the sampler's MIN_ROWS rows as it pads them: what differs is in place or not
+        sp = _at_least_rows(qg) @ pk[0].transpose(-1, -2)
         mp = sp.amax(-1, keepdim=True)
         ep = (sp - mp).exp()
-        lp, op = ep.sum(-1, keepdim=True), ep @ pv[0]
-        mp, lp, op = (t.view(G, b, R * Q, -1).transpose(0, 1).to(q.dtype) for t in (mp, lp, op))
+        lp, op = ep.sum(-1, keepdim=True)[:, :n], (ep @ pv[0])[:, :n]
+        mp, lp, op = (t[:, :n].reshape(G, b, R * Q, -1).transpose(0, 1).to(q.dtype) for t in (mp, lp, op))
         mr = torch.maximum(m[rows], mp)
         a, c = (m[rows] - mr).exp(), (mp - mr).exp()
         l[rows], o[rows] = l[rows] * a + lp * c, o[rows] * a + op * c

@@ -12,9 +12,10 @@ from .tasks import Task, get_domain
 from .grader import Usage
 
 # %% auto #0
-__all__ = ['ASK', 'READ_TOOL', 'SamplingConfig', 'GenRequest', 'Generation', 'uniforms', 'draw', 'HFPolicy', 'tiny_qwen3',
-           'VLLMPolicy', 'EndpointPolicy', 'ChatEndpointPolicy', 'chat_messages', 'chat_request_problems',
-           'call_values', 'seen_text', 'ScriptedPolicy', 'make_policy', 'generation_speed']
+__all__ = ['MIN_ROWS', 'WIDTH_STEP', 'ASK', 'READ_TOOL', 'SamplingConfig', 'GenRequest', 'Generation', 'uniforms', 'draw',
+           'exact_rows', 'HFPolicy', 'tiny_qwen3', 'VLLMPolicy', 'EndpointPolicy', 'ChatEndpointPolicy',
+           'chat_messages', 'chat_request_problems', 'call_values', 'seen_text', 'ScriptedPolicy', 'make_policy',
+           'generation_speed']
 
 # %% ../nbs/06_policies.ipynb #c004
 @dataclass
@@ -103,6 +104,51 @@ def draw(logprobs, u):
     return torch.searchsorted(cdf, x, right=True)[:, 0].clamp(max=cdf.shape[-1] - 1)
 
 
+# A row's numbers must not depend on its batch mates, or neither does its sample: a draw flips wherever its uniform
+# falls near a CDF boundary. Two facts of CPU matrix kernels, measured by `benchmarks/batch_invariance.py`: a product's
+# row is the same to the last bit whatever the other rows once the product has enough rows (fewer take other kernels);
+# and a sum over positions is the same whatever masked zeros trail it only when its length is on a fixed grid. So
+# products of few rows are padded to `MIN_ROWS` rows, and attention reads its columns in steps of `WIDTH_STEP`.
+MIN_ROWS, WIDTH_STEP = 8, 64
+
+
+def _at_least_rows(x, n: int = None):
+    "x with zero rows appended (on dim -2) up to n (default MIN_ROWS) rows: a product of it keeps its rows' numbers."
+    import torch
+
+    short = (MIN_ROWS if n is None else n) - x.shape[-2]
+    return x if short <= 0 else torch.cat([x, x.new_zeros(*x.shape[:-2], short, x.shape[-1])], -2)
+
+
+def _pad_rows_pre(module, args):
+    "Forward pre-hook of a linear layer: fewer than MIN_ROWS rows are padded to MIN_ROWS (kept in `module._tbt_rows`)."
+    x = args[0]
+    rows = x.numel() // x.shape[-1]
+    if not getattr(module, '_tbt_exact', False) or rows >= MIN_ROWS:
+        return None
+    module._tbt_rows = x.shape[:-1]
+    return (_at_least_rows(x.reshape(rows, x.shape[-1])), *args[1:])
+
+
+def _pad_rows_post(module, args, out):
+    "Forward hook of a linear layer: the padded rows dropped again."
+    shape = module.__dict__.pop('_tbt_rows', None)
+    return None if shape is None else out[: math.prod(shape)].reshape(*shape, out.shape[-1])
+
+
+def exact_rows(model, on: bool = True):
+    """Make (or stop making) each linear layer of `model` pad a product of fewer than MIN_ROWS rows, so that a row's
+    output does not depend on how many rows share the forward (the hooks are added once and cost nothing when off)."""
+    import torch
+
+    for mod in model.modules():
+        if isinstance(mod, torch.nn.Linear):
+            if not hasattr(mod, '_tbt_exact'):
+                mod.register_forward_pre_hook(_pad_rows_pre)
+                mod.register_forward_hook(_pad_rows_post)
+            mod._tbt_exact = on
+
+
 def _slab_attention(module, query, key, value, attention_mask, scaling: float = None, slab=None, **kw):
     "Attention of new tokens over their shared prefix (read once for all its rows) and their own slab columns."
     import torch
@@ -122,12 +168,14 @@ def _slab_attention(module, query, key, value, attention_mask, scaling: float = 
         b = len(rows)
         whole = b == B  # every row shares this prefix (rows 0..B-1 in order): no gather or scatter of rows
         qg = (q if whole else q[rows]).transpose(0, 1).reshape(G, -1, D).to(pk.dtype)  # one product per kv head
-        sp = qg @ pk[0].transpose(-1, -2)
+        n = qg.shape[1]  # query rows of one kv head; a product of few is padded (MIN_ROWS), its numbers kept
+        sp = _at_least_rows(qg) @ pk[0].transpose(-1, -2)
         mp = sp.amax(-1, keepdim=True)
         ep = sp.sub_(mp).exp_()
-        lp, op = ep.sum(-1, keepdim=True), ep @ pv[0]
+        lp, op = ep.sum(-1, keepdim=True)[:, :n], (ep @ pv[0])[:, :n]
+        mp = mp[:, :n]
         # back to [rows, kv heads, query rows, ...], as m, l and o are laid out
-        mp, lp, op = (t.view(G, b, R * Q, -1).transpose(0, 1).to(q.dtype) for t in (mp, lp, op))
+        mp, lp, op = (t.reshape(G, b, R * Q, -1).transpose(0, 1).to(q.dtype) for t in (mp, lp, op))
         mq, lq, oq = (m, l, o) if whole else (m[rows], l[rows], o[rows])
         mr = torch.maximum(mq, mp)
         a, c = (mq - mr).exp(), (mp - mr).exp()
@@ -189,7 +237,9 @@ class _Slab:
         import torch
 
         b = cols.shape[0]
-        self.cols, self.width = cols, int(cols.max()) + 1
+        # read in steps of WIDTH_STEP columns (the capacity is a multiple of it): a row's sums then do not depend
+        # on how far its batch mates reach
+        self.cols, self.width = cols, -(-(int(cols.max()) + 1) // WIDTH_STEP) * WIDTH_STEP
         mask = (torch.arange(self.width, device=cols.device) <= cols[..., None])[:, None]  # [b, 1, new, width]
         return mask, self.start[self.lo : self.lo + b, None] + cols
 
@@ -457,7 +507,7 @@ class HFPolicy:
 
     @contextlib.contextmanager
     def _mode(self):
-        "Eval mode, no gradients and the slab attention registered; the model's mode and attention restored after."
+        "Eval mode, no gradients, exact rows and the slab attention; the model's mode and attention restored after."
         import torch
         from transformers import AttentionInterface
 
@@ -465,10 +515,12 @@ class HFPolicy:
         m = self.model
         was_training, impl = m.training, m.config._attn_implementation
         m.eval()
+        exact_rows(m)
         try:
             with torch.no_grad():
                 yield
         finally:
+            exact_rows(m, on=False)
             m.config._attn_implementation = impl
             m.train(was_training)
 
