@@ -4,12 +4,13 @@
 
 1. Kernel facts on this machine (float32, this torch's BLAS): for a linear layer of the shipped model's shapes and
    for a batched product, the row counts M at which row 0 differs (to the last bit) from the same row computed among
-   64 rows; for a sum over positions and a product over positions (attention's normaliser and its values), how often
-   the result changes when masked zeros trail it, for lengths on a grid of 1, 8, 16, 32 and 64.
+   64 rows; for attention's normaliser and values (a sum and a product over positions, the positions past the live
+   ones masked zeros), the row counts M and lengths K at which row 0 differs from M=8, K=256, summed in one go and in
+   blocks of 256 positions (what the sampler does).
 2. A campaign check with the shipped policy: --episodes bench episodes (up to 4 turns of up to 96 tokens) run at
-   --concurrency and again one at a time, with the sampler as it is (`MIN_ROWS`, `WIDTH_STEP`) and with both off
-   (1 and 1: no padding of few-row products, attention as wide as the batch's longest row). Per setting: attempts
-   whose tokens differ, attempts whose logprobs differ in any bit, and the process CPU of the concurrent run.
+   --concurrency and again one at a time, with the sampler as it is (`MIN_ROWS` 8) and with few-row products not
+   padded (`MIN_ROWS` 1). Per setting: attempts whose tokens differ, attempts whose logprobs differ in any bit, and
+   the process CPU of the concurrent run.
 The last lines are `differing_tokens_exact=<n>` `differing_logprobs_exact=<n>`, the same with `_off`, and
 `exact_cpu_ratio=<process CPU with the padding / without>`.
 """
@@ -33,30 +34,41 @@ def row_counts_that_differ(f, inner: int, rows: int = 64) -> list:
     return [m for m in range(1, 17) if not torch.equal(f(x[:m])[:1], ref)]
 
 
-def trailing_zeros_change(op, step: int, trials: int = 200) -> float:
-    "Share of (length, wider length on the grid) pairs where op over a row changes when masked zeros trail it."
-    rnd, changed = random.Random(step), 0
-    for _ in range(trials):
-        n = rnd.randint(1, 3000)
-        w0 = -(-n // step) * step
-        w1 = w0 + step * rnd.randint(1, 20)
-        e = torch.rand(3, w1)
-        e[:, n:] = 0
-        changed += not torch.equal(op(e[:, :w0].contiguous()), op(e.contiguous()))
-    return changed / trials
+def inner_length_changes(blocks: bool, step: int = 256) -> str:
+    """Row 0 of (sum, product with values) over positions whose first 200 are live and the rest masked zeros, for
+    M rows and K positions, against M=8, K=256: the (M, K) where it differs, summed in one go or in blocks of `step`."""
+    e, v = torch.rand(1, 2, 5000, 2048), torch.randn(1, 2, 2048, 32)
+    e[..., 200:] = 0
+
+    def f(m, k):
+        if not blocks:
+            x = e[:, :, :m, :k].contiguous()
+            return x.sum(-1), x @ v[:, :, :k]
+        out = [
+            (e[:, :, :m, j : j + step].sum(-1), e[:, :, :m, j : j + step] @ v[:, :, j : j + step])
+            for j in range(0, k, step)
+        ]
+        return sum(a for a, _ in out[1:]) + out[0][0], sum(b for _, b in out[1:]) + out[0][1]
+
+    ref = [t[:, :, :1] for t in f(8, 256)]
+    bad = [
+        (m, k)
+        for m in (8, 96, 768, 5000)
+        for k in (256, 512, 1024, 2048)
+        if not all(torch.equal(a[:, :, :1], b) for a, b in zip(f(m, k), ref))
+    ]
+    return f'{len(bad)} of 16 (M, K) differ {bad[:4]}'
 
 
 def kernel_facts():
     lin = torch.nn.Linear(192, 576, bias=False)
-    v = torch.randn(5000, 32)
     with torch.no_grad():
         print(f'linear 192->576: row 0 differs from its value among 64 rows at M = {row_counts_that_differ(lin, 192)}')
         w = torch.randn(2, 32, 1500)
         bmm = lambda x: (x.view(1, -1, 32).expand(2, -1, -1) @ w)[0]
         print(f'batched product (K=32, N=1500): differs at M = {row_counts_that_differ(bmm, 32)}')
-        for name, op in (('sum', lambda e: e.sum(-1)), ('product with values', lambda e: e @ v[: e.shape[-1]])):
-            shares = {s: trailing_zeros_change(op, s) for s in (1, 8, 16, 32, 64)}
-            print(f'{name} over positions, share changed by trailing zeros, by grid: {shares}')
+        print(f'sum and product over positions with masked zeros trailing, in one go: {inner_length_changes(False)}')
+        print(f'the same in blocks of 256 positions: {inner_length_changes(True)}')
 
 
 def campaign(pol, jobs, concurrency):
@@ -79,21 +91,21 @@ if __name__ == '__main__':
     tasks = [t for d in ('travel', 'retail') for t in generate_tasks(d, 'bench', seed=11, n=8)]
     random.Random(0).shuffle(tasks)
     jobs = [(t.model_copy(update={'limits': lim}), rep) for rep, t in enumerate((tasks * 8)[: a.episodes])]
-    exact = (policies.MIN_ROWS, policies.WIDTH_STEP)
+    exact = policies.MIN_ROWS
     out = {}
-    for name, (rows, step) in (('exact', exact), ('off', (1, 1))):
-        policies.MIN_ROWS, policies.WIDTH_STEP = rows, step
+    for name, rows in (('exact', exact), ('off', 1)):
+        policies.MIN_ROWS = rows
         together, cpu = campaign(pol, jobs, a.concurrency)
         alone, _ = campaign(pol, jobs, 1)
         toks = sum(x[0] != y[0] for x, y in zip(together, alone))
         lps = sum(x[1] != y[1] for x, y in zip(together, alone))
         out[name] = (toks, lps, cpu)
         print(
-            f'{name} (MIN_ROWS={rows}, WIDTH_STEP={step}): {len(jobs)} episodes at concurrency {a.concurrency} '
+            f'{name} (MIN_ROWS={rows}): {len(jobs)} episodes at concurrency {a.concurrency} '
             f'against one at a time: tokens differ in {toks}, logprobs in {lps}; process CPU at concurrency '
             f'{a.concurrency} {cpu:.1f} s'
         )
-    policies.MIN_ROWS, policies.WIDTH_STEP = exact
+    policies.MIN_ROWS = exact
     for name, (toks, lps, _) in out.items():
         print(f'differing_tokens_{name}={toks}')
         print(f'differing_logprobs_{name}={lps}')

@@ -160,3 +160,16 @@ def test_rows_join_a_running_decode_and_leave_when_they_end(pol, prompts):
     for g, want in zip([got['first'], got['second']], alone):
         assert (g.token_ids, g.finish) == (want.token_ids, want.finish)
         assert g.logprobs == want.logprobs
+
+
+def test_a_kept_cache_gives_the_very_logprobs_of_a_fresh_feed(pol, prompts):
+    """A second turn sampled from each episode's kept cache (its first turn's keys and values computed one decode step
+    at a time) gives the very tokens and logprobs, to the last bit, of the same prompts fed afresh in one prefill."""
+    obs = pol.fmt.observation_ids([{'role': 'tool', 'name': 'get_order', 'content': '{"status": "placed"}'}])
+    p = HFPolicy(pol.model, pol.tokenizer, SamplingConfig(temperature=1.0, max_tokens=40))
+    first = p.sample(prompts, [1, 2, 3, 4], keys=list('abcd'))
+    second = [prompts[i] + first[i].token_ids + obs for i in range(4)]
+    kept = p.sample(second, [5, 6, 7, 8], keys=list('abcd'))
+    fresh = HFPolicy(pol.model, pol.tokenizer, p.sampling).sample(second, [5, 6, 7, 8])
+    assert [(g.token_ids, g.logprobs) for g in kept] == [(g.token_ids, g.logprobs) for g in fresh]
+    assert sum(len(g.token_ids) for g in first) > 40  # the kept caches hold sampled tokens

@@ -106,10 +106,11 @@ def draw(logprobs, u):
 
 # A row's numbers must not depend on its batch mates, or neither does its sample: a draw flips wherever its uniform
 # falls near a CDF boundary. Two facts of CPU matrix kernels, measured by `benchmarks/batch_invariance.py`: a product's
-# row is the same to the last bit whatever the other rows once the product has enough rows (fewer take other kernels);
-# and a sum over positions is the same whatever masked zeros trail it only when its length is on a fixed grid. So
-# products of few rows are padded to `MIN_ROWS` rows, and attention reads its columns in steps of `WIDTH_STEP`.
-MIN_ROWS, WIDTH_STEP = 8, 64
+# row is the same to the last bit whatever the other rows once the product has enough rows (1 to 3 take other
+# kernels); but a sum over positions (a product's inner dimension) can change with its length even when the extra
+# positions are masked zeros, once the rows are many. So products of few rows are padded to `MIN_ROWS` rows, and
+# attention sums a row's own columns in blocks of `WIDTH_STEP`, one fixed-size product a block, in order.
+MIN_ROWS, WIDTH_STEP = 8, 256
 
 
 def _at_least_rows(x, n: int = None):
@@ -156,14 +157,26 @@ def _slab_attention(module, query, key, value, attention_mask, scaling: float = 
     B, H, Q, D = query.shape
     G = key.shape[1]
     R = H // G  # a kv head's query heads become more query rows of that head: no copy of keys or values
-    q = query.reshape(B, G, R * Q, D) * scaling
-    s = q @ key.transpose(-1, -2)  # [B, G, R*Q, width]
-    # in place, the mask broadcast over a kv head's query heads: the same numbers as masked_fill of a repeated
-    # mask and (s - m).exp(), without three more tensors of this size (what the prefill's attention cost most)
-    s.view(B, G, R, Q, -1).masked_fill_(~attention_mask[:, :, None], float('-inf'))
+    rq = R * Q
+    q = query.reshape(B, G, rq, D) * scaling
+    if rq < MIN_ROWS:  # a decode step (or a chunk of one or two positions): few query rows, padded like all such
+        q = _at_least_rows(q)
+        mask = attention_mask[:, :, None].expand(B, 1, R, Q, -1).reshape(B, 1, rq, -1)
+        mask = torch.cat([mask, mask[:, :, :1].expand(B, 1, q.shape[2] - rq, -1)], 2)
+        s = (q @ key.transpose(-1, -2)).masked_fill_(~mask, float('-inf'))
+    else:
+        s = q @ key.transpose(-1, -2)  # [B, G, R*Q, width]
+        # in place, the mask broadcast over a kv head's query heads: the same numbers as masked_fill of a repeated
+        # mask and (s - m).exp(), without three more tensors of this size (what the prefill's attention cost most)
+        s.view(B, G, R, Q, -1).masked_fill_(~attention_mask[:, :, None], float('-inf'))
+    rp = q.shape[2]  # query rows of a kv head, padding included
     m = s.amax(-1, keepdim=True)  # finite: every query sees at least its own column
     e = s.sub_(m).exp_()
-    l, o = e.sum(-1, keepdim=True), e @ value
+    l = o = None
+    for j in range(0, e.shape[-1], WIDTH_STEP):  # the slab's width is a whole number of blocks
+        ej = e[..., j : j + WIDTH_STEP]
+        lj, oj = ej.sum(-1, keepdim=True), ej @ value[..., j : j + WIDTH_STEP, :]
+        l, o = (lj, oj) if l is None else (l + lj, o + oj)
     for (pk, pv), rows in slab.groups(module.layer_idx, B):
         b = len(rows)
         whole = b == B  # every row shares this prefix (rows 0..B-1 in order): no gather or scatter of rows
@@ -175,7 +188,7 @@ def _slab_attention(module, query, key, value, attention_mask, scaling: float = 
         lp, op = ep.sum(-1, keepdim=True)[:, :n], (ep @ pv[0])[:, :n]
         mp = mp[:, :n]
         # back to [rows, kv heads, query rows, ...], as m, l and o are laid out
-        mp, lp, op = (t.reshape(G, b, R * Q, -1).transpose(0, 1).to(q.dtype) for t in (mp, lp, op))
+        mp, lp, op = (t.reshape(G, b, rp, -1).transpose(0, 1).to(q.dtype) for t in (mp, lp, op))
         mq, lq, oq = (m, l, o) if whole else (m[rows], l[rows], o[rows])
         mr = torch.maximum(mq, mp)
         a, c = (mq - mr).exp(), (mp - mr).exp()
@@ -183,7 +196,7 @@ def _slab_attention(module, query, key, value, attention_mask, scaling: float = 
             l, o = lq * a + lp * c, oq * a + op * c
         else:
             l[rows], o[rows] = lq * a + lp * c, oq * a + op * c
-    return (o / l).view(B, H, Q, D).transpose(1, 2).contiguous(), None
+    return (o / l)[:, :, :rq].reshape(B, H, Q, D).transpose(1, 2).contiguous(), None
 
 
 class _Slab:
@@ -221,7 +234,7 @@ class _Slab:
         u, b = self.used, len(rows)
         slots = len(self.prefix)
         if u + b > slots or capacity > self.capacity:  # grown in steps: few copies of the rows in use
-            self._resize(max(slots, -(-(u + b) // 8) * 8), max(self.capacity, -(-capacity // 256) * 256))
+            self._resize(max(slots, -(-(u + b) // 8) * 8), max(self.capacity, -(-capacity // WIDTH_STEP) * WIDTH_STEP))
         for r, (prefix, own) in enumerate(rows, u):
             for li, (k, v) in enumerate(own or []):
                 self.k[li][r, :, : k.shape[2]] = k[0]
@@ -237,8 +250,7 @@ class _Slab:
         import torch
 
         b = cols.shape[0]
-        # read in steps of WIDTH_STEP columns (the capacity is a multiple of it): a row's sums then do not depend
-        # on how far its batch mates reach
+        # whole blocks of WIDTH_STEP columns (the capacity is a multiple of it): attention sums block by block
         self.cols, self.width = cols, -(-(int(cols.max()) + 1) // WIDTH_STEP) * WIDTH_STEP
         mask = (torch.arange(self.width, device=cols.device) <= cols[..., None])[:, None]  # [b, 1, new, width]
         return mask, self.start[self.lo : self.lo + b, None] + cols
