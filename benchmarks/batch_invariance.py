@@ -8,7 +8,7 @@
    ones masked zeros), the row counts M and lengths K at which row 0 differs from M=8, K=256, summed in one go and in
    blocks of 256 positions (what the sampler does).
 2. A campaign check with the shipped policy: --episodes bench episodes (up to 4 turns of up to 96 tokens) run at
-   --concurrency and again one at a time, with the sampler as it is (`MIN_ROWS` 8) and with few-row products not
+   --concurrency and again one at a time, with the sampler as it is (`MIN_ROWS` 4) and with few-row products not
    padded (`MIN_ROWS` 1). Per setting: attempts whose tokens differ, attempts whose logprobs differ in any bit, and
    the process CPU of the concurrent run.
 The last lines are `differing_tokens_exact=<n>` `differing_logprobs_exact=<n>`, the same with `_off`, and

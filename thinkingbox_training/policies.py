@@ -110,7 +110,7 @@ def draw(logprobs, u):
 # kernels); but a sum over positions (a product's inner dimension) can change with its length even when the extra
 # positions are masked zeros, once the rows are many. So products of few rows are padded to `MIN_ROWS` rows, and
 # attention sums a row's own columns in blocks of `WIDTH_STEP`, one fixed-size product a block, in order.
-MIN_ROWS, WIDTH_STEP = 8, 256
+MIN_ROWS, WIDTH_STEP = 4, 256
 
 
 def _at_least_rows(x, n: int = None):
