@@ -53,12 +53,13 @@ def test_each_row_ends_at_its_own_limit(pol, prompts):
     mixed = asyncio.run(pol.generate([request(prompts[0], seed, 3), request(prompts[1], 8, 64)]))
     assert (alone.finish, len(alone.token_ids)) == ('length', 3)
     assert (mixed[0].finish, mixed[0].token_ids) == ('length', alone.token_ids)
-    assert max(abs(a - b) for a, b in zip(mixed[0].logprobs, alone.logprobs)) < 1e-5  # batched float sums: last bits
+    assert mixed[0].logprobs == alone.logprobs  # to the last bit: a row's numbers do not depend on its batch mates
     assert len(mixed[1].token_ids) > 3
 
 
 def test_samples_independent_of_batch_mates(pol, prompts):
-    "Each attempt's tokens depend on its seed only: alone, in another order, with other mates and limits."
+    """Each attempt's tokens, and their logprobs to the last bit, depend on its seed only: alone, in another order,
+    with other mates and limits (so a campaign's records do not depend on its concurrency)."""
     seeds, limits = [11, 12, 13, 14], [40, 9, 64, 25]
     batch = pol.sample(prompts, seeds, limits)
     again = pol.sample(prompts, seeds, limits)
@@ -66,6 +67,7 @@ def test_samples_independent_of_batch_mates(pol, prompts):
     for i, g in enumerate(batch):
         alone = pol.sample([prompts[i]], [seeds[i]], [limits[i]])[0]
         assert g.token_ids == again[i].token_ids == shuffled[i].token_ids == alone.token_ids, i
+        assert g.logprobs == again[i].logprobs == shuffled[i].logprobs == alone.logprobs, i
         assert len(g.token_ids) <= limits[i] and g.finish == ('stop' if g.token_ids[-1] == pol.fmt.eos_id else 'length')
     assert len({tuple(g.token_ids) for g in pol.sample([prompts[0]] * 4, [1, 2, 3, 4])}) > 1  # seeds matter
 
@@ -137,7 +139,7 @@ def test_slab_attention_is_bit_identical_to_the_plain_one(pol, prompts, monkeypa
 
 def test_rows_join_a_running_decode_and_leave_when_they_end(pol, prompts):
     """Continuous batching: a request joins a decode already under way (one forward then holds both rows), a row that
-    ends leaves at once, and each row samples the very tokens it samples alone."""
+    ends leaves at once, and each row samples the very tokens (and logprobs) it samples alone."""
     p = HFPolicy(pol.model, pol.tokenizer, pol.sampling)
     seed = next(s for s in range(100) if len(p.sample([prompts[0]], [s], 40)[0].token_ids) >= 12)
     alone = [p.sample([prompts[0]], [seed], 40)[0], p.sample([prompts[1]], [7], 5)[0]]
@@ -157,4 +159,17 @@ def test_rows_join_a_running_decode_and_leave_when_they_end(pol, prompts):
     assert p.stats['decode_steps'] - steps == len(rows) - 1
     for g, want in zip([got['first'], got['second']], alone):
         assert (g.token_ids, g.finish) == (want.token_ids, want.finish)
-        assert max(abs(a - b) for a, b in zip(g.logprobs, want.logprobs)) < 1e-5
+        assert g.logprobs == want.logprobs
+
+
+def test_a_kept_cache_gives_the_very_logprobs_of_a_fresh_feed(pol, prompts):
+    """A second turn sampled from each episode's kept cache (its first turn's keys and values computed one decode step
+    at a time) gives the very tokens and logprobs, to the last bit, of the same prompts fed afresh in one prefill."""
+    obs = pol.fmt.observation_ids([{'role': 'tool', 'name': 'get_order', 'content': '{"status": "placed"}'}])
+    p = HFPolicy(pol.model, pol.tokenizer, SamplingConfig(temperature=1.0, max_tokens=40))
+    first = p.sample(prompts, [1, 2, 3, 4], keys=list('abcd'))
+    second = [prompts[i] + first[i].token_ids + obs for i in range(4)]
+    kept = p.sample(second, [5, 6, 7, 8], keys=list('abcd'))
+    fresh = HFPolicy(pol.model, pol.tokenizer, p.sampling).sample(second, [5, 6, 7, 8])
+    assert [(g.token_ids, g.logprobs) for g in kept] == [(g.token_ids, g.logprobs) for g in fresh]
+    assert sum(len(g.token_ids) for g in first) > 40  # the kept caches hold sampled tokens

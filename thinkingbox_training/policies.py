@@ -12,9 +12,10 @@ from .tasks import Task, get_domain
 from .grader import Usage
 
 # %% auto #0
-__all__ = ['ASK', 'READ_TOOL', 'SamplingConfig', 'GenRequest', 'Generation', 'uniforms', 'draw', 'HFPolicy', 'tiny_qwen3',
-           'VLLMPolicy', 'EndpointPolicy', 'ChatEndpointPolicy', 'chat_messages', 'chat_request_problems',
-           'call_values', 'seen_text', 'ScriptedPolicy', 'make_policy', 'generation_speed']
+__all__ = ['MIN_ROWS', 'WIDTH_STEP', 'ASK', 'READ_TOOL', 'SamplingConfig', 'GenRequest', 'Generation', 'uniforms', 'draw',
+           'exact_rows', 'HFPolicy', 'tiny_qwen3', 'VLLMPolicy', 'EndpointPolicy', 'ChatEndpointPolicy',
+           'chat_messages', 'chat_request_problems', 'call_values', 'seen_text', 'ScriptedPolicy', 'make_policy',
+           'generation_speed']
 
 # %% ../nbs/06_policies.ipynb #c004
 @dataclass
@@ -103,6 +104,52 @@ def draw(logprobs, u):
     return torch.searchsorted(cdf, x, right=True)[:, 0].clamp(max=cdf.shape[-1] - 1)
 
 
+# A row's numbers must not depend on its batch mates, or neither does its sample: a draw flips wherever its uniform
+# falls near a CDF boundary. Two facts of CPU matrix kernels, measured by `benchmarks/batch_invariance.py`: a product's
+# row is the same to the last bit whatever the other rows once the product has enough rows (1 to 3 take other
+# kernels); but a sum over positions (a product's inner dimension) can change with its length even when the extra
+# positions are masked zeros, once the rows are many. So products of few rows are padded to `MIN_ROWS` rows, and
+# attention sums a row's own columns in blocks of `WIDTH_STEP`, one fixed-size product a block, in order.
+MIN_ROWS, WIDTH_STEP = 4, 256
+
+
+def _at_least_rows(x, n: int = None):
+    "x with zero rows appended (on dim -2) up to n (default MIN_ROWS) rows: a product of it keeps its rows' numbers."
+    import torch
+
+    short = (MIN_ROWS if n is None else n) - x.shape[-2]
+    return x if short <= 0 else torch.cat([x, x.new_zeros(*x.shape[:-2], short, x.shape[-1])], -2)
+
+
+def _pad_rows_pre(module, args):
+    "Forward pre-hook of a linear layer: fewer than MIN_ROWS rows are padded to MIN_ROWS (kept in `module._tbt_rows`)."
+    x = args[0]
+    rows = x.numel() // x.shape[-1]
+    if not getattr(module, '_tbt_exact', False) or rows >= MIN_ROWS:
+        return None
+    module._tbt_rows = x.shape[:-1]
+    return (_at_least_rows(x.reshape(rows, x.shape[-1])), *args[1:])
+
+
+def _pad_rows_post(module, args, out):
+    "Forward hook of a linear layer: the padded rows dropped again."
+    shape = module.__dict__.pop('_tbt_rows', None)
+    return None if shape is None else out[: math.prod(shape)].reshape(*shape, out.shape[-1])
+
+
+def exact_rows(model, on: bool = True):
+    """Make (or stop making) each linear layer of `model` pad a product of fewer than MIN_ROWS rows, so that a row's
+    output does not depend on how many rows share the forward (the hooks are added once and cost nothing when off)."""
+    import torch
+
+    for mod in model.modules():
+        if isinstance(mod, torch.nn.Linear):
+            if not hasattr(mod, '_tbt_exact'):
+                mod.register_forward_pre_hook(_pad_rows_pre)
+                mod.register_forward_hook(_pad_rows_post)
+            mod._tbt_exact = on
+
+
 def _slab_attention(module, query, key, value, attention_mask, scaling: float = None, slab=None, **kw):
     "Attention of new tokens over their shared prefix (read once for all its rows) and their own slab columns."
     import torch
@@ -110,24 +157,38 @@ def _slab_attention(module, query, key, value, attention_mask, scaling: float = 
     B, H, Q, D = query.shape
     G = key.shape[1]
     R = H // G  # a kv head's query heads become more query rows of that head: no copy of keys or values
-    q = query.reshape(B, G, R * Q, D) * scaling
-    s = q @ key.transpose(-1, -2)  # [B, G, R*Q, width]
-    # in place, the mask broadcast over a kv head's query heads: the same numbers as masked_fill of a repeated
-    # mask and (s - m).exp(), without three more tensors of this size (what the prefill's attention cost most)
-    s.view(B, G, R, Q, -1).masked_fill_(~attention_mask[:, :, None], float('-inf'))
+    rq = R * Q
+    q = query.reshape(B, G, rq, D) * scaling
+    if rq < MIN_ROWS:  # a decode step (or a chunk of one or two positions): few query rows, padded like all such
+        q = _at_least_rows(q)
+        mask = attention_mask[:, :, None].expand(B, 1, R, Q, -1).reshape(B, 1, rq, -1)
+        mask = torch.cat([mask, mask[:, :, :1].expand(B, 1, q.shape[2] - rq, -1)], 2)
+        s = (q @ key.transpose(-1, -2)).masked_fill_(~mask, float('-inf'))
+    else:
+        s = q @ key.transpose(-1, -2)  # [B, G, R*Q, width]
+        # in place, the mask broadcast over a kv head's query heads: the same numbers as masked_fill of a repeated
+        # mask and (s - m).exp(), without three more tensors of this size (what the prefill's attention cost most)
+        s.view(B, G, R, Q, -1).masked_fill_(~attention_mask[:, :, None], float('-inf'))
+    rp = q.shape[2]  # query rows of a kv head, padding included
     m = s.amax(-1, keepdim=True)  # finite: every query sees at least its own column
     e = s.sub_(m).exp_()
-    l, o = e.sum(-1, keepdim=True), e @ value
+    l = o = None
+    for j in range(0, e.shape[-1], WIDTH_STEP):  # the slab's width is a whole number of blocks
+        ej = e[..., j : j + WIDTH_STEP]
+        lj, oj = ej.sum(-1, keepdim=True), ej @ value[..., j : j + WIDTH_STEP, :]
+        l, o = (lj, oj) if l is None else (l + lj, o + oj)
     for (pk, pv), rows in slab.groups(module.layer_idx, B):
         b = len(rows)
         whole = b == B  # every row shares this prefix (rows 0..B-1 in order): no gather or scatter of rows
         qg = (q if whole else q[rows]).transpose(0, 1).reshape(G, -1, D).to(pk.dtype)  # one product per kv head
-        sp = qg @ pk[0].transpose(-1, -2)
+        n = qg.shape[1]  # query rows of one kv head; a product of few is padded (MIN_ROWS), its numbers kept
+        sp = _at_least_rows(qg) @ pk[0].transpose(-1, -2)
         mp = sp.amax(-1, keepdim=True)
         ep = sp.sub_(mp).exp_()
-        lp, op = ep.sum(-1, keepdim=True), ep @ pv[0]
+        lp, op = ep.sum(-1, keepdim=True)[:, :n], (ep @ pv[0])[:, :n]
+        mp = mp[:, :n]
         # back to [rows, kv heads, query rows, ...], as m, l and o are laid out
-        mp, lp, op = (t.view(G, b, R * Q, -1).transpose(0, 1).to(q.dtype) for t in (mp, lp, op))
+        mp, lp, op = (t.reshape(G, b, rp, -1).transpose(0, 1).to(q.dtype) for t in (mp, lp, op))
         mq, lq, oq = (m, l, o) if whole else (m[rows], l[rows], o[rows])
         mr = torch.maximum(mq, mp)
         a, c = (mq - mr).exp(), (mp - mr).exp()
@@ -135,7 +196,7 @@ def _slab_attention(module, query, key, value, attention_mask, scaling: float = 
             l, o = lq * a + lp * c, oq * a + op * c
         else:
             l[rows], o[rows] = lq * a + lp * c, oq * a + op * c
-    return (o / l).view(B, H, Q, D).transpose(1, 2).contiguous(), None
+    return (o / l)[:, :, :rq].reshape(B, H, Q, D).transpose(1, 2).contiguous(), None
 
 
 class _Slab:
@@ -173,7 +234,7 @@ class _Slab:
         u, b = self.used, len(rows)
         slots = len(self.prefix)
         if u + b > slots or capacity > self.capacity:  # grown in steps: few copies of the rows in use
-            self._resize(max(slots, -(-(u + b) // 8) * 8), max(self.capacity, -(-capacity // 256) * 256))
+            self._resize(max(slots, -(-(u + b) // 8) * 8), max(self.capacity, -(-capacity // WIDTH_STEP) * WIDTH_STEP))
         for r, (prefix, own) in enumerate(rows, u):
             for li, (k, v) in enumerate(own or []):
                 self.k[li][r, :, : k.shape[2]] = k[0]
@@ -189,7 +250,8 @@ class _Slab:
         import torch
 
         b = cols.shape[0]
-        self.cols, self.width = cols, int(cols.max()) + 1
+        # whole blocks of WIDTH_STEP columns (the capacity is a multiple of it): attention sums block by block
+        self.cols, self.width = cols, -(-(int(cols.max()) + 1) // WIDTH_STEP) * WIDTH_STEP
         mask = (torch.arange(self.width, device=cols.device) <= cols[..., None])[:, None]  # [b, 1, new, width]
         return mask, self.start[self.lo : self.lo + b, None] + cols
 
@@ -457,7 +519,7 @@ class HFPolicy:
 
     @contextlib.contextmanager
     def _mode(self):
-        "Eval mode, no gradients and the slab attention registered; the model's mode and attention restored after."
+        "Eval mode, no gradients, exact rows and the slab attention; the model's mode and attention restored after."
         import torch
         from transformers import AttentionInterface
 
@@ -465,10 +527,12 @@ class HFPolicy:
         m = self.model
         was_training, impl = m.training, m.config._attn_implementation
         m.eval()
+        exact_rows(m)
         try:
             with torch.no_grad():
                 yield
         finally:
+            exact_rows(m, on=False)
             m.config._attn_implementation = impl
             m.train(was_training)
 
