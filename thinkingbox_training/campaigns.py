@@ -18,8 +18,8 @@ from . import metrics
 # %% auto #0
 __all__ = ['TRAINING_SEED', 'LOST_STORE', 'CampaignError', 'storage_problem', 'disk_full', 'AttemptStore', 'make_judge',
            'RunSpec', 'export_jsonl', 'CampaignLock', 'read_meta', 'refuse_defective', 'run_campaign',
-           'campaign_records', 'agent_exceptions', 'load_campaign', 'default_shards', 'recipe_budgets', 'evaluate',
-           'probe', 'aggregate', 'compare', 'show_attempt', 'pick_attempt', 'show']
+           'campaign_records', 'agent_exceptions', 'load_campaign', 'idle_cores', 'default_shards', 'recipe_budgets',
+           'evaluate', 'probe', 'aggregate', 'compare', 'show_attempt', 'pick_attempt', 'show']
 
 # %% ../nbs/08_campaigns.ipynb #c004
 class CampaignError(RuntimeError):
@@ -936,14 +936,40 @@ class _StoreProgress:
         self.bar.close()
 
 # %% ../nbs/08_campaigns.ipynb #h43s2
-def default_shards(policy) -> int:
+def idle_cores(
+    window: float = 1.0,  # seconds to watch
+) -> float:
+    """How many of the cores this process may run on were idle over the next `window` seconds (from `/proc/stat`,
+    idle and iowait time); where there is no `/proc/stat`, the cores less the 1-minute load average."""
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else list(range(os.cpu_count() or 1))
+
+    def ticks():  # (idle, total) over our cores
+        with open('/proc/stat') as f:
+            rows = {r[0]: [int(x) for x in r[1:9]] for r in (line.split() for line in f) if r[0][3:].isdigit()}
+        t = [rows[f'cpu{c}'] for c in cores if f'cpu{c}' in rows]
+        return sum(v[3] + v[4] for v in t), sum(sum(v) for v in t)
+
+    try:
+        i0, t0 = ticks()
+        time.sleep(window)
+        i1, t1 = ticks()
+    except (OSError, KeyError, ValueError, IndexError):
+        return max(0.0, len(cores) - os.getloadavg()[0])
+    return len(cores) * (i1 - i0) / (t1 - t0) if t1 > t0 else float(len(cores))
+
+
+def default_shards(
+    policy,  # the campaign's policy spec
+    idle: float = None,  # idle cores (None: measured, `idle_cores`)
+) -> int:
     """Worker processes for a campaign of `policy` when none is asked for: one a core, at most 2, for a local model
-    (a model directory or repo id) when the load average leaves at least one core idle; else 1."""
+    (a model directory or repo id) when at least one core is idle; else 1."""
     if not isinstance(policy, str) or policy.split(':')[0] in ('scripted', 'vllm', 'endpoint', 'chat'):
         return 1
     cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1
-    idle = cores - os.getloadavg()[0]
-    return min(2, cores) if cores >= 2 and idle >= 1 else 1
+    if cores < 2:
+        return 1
+    return min(2, cores) if (idle_cores() if idle is None else idle) >= 1 else 1
 
 # %% ../nbs/08_campaigns.ipynb #c012
 def _tasks_from(paths: str, split: str = None, held_out: bool = True) -> tuple:
