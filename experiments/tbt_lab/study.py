@@ -14,15 +14,16 @@ from thinkingbox_training.budgets import BudgetsDiffer
 from thinkingbox_training import metrics
 
 # %% auto #0
-__all__ = ['STUDY', 'RECIPE', 'BASE_MODEL', 'POOL_TASK_FILES', 'REPROBE_STEPS', 'REPROBE_K', 'BRIEF', 'FLOOR', 'Stage',
-           'study_stages', 'campaign_keys', 'store_wall_s', 'checkpoints', 'trained', 'Study', 'StageStatus',
+__all__ = ['STUDY', 'RECIPE', 'BASE_MODEL', 'POOL_TASK_FILES', 'REPROBE_STEPS', 'REPROBE_K', 'BRIEF', 'FLOOR', 'PASSK', 'METRICS',
+           'Stage', 'study_stages', 'campaign_keys', 'store_wall_s', 'checkpoints', 'trained', 'Study', 'StageStatus',
            'stage_status', 'plan_rows', 'train_argv', 'train_side_by_side', 'run_stage', 'probe_tasks',
            'episode_budget', 'Reprobe', 'train_reprobed', 'read_parts', 'measured_rate', 'reproduce', 'reproduce_cli',
            'aligned', 'task_groups', 'paired', 'cluster_bootstrap', 'paired_rates', 'primary_test', 'sign_patterns',
            'intraclass', 'family_test', 'seed_task_interval', 'family_level', 'training_rows', 'zero_variance',
            'load_campaigns', 'policy_rows', 'comparison_rows', 'learning_curve', 'second_arm', 'study_summary',
            'plot_policies', 'plot_sharpening', 'plot_learning_curve', 'plot_training', 'plot_families', 'family_table',
-           'study_report', 'study_report_cli']
+           'study_report', 'study_report_cli', 'per_task', 'arm_test', 'passk_policies', 'passk_models', 'reproduction',
+           'passk_summary']
 
 # %% ../nbs/03_study.ipynb #s004
 STUDY = 'data/runs/study'  # the study's directory, relative to the checkout
@@ -1610,3 +1611,172 @@ def study_report_cli():
         f'{sum(v == "done" for v in s["stages"].values())}/{len(s["stages"])}; figures: {", ".join(s["figures"])}'
     )
     return 0
+
+# %% ../nbs/03_study.ipynb #p002
+PASSK = 'data/runs/passk'  # the comparison's directory, relative to the checkout
+METRICS = {'pass@k': 'solved at least once', 'pass@1': 'successes / k', 'k/k': 'solved on every attempt'}
+
+
+def per_task(
+    camp: metrics.Campaign,
+    uids: list,  # the order of the tasks
+    metric: str,  # one of METRICS
+) -> np.ndarray:
+    "One policy's per-task figure (`METRICS`), in the order of `uids`."
+    if metric not in METRICS:
+        raise ValueError(f'metric {metric!r}: expected one of {", ".join(METRICS)}')
+    row = {u: i for i, u in enumerate(camp.uids)}
+    if set(row) != set(uids):
+        raise ValueError(f'campaigns differ in {len(set(row) ^ set(uids))} tasks')
+    s = camp.successes[[row[u] for u in uids]]
+    return {'pass@k': s > 0, 'pass@1': s / camp.k, 'k/k': s == camp.k}[metric].astype(float)
+
+
+def arm_test(
+    plain: list,  # the plain arm's campaigns, one a seed
+    option: list,  # the other arm's campaigns, one a seed (same tasks and k)
+    metric: str,  # one of METRICS
+    mask=None,  # the tasks tested (default: all)
+    n_boot: int = 10000,
+    seed: int = 0,
+) -> dict:
+    """The second arm minus the first, per task the difference of the arms' seed means of `metric`: over tasks
+    (paired t, task bootstrap), over families (`family_test`), and with seeds random (Satterthwaite df)."""
+    ref = plain[0]
+    if any(c.k != ref.k for c in plain + option):
+        raise ValueError(f'arms differ in k: {sorted({c.k for c in plain + option})}')
+    m = np.ones(len(ref.uids), bool) if mask is None else np.asarray(mask, bool)
+    A = np.array([per_task(c, ref.uids, metric) for c in plain])[:, m]
+    B = np.array([per_task(c, ref.uids, metric) for c in option])[:, m]
+    d, n = B.mean(0) - A.mean(0), int(m.sum())
+    t = stats.ttest_1samp(d, 0.0)
+    lo, hi = metrics.bootstrap_mean(d, n_boot=n_boot, seed=seed)
+    parts = [(d.var(ddof=1) / n, n - 1)] + [(x.mean(1).var(ddof=1) / len(x), len(x) - 1) for x in (A, B) if len(x) > 1]
+    se = np.sqrt(sum(v for v, _ in parts))
+    df = se**4 / sum(v**2 / f for v, f in parts) if se else np.inf
+    ts, q = (d.mean() / se if se else np.inf), stats.t.ppf(0.975, df)
+    fam = family_test(d, ref.families[m], seed=seed)
+    return {
+        'metric': metric,
+        'tasks': n,
+        'k': ref.k,
+        'seeds': [len(A), len(B)],
+        'plain': float(A.mean()),
+        'option': float(B.mean()),
+        'plain_per_seed': [float(x) for x in A.mean(1)],
+        'option_per_seed': [float(x) for x in B.mean(1)],
+        'diff': float(d.mean()),
+        'diff_lo': float(lo),
+        'diff_hi': float(hi),
+        't': float(t.statistic),
+        'df': n - 1,
+        'p': float(t.pvalue),
+        # the change this test detects with 80% power at its observed per-task spread (post hoc)
+        'detectable_change': float((stats.t.ppf(0.975, n - 1) + stats.t.ppf(0.8, n - 1)) * d.std(ddof=1) / np.sqrt(n)),
+        'family': {k: v for k, v in fam.items() if k != 'per_family'},
+        'per_family': fam['per_family'],
+        'seeds_random': {
+            'se': float(se),
+            'df': float(df),
+            'diff_lo': float(d.mean() - q * se),
+            'diff_hi': float(d.mean() + q * se),
+            'p': float(2 * stats.t.sf(abs(ts), df)),
+        },
+    }
+
+# %% ../nbs/03_study.ipynb #p006
+def passk_policies(runner: Study = None) -> dict:
+    "label -> (campaign directory, state) of the base and every policy of both arms at k=20 (`plain seed 0` ...)."
+    runner = runner or Study(dir=PASSK)
+    study, k = project_dir() / STUDY, runner.design['evaluation']['k']
+    out = {'base': (study / f'base/bench-k{k}', 'done')}
+    for arm in ('plain', 'passk'):
+        for s in runner.design['arms'][arm]['seeds']:
+            out_ = f'{arm}-seed{s}/bench-k{k}'
+            if arm == 'plain' and not any(st.out == out_ for st in runner.stages):
+                out[f'{arm} seed {s}'] = (study / f'seed{s}/bench-k{k}', 'done')  # the study's (seed 0)
+            else:
+                out[f'{arm} seed {s}'] = (runner.path / out_, stage_status(runner, runner.stage(out_)).state)
+    return out
+
+
+def passk_models(runner: Study = None) -> dict:
+    "label -> model directory of every policy of both arms (plain seed 0 is the study's)."
+    runner = runner or Study(dir=PASSK)
+    arms = runner.design['arms']
+    out = {f'{a} seed {s}': runner.path / f'{a}-seed{s}/model' for a in ('plain', 'passk') for s in arms[a]['seeds']}
+    return out | {lab: project_dir() / STUDY / f'seed{lab.split()[-1]}/model' for lab in out if not out[lab].exists()}
+
+
+def reproduction(model_dir: str | Path, reference: str | Path) -> dict:
+    "Where a retrained run's training log first departs from the reference's: the step (groups, rewards), the loss."
+    a, b = (json.loads((Path(p) / 'training_log.json').read_text()) for p in (model_dir, reference))
+    # steps counted from 1, as the trainer's global step and `training_rows` count them
+    step = next((i for i, (x, y) in enumerate(zip(a['steps'], b['steps']), 1) if x['groups'] != y['groups']), None)
+    la, lb = ([(h['step'], h['loss']) for h in x['log_history'] if 'loss' in h] for x in (a, b))
+    loss = next((sa for (sa, x), (_, y) in zip(la, lb) if x != y), None)
+    same = step is None and loss is None and len(a['steps']) == len(b['steps'])
+    return {'steps': len(a['steps']), 'first_step_differing': step, 'first_loss_differing': loss, 'reproduced': same}
+
+
+def passk_summary(runner: Study = None, n_boot: int = 10000) -> dict:
+    "Every number the pass@k comparison reports, from what exists; written to its summary.json."
+    from thinkingbox_training.campaigns import load_campaign
+    from thinkingbox_training.difficulty import atomic_write
+    from thinkingbox_training.pipeline import training_spend
+
+    runner = runner or Study(dir=PASSK)
+    d, k = runner.design, runner.design['evaluation']['k']
+    where = passk_policies(runner)
+    camps = {lab: load_campaign(p) for lab, (p, state) in where.items() if state == 'done'}
+    base = camps['base']
+    groups = {'all': np.ones(len(base.uids), bool), 'held_out_family': base.held_out, 'in_family': ~base.held_out}
+    arms = {a: [f'{a} seed {s}' for s in d['arms'][a]['seeds']] for a in ('plain', 'passk')}
+    have = {a: [lab for lab in labs if lab in camps] for a, labs in arms.items()}
+    complete = all(have[a] == arms[a] for a in arms)
+    policies = []
+    for lab, c in camps.items():
+        for g, m in groups.items():
+            figs = {mt: float(per_task(c, base.uids, mt)[m].mean()) for mt in METRICS}
+            policies.append({'policy': lab, 'group': g, 'tasks': int(m.sum()), 'k': c.k, **figs})
+    summary = {
+        'k': k,
+        'policies_state': {lab: state for lab, (_, state) in where.items()},
+        'complete': complete,
+        'policies': policies,
+        'reproduction': {
+            f'plain seed {s}': reproduction(
+                runner.path / f'plain-seed{s}/model', project_dir() / STUDY / f'seed{s}/model'
+            )
+            for s in d['arms']['plain']['seeds']
+            if (runner.path / f'plain-seed{s}/model/training_log.json').exists()
+        },
+        'training': {
+            lab: {
+                'episodes': training_spend(p)['episodes'],
+                'budget': d['arms']['passk']['episode_budget_by_seed'][lab.split()[-1]]
+                if lab.startswith('passk')
+                else None,
+                'steps': training_rows(p),
+                'passk_k': [st.get('passk_k') for st in json.loads((p / 'training_log.json').read_text())['steps']],
+            }
+            for lab, p in passk_models(runner).items()
+            if (p / 'training_log.json').exists()
+        },
+        'parts': read_parts(runner)['parts'],
+    }
+    if have['plain'] and have['passk']:
+        pl, op = [camps[x] for x in have['plain']], [camps[x] for x in have['passk']]
+        summary['arms'] = {
+            g: {mt: arm_test(pl, op, mt, m, n_boot) | {'complete': complete} for mt in METRICS}
+            for g, m in groups.items()
+        }
+    summary['against_base'] = {
+        a: {mt: arm_test([base], [camps[x] for x in labs], mt, None, n_boot) for mt in METRICS}
+        for a, labs in have.items()
+        if labs
+    }
+    atomic_write(
+        runner.path / 'summary.json', json.dumps(_plain(summary), indent=1, sort_keys=True, default=str) + '\n'
+    )
+    return summary
