@@ -123,6 +123,30 @@ def test_a_part_runs_its_stages_once_and_resumes_a_campaign_from_its_store(tiny)
     assert S.campaign_keys(tiny.path / 'base/bench-k4') == {(t.uid, j) for t in tiny.tasks('bench') for j in range(4)}
 
 
+def test_a_stage_stopped_before_its_end_is_recorded_as_started_and_its_store_says_what_it_stored(tmp_path, monkeypatch):
+    """A session that ends mid-stage kills `tbt reproduce` (no `finally` runs): parts.json on disk already shows the
+    stage started, without a wall time, and the campaign's store lists the stopped invocation as unfinished."""
+    tiny, real, on_disk = tiny_study(tmp_path), S.run_stage, []
+
+    def killed(study, st):  # what a kill during the stage leaves: parts.json as written, the store as it stood
+        on_disk.append(S.read_parts(study)['parts']['1']['invocations'][-1]['stages'].get(st.out))
+        real(study, st)
+        con = sqlite3.connect(study.path / st.out / 'attempts.sqlite')
+        con.execute('UPDATE invocations SET finished = NULL')
+        con.commit()
+        con.close()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(S, 'run_stage', killed)
+    with pytest.raises(KeyboardInterrupt):
+        S.reproduce(tiny, [1])
+    (rec,) = on_disk
+    assert rec['state_before'] == 'todo' and 'started' in rec and 'wall_s' not in rec
+    (inv,) = S.store_invocations(tiny.path / 'base/bench-k4')
+    assert inv['finished'] is None and inv['executed'] == 14 * 4 and inv['started'] > 0
+    assert S.store_invocations(tiny.path / 'nowhere') is None
+
+
 def test_a_trained_policys_campaign_waits_for_its_model_and_training_resumes_from_its_last_checkpoint(tiny, tmp_path):
     real = S.Study(root=tiny.root, dir='study', recipe=tiny.recipe, design=tiny.design, pool_files=tiny.pool_files)
     st = real.stage('seed0/bench-k4')

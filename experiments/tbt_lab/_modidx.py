@@ -146,6 +146,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                'tbt_lab.study.seed_task_interval': ('study.html#seed_task_interval', 'tbt_lab/study.py'),
                                'tbt_lab.study.sign_patterns': ('study.html#sign_patterns', 'tbt_lab/study.py'),
                                'tbt_lab.study.stage_status': ('study.html#stage_status', 'tbt_lab/study.py'),
+                               'tbt_lab.study.store_invocations': ('study.html#store_invocations', 'tbt_lab/study.py'),
                                'tbt_lab.study.store_wall_s': ('study.html#store_wall_s', 'tbt_lab/study.py'),
                                'tbt_lab.study.study_report': ('study.html#study_report', 'tbt_lab/study.py'),
                                'tbt_lab.study.study_report_cli': ('study.html#study_report_cli', 'tbt_lab/study.py'),

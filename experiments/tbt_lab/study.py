@@ -15,15 +15,15 @@ from thinkingbox_training import metrics
 
 # %% auto #0
 __all__ = ['STUDY', 'RECIPE', 'BASE_MODEL', 'POOL_TASK_FILES', 'REPROBE_STEPS', 'REPROBE_K', 'BRIEF', 'FLOOR', 'PASSK', 'METRICS',
-           'Stage', 'study_stages', 'campaign_keys', 'store_wall_s', 'checkpoints', 'trained', 'Study', 'StageStatus',
-           'stage_status', 'plan_rows', 'train_argv', 'train_side_by_side', 'run_stage', 'probe_tasks',
-           'episode_budget', 'Reprobe', 'train_reprobed', 'read_parts', 'measured_rate', 'reproduce', 'reproduce_cli',
-           'aligned', 'task_groups', 'paired', 'cluster_bootstrap', 'paired_rates', 'primary_test', 'sign_patterns',
-           'intraclass', 'family_test', 'seed_task_interval', 'family_level', 'training_rows', 'zero_variance',
-           'load_campaigns', 'policy_rows', 'comparison_rows', 'learning_curve', 'second_arm', 'study_summary',
-           'plot_policies', 'plot_sharpening', 'plot_learning_curve', 'plot_training', 'plot_families', 'family_table',
-           'study_report', 'study_report_cli', 'per_task', 'arm_test', 'passk_policies', 'passk_models', 'reproduction',
-           'passk_summary']
+           'Stage', 'study_stages', 'campaign_keys', 'store_invocations', 'store_wall_s', 'checkpoints', 'trained',
+           'Study', 'StageStatus', 'stage_status', 'plan_rows', 'train_argv', 'train_side_by_side', 'run_stage',
+           'probe_tasks', 'episode_budget', 'Reprobe', 'train_reprobed', 'read_parts', 'measured_rate', 'reproduce',
+           'reproduce_cli', 'aligned', 'task_groups', 'paired', 'cluster_bootstrap', 'paired_rates', 'primary_test',
+           'sign_patterns', 'intraclass', 'family_test', 'seed_task_interval', 'family_level', 'training_rows',
+           'zero_variance', 'load_campaigns', 'policy_rows', 'comparison_rows', 'learning_curve', 'second_arm',
+           'study_summary', 'plot_policies', 'plot_sharpening', 'plot_learning_curve', 'plot_training', 'plot_families',
+           'family_table', 'study_report', 'study_report_cli', 'per_task', 'arm_test', 'passk_policies', 'passk_models',
+           'reproduction', 'passk_summary']
 
 # %% ../nbs/03_study.ipynb #s004
 STUDY = 'data/runs/study'  # the study's directory, relative to the checkout
@@ -196,24 +196,31 @@ def campaign_keys(out: str | Path) -> set | None:
     return set()
 
 
-def store_wall_s(out: str | Path) -> float | None:
-    """Seconds the campaign's invocations ran, from its store. One that never finished (it was stopped) counts until
-    the next one started, an upper bound; the last one, unfinished, counts up to now (it is running)."""
+def store_invocations(out: str | Path) -> list | None:
+    """Every invocation of the campaign in `out`, from its store, in order: {started, finished, executed} (Unix
+    seconds; `finished` None for one stopped, or running, and `executed` the attempts it stored); None without one."""
     db = Path(out) / 'attempts.sqlite'
     if not db.exists():
         return None
     try:
         con = sqlite3.connect(f'file:{db}?mode=ro', uri=True)
         try:
-            rows = con.execute('SELECT started, finished FROM invocations').fetchall()
+            rows = con.execute('SELECT started, finished, executed FROM invocations').fetchall()
         finally:
             con.close()
     except sqlite3.Error:
         return None
-    rows = sorted(rows)
-    nxt = [s for s, _ in rows[1:]] + [time.time()]
-    ends = [f if f is not None else n for (_, f), n in zip(rows, nxt)]
-    return float(sum(e - s for (s, _), e in zip(rows, ends)))
+    return [{'started': s, 'finished': f, 'executed': n} for s, f, n in sorted(rows)]
+
+
+def store_wall_s(out: str | Path) -> float | None:
+    """Seconds the campaign's invocations ran, from its store. One that never finished (it was stopped) counts until
+    the next one started, an upper bound; the last one, unfinished, counts up to now (it is running)."""
+    rows = store_invocations(out)
+    if rows is None:
+        return None
+    nxt = [r['started'] for r in rows[1:]] + [time.time()]
+    return float(sum((r['finished'] if r['finished'] is not None else n) - r['started'] for r, n in zip(rows, nxt)))
 
 
 def checkpoints(model_dir: str | Path) -> dict:
@@ -799,6 +806,7 @@ def reproduce(study: Study, parts: list, dry_run: bool = False) -> list:
                 f'[part {p}] stage {i}/{len(todo)}: {st.out} ({st.name}; {s.state}, ~{s.left_min:.0f} min)', flush=True
             )
             rec = inv['stages'][st.out] = {'state_before': s.state, 'started': _now()}
+            _write_parts(study, log)  # a stage stopped before its end shows as started, without a wall time
             t0 = time.perf_counter()
             try:
                 rec.update(run_stage(study, st))
@@ -1734,6 +1742,9 @@ def passk_summary(runner: Study = None, n_boot: int = 10000) -> dict:
     arms = {a: [f'{a} seed {s}' for s in d['arms'][a]['seeds']] for a in ('plain', 'passk')}
     have = {a: [lab for lab in labs if lab in camps] for a, labs in arms.items()}
     complete = all(have[a] == arms[a] for a in arms)
+    # the campaign stores are not committed: a fresh clone keeps the invocations the committed summary recorded
+    f = runner.path / 'summary.json'
+    recorded = json.loads(f.read_text()).get('campaign_invocations', {}) if f.exists() else {}
     policies = []
     for lab, c in camps.items():
         for g, m in groups.items():
@@ -1764,6 +1775,13 @@ def passk_summary(runner: Study = None, n_boot: int = 10000) -> dict:
             if (p / 'training_log.json').exists()
         },
         'parts': read_parts(runner)['parts'],
+        # each of the comparison's campaigns' invocations (`store_invocations`): one stopped mid-stage is not in
+        # parts.json's wall times, which a stage adds as it ends
+        'campaign_invocations': {
+            lab: inv
+            for lab, (p, _) in where.items()
+            if runner.path in Path(p).parents and (inv := store_invocations(p) or recorded.get(lab)) is not None
+        },
     }
     if have['plain'] and have['passk']:
         pl, op = [camps[x] for x in have['plain']], [camps[x] for x in have['passk']]
