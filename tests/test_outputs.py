@@ -138,3 +138,14 @@ def test_readme_main_result_rows_are_the_results_notebooks():
     assert len(rows) == 3, rows
     for row in rows:
         assert row in printed, f'README row not printed by nbs/results/00_tiny_cpu.ipynb: {row}'
+
+
+def test_readme_passk_sentence_is_the_comparisons_registered_test():
+    "README's pass@k sentence repeats the primary test (H1) as the comparison's summary.json records it."
+    root = Path(__file__).parent.parent
+    readme = ' '.join((root / 'README.md').read_text().split())
+    h1 = json.loads((root / 'data/runs/passk/summary.json').read_text())['arms']['all']['pass@k']
+    pts = lambda x: f'{100 * x:+.1f}'
+    said = f'pass@20 {pts(h1["diff"])} points [{pts(h1["diff_lo"])}, {pts(h1["diff_hi"])}] over tasks (p {h1["p"]:.1g})'
+    assert said in readme, said
+    assert h1['complete'] and h1['seeds'] == [3, 3] and f'{h1["tasks"]} tasks x {h1["k"]}' in readme
