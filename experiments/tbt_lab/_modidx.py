@@ -144,6 +144,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                'tbt_lab.study.run_stage': ('study.html#run_stage', 'tbt_lab/study.py'),
                                'tbt_lab.study.second_arm': ('study.html#second_arm', 'tbt_lab/study.py'),
                                'tbt_lab.study.seed_task_interval': ('study.html#seed_task_interval', 'tbt_lab/study.py'),
+                               'tbt_lab.study.seeds_random': ('study.html#seeds_random', 'tbt_lab/study.py'),
                                'tbt_lab.study.sign_patterns': ('study.html#sign_patterns', 'tbt_lab/study.py'),
                                'tbt_lab.study.stage_status': ('study.html#stage_status', 'tbt_lab/study.py'),
                                'tbt_lab.study.store_invocations': ('study.html#store_invocations', 'tbt_lab/study.py'),

@@ -19,11 +19,11 @@ __all__ = ['STUDY', 'RECIPE', 'BASE_MODEL', 'POOL_TASK_FILES', 'REPROBE_STEPS', 
            'Study', 'StageStatus', 'stage_status', 'plan_rows', 'train_argv', 'train_side_by_side', 'run_stage',
            'probe_tasks', 'episode_budget', 'Reprobe', 'train_reprobed', 'read_parts', 'measured_rate', 'reproduce',
            'reproduce_cli', 'aligned', 'task_groups', 'paired', 'cluster_bootstrap', 'paired_rates', 'primary_test',
-           'sign_patterns', 'intraclass', 'family_test', 'seed_task_interval', 'family_level', 'training_rows',
-           'zero_variance', 'load_campaigns', 'policy_rows', 'comparison_rows', 'learning_curve', 'second_arm',
-           'study_summary', 'plot_policies', 'plot_sharpening', 'plot_learning_curve', 'plot_training', 'plot_families',
-           'family_table', 'study_report', 'study_report_cli', 'per_task', 'arm_test', 'passk_policies', 'passk_models',
-           'reproduction', 'passk_summary']
+           'sign_patterns', 'intraclass', 'family_test', 'seeds_random', 'seed_task_interval', 'family_level',
+           'training_rows', 'zero_variance', 'load_campaigns', 'policy_rows', 'comparison_rows', 'learning_curve',
+           'second_arm', 'study_summary', 'plot_policies', 'plot_sharpening', 'plot_learning_curve', 'plot_training',
+           'plot_families', 'family_table', 'study_report', 'study_report_cli', 'per_task', 'arm_test',
+           'passk_policies', 'passk_models', 'reproduction', 'passk_summary']
 
 # %% ../nbs/03_study.ipynb #s004
 STUDY = 'data/runs/study'  # the study's directory, relative to the checkout
@@ -1050,28 +1050,41 @@ def family_test(
     }
 
 
-def seed_task_interval(
-    per_seed,  # seeds x tasks: each seed's paired change per task
+def seeds_random(
+    d,  # per task: the change, averaged over seeds
+    seed_means: list,  # per independent set of seeds (the seeds of one arm): each seed's mean change, or mean
     conf: float = 0.95,
 ) -> dict:
-    """The seed-averaged mean change with task and seed uncertainty: SE = sqrt(task SE^2 + seed variance / seeds)
-    (the design notebook's formula), Satterthwaite degrees of freedom, t interval and p."""
-    D = np.asarray(per_seed, float)
-    S, n = D.shape
-    d, sm = D.mean(0), D.mean(1)
-    a2, b2 = d.var(ddof=1) / n, (sm.var(ddof=1) / S if S > 1 else 0.0)
-    se = np.sqrt(a2 + b2)
-    df = se**4 / (a2**2 / (n - 1) + (b2**2 / (S - 1) if S > 1 else 0.0))
-    t, q = d.mean() / se, stats.t.ppf((1 + conf) / 2, df)
+    """The mean of `d` with task and seed uncertainty: SE^2 = task SE^2 + each set's variance of seed means / its
+    seeds (a set of one seed adds nothing), Satterthwaite degrees of freedom, t interval and p."""
+    d = np.asarray(d, float)
+    n = len(d)
+    sets = [np.asarray(s, float) for s in seed_means]
+    parts = [(d.var(ddof=1) / n, n - 1)] + [(s.var(ddof=1) / len(s), len(s) - 1) for s in sets if len(s) > 1]
+    se = np.sqrt(sum(v for v, _ in parts))
+    df = se**4 / sum(v**2 / f for v, f in parts) if se else np.inf
+    t, q = (d.mean() / se if se else np.inf), stats.t.ppf((1 + conf) / 2, df)
     return {
         'diff': float(d.mean()),
         'se': float(se),
-        'task_se': float(np.sqrt(a2)),
-        'seed_sd': float(np.sqrt(b2 * S)),
         'df': float(df),
         'diff_lo': float(d.mean() - q * se),
         'diff_hi': float(d.mean() + q * se),
         'p': float(2 * stats.t.sf(abs(t), df)),
+    }
+
+
+def seed_task_interval(
+    per_seed,  # seeds x tasks: each seed's paired change per task
+    conf: float = 0.95,
+) -> dict:
+    """The seed-averaged mean change with task and seed uncertainty (`seeds_random`: the design notebook's formula),
+    with the task SE and the seeds' SD beside it."""
+    D = np.asarray(per_seed, float)
+    sd = float(D.mean(1).std(ddof=1)) if len(D) > 1 else 0.0
+    return seeds_random(D.mean(0), [D.mean(1)], conf) | {
+        'task_se': float(np.sqrt(D.mean(0).var(ddof=1) / D.shape[1])),
+        'seed_sd': sd,
     }
 
 
@@ -1649,7 +1662,8 @@ def arm_test(
     seed: int = 0,
 ) -> dict:
     """The second arm minus the first, per task the difference of the arms' seed means of `metric`: over tasks
-    (paired t, task bootstrap), over families (`family_test`), and with seeds random (Satterthwaite df)."""
+    (paired t, task bootstrap), over families (`family_test`), and with seeds random (`seeds_random`: each arm's
+    seeds a set)."""
     ref = plain[0]
     if any(c.k != ref.k for c in plain + option):
         raise ValueError(f'arms differ in k: {sorted({c.k for c in plain + option})}')
@@ -1659,10 +1673,6 @@ def arm_test(
     d, n = B.mean(0) - A.mean(0), int(m.sum())
     t = stats.ttest_1samp(d, 0.0)
     lo, hi = metrics.bootstrap_mean(d, n_boot=n_boot, seed=seed)
-    parts = [(d.var(ddof=1) / n, n - 1)] + [(x.mean(1).var(ddof=1) / len(x), len(x) - 1) for x in (A, B) if len(x) > 1]
-    se = np.sqrt(sum(v for v, _ in parts))
-    df = se**4 / sum(v**2 / f for v, f in parts) if se else np.inf
-    ts, q = (d.mean() / se if se else np.inf), stats.t.ppf(0.975, df)
     fam = family_test(d, ref.families[m], seed=seed)
     return {
         'metric': metric,
@@ -1683,13 +1693,7 @@ def arm_test(
         'detectable_change': float((stats.t.ppf(0.975, n - 1) + stats.t.ppf(0.8, n - 1)) * d.std(ddof=1) / np.sqrt(n)),
         'family': {k: v for k, v in fam.items() if k != 'per_family'},
         'per_family': fam['per_family'],
-        'seeds_random': {
-            'se': float(se),
-            'df': float(df),
-            'diff_lo': float(d.mean() - q * se),
-            'diff_hi': float(d.mean() + q * se),
-            'p': float(2 * stats.t.sf(abs(ts), df)),
-        },
+        'seeds_random': {k: v for k, v in seeds_random(d, [A.mean(1), B.mean(1)]).items() if k != 'diff'},
     }
 
 # %% ../nbs/03_study.ipynb #p006
