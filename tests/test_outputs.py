@@ -141,11 +141,20 @@ def test_readme_main_result_rows_are_the_results_notebooks():
 
 
 def test_readme_passk_sentence_is_the_comparisons_registered_test():
-    "README's pass@k sentence repeats the primary test (H1) as the comparison's summary.json records it."
+    """README's pass@k sentence repeats the primary test (H1), each seed pair's change, the seed-level floor and the
+    optimizer steps as the comparison's summary.json records them."""
     root = Path(__file__).parent.parent
     readme = ' '.join((root / 'README.md').read_text().split())
-    h1 = json.loads((root / 'data/runs/passk/summary.json').read_text())['arms']['all']['pass@k']
+    S = json.loads((root / 'data/runs/passk/summary.json').read_text())
+    h1, P, U = S['arms']['all']['pass@k'], S['seeds']['pairs'], S['update_size']
     pts = lambda x: f'{100 * x:+.1f}'
     said = f'pass@20 {pts(h1["diff"])} points [{pts(h1["diff_lo"])}, {pts(h1["diff_hi"])}] over tasks (p {h1["p"]:.1g})'
     assert said in readme, said
     assert h1['complete'] and h1['seeds'] == [3, 3] and f'{h1["tasks"]} tasks x {h1["k"]}' in readme
+    d = {s: f'{100 * r["diff"]:+.2f}' for s, r in P.items()}
+    pairs = f'seed 0 {d["0"]} points, seeds 1 and 2 {d["1"]} and {d["2"]}'
+    assert f'one seed pair carries it (per pair, over the {h1["tasks"]} tasks: {pairs})' in readme, pairs
+    assert f'cannot go below p {S["seeds"]["seed_permutation"]["floor"]:.2f}' in readme
+    steps = sorted({u['optimizer_steps'] for lab, u in U.items() if lab.startswith('passk')})
+    plain = {u['optimizer_steps'] for lab, u in U.items() if lab.startswith('plain')}
+    assert f'({" or ".join(map(str, steps))} optimizer steps against {plain.pop()})' in readme and not plain

@@ -143,8 +143,11 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                'tbt_lab.study.reproduction': ('study.html#reproduction', 'tbt_lab/study.py'),
                                'tbt_lab.study.run_stage': ('study.html#run_stage', 'tbt_lab/study.py'),
                                'tbt_lab.study.second_arm': ('study.html#second_arm', 'tbt_lab/study.py'),
+                               'tbt_lab.study.seed_pairs': ('study.html#seed_pairs', 'tbt_lab/study.py'),
+                               'tbt_lab.study.seed_permutation_test': ('study.html#seed_permutation_test', 'tbt_lab/study.py'),
                                'tbt_lab.study.seed_task_interval': ('study.html#seed_task_interval', 'tbt_lab/study.py'),
                                'tbt_lab.study.seeds_random': ('study.html#seeds_random', 'tbt_lab/study.py'),
+                               'tbt_lab.study.sign_flip_test': ('study.html#sign_flip_test', 'tbt_lab/study.py'),
                                'tbt_lab.study.sign_patterns': ('study.html#sign_patterns', 'tbt_lab/study.py'),
                                'tbt_lab.study.stage_status': ('study.html#stage_status', 'tbt_lab/study.py'),
                                'tbt_lab.study.store_invocations': ('study.html#store_invocations', 'tbt_lab/study.py'),
@@ -159,4 +162,5 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                'tbt_lab.study.train_side_by_side': ('study.html#train_side_by_side', 'tbt_lab/study.py'),
                                'tbt_lab.study.trained': ('study.html#trained', 'tbt_lab/study.py'),
                                'tbt_lab.study.training_rows': ('study.html#training_rows', 'tbt_lab/study.py'),
+                               'tbt_lab.study.update_size': ('study.html#update_size', 'tbt_lab/study.py'),
                                'tbt_lab.study.zero_variance': ('study.html#zero_variance', 'tbt_lab/study.py')}}}

@@ -22,8 +22,9 @@ __all__ = ['STUDY', 'RECIPE', 'BASE_MODEL', 'POOL_TASK_FILES', 'REPROBE_STEPS', 
            'sign_patterns', 'intraclass', 'family_test', 'seeds_random', 'seed_task_interval', 'family_level',
            'training_rows', 'zero_variance', 'load_campaigns', 'policy_rows', 'comparison_rows', 'learning_curve',
            'second_arm', 'study_summary', 'plot_policies', 'plot_sharpening', 'plot_learning_curve', 'plot_training',
-           'plot_families', 'family_table', 'study_report', 'study_report_cli', 'per_task', 'arm_test',
-           'passk_policies', 'passk_models', 'reproduction', 'passk_summary']
+           'plot_families', 'family_table', 'study_report', 'study_report_cli', 'per_task', 'arm_test', 'seed_pairs',
+           'sign_flip_test', 'seed_permutation_test', 'update_size', 'passk_policies', 'passk_models', 'reproduction',
+           'passk_summary']
 
 # %% ../nbs/03_study.ipynb #s004
 STUDY = 'data/runs/study'  # the study's directory, relative to the checkout
@@ -1696,6 +1697,94 @@ def arm_test(
         'seeds_random': {k: v for k, v in seeds_random(d, [A.mean(1), B.mean(1)]).items() if k != 'diff'},
     }
 
+# %% ../nbs/03_study.ipynb #p004b
+def seed_pairs(
+    plain: dict,  # seed -> the plain arm's campaign
+    option: dict,  # seed -> the other arm's campaign (the same seeds, tasks and k)
+    metric: str = 'pass@k',  # one of METRICS
+) -> dict:
+    """Per seed pair (the option's seed s minus plain seed s, per task) and with each pair left out: the mean change
+    over the tasks, its paired t p, and the tasks that went up and down."""
+    if set(plain) != set(option):
+        raise ValueError(f'seed pairs need the same seeds in both arms: {sorted(plain)} and {sorted(option)}')
+    uids = next(iter(plain.values())).uids
+    X = {(a, s): per_task(c, uids, metric) for a, arm in (('plain', plain), ('option', option)) for s, c in arm.items()}
+
+    def test(seeds: list) -> dict:
+        d = np.mean([X['option', s] for s in seeds], 0) - np.mean([X['plain', s] for s in seeds], 0)
+        p = stats.ttest_1samp(d, 0.0).pvalue if d.std() > 0 else float(d.mean() == 0)
+        return {
+            'seeds': len(seeds),
+            'diff': float(d.mean()),
+            'p': float(p),
+            'up': int((d > 0).sum()),
+            'down': int((d < 0).sum()),
+        }
+
+    pair = lambda s: {'plain': float(X['plain', s].mean()), 'option': float(X['option', s].mean()), **test([s])}
+    return {
+        'metric': metric,
+        'pairs': {str(s): pair(s) for s in plain},
+        'leave_one_out': {str(s): test([x for x in plain if x != s]) for s in plain},
+    }
+
+
+def sign_flip_test(
+    d,  # per task: the change
+    scale: int = 1,  # d x scale are whole numbers (an arm difference of 0/1 figures over a and b seeds: a x b)
+) -> dict:
+    "Exact two-sided sign-flip test of the mean of `d`: its sum against all 2^n sign patterns of its nonzero values."
+    d = np.asarray(d, float)
+    q = np.rint(d * scale).astype(int)
+    if not np.allclose(q, d * scale):
+        raise ValueError(f'sign_flip_test: the changes x {scale} are not whole numbers')
+    a = np.abs(q[q != 0])
+    R = int(a.sum())
+    dist = np.zeros(2 * R + 1)  # the distribution of the signed sum, -R..R
+    dist[R] = 1.0
+    for v in a:  # each nonzero change adds +v or -v, each with chance 1/2 (the sum never leaves -R..R)
+        dist = 0.5 * (np.roll(dist, v) + np.roll(dist, -v))
+    p = dist[np.abs(np.arange(-R, R + 1)) >= abs(q.sum())].sum()
+    return {'tasks': len(d), 'nonzero': len(a), 'diff': float(d.mean()), 'p': float(min(p, 1.0))}
+
+
+def seed_permutation_test(
+    a: list,  # the first arm's seed means
+    b: list,  # the second arm's seed means
+) -> dict:
+    """Exact permutation test of mean(b) - mean(a) with the seed as the unit: every split of the policies into arms
+    of these sizes; two-sided p and the smallest p any data could give (`floor`)."""
+    v, na = np.array([*a, *b], float), len(a)
+    obs = float(np.mean(b) - np.mean(a))
+    diffs = []
+    for c in itertools.combinations(range(len(v)), na):
+        m = np.isin(np.arange(len(v)), c)
+        diffs.append(v[~m].mean() - v[m].mean())
+    p = float(np.mean(np.abs(diffs) >= abs(obs) * (1 - 1e-12)))
+    return {'diff': obs, 'splits': len(diffs), 'p': p, 'floor': (2 if na == len(b) else 1) / len(diffs)}
+
+
+def update_size(model_dir: str | Path) -> dict:
+    """What a run's updates carried (its training log): steps, optimizer steps, chosen groups, and each chosen
+    group's weight on its advantages (its pass@k weight at its step's k; 1 under plain GRPO)."""
+    from thinkingbox_training.grpo import passk_weight
+
+    f = json.loads((Path(model_dir) / 'training_log.json').read_text())
+    w = [
+        passk_weight(int(sum(r for *_, r in st['groups'][i])), len(st['groups'][i]), st.get('passk_k') or 1)
+        for st in f['steps']
+        if not st.get('skipped')
+        for i in st['selected']
+    ]
+    return {
+        'steps': len(f['steps']),
+        'optimizer_steps': sum('loss' in h for h in f['log_history']),
+        'groups': len(w),
+        'mean_weight': float(np.mean(w)),
+        'min_weight': float(min(w)),
+        'weight_sum': float(sum(w)),
+    }
+
 # %% ../nbs/03_study.ipynb #p006
 def passk_policies(runner: Study = None) -> dict:
     "label -> (campaign directory, state) of the base and every policy of both arms at k=20 (`plain seed 0` ...)."
@@ -1793,6 +1882,16 @@ def passk_summary(runner: Study = None, n_boot: int = 10000) -> dict:
             g: {mt: arm_test(pl, op, mt, m, n_boot) | {'complete': complete} for mt in METRICS}
             for g, m in groups.items()
         }
+    if complete:  # which seed pairs carry the pass@20 difference; the exact tests over tasks and over seeds
+        pl, op = ({s: camps[f'{a} seed {s}'] for s in d['arms'][a]['seeds']} for a in ('plain', 'passk'))
+        X = [np.array([per_task(c, base.uids, 'pass@k') for c in arm.values()]) for arm in (pl, op)]
+        summary['seeds'] = seed_pairs(pl, op) | {
+            'sign_flip': sign_flip_test(X[1].mean(0) - X[0].mean(0), len(pl) * len(op)),
+            'seed_permutation': seed_permutation_test(X[0].mean(1), X[1].mean(1)),
+        }
+    summary['update_size'] = {
+        lab: update_size(p) for lab, p in passk_models(runner).items() if (p / 'training_log.json').exists()
+    }
     summary['against_base'] = {
         a: {mt: arm_test([base], [camps[x] for x in labs], mt, None, n_boot) for mt in METRICS}
         for a, labs in have.items()
