@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tbt_lab.coverage import effect_profile, lost_gained, pass_at, simulate_power
+from tbt_lab.coverage import effect_profile, lost_gained, pass_at, seed_permutation, simulate_power
 from tbt_lab.study import Study, train_argv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,6 +29,13 @@ def test_pass_at_is_the_share_of_m_subsets_holding_a_success():
 
 def test_lost_gained_counts_against_the_base():
     assert lost_gained([2, 2, 0, 0], [0, 1, 3, 0]) == {'base_solved': 2, 'lost': 1, 'base_unsolved': 2, 'gained': 1}
+
+
+def test_seed_permutation_is_exact_and_has_its_floor():
+    "Five seeds a side: 252 splits, floor 2/252; a split with no separation is not significant."
+    r = seed_permutation([0.1, 0.2, 0.3, 0.4, 0.5], [0.6, 0.7, 0.8, 0.9, 1.0])
+    assert r['splits'] == 252 and r['p'] == pytest.approx(2 / 252) == pytest.approx(r['floor'])
+    assert seed_permutation([0.1, 0.6, 0.3, 0.8, 0.5], [0.2, 0.7, 0.4, 0.9, 0.5])['p'] > 0.5
 
 
 def test_simulated_power_rises_with_the_effect_and_seeds_random_holds_its_level():

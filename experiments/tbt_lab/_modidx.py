@@ -68,6 +68,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                   'tbt_lab.coverage.lost_gained': ('coverage.html#lost_gained', 'tbt_lab/coverage.py'),
                                   'tbt_lab.coverage.pass_at': ('coverage.html#pass_at', 'tbt_lab/coverage.py'),
                                   'tbt_lab.coverage.pass_curve': ('coverage.html#pass_curve', 'tbt_lab/coverage.py'),
+                                  'tbt_lab.coverage.seed_permutation': ('coverage.html#seed_permutation', 'tbt_lab/coverage.py'),
                                   'tbt_lab.coverage.simulate_power': ('coverage.html#simulate_power', 'tbt_lab/coverage.py'),
                                   'tbt_lab.coverage.strata_of': ('coverage.html#strata_of', 'tbt_lab/coverage.py')},
             'tbt_lab.policy_report': { 'tbt_lab.policy_report._mid_episode': ( 'policy_report.html#_mid_episode',

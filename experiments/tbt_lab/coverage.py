@@ -6,12 +6,13 @@ to give each design's power at the level of tasks, families and seeds, and its c
 
 # %% ../nbs/04_coverage.ipynb #c002
 from __future__ import annotations
+import itertools, math
 import numpy as np
 from scipy import stats
 
 # %% auto #0
-__all__ = ['STRATA', 'pass_at', 'pass_curve', 'lost_gained', 'simulate_power', 'strata_of', 'effect_profile', 'episode_seconds',
-           'eval_minutes']
+__all__ = ['STRATA', 'pass_at', 'pass_curve', 'lost_gained', 'seed_permutation', 'simulate_power', 'strata_of', 'effect_profile',
+           'episode_seconds', 'eval_minutes']
 
 # %% ../nbs/04_coverage.ipynb #c004
 def pass_at(
@@ -50,6 +51,28 @@ def lost_gained(
         'lost': int(((b > 0) & (p == 0)).sum()),
         'base_unsolved': int((b == 0).sum()),
         'gained': int(((b == 0) & (p > 0)).sum()),
+    }
+
+# %% ../nbs/04_coverage.ipynb #c009b
+def seed_permutation(
+    first,  # the first arm's seed means
+    second,  # the second arm's seed means
+) -> dict:
+    "Exact two-sided permutation test of the difference of mean seed means: every split of the seeds; p and its floor."
+    a, b = np.asarray(first, float), np.asarray(second, float)
+    allm, na = np.concatenate([a, b]), len(a)
+    obs = b.mean() - a.mean()
+    diffs = []
+    for idx in itertools.combinations(range(len(allm)), na):
+        mask = np.zeros(len(allm), bool)
+        mask[list(idx)] = True
+        diffs.append(allm[~mask].mean() - allm[mask].mean())
+    diffs = np.array(diffs)
+    return {
+        'diff': float(obs),
+        'p': float(np.mean(np.abs(diffs) >= abs(obs) - 1e-12)),
+        'splits': len(diffs),
+        'floor': 2 / math.comb(len(allm), na),
     }
 
 # %% ../nbs/04_coverage.ipynb #c011
