@@ -145,11 +145,11 @@ header h1{font-size:16px;margin:0 0 4px}
 #filters{display:flex;flex-wrap:wrap;gap:10px;align-items:center;margin-top:6px}
 #filters label{font-size:12px}
 #main{display:flex;height:calc(100vh - 110px)}
-#grid{flex:1 1 50%;overflow:auto;padding:6px 12px}
-#detail{flex:1 1 50%;overflow:auto;padding:6px 12px;border-left:1px solid #ddd}
+#grid{flex:1 1 55%;overflow:auto;padding:6px 12px}
+#detail{flex:1 1 45%;overflow:auto;padding:6px 12px;border-left:1px solid #ddd}
 .row{display:flex;align-items:center;gap:8px;white-space:nowrap}
 .row.hide{display:none}
-.uid{flex:none;width:300px;overflow:hidden;text-overflow:ellipsis;font-family:monospace;font-size:11px}
+.uid{flex:none;width:250px;overflow:hidden;text-overflow:ellipsis;font-family:monospace;font-size:11px}
 .cells{flex:none;display:inline-flex;gap:1px}
 .cell{display:inline-block;width:10px;height:12px;cursor:pointer;border-radius:2px}
 .cell.off{visibility:hidden}
