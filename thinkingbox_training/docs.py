@@ -9,8 +9,8 @@ from pathlib import Path
 from .cli import command, project_dir
 
 # %% auto #0
-__all__ = ['SECTIONS', 'IMAGES', 'nb_title', 'site_pages', 'site_link', 'relink', 'stage_notebook', 'stage', 'check_links',
-           'build_site', 'docs']
+__all__ = ['SECTIONS', 'IMAGES', 'FILE_WORKER', 'nb_title', 'site_pages', 'site_link', 'relink', 'stage_notebook', 'stage',
+           'check_links', 'build_site', 'docs']
 
 # %% ../nbs/18_docs.ipynb #d004
 SECTIONS = {'': 'Method', 'domains': 'Domains', 'results': 'Results'}  # a folder of nbs/ -> its section of the site
@@ -77,6 +77,45 @@ def relink(text: str, **kw) -> str:
     return _LINK.sub(lambda m: m.group(1) + site_link(m.group(2), **kw) + m.group(3), text)
 
 # %% ../nbs/18_docs.ipynb #d009
+FILE_WORKER = r"""
+// Browsers refuse a Web Worker whose script is a file (a site opened from disk), and the site's search runs in one.
+// So, from disk only, a "worker" is the script run in a hidden frame of the page: messages are passed as events, and
+// importScripts loads scripts into the frame. (Named iframe-worker so that the theme adds no shim from the web.)
+(function () {
+  if (location.protocol !== 'file:') return;
+  window.Worker = class extends EventTarget {
+    constructor(url) {
+      super();
+      this.pending = [];
+      const frame = document.createElement('iframe');
+      frame.style.display = 'none';
+      document.body.appendChild(frame);
+      const w = (this.w = frame.contentWindow);
+      const base = new URL(url, location.href);
+      const load = src => new Promise((ok, fail) => {
+        const s = w.document.createElement('script');
+        s.src = new URL(src, base).href;
+        s.onload = ok;
+        s.onerror = fail;
+        w.document.head.appendChild(s);
+      });
+      w.importScripts = (...srcs) => srcs.reduce((p, s) => p.then(() => load(s)), Promise.resolve());
+      w.postMessage = data => this.dispatchEvent(new MessageEvent('message', {data}));
+      load(base.href).then(() => {
+        this.ready = true;
+        this.pending.splice(0).forEach(d => this.postMessage(d));
+      });
+    }
+    postMessage(data) {
+      if (!this.ready) this.pending.push(data);
+      else this.w.dispatchEvent(new this.w.MessageEvent('message', {data}));
+    }
+    terminate() {}
+  };
+})();
+"""  # javascripts/iframe-worker.js of the site (mkdocs.yml's `extra.polyfills`)
+
+
 def stage_notebook(
     nb: dict,  # a notebook as committed, its outputs kept
     **kw,  # `relink`'s
@@ -107,7 +146,8 @@ def stage(
     only: list = None,  # page paths (e.g. 'index.md', '17_view.ipynb', 'api/view.md') to stage; None: all
 ) -> dict:
     """Write the site's sources into `dest`: the README as `index.md`, the notebooks with their outputs, an API page
-    a module (mkdocstrings reads the package's source; nothing is imported), the images they show; and the `nav`.
+    a module (mkdocstrings reads the package's source; nothing is imported), the images they show, search's worker
+    for a site opened from disk (`FILE_WORKER`); and the `nav`.
     Returns the plan: `nav`, the `pages` staged and every page of the full site (`all`, for the link check)."""
     repo_url = (
         re.search(r'^Repository\s*=\s*"([^"]+)"', (root / 'pyproject.toml').read_text(), re.M).group(1).rstrip('/')
@@ -136,6 +176,8 @@ def stage(
             title = 'Home'
             out.write_text(relink((root / src).read_text(), **kw))
         nav.setdefault(section, []).append({title: page})
+    (dest / 'javascripts').mkdir(exist_ok=True)
+    (dest / 'javascripts' / 'iframe-worker.js').write_text(FILE_WORKER)
     for f, to in copies.items():
         if (root / f).is_file():
             (dest / to).parent.mkdir(parents=True, exist_ok=True)
