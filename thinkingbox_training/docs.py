@@ -246,8 +246,15 @@ def build_site(
         env=env,
         cwd=out,  # the theme's caches go beside the site, not into the checkout
     )
-    if r.returncode:
-        raise SystemExit(f'mkdocs build failed (exit {r.returncode}): {(r.stderr or r.stdout).strip()[-1500:]}')
+    if r.returncode:  # one line: the error MkDocs ended with (its whole output: the command below)
+        lines = [x.strip() for x in (r.stderr or r.stdout).splitlines() if x.strip()]
+        why = next(
+            (x for x in reversed(lines) if re.match(r'[\w.]*(Error|Exception)\b', x)), lines[-1] if lines else ''
+        )
+        raise SystemExit(
+            f'mkdocs build failed (exit {r.returncode}): {why} (all of it: {python or sys.executable} -m mkdocs build '
+            f'-f {out / "mkdocs.yml"})'
+        )
     broken = check_links(site, plan['all'])
     if broken:
         raise SystemExit(f'{len(broken)} broken internal links, e.g. {broken[0][1]} in {broken[0][0]}')
