@@ -1,6 +1,6 @@
 "`tbt view`: a campaign (or two side by side) as one self-contained page; its data read back; bad input named."
 
-import contextlib, io, json, re, shutil
+import contextlib, io, json, os, re, shutil
 from pathlib import Path
 import pytest
 from thinkingbox_training.tasks import Task, ToolCallSpec
@@ -105,3 +105,40 @@ def test_bad_input_one_line(camps, tmp_path):
         got, _, err = tbt('view', *args, '--out', out) if '--out' not in args else tbt('view', *args)
         assert (got, len(err.strip().splitlines())) == (rc, 1) and said in err, (args, err)
     assert out.read_text() == 'an earlier page'  # a refused view leaves the page that was there
+
+
+TRACE = r"""
+import json, sys, trackio
+from thinkingbox_training.view import log_step_trace
+steps = json.load(open(sys.argv[1]))['steps']
+print(json.dumps(log_step_trace(steps[0], ['tensorboard', 'trackio'], sys.argv[2])))  # no Trackio run open yet
+trackio.init(project='tbt-trace', name='run', embed=False, auto_log_cpu=False)
+print(json.dumps(log_step_trace(steps[1], ['tensorboard', 'trackio'], sys.argv[2], sample=3)))
+trackio.finish()
+"""
+
+
+def test_trace_logged_to_tensorboard_and_trackio(tmp_path):
+    "A step's groups logged as a table to TensorBoard and to an offline Trackio run, read back from their stores."
+    import sqlite3, subprocess, sys
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    log = ROOT / 'data' / 'runs' / 'study' / 'seed0' / 'model' / 'training_log.json'
+    env = dict(os.environ, TRACKIO_DIR=str(tmp_path / 'trackio'), HF_HUB_OFFLINE='1')
+    r = subprocess.run(
+        [sys.executable, '-c', TRACE, str(log), str(tmp_path / 'tb')], env=env, capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    said = [json.loads(x) for x in r.stdout.splitlines() if x.startswith('[')]
+    assert said == [['tensorboard'], ['tensorboard', 'trackio']]
+    ea = EventAccumulator(str(tmp_path / 'tb'))
+    ea.Reload()
+    texts = {e.step: e.tensor_proto.string_val[0].decode() for e in ea.Tensors('tbt/groups/text_summary')}
+    step1 = json.load(open(log))['steps'][1]
+    assert sorted(texts) == [0, 1] and len(texts[1].splitlines()) == 2 + 3  # header, rule, the 3 groups sampled
+    assert step1['groups'][step1['selected'][0]][0][0] in texts[1]  # a trained group's task
+    with sqlite3.connect(tmp_path / 'trackio' / 'tbt-trace.db') as db:
+        (metrics,) = db.execute('select metrics from metrics').fetchone()
+    table = json.loads(metrics)['tbt/groups']
+    assert table['_type'] == 'trackio.table' and len(table['_value']) == 3
+    assert {row['use'] for row in table['_value']} == {'trained'}

@@ -10,7 +10,8 @@ from .cli import command
 from .campaigns import _error_kind, campaign_records, read_meta
 
 # %% auto #0
-__all__ = ['VERDICTS', 'PAGE', 'attempt_verdict', 'state_diff', 'unpack', 'view_data', 'render_page', 'write_view', 'view']
+__all__ = ['VERDICTS', 'PAGE', 'TRACE_COLUMNS', 'attempt_verdict', 'state_diff', 'unpack', 'view_data', 'render_page',
+           'write_view', 'view', 'step_trace', 'trace_markdown', 'log_step_trace']
 
 # %% ../nbs/17_view.ipynb #v004
 VERDICTS = (
@@ -384,3 +385,70 @@ def view(
     p = write_view([campaign] + ([campaign2] if campaign2 else []), out)
     print(f'{p}: {p.stat().st_size / 1e6:.1f} MB; open it in a browser (no server needed)')
     return 0
+
+# %% ../nbs/17_view.ipynb #v016
+TRACE_COLUMNS = ('step', 'group', 'round', 'task', 'kind', 'use', 'rewards', 'mean')
+_WRITERS: dict = {}  # logging folder -> its TensorBoard writer, one a folder for the run
+
+
+def step_trace(
+    entry: dict,  # one step as the trainer records it (`training_log.json`'s `steps`: groups, kinds, rounds, selected)
+    sample: int = 0,  # at most this many groups, those trained on first (0: all)
+) -> list[dict]:
+    """A training step's groups as rows: the round it came from (0: the step's own tasks, k > 0: refill round k), its
+    task, its kind (useful, zero_variance, system_error), what the step did with it (trained, filler: held a place with
+    no loss, dropped), its episodes' rewards (- for a system error) and their mean."""
+    sel, fill = set(entry.get('selected') or []), set(entry.get('fillers') or [])
+    rows = []
+    for i, g in enumerate(entry['groups']):
+        rewards = [e[2] for e in g]
+        scored = [r for r in rewards if r is not None]
+        use = 'trained' if i in sel else 'filler' if i in fill else 'dropped'
+        rows.append(
+            dict(
+                step=entry['step'],
+                group=i,
+                round=entry['rounds'][i],
+                task=g[0][0] if g else '',
+                kind=entry['kinds'][i],
+                use=use,
+                rewards=' '.join('-' if r is None else str(r) for r in rewards),
+                mean=round(sum(scored) / len(scored), 3) if scored else None,
+            )
+        )
+    rows.sort(key=lambda r: (r['use'] != 'trained', r['group']))
+    return rows[:sample] if sample else rows
+
+
+def trace_markdown(rows: list) -> str:
+    "`step_trace`'s rows as a Markdown table (how TensorBoard's text tab shows them)."
+    out = ['| ' + ' | '.join(TRACE_COLUMNS) + ' |', '|' + '---|' * len(TRACE_COLUMNS)]
+    return '\n'.join(out + ['| ' + ' | '.join(str(r[c]) for c in TRACE_COLUMNS) + ' |' for r in rows])
+
+
+def log_step_trace(
+    entry: dict,  # one step as the trainer records it
+    report_to,  # the trackers a run reports to (`report_to`: a name or a list)
+    logging_dir: str = None,  # TensorBoard's folder (the run's `logging_dir`)
+    sample: int = 16,  # groups a step logs at most, those trained on first
+) -> list[str]:
+    """Log a step's groups (`step_trace`) to the trackers `report_to` names that can show a table: TensorBoard (a text
+    table under `tbt/groups`, in `logging_dir`) and Trackio (a Table `tbt/groups` in the current run). Returns those
+    written to; a tracker with no run open, or another one, is left alone."""
+    names = [report_to] if isinstance(report_to, str) else list(report_to or [])
+    rows, done = step_trace(entry, sample), []
+    if 'tensorboard' in names and logging_dir:
+        from torch.utils.tensorboard import SummaryWriter
+
+        w = _WRITERS.get(logging_dir) or _WRITERS.setdefault(logging_dir, SummaryWriter(logging_dir))
+        w.add_text('tbt/groups', trace_markdown(rows), entry['step'])
+        w.flush()
+        done.append('tensorboard')
+    if 'trackio' in names:
+        import trackio
+
+        if trackio.context_vars.current_run.get() is not None:
+            table = trackio.Table(columns=list(TRACE_COLUMNS), data=[[r[c] for c in TRACE_COLUMNS] for r in rows])
+            trackio.log({'tbt/groups': table}, step=entry['step'])
+            done.append('trackio')
+    return done
