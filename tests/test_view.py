@@ -142,3 +142,17 @@ def test_trace_logged_to_tensorboard_and_trackio(tmp_path):
     table = json.loads(metrics)['tbt/groups']
     assert table['_type'] == 'trackio.table' and len(table['_value']) == 3
     assert {row['use'] for row in table['_value']} == {'trained'}
+
+
+def test_training_run_page(tmp_path):
+    "A training run's recorded groups: one row a group of a step, the group filter offering kinds, refills and use."
+    run = ROOT / 'data' / 'runs' / 'study' / 'seed0'
+    out = tmp_path / 'train.html'
+    assert tbt('view', run / 'model', '--out', out)[0] == 0
+    d = page_data(out)
+    steps = json.loads((run / 'model' / 'training_log.json').read_text())['steps']
+    assert len(d['tasks']) == sum(len(s['groups']) for s in steps) and d['labels'] == {'termination': 'group'}
+    assert 'useful, trained, refill round 1' in d['terminations'] and 'zero_variance, dropped' in d['terminations']
+    t = next(t for t in d['tasks'] if t['uid'].startswith('step 0000 group 04'))
+    g = unpack(d['details'][f'0|{t["uid"]}'])[0]['trace']
+    assert (g['round'], g['use'], g['task']) == (1, 'trained', steps[0]['groups'][4][0][0])

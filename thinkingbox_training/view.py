@@ -10,8 +10,8 @@ from .cli import command
 from .campaigns import _error_kind, campaign_records, read_meta
 
 # %% auto #0
-__all__ = ['VERDICTS', 'PAGE', 'TRACE_COLUMNS', 'attempt_verdict', 'state_diff', 'unpack', 'view_data', 'render_page',
-           'write_view', 'view', 'step_trace', 'trace_markdown', 'log_step_trace']
+__all__ = ['VERDICTS', 'PAGE', 'TRACE_COLUMNS', 'attempt_verdict', 'state_diff', 'training_log', 'unpack', 'view_data',
+           'render_page', 'write_view', 'view', 'step_trace', 'trace_markdown', 'log_step_trace', 'training_records']
 
 # %% ../nbs/17_view.ipynb #v004
 VERDICTS = (
@@ -56,6 +56,14 @@ def state_diff(verdict: dict) -> list[dict]:
     return out
 
 # %% ../nbs/17_view.ipynb #v007
+def training_log(
+    d,  # a training run's folder (holding training_log.json, or model/training_log.json), or anything else
+) -> Path | None:
+    "The training log of a training run's folder, or None."
+    p = Path(d)
+    return next((c for c in (p / 'training_log.json', p / 'model' / 'training_log.json') if c.is_file()), None)
+
+
 _INDEXED = ('task_uid', 'domain', 'family', 'split', 'campaign', 'held_out_family')  # in the grid's index, not details
 
 
@@ -79,7 +87,7 @@ def view_data(
     by_task = collections.defaultdict(dict)  # uid -> {campaign index: [records]}
     info = {}
     for ci, d in enumerate(campaigns):
-        meta, recs = read_meta(d), campaign_records(d)
+        meta, recs = training_records(log) if (log := training_log(d)) else (read_meta(d), campaign_records(d))
         camps.append(
             dict(
                 dir=str(d),
@@ -132,8 +140,15 @@ def view_data(
     same = len({c['name'] for c in camps}) < len(camps)  # two campaigns of one name: told apart by their policies
     for c in camps:
         c['label'] = c['policy'] if same else c['name']
+    labels = {'termination': 'group'} if any(training_log(d) for d in campaigns) else {}  # a training run's filter
     return dict(
-        campaigns=camps, tasks=tasks, terminations=terms, errors=errors, verdicts=list(VERDICTS), details=details
+        campaigns=camps,
+        tasks=tasks,
+        terminations=terms,
+        errors=errors,
+        verdicts=list(VERDICTS),
+        details=details,
+        labels=labels,
     )
 
 # %% ../nbs/17_view.ipynb #v010
@@ -202,7 +217,7 @@ const FILTERS = [
   ['domain', 'domain', uniq(D.tasks.map(t => t.domain))],
   ['family', 'family', uniq(D.tasks.map(t => t.family))],
   ['verdict', 'verdict', D.verdicts],
-  ['termination', 'termination', D.terminations],
+  ['termination', (D.labels || {}).termination || 'termination', D.terminations],
   ['error', 'system error', ['none', 'any'].concat(D.errors)],
 ];
 document.getElementById('filters').innerHTML = FILTERS.map(([id, label, opts]) =>
@@ -281,7 +296,17 @@ function callText(tc) {
   return `${f.name}(${a})`;
 }
 
+function renderTrace(t, ci, rec) {
+  const g = rec.trace;
+  return `<h2 style="font-size:15px;margin:4px 0">${esc(g.task)}</h2><div id="verdict">step <b>${g.step}</b>, ` +
+    `group ${g.group} (${g.round ? 'refill round ' + g.round : "the step's own tasks"}) of ` +
+    `<b>${esc(D.campaigns[ci].name)}</b>: ${esc(g.kind)}, ${esc(g.use)}; episode ${rec.repetition}: reward ` +
+    `<b>${esc(rec.reward ?? 'void')}</b></div><div>the group's rewards: ${esc(g.rewards)} (mean ${esc(g.mean)})</div>` +
+    '<p>A training log keeps rewards, not conversations: evaluate the policy into a campaign to read its episodes.</p>';
+}
+
 function render(t, ci, rec) {
+  if (rec.trace) return renderTrace(t, ci, rec);
   const v = rec.verdict || {};
   const out = [`<h2 style="font-size:15px;margin:4px 0">${esc(t.uid)}</h2>`,
     `<div>attempt <b>${rec.repetition}</b> of <b>${esc(D.campaigns[ci].name)}</b> (${esc(rec.policy_id)}): ` +
@@ -452,3 +477,33 @@ def log_step_trace(
             trackio.log({'tbt/groups': table}, step=entry['step'])
             done.append('trackio')
     return done
+
+# %% ../nbs/17_view.ipynb #v019
+def training_records(
+    path: Path,  # a training log (`training_log.json`)
+) -> tuple[dict, list]:
+    """A training run's recorded groups as a campaign `tbt view` shows: one row a (step, group), one cell an episode
+    with its reward, the group's kind, refill round and use as its `termination` (the page's `group` filter). The log
+    keeps rewards, not conversations: an opened cell shows its group."""
+    log, recs, k = json.loads(Path(path).read_text()), [], 0
+    for e in log.get('steps') or []:
+        for r in step_trace(e):
+            g = e['groups'][r['group']]
+            k = max(k, len(g))
+            kind = f'{r["kind"]}, {r["use"]}' + (f', refill round {r["round"]}' if r['round'] else '')
+            for j, (uid, _, reward) in enumerate(g):
+                err = None if reward is not None else 'a system error (voided; not in the loss)'
+                recs.append(
+                    dict(
+                        task_uid=f'step {r["step"]:04d} group {r["group"]:02d}: {uid}',
+                        domain=uid.split('/')[0],
+                        family=uid.split('/')[1] if '/' in uid else '',
+                        repetition=j,
+                        reward=reward,
+                        termination=kind,
+                        verdict=dict(reward=reward, system_error=err),
+                        trace=dict(r, task=uid),
+                    )
+                )
+    run = Path(path).parent.parent.name if Path(path).parent.name == 'model' else Path(path).parent.name
+    return dict(campaign=f'training {run}', policy=f'{len(log.get("steps") or [])} steps', k=k), recs
