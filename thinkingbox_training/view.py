@@ -402,7 +402,7 @@ def write_view(
 
 @command(pos=['campaign', 'campaign2'])
 def view(
-    campaign: str,  # a campaign directory (its attempts.sqlite, else its attempts.jsonl)
+    campaign: str,  # a campaign directory (its attempts.sqlite, else its attempts.jsonl), or a training run's folder
     campaign2: str = None,  # a second campaign of the same tasks (e.g. the trained policy's), shown beside the first
     out: str = 'view.html',  # the page to write
 ):
