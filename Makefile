@@ -9,7 +9,7 @@ export OMP_NUM_THREADS ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export HF_HUB_OFFLINE ?= 1
 
-.PHONY: install train test test-slow lib readme results clean-venv outputs format
+.PHONY: install train test test-slow lib readme results clean-venv outputs format docs
 
 # The install is redone when pyproject.toml's or the lab's experiments/pyproject.toml's content changes (not their
 # mtime: nbdev-export rewrites them).
@@ -91,3 +91,9 @@ outputs: install
 # Tables and figures of the committed reference run, regenerated from its artifacts (no training).
 results: install
 	$(BIN)/tbt results
+
+# The documentation site, from nbs/ with the notebooks' committed outputs, into _docs/site/ (open _docs/site/index.html;
+# no server needed), its internal links checked. The `docs` extra (MkDocs) is installed into .venv first.
+docs: install
+	$(BIN)/python -c 'import mkdocs, mkdocs_jupyter, mkdocstrings, material' 2>/dev/null || $(BIN)/python -m pip install -q -e ".[docs]"
+	$(BIN)/tbt docs

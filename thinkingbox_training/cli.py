@@ -344,6 +344,7 @@ OPTION_RULES: dict = {  # option (parameter) name -> rule; a value of None is a 
     'trained': existing_dir,
     'host': lambda v: None if v.strip() else 'names no address',
     'campaign': existing_dir,
+    'campaign2': _optional(existing_dir),  # `tbt view`'s second campaign
     'attempt': at_least(0),
     'width': at_least(0),
 }
@@ -355,6 +356,7 @@ COMMAND_RULES: dict = {  # (command, option) -> rule, where the option means som
     ('policy-report', 'out'): _optional(new_file),
     ('policy-speed', 'out'): _optional(new_file),
     ('thinkingbox-bench', 'user'): spec('stand-in'),
+    ('view', 'out'): new_file,  # the page to write
 }
 
 REQUIRED: dict = {
