@@ -213,3 +213,24 @@ def test_the_evaluation_only_guard_fails_closed(site, monkeypatch):
     )
     with pytest.raises(EvaluationOnly, match=r'task a/b/0 may not .* the ruled format .*ZeroDivisionError'):
         refuse_evaluation_only(['a/b/0'], 'a training pool')
+
+
+def test_probe_goes_on_past_a_format_plugin_that_fails_naming_it(site, tmp_path, capsys):
+    "`tbt probe` of JSON Lines tasks with a broken format plugin installed: one line naming it, and the probe runs."
+    from thinkingbox_training.cli import main
+    from thinkingbox_training.tasks import Task, ToolCallSpec, write_tasks
+
+    dist(
+        site,
+        'tbt_plug_broken',
+        '[thinkingbox_training.task_formats]\nbroken = tbt_plug_broken:FORMAT\n',
+        {'tbt_plug_broken.py': 'raise KeyError("half-installed")\n'},
+    )
+    f = tmp_path / 'tasks.jsonl'
+    golden = [ToolCallSpec(name='pay', arguments={'account_id': 'AC-1', 'amount_cents': 1})]
+    write_tasks(
+        [Task(uid='demo/pay/0', domain='demo', family='pay', split='train', query='Pay 1 cent.', golden=golden)], f
+    )
+    assert main(['probe', '--tasks', str(f), '--k', '1', '--out', str(tmp_path / 'p'), '--quiet']) == 0
+    err = [x for x in capsys.readouterr().err.splitlines() if 'broken' in x]
+    assert len(err) == 1 and 'tbt_plug_broken' in err[0] and 'KeyError: half-installed' in err[0], err
