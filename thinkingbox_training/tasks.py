@@ -217,8 +217,10 @@ def get_domain(name: str):
             )
         elif eps:
             _from_entry_point(name, eps[0])
-    if name not in DOMAINS and name in _bundled():
-        importlib.import_module(_bundled_domain_module(name))
+    if name not in DOMAINS and name in _bundled():  # its module's own domain, whether or not its import registered it
+        module = importlib.import_module(_bundled_domain_module(name))
+        if name not in DOMAINS and (dom := getattr(module, name, None)) is not None:
+            register_domain(dom)
     if name not in DOMAINS:
         raise KeyError(f'unknown domain {name!r} (known: {", ".join(available_domains()) or "none"})')
     return DOMAINS[name]

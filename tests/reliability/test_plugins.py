@@ -42,9 +42,13 @@ def site(tmp_path):
     sys.path.remove(str(tmp_path))
     for m in [m for m in sys.modules if m.startswith('tbt_plug')]:
         del sys.modules[m]
-    for reg, was in ((DOMAINS, domains), (TASK_FORMATS, formats), (tasks.UNAVAILABLE, unavailable)):
-        reg.clear()
+    ours = [vars(m) for n, m in list(sys.modules.items()) if n.startswith('thinkingbox_training') and m]
+    for reg, was in ((DOMAINS, domains), (TASK_FORMATS, formats)):  # what the package registered meanwhile stays
+        for n in [n for n in reg if n not in was and not any(reg[n] is v for ns in ours for v in ns.values())]:
+            del reg[n]
         reg.update(was)
+    tasks.UNAVAILABLE.clear()
+    tasks.UNAVAILABLE.update(unavailable)
     tasks._LOADED_GROUPS.clear()
 
 
