@@ -155,43 +155,61 @@ def taken_names(
     before: dict,  # the registry (name -> object) before a plugin's import
     now: dict,  # the registry after it (changed in place, back to what it may hold)
     bundled,  # name -> the bundled module that alone may register that name (None: no module)
-) -> list:
-    """The names a plugin's import took from others: one registered before it (replaced), or one bundled with the
-    package that the bundled module did not register (a `travel` registered as a side effect); each is put back."""
-    taken = []
+    claimed: dict = None,  # name -> who else offers it (another package's entry point)
+) -> dict:
+    """The names a plugin's import took from others, each with whose it is: one registered before it (replaced), one
+    bundled with the package that the bundled module did not register (a `travel` registered as a side effect), or
+    one another package offers; each is put back as it was."""
+    taken, claimed = {}, claimed or {}
     for n in list(now):
         if n in before and now[n] is before[n]:
             continue
         if n in before:
-            taken.append(n)
+            taken[n] = 'bundled with thinkingbox_training' if n in bundled else 'registered before it'
             now[n] = before[n]
         elif n in bundled and not _module_owns(bundled[n], now[n]):
-            taken.append(n)
+            taken[n] = 'bundled with thinkingbox_training'
+            del now[n]
+        elif n in claimed:
+            taken[n] = f'offered by {claimed[n]}'
             del now[n]
     return taken
+
+
+def _unregister(before: dict, now: dict, bundled):
+    "A plugin that failed or was refused registers nothing: the registry as it was, but for what bundled modules added."
+    taken_names(before, now, bundled)
+    for n in set(now) - set(before):
+        if not (n in bundled and _module_owns(bundled[n], now[n])):
+            del now[n]
+
+
+def _claimed(group: str, ep) -> dict:
+    "name -> the entry points of other packages than `ep`'s offering it, in `group`: names `ep`'s import may not take."
+    mine = getattr(ep.dist, 'name', None)
+    return {
+        n: ' and '.join(provider(e) for e in eps if getattr(e.dist, 'name', None) != mine)
+        for n, eps in offers(group).items()
+        if any(getattr(e.dist, 'name', None) != mine for e in eps)
+    }
 
 
 def _from_entry_point(name: str, ep):
     "Load a domain's entry point: a module that registers it when imported, or the domain object itself."
     before = dict(DOMAINS)
     bundled = {n: _bundled_domain_module(n) for n in _bundled()}
+    claimed = _claimed(DOMAIN_GROUP, ep)
     try:
         obj = ep.load()
     except (Exception, SystemExit) as e:  # anything a plugin's import does, exiting included: named, never ours
-        taken_names(before, DOMAINS, bundled)
-        for n in set(DOMAINS) - set(before) - set(bundled):
-            del DOMAINS[n]  # a half-imported plugin registers nothing
+        _unregister(before, DOMAINS, bundled)  # a half-imported plugin registers nothing
         dist = getattr(ep.dist, 'name', '(unknown)')
         raise KeyError(
             f'domain {name!r}: its entry point {ep.value!r} fails to load: {raised(e)} (package {dist})'
         ) from None
-    if taken := taken_names(before, DOMAINS, bundled):
-        for n in set(DOMAINS) - set(before) - set(bundled):
-            del DOMAINS[n]
-        whose = ', '.join(
-            f'{n!r} (bundled with thinkingbox_training)' if n in bundled else f'{n!r} (registered before it)'
-            for n in taken
-        )
+    if taken := taken_names(before, DOMAINS, bundled, claimed):
+        _unregister(before, DOMAINS, bundled)
+        whose = ', '.join(f'{n!r} ({w})' for n, w in taken.items())
         raise KeyError(f'domain {name!r}: {provider(ep)} is refused: importing it registers {whose}')
     if name not in DOMAINS and hasattr(obj, 'provision'):  # the domain object itself: registered under its name
         if getattr(obj, 'name', None) != name:
@@ -285,29 +303,26 @@ def _load_format(name: str, ep):
     "Load one format plugin; a failure or a name or suffix it would take from another is recorded, never raised."
     before = dict(TASK_FORMATS)
     bundled = {'jsonl': None} | {n: m for n, (m, _) in BUNDLED_FORMATS.items()}
+    claimed = _claimed(FORMAT_GROUP, ep)
     try:  # a module registers its format when imported; or the entry point is the TaskFormat itself
         obj = ep.load()
         if isinstance(obj, TaskFormat):
             register_format(obj)  # a name another format has is taken from it: found below, and put back
     except ImportError as e:  # an environment without its dependencies: named where a file of its needs it
-        taken_names(before, TASK_FORMATS, bundled)
+        _unregister(before, TASK_FORMATS, bundled)
         UNAVAILABLE[name] = f'{ep.value}: {e}'  # cannot have loaded tasks here
         return
     except (Exception, SystemExit) as e:  # anything else its import does, exiting included
-        taken_names(before, TASK_FORMATS, bundled)
+        _unregister(before, TASK_FORMATS, bundled)
         UNAVAILABLE[name] = f'task format {name!r} of {provider(ep)} fails to load: {raised(e)}'
         _say(UNAVAILABLE[name] + '; the other formats load')
         return
-    taken = [
-        f'{n!r} of {"thinkingbox_training" if n in bundled else "another"}'
-        for n in taken_names(before, TASK_FORMATS, bundled)
-    ]
+    taken = [f'{n!r} ({w})' for n, w in taken_names(before, TASK_FORMATS, bundled, claimed).items()]
     for n in set(TASK_FORMATS) - set(before):
         f = TASK_FORMATS[n]
         taken += [f'{s} (read by {o.name!r})' for o in before.values() for s in f.suffixes if s in o.suffixes]
     if taken:
-        for n in set(TASK_FORMATS) - set(before) - set(bundled):
-            del TASK_FORMATS[n]
+        _unregister(before, TASK_FORMATS, bundled)
         UNAVAILABLE[name] = f'task format {name!r} of {provider(ep)} is refused: it takes {", ".join(taken)}'
         _say(UNAVAILABLE[name])
 

@@ -110,6 +110,29 @@ def test_two_packages_offering_one_name_are_refused_naming_both(site, capfd):
     assert not [m for m in sys.modules if m.startswith('tbt_plug')]  # refused before importing either
 
 
+def test_a_plugin_cannot_take_a_name_another_package_offers_as_a_side_effect(site):
+    "Importing one package's domain registers a name another package offers: refused, naming that package."
+    dist(
+        site,
+        'tbt_plug_first',
+        '[thinkingbox_training.domains]\nalpha = tbt_plug_first:alpha\n',
+        {
+            'tbt_plug_first.py': 'from thinkingbox_training.tasks import register_domain\n'
+            'class D:\n    def __init__(self, n): self.name = n\n    def provision(self): pass\n'
+            "alpha = register_domain(D('alpha'))\nregister_domain(D('beta'))\n"
+        },
+    )
+    dist(
+        site,
+        'tbt_plug_second',
+        '[thinkingbox_training.domains]\nbeta = tbt_plug_second:beta\n',
+        {'tbt_plug_second.py': "class D:\n    name = 'beta'\n    def provision(self): pass\nbeta = D()\n"},
+    )
+    with pytest.raises(KeyError, match=r"'beta' \(offered by the entry point beta = tbt_plug_second:beta of package "):
+        get_domain('alpha')
+    assert 'alpha' not in DOMAINS and get_domain('beta').__module__ == 'tbt_plug_second'
+
+
 def test_a_format_plugin_cannot_take_a_bundled_name_or_suffix(site, capfd):
     "Offered as `jsonl`, reading `.yaml` (the ThinkingBox format's), or registering `thinkingbox` as it is imported."
     jsonl, thinkingbox = TASK_FORMATS['jsonl'], tasks._bundled_rule('thinkingbox')
@@ -136,7 +159,7 @@ def test_a_format_plugin_cannot_take_a_bundled_name_or_suffix(site, capfd):
     assert tasks.format_of('t.yaml').name == 'thinkingbox'
     err = capfd.readouterr().err
     for name, says in (('jsonl', 'thinkingbox_training'), ('yamlish', ".yaml (read by 'thinkingbox')"),
-                       ('sneaky', "'thinkingbox' of thinkingbox_training")):  # fmt: skip
+                       ('sneaky', "'thinkingbox' (bundled with thinkingbox_training)")):  # fmt: skip
         line = [x for x in err.splitlines() if f"task format '{name}'" in x]
         assert len(line) == 1 and 'tbt_plug_greedy' in line[0] and says in line[0], (name, err)
 
