@@ -23,10 +23,12 @@ def tasks(n=3):
 
 
 def listing(d: Path) -> dict:
-    return {
+    "Each file's size, modification time and bytes, and the folder's own modification time (a file made and removed)."
+    files = {
         p.name: (p.stat().st_size, p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
         for p in sorted(d.iterdir())
     }
+    return {**files, '.': d.stat().st_mtime_ns}
 
 
 def test_reading_a_campaign_leaves_its_directory_as_it_found_it(tmp_path, capsys):
