@@ -4,7 +4,7 @@
 
 # %% ../nbs/08_campaigns.ipynb #c002
 from __future__ import annotations
-import collections, errno, hashlib, inspect, json, os, sqlite3, sys, time
+import collections, errno, hashlib, inspect, json, os, sqlite3, stat, sys, time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from .cli import command
@@ -16,10 +16,10 @@ from .budgets import BUDGETS, apply_budgets, budgets_record
 from . import metrics
 
 # %% auto #0
-__all__ = ['TRAINING_SEED', 'LOST_STORE', 'CampaignError', 'storage_problem', 'disk_full', 'AttemptStore', 'make_judge',
-           'RunSpec', 'export_jsonl', 'CampaignLock', 'read_meta', 'refuse_defective', 'run_campaign',
-           'campaign_records', 'agent_exceptions', 'load_campaign', 'idle_cores', 'default_shards', 'recipe_budgets',
-           'evaluate', 'probe', 'aggregate', 'compare', 'show_attempt', 'pick_attempt', 'show']
+__all__ = ['TRAINING_SEED', 'LOST_STORE', 'CampaignError', 'storage_problem', 'disk_full', 'refuse_link', 'open_for_writing',
+           'AttemptStore', 'make_judge', 'RunSpec', 'export_jsonl', 'CampaignLock', 'read_meta', 'refuse_defective',
+           'run_campaign', 'campaign_records', 'agent_exceptions', 'load_campaign', 'idle_cores', 'default_shards',
+           'recipe_budgets', 'evaluate', 'probe', 'aggregate', 'compare', 'show_attempt', 'pick_attempt', 'show']
 
 # %% ../nbs/08_campaigns.ipynb #c004
 class CampaignError(RuntimeError):
@@ -48,6 +48,48 @@ def disk_full(where, e) -> CampaignError:
     )
 
 
+def refuse_link(path: Path):
+    """`CampaignError` naming `path` when something other than a plain file stands there (a symbolic link above all):
+    a campaign writes only its own files, never through a link planted in their place."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+        what = (
+            'a symbolic link'
+            if stat.S_ISLNK(st.st_mode)
+            else 'a hard link (a file with other names)'
+            if stat.S_ISREG(st.st_mode)
+            else 'not a plain file'
+        )
+        raise CampaignError(
+            f'{path} is {what}: a campaign writes its own files and follows no link; nothing was written '
+            'through it. Remove it (or run into another --out)'
+        )
+
+
+def open_for_writing(path: Path, truncate: bool = False) -> int:
+    """A file descriptor of `path` for reading and writing, created if missing: the one way a campaign opens a file of
+    its directory to write it. Never through a link (`O_NOFOLLOW`, after `refuse_link`), never a file with other
+    names."""
+    refuse_link(path)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        if e.errno == errno.ELOOP:  # a link planted between the check and the open
+            refuse_link(path)
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+        os.close(fd)
+        refuse_link(path)
+        raise CampaignError(f'{path} is not a plain file of its own: nothing was written to it')
+    if truncate:
+        os.ftruncate(fd, 0)
+    return fd
+
+
 def _writable(path: Path) -> bool:
     "Whether `path` (or, not there yet, its folder) can be written: a read-only mount says no even to root."
     return os.access(path if path.exists() else path.parent, os.W_OK) and os.access(path.parent, os.W_OK)
@@ -67,6 +109,8 @@ class AttemptStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             if not _writable(self.path):
                 raise self._readonly('no write permission')
+            for f in ('', '-wal', '-shm', '-journal'):  # SQLite opens them by name: none may be a planted link
+                refuse_link(self.path.with_name(self.path.name + f))
             # shards write to one store: a writer waits (up to a minute) for another's transaction to commit
             self.db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False, timeout=60)
         try:  # check before anything is written: a damaged store is left as it is
@@ -88,12 +132,17 @@ class AttemptStore:
             raise self._damaged(e) from None
 
     def _open_readonly(self):
-        "A connection that cannot write; in a folder it cannot write to either, SQLite's immutable mode (no WAL left)."
+        """A connection that cannot write and leaves the folder as it found it. A closed store (no `-wal` beside it:
+        every attempt is in the file itself) is read in SQLite's immutable mode, which creates nothing (`mode=ro`
+        alone makes a WAL database's `-wal` and `-shm`); a store with a `-wal` (a run holds it, or one was killed) is
+        read through that WAL, which exists already."""
         if not self.path.exists():
             raise CampaignError(f'{self.path}: no such store')
         from urllib.parse import quote
 
         uri = f'file:{quote(str(self.path.resolve()))}'  # a '?' or '#' in a folder's name is not the URI's
+        if not self.path.with_name(self.path.name + '-wal').exists():
+            return sqlite3.connect(uri + '?mode=ro&immutable=1', uri=True, check_same_thread=False)
         db = sqlite3.connect(uri + '?mode=ro', uri=True, check_same_thread=False)
         try:
             db.execute('SELECT count(*) FROM sqlite_master').fetchone()  # reads: a WAL index it cannot make fails here
@@ -269,12 +318,17 @@ class RunSpec:
 
     @classmethod
     def from_recipe(cls, path: str) -> RunSpec:
-        """The spec of a training recipe (YAML) without loading training: its values over the defaults training
-        takes for what it leaves out (`tests/test_judge.py` checks both readings agree on every shipped recipe). A
-        recipe that does not state its budgets is refused: a probe for a run follows the budgets it states."""
-        import types, yaml
+        """The spec of a training recipe (YAML), checked as training checks it (`grpo.check_recipe`, no model
+        loaded): its values over the defaults training takes for what it leaves out (`tests/test_judge.py` checks both
+        readings agree on every shipped recipe). A recipe that does not state its budgets is refused: a probe for a
+        run follows the budgets it states."""
+        import types
+        from thinkingbox_training.grpo import ConfigError, check_recipe
 
-        r = yaml.safe_load(Path(path).read_text()) or {}
+        try:  # every key and value as training checks them: an unknown key (did you mean), a wrong type, bad YAML
+            r = check_recipe(path)
+        except ConfigError as e:
+            raise SystemExit(str(e)) from None
         if missing := [f for f in BUDGETS if f not in r]:
             raise SystemExit(f'{path} does not state {", ".join(missing)}: a probe follows the budgets it states')
         d, s = cls(), SamplingConfig()
@@ -309,9 +363,11 @@ def _sha(paths) -> str:
 def _atomic_write(path: Path, text: str):
     "Write `text` to `path` through a temporary file and a rename: the old file stays whole if the write fails."
     tmp = path.with_name(path.name + '.tmp')
+    fd = open_for_writing(tmp, truncate=True)  # a link planted as the temporary file is refused, left as it is
     try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
+        with os.fdopen(fd, 'w') as f:
+            f.write(text)
+        os.replace(tmp, path)  # replaces what stands at `path`, a link included, without following it
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -335,7 +391,7 @@ class CampaignLock:
     def __enter__(self):
         import fcntl
 
-        self.f = open(self.path, 'a+')
+        self.f = os.fdopen(open_for_writing(self.path), 'r+')  # a link planted as the lock: refused, never followed
         try:
             fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -387,6 +443,12 @@ def read_meta(out: str | Path) -> dict:
 def _resume_check(out: Path, old: dict, meta: dict):
     "Refuse to resume a campaign with anything that changes verdicts different from what it was started with."
     diff = [f for f in meta if f in old and old[f] != meta[f]]
+    if diff == ['campaign']:  # the same campaign under another name: a renamed folder, which may be adopted
+        raise CampaignError(
+            f'{out} holds campaign {old["campaign"]!r}, not {meta["campaign"]!r}: if the folder was renamed, '
+            f'--adopt resumes it as {meta["campaign"]!r} (its stored attempts relabelled, nothing else changed); '
+            'otherwise use another --out'
+        )
     if diff:
         short = lambda v: json.dumps(v, default=str)[:120]
         show = '; '.join(f'{f}: stored {short(old[f])}, now {short(meta[f])}' for f in diff)
@@ -429,6 +491,7 @@ def run_campaign(
     shards: int = 1,  # worker processes, each running its share of the attempts (see below)
     lost_store: str = 'refuse',  # `out` holds an export but no store: refuse, rebuild or regenerate (below)
     spec: RunSpec = None,  # the run's spec in place of `user`, `sampling`, `grader` and `budgets`
+    adopt: bool = False,  # `out` holds this campaign under another name (a renamed folder): relabel it as `name`
 ) -> dict:
     "Run (or resume) tasks x k attempts into `out`; returns counts of what this invocation did and what is left."
     if spec is None:
@@ -464,6 +527,7 @@ def run_campaign(
                 runner_kw=runner_kw,
                 shards=shards,
                 lost_store=lost_store,
+                adopt=adopt,
             )
     except (OSError, sqlite3.OperationalError) as e:  # the disk under the campaign: one line that says what to do
         kind = storage_problem(e)
@@ -532,6 +596,7 @@ def _run_locked(
     runner_kw: dict,
     shards: int,
     lost_store: str,
+    adopt: bool = False,
 ):
     name = name or out.name
     sampling, user, budgets = spec.sampling, spec.user, spec.budgets
@@ -563,7 +628,10 @@ def _run_locked(
     mpath = out / 'campaign.json'
     lost = _lost_store(out, lost_store)  # an export without its store: refused unless told what to do
     if mpath.exists():
-        _resume_check(out, read_meta(out), meta)
+        old = read_meta(out)
+        if adopt and old['campaign'] != name:
+            old = _adopt(out, old, name)
+        _resume_check(out, old, meta)
     if lost == 'regenerate':
         print(
             f'({out}: no attempts.sqlite beside its export: every attempt runs again, and the export is replaced '
@@ -631,6 +699,38 @@ def _run_locked(
         'system_errors': dict(kinds.most_common()),
         'stats': stats,
     }
+
+
+def _adopt(out: Path, old: dict, name: str) -> dict:
+    """A renamed campaign directory taken under its new name: its stored attempts and invocations relabelled in one
+    transaction, then campaign.json; the export follows when the run ends. Run again after a crash, it completes."""
+    if (out / 'attempts.sqlite').exists():
+        store = AttemptStore(out / 'attempts.sqlite')
+        try:
+            if store.db.execute('SELECT 1 FROM attempts WHERE campaign=? LIMIT 1', (name,)).fetchone():
+                n = store.db.execute('SELECT count(*) FROM attempts WHERE campaign=?', (old['campaign'],)).fetchone()
+                if n[0]:
+                    raise CampaignError(
+                        f'{out / "attempts.sqlite"} holds attempts of both {old["campaign"]!r} and {name!r}: '
+                        'nothing was relabelled; run into another --out'
+                    )
+            store.db.execute('BEGIN IMMEDIATE')
+            try:
+                store.db.execute(
+                    "UPDATE attempts SET campaign=?, record=json_set(record, '$.campaign', ?) WHERE campaign=?",
+                    (name, name, old['campaign']),
+                )
+                store.db.execute('UPDATE invocations SET campaign=? WHERE campaign=?', (name, old['campaign']))
+                store.db.execute('COMMIT')
+            except BaseException:
+                store.db.execute('ROLLBACK')
+                raise
+        finally:
+            store.close()
+    new = {**old, 'campaign': name}
+    _write_json(out / 'campaign.json', new)
+    print(f'({out}: campaign {old["campaign"]!r} adopted as {name!r})', file=sys.stderr)
+    return new
 
 
 def _judge_name(grader: Grader) -> str | None:
@@ -1026,6 +1126,7 @@ def evaluate(
     tool_transport: str = 'mcp',  # the tools' transport: mcp (a real MCP session per episode) or inprocess
     recipe: str = None,  # a training recipe (YAML): run under its budgets and sampling, not the tasks'
     shards: int = None,  # worker processes sharing the attempts (one a core; None: default_shards); same results
+    adopt: bool = False,  # OUT was renamed: resume it under its new name (its stored attempts relabelled)
     rebuild_store: bool = False,
 ):  # OUT lost attempts.sqlite: rebuild it from attempts.jsonl, run what it lacks
     "Run (or resume) an evaluation campaign: every task x k attempts into a crash-proof store (each task's own limits)."
@@ -1057,6 +1158,7 @@ def evaluate(
             runner_kw={'tool_transport': tool_transport},
             shards=shards,
             lost_store='rebuild' if rebuild_store else 'refuse',
+            adopt=adopt,
         )
     except CampaignError as e:
         print(f'tbt evaluate: {e}', file=sys.stderr)
@@ -1086,6 +1188,7 @@ def probe(
     quiet: bool = False,
     recipe: str = None,  # the training recipe: probe under its budgets and sampling (recommended)
     shards: int = None,  # worker processes sharing the attempts (one a core; None: default_shards); same results
+    adopt: bool = False,  # OUT was renamed: resume it under its new name (its stored attempts relabelled)
     rebuild_store: bool = False,
 ):  # OUT lost attempts.sqlite: rebuild it from attempts.jsonl, run what it lacks
     "Probe the training tasks with the base policy (k attempts each): the input of `tbt select`."
@@ -1106,6 +1209,7 @@ def probe(
         recipe=recipe,
         tool_transport='inprocess',  # the texts of MCP without its transport (tests/test_tools.py)
         shards=shards,
+        adopt=adopt,
         rebuild_store=rebuild_store,
     )
 

@@ -4,19 +4,19 @@
 
 # %% ../nbs/01_tasks.ipynb #c002
 from __future__ import annotations
-import codecs, importlib, importlib.metadata, importlib.util, json
+import codecs, importlib, importlib.metadata, importlib.util, json, sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 # %% auto #0
-__all__ = ['DOMAINS', 'DOMAIN_GROUP', 'FORMAT_GROUP', 'TASK_FORMATS', 'UNAVAILABLE', 'UserSpec', 'ToolCallSpec', 'RubricItem',
-           'Limits', 'Task', 'register_domain', 'entry_points', 'available_domains', 'get_domain', 'TaskProblem',
-           'TaskFileError', 'TaskFormat', 'register_format', 'task_formats', 'format_of', 'check_task', 'parse_tasks',
-           'load_tasks', 'write_tasks', 'BenchmarkOverlap', 'assert_disjoint', 'EvaluationOnly', 'evaluation_only',
-           'refuse_evaluation_only', 'read_uids', 'exclude', 'split_tasks', 'Family', 'generate_tasks',
-           'generate_tasks_cli']
+__all__ = ['DOMAINS', 'DOMAIN_GROUP', 'FORMAT_GROUP', 'TASK_FORMATS', 'BUNDLED_FORMATS', 'UNAVAILABLE', 'UserSpec',
+           'ToolCallSpec', 'RubricItem', 'Limits', 'Task', 'register_domain', 'offers', 'entry_points', 'provider',
+           'raised', 'available_domains', 'taken_names', 'get_domain', 'TaskProblem', 'TaskFileError', 'TaskFormat',
+           'register_format', 'task_formats', 'format_of', 'check_task', 'parse_tasks', 'load_tasks', 'write_tasks',
+           'BenchmarkOverlap', 'assert_disjoint', 'EvaluationOnly', 'evaluation_only', 'refuse_evaluation_only',
+           'read_uids', 'exclude', 'split_tasks', 'Family', 'generate_tasks', 'generate_tasks_cli']
 
 # %% ../nbs/01_tasks.ipynb #c004
 class _Strict(BaseModel):
@@ -93,9 +93,41 @@ def register_domain(domain):
     return domain
 
 
+def offers(group: str) -> dict:
+    """name -> the entry points of `group` offering it, as installed packages declare them (read from their metadata
+    at each call); one offer per distinct target, so a package installed twice is not two offers."""
+    out = {}
+    for ep in importlib.metadata.entry_points(group=group):
+        if all(e.value != ep.value for e in out.setdefault(ep.name, [])):
+            out[ep.name].append(ep)
+    return out
+
+
 def entry_points(group: str) -> dict:
-    "name -> entry point of `group`, as installed packages declare them (read from their metadata at each call)."
-    return {ep.name: ep for ep in importlib.metadata.entry_points(group=group)}
+    "name -> entry point of `group`, for the names exactly one package offers (`offers` lists them all)."
+    return {n: eps[0] for n, eps in offers(group).items() if len(eps) == 1}
+
+
+def provider(ep) -> str:
+    "Who offers an entry point, as its user finds it: the line of its metadata that declares it, and the package."
+    dist = getattr(ep, 'dist', None)
+    return f'the entry point {ep.name} = {ep.value} of package {dist.name if dist else "(unknown)"}'
+
+
+def raised(e: BaseException) -> str:
+    "What a plugin raised, as one line: its type and the first line of its message."
+    msg = str(e.args[0] if isinstance(e, KeyError) and e.args else e).strip().splitlines()
+    return f'{type(e).__name__}: {msg[0]}' if msg else type(e).__name__
+
+
+_SAID: set = set()
+
+
+def _say(msg: str):
+    "A plugin refused or failed: one line on stderr, once a process; what else is installed goes on loading."
+    if msg not in _SAID:
+        _SAID.add(msg)
+        print(f'tbt: {msg}', file=sys.stderr)
 
 
 def _bundled() -> list[str]:
@@ -104,17 +136,81 @@ def _bundled() -> list[str]:
     return sorted(p.stem for d in where for p in Path(d).glob('*.py') if not p.stem.startswith('_'))
 
 
+def _bundled_domain_module(name: str) -> str:
+    return f'thinkingbox_training.domains.{name}'
+
+
 def available_domains() -> list[str]:
     "Every domain name `get_domain` can return: registered, offered by an entry point, or shipped with the package."
-    return sorted(set(DOMAINS) | set(entry_points(DOMAIN_GROUP)) | set(_bundled()))
+    return sorted(set(DOMAINS) | set(offers(DOMAIN_GROUP)) | set(_bundled()))
+
+
+def _module_owns(module: str | None, obj) -> bool:
+    "Whether `obj` is one of the module-level objects of `module` (imported already): what that module registered."
+    m = sys.modules.get(module) if module else None
+    return m is not None and any(v is obj for v in vars(m).values())
+
+
+def taken_names(
+    before: dict,  # the registry (name -> object) before a plugin's import
+    now: dict,  # the registry after it (changed in place, back to what it may hold)
+    bundled,  # name -> the bundled module that alone may register that name (None: no module)
+    claimed: dict = None,  # name -> who else offers it (another package's entry point)
+) -> dict:
+    """The names a plugin's import took from others, each with whose it is: one registered before it (replaced), one
+    bundled with the package that the bundled module did not register (a `travel` registered as a side effect), or
+    one another package offers; each is put back as it was."""
+    taken, claimed = {}, claimed or {}
+    for n in list(now):
+        if n in before and now[n] is before[n]:
+            continue
+        if n in before:
+            taken[n] = 'bundled with thinkingbox_training' if n in bundled else 'registered before it'
+            now[n] = before[n]
+        elif n in bundled and not _module_owns(bundled[n], now[n]):
+            taken[n] = 'bundled with thinkingbox_training'
+            del now[n]
+        elif n in claimed:
+            taken[n] = f'offered by {claimed[n]}'
+            del now[n]
+    return taken
+
+
+def _unregister(before: dict, now: dict, bundled):
+    "A plugin that failed or was refused registers nothing: the registry as it was, but for what bundled modules added."
+    taken_names(before, now, bundled)
+    for n in set(now) - set(before):
+        if not (n in bundled and _module_owns(bundled[n], now[n])):
+            del now[n]
+
+
+def _claimed(group: str, ep) -> dict:
+    "name -> the entry points of other packages than `ep`'s offering it, in `group`: names `ep`'s import may not take."
+    mine = getattr(ep.dist, 'name', None)
+    return {
+        n: ' and '.join(provider(e) for e in eps if getattr(e.dist, 'name', None) != mine)
+        for n, eps in offers(group).items()
+        if any(getattr(e.dist, 'name', None) != mine for e in eps)
+    }
 
 
 def _from_entry_point(name: str, ep):
     "Load a domain's entry point: a module that registers it when imported, or the domain object itself."
+    before = dict(DOMAINS)
+    bundled = {n: _bundled_domain_module(n) for n in _bundled()}
+    claimed = _claimed(DOMAIN_GROUP, ep)
     try:
         obj = ep.load()
-    except Exception as e:
-        raise KeyError(f'domain {name!r}: its entry point {ep.value!r} fails to load: {type(e).__name__}: {e}') from e
+    except (Exception, SystemExit) as e:  # anything a plugin's import does, exiting included: named, never ours
+        _unregister(before, DOMAINS, bundled)  # a half-imported plugin registers nothing
+        dist = getattr(ep.dist, 'name', '(unknown)')
+        raise KeyError(
+            f'domain {name!r}: its entry point {ep.value!r} fails to load: {raised(e)} (package {dist})'
+        ) from None
+    if taken := taken_names(before, DOMAINS, bundled, claimed):
+        _unregister(before, DOMAINS, bundled)
+        whose = ', '.join(f'{n!r} ({w})' for n, w in taken.items())
+        raise KeyError(f'domain {name!r}: {provider(ep)} is refused: importing it registers {whose}')
     if name not in DOMAINS and hasattr(obj, 'provision'):  # the domain object itself: registered under its name
         if getattr(obj, 'name', None) != name:
             raise KeyError(f'domain {name!r}: its entry point {ep.value!r} gives a domain named {obj.name!r}')
@@ -122,11 +218,27 @@ def _from_entry_point(name: str, ep):
 
 
 def get_domain(name: str):
-    "The domain `name`: registered, else loaded from its entry point or its bundled module on first use."
-    if name not in DOMAINS and (ep := entry_points(DOMAIN_GROUP).get(name)) is not None:
-        _from_entry_point(name, ep)
-    if name not in DOMAINS and name in _bundled():
-        importlib.import_module(f'thinkingbox_training.domains.{name}')
+    """The domain `name`: registered, else loaded from its entry point or its bundled module on first use. A bundled
+    name is the bundled domain's: a package offering it too is refused in one line; a name two packages offer is
+    refused, naming both."""
+    if name not in DOMAINS:
+        eps = [ep for ep in offers(DOMAIN_GROUP).get(name, []) if ep.module != _bundled_domain_module(name)]
+        if eps and name in _bundled():
+            _say(
+                f'domain {name!r} is bundled with thinkingbox_training; {" and ".join(map(provider, eps))} '
+                'offering it too is refused (the bundled one is used): rename that entry point'
+            )
+        elif len(eps) > 1:
+            raise KeyError(
+                f'domain {name!r} is offered by {" and by ".join(map(provider, eps))}: one name, two domains; '
+                'uninstall one, or rename its entry point'
+            )
+        elif eps:
+            _from_entry_point(name, eps[0])
+    if name not in DOMAINS and name in _bundled():  # its module's own domain, whether or not its import registered it
+        module = importlib.import_module(_bundled_domain_module(name))
+        if name not in DOMAINS and (dom := getattr(module, name, None)) is not None:
+            register_domain(dom)
     if name not in DOMAINS:
         raise KeyError(f'unknown domain {name!r} (known: {", ".join(available_domains()) or "none"})')
     return DOMAINS[name]
@@ -172,6 +284,9 @@ class TaskFormat:
 
 
 TASK_FORMATS: dict = {}  # name -> TaskFormat
+# the formats that ship with the package beside JSON Lines: name -> (its module, what each of its task uids holds);
+# imported by name, never through an entry point, so no plugin's state decides whether their rules are asked
+BUNDLED_FORMATS = {'thinkingbox': ('thinkingbox_training.thinkingbox', '.py:')}
 
 
 def register_format(fmt: TaskFormat) -> TaskFormat:
@@ -181,22 +296,74 @@ def register_format(fmt: TaskFormat) -> TaskFormat:
 
 
 _LOADED_GROUPS: set = set()
-UNAVAILABLE: dict = {}  # format name -> why its entry point could not load in this environment
+UNAVAILABLE: dict = {}  # format name -> why it could not load in this environment (or was refused), in one line
+
+
+def _load_format(name: str, ep):
+    "Load one format plugin; a failure or a name or suffix it would take from another is recorded, never raised."
+    before = dict(TASK_FORMATS)
+    bundled = {'jsonl': None} | {n: m for n, (m, _) in BUNDLED_FORMATS.items()}
+    claimed = _claimed(FORMAT_GROUP, ep)
+    try:  # a module registers its format when imported; or the entry point is the TaskFormat itself
+        obj = ep.load()
+        if isinstance(obj, TaskFormat):
+            register_format(obj)  # a name another format has is taken from it: found below, and put back
+    except ImportError as e:  # an environment without its dependencies: named where a file of its needs it
+        _unregister(before, TASK_FORMATS, bundled)
+        UNAVAILABLE[name] = f'{ep.value}: {e}'  # cannot have loaded tasks here
+        return
+    except (Exception, SystemExit) as e:  # anything else its import does, exiting included
+        _unregister(before, TASK_FORMATS, bundled)
+        UNAVAILABLE[name] = f'task format {name!r} of {provider(ep)} fails to load: {raised(e)}'
+        _say(UNAVAILABLE[name] + '; the other formats load')
+        return
+    taken = [f'{n!r} ({w})' for n, w in taken_names(before, TASK_FORMATS, bundled, claimed).items()]
+    for n in set(TASK_FORMATS) - set(before):
+        f = TASK_FORMATS[n]
+        taken += [f'{s} (read by {o.name!r})' for o in before.values() for s in f.suffixes if s in o.suffixes]
+    if taken:
+        _unregister(before, TASK_FORMATS, bundled)
+        UNAVAILABLE[name] = f'task format {name!r} of {provider(ep)} is refused: it takes {", ".join(taken)}'
+        _say(UNAVAILABLE[name])
+
+
+def _bundled_formats():
+    "Import the bundled formats' modules (each registers its format); one whose import fails is named in UNAVAILABLE."
+    for name in BUNDLED_FORMATS:
+        try:
+            fmt = _bundled_format(name)
+        except (Exception, SystemExit) as e:  # e.g. an environment without torch (OpenEnv's)
+            UNAVAILABLE[name] = f'{BUNDLED_FORMATS[name][0]}: {raised(e)}'
+        else:
+            TASK_FORMATS[name] = fmt  # the module's own, whatever the registry held
+
+
+def _bundled_format(name: str) -> TaskFormat:
+    "A bundled format, from its own module (imported by name), whatever the registry holds."
+    module = importlib.import_module(BUNDLED_FORMATS[name][0])
+    # (a TaskFormat by its fields: the class a notebook defines is not the module's)
+    return next(v for v in vars(module).values() if getattr(v, 'name', None) == name and hasattr(v, 'suffixes'))
 
 
 def task_formats() -> dict:
-    "The registered task formats, with those offered by entry points loaded first (once a process)."
+    """The registered task formats: the bundled ones, then those offered by entry points (once a process). A plugin
+    that fails to load, or offers a name or a suffix another format has, is named in one line and left out; the others
+    load."""
     if FORMAT_GROUP not in _LOADED_GROUPS:
         _LOADED_GROUPS.add(FORMAT_GROUP)
-        for name, ep in entry_points(FORMAT_GROUP).items():
-            if name not in TASK_FORMATS:
-                try:  # a module registers its format when imported; or the entry point is the TaskFormat itself
-                    obj = ep.load()
-                except ImportError as e:  # an environment without its dependencies (e.g. OpenEnv's, no torch)
-                    UNAVAILABLE[name] = f'{ep.value}: {e}'  # cannot have loaded tasks here, so has none to refuse
-                    continue
-                if isinstance(obj, TaskFormat):
-                    register_format(obj)
+        _bundled_formats()
+        for name, eps in offers(FORMAT_GROUP).items():
+            eps = [ep for ep in eps if ep.module != BUNDLED_FORMATS.get(name, (None,))[0]]  # ours: loaded above
+            if not eps:
+                continue
+            if name == 'jsonl' or name in BUNDLED_FORMATS or len(eps) > 1:
+                who = (['thinkingbox_training (bundled)'] if name == 'jsonl' or name in BUNDLED_FORMATS else []) + [
+                    provider(ep) for ep in eps
+                ]
+                UNAVAILABLE[name] = f'task format {name!r} is offered by {" and by ".join(who)}: refused'
+                _say(UNAVAILABLE[name] + '; rename one entry point (or uninstall one package)')
+            elif name not in TASK_FORMATS:
+                _load_format(name, eps[0])
     return TASK_FORMATS
 
 
@@ -408,13 +575,34 @@ class EvaluationOnly(BenchmarkOverlap):
     "A task that its licence restricts to evaluation, on its way into probing, a training pool or training."
 
 
+def _bundled_rule(name: str):
+    "The evaluation-only rule of a bundled format, from its own module, whatever is registered."
+    return _bundled_format(name).evaluation_only or (lambda uid: None)
+
+
 def evaluation_only(item) -> str | None:
     """The clause restricting a task (or a task uid) to evaluation, or None. One rule per task format, asked by uid:
     the ThinkingBox format reads its releases' test lists; a loaded task also carries the clause as its
-    `evaluation-only:<why>` tag, which is how a JSON Lines task declares it."""
+    `evaluation-only:<why>` tag, which is how a JSON Lines task declares it. It fails closed: a bundled format's rule
+    is asked from its own module for every uid of its shape, whatever plugins did; a rule that cannot answer (its
+    module does not import here, or it raises) restricts the task."""
     uid = item if isinstance(item, str) else item.uid
-    for fmt in task_formats().values():
-        if fmt.evaluation_only is not None and (clause := fmt.evaluation_only(uid)):
+    for name, (_, mark) in BUNDLED_FORMATS.items():
+        if mark in uid:
+            try:
+                clause = _bundled_rule(name)(uid)
+            except (Exception, SystemExit) as e:
+                return f'the {name} format cannot tell here whether it is for evaluation only ({raised(e)})'
+            if clause:
+                return clause
+    for fmt in list(task_formats().values()):
+        if fmt.evaluation_only is None or fmt.name in BUNDLED_FORMATS:
+            continue
+        try:
+            clause = fmt.evaluation_only(uid)
+        except (Exception, SystemExit) as e:
+            return f'the {fmt.name} format cannot tell whether it is for evaluation only ({raised(e)})'
+        if clause:
             return clause
     tags = [] if isinstance(item, str) else [t.split(':', 1)[1] for t in item.tags if t.startswith('evaluation-only:')]
     return f'{tags[0]} is for evaluation only' if tags else None

@@ -711,10 +711,38 @@ def _now() -> str:
     return time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())
 
 
+def _parts_problem(log) -> str | None:
+    "What keeps `log` from being a parts log (`{'parts': {PART: {'invocations': [{...}, ...]}}}`), or None."
+    if not isinstance(log, dict) or not isinstance(log.get('parts'), dict):
+        return 'not an object with a "parts" object'
+    for p, v in log['parts'].items():
+        invs = v.get('invocations') if isinstance(v, dict) else None
+        if not isinstance(invs, list) or not all(isinstance(i, dict) for i in invs):
+            return f'part {p} has no list of invocations'
+        for i in invs:
+            if not isinstance(i.get('stages', {}), dict) or type(i.get('wall_s', 0)) not in (int, float):
+                return f'an invocation of part {p} has no stages object or no numeric wall_s'
+    return None
+
+
 def read_parts(study: Study) -> dict:
-    "parts.json: part -> its invocations, each with its stages' wall times; and the total wall time of each part."
+    """parts.json: part -> its invocations, each with its stages' wall times; and the total wall time of each part.
+    A damaged one (not JSON, empty, cut, another shape) is refused in one line naming it, and left as it is."""
     f = study.path / 'parts.json'
-    return json.loads(f.read_text()) if f.exists() else {'parts': {}}
+    if not f.exists():
+        return {'parts': {}}
+    try:
+        log = json.loads(f.read_bytes())
+    except (ValueError, RecursionError) as e:  # not JSON, not UTF-8, cut, empty, nested past the parser's depth
+        why = f'{type(e).__name__}: {str(e).splitlines()[0] if str(e) else "nested too deeply"}'
+    else:
+        why = _parts_problem(log)
+    if why:
+        raise SystemExit(
+            f'{f} is damaged ({why}); it was left as it is. Restore it from a copy, or move it away to start '
+            "the parts' log over (the stages' results are not in it: what is done stays done)"
+        )
+    return log
 
 
 def _write_parts(study: Study, log: dict):
