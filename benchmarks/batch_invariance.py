@@ -107,7 +107,8 @@ if __name__ == '__main__':
         lps = sum(x[1] != y[1] for x, y in zip(together, alone))
         out[name] = (toks, lps, cpu)
         print(
-            f'{name} (MIN_ROWS={rows}): {len(jobs)} episodes at concurrency {a.concurrency} '
+            f'{name} (MIN_ROWS={rows}, linear layers padded to {"rows_needed" if name == "exact" else 1}): '
+            f'{len(jobs)} episodes at concurrency {a.concurrency} '
             f'against one at a time: tokens differ in {toks}, logprobs in {lps}; process CPU at concurrency '
             f'{a.concurrency} {cpu:.1f} s'
         )
