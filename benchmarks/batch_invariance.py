@@ -4,13 +4,15 @@
 
 1. Kernel facts on this machine (float32, this torch's BLAS): for a linear layer of the shipped model's shapes and
    for a batched product, the row counts M at which row 0 differs (to the last bit) from the same row computed among
-   64 rows; for attention's normaliser and values (a sum and a product over positions, the positions past the live
-   ones masked zeros), the row counts M and lengths K at which row 0 differs from M=8, K=256, summed in one go and in
-   blocks of 256 positions (what the sampler does).
+   64 rows; for each linear layer shape of the shipped model, the rows its products need (`rows_needed`, what the
+   sampler pads a product of fewer rows to); for attention's normaliser and values (a sum and a product over
+   positions, the positions past the live ones masked zeros), the row counts M and lengths K at which row 0 differs
+   from M=8, K=256, summed in one go and in blocks of 256 positions (what the sampler does).
 2. A campaign check with the shipped policy: --episodes bench episodes (up to 4 turns of up to 96 tokens) run at
-   --concurrency and again one at a time, with the sampler as it is (`MIN_ROWS` 4) and with few-row products not
-   padded (`MIN_ROWS` 1). Per setting: attempts whose tokens differ, attempts whose logprobs differ in any bit, and
-   the process CPU of the concurrent run.
+   --concurrency and again one at a time, with the sampler as it is (each linear layer's products padded to the rows
+   it needs, attention's few query rows to `MIN_ROWS` 4) and with few-row products not padded (`MIN_ROWS` 1). Per
+   setting: attempts whose tokens differ, attempts whose logprobs differ in any bit, and the process CPU of the
+   concurrent run.
 The last lines are `differing_tokens_exact=<n>` `differing_logprobs_exact=<n>`, the same with `_off`, and
 `exact_cpu_ratio=<process CPU with the padding / without>`.
 """
@@ -60,10 +62,13 @@ def inner_length_changes(blocks: bool, step: int = 256) -> str:
     return f'{len(bad)} of 16 (M, K) differ {bad[:4]}'
 
 
-def kernel_facts():
+def kernel_facts(model):
     lin = torch.nn.Linear(192, 576, bias=False)
     with torch.no_grad():
         print(f'linear 192->576: row 0 differs from its value among 64 rows at M = {row_counts_that_differ(lin, 192)}')
+        shapes = {(m.in_features, m.out_features): m for m in model.modules() if isinstance(m, torch.nn.Linear)}
+        need = ', '.join(f'{i}->{o}: {policies.rows_needed(m)}' for (i, o), m in sorted(shapes.items()))
+        print(f"rows a linear layer's products need (the shipped model's shapes): {need}")
         w = torch.randn(2, 32, 1500)
         bmm = lambda x: (x.view(1, -1, 32).expand(2, -1, -1) @ w)[0]
         print(f'batched product (K=32, N=1500): differs at M = {row_counts_that_differ(bmm, 32)}')
@@ -85,27 +90,29 @@ if __name__ == '__main__':
     p.add_argument('--concurrency', type=int, default=16)
     a = p.parse_args()
     torch.manual_seed(0)
-    kernel_facts()
     pol = HFPolicy(a.model, sampling=SamplingConfig(temperature=1.0, max_tokens=96, seed=0))
+    kernel_facts(pol.model)
     lim = Limits(max_turns=4, max_tokens_per_turn=96, max_episode_tokens=8192, wall_clock_s=3600)
     tasks = [t for d in ('travel', 'retail') for t in generate_tasks(d, 'bench', seed=11, n=8)]
     random.Random(0).shuffle(tasks)
     jobs = [(t.model_copy(update={'limits': lim}), rep) for rep, t in enumerate((tasks * 8)[: a.episodes])]
-    exact = policies.MIN_ROWS
+    exact, needed = policies.MIN_ROWS, policies.rows_needed
     out = {}
     for name, rows in (('exact', exact), ('off', 1)):
         policies.MIN_ROWS = rows
+        policies.rows_needed = needed if name == 'exact' else lambda layer: 1
         together, cpu = campaign(pol, jobs, a.concurrency)
         alone, _ = campaign(pol, jobs, 1)
         toks = sum(x[0] != y[0] for x, y in zip(together, alone))
         lps = sum(x[1] != y[1] for x, y in zip(together, alone))
         out[name] = (toks, lps, cpu)
         print(
-            f'{name} (MIN_ROWS={rows}): {len(jobs)} episodes at concurrency {a.concurrency} '
+            f'{name} (MIN_ROWS={rows}, linear layers padded to {"rows_needed" if name == "exact" else 1}): '
+            f'{len(jobs)} episodes at concurrency {a.concurrency} '
             f'against one at a time: tokens differ in {toks}, logprobs in {lps}; process CPU at concurrency '
             f'{a.concurrency} {cpu:.1f} s'
         )
-    policies.MIN_ROWS = exact
+    policies.MIN_ROWS, policies.rows_needed = exact, needed
     for name, (toks, lps, _) in out.items():
         print(f'differing_tokens_{name}={toks}')
         print(f'differing_logprobs_{name}={lps}')

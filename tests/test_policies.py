@@ -173,3 +173,22 @@ def test_a_kept_cache_gives_the_very_logprobs_of_a_fresh_feed(pol, prompts):
     fresh = HFPolicy(pol.model, pol.tokenizer, p.sampling).sample(second, [5, 6, 7, 8])
     assert [(g.token_ids, g.logprobs) for g in kept] == [(g.token_ids, g.logprobs) for g in fresh]
     assert sum(len(g.token_ids) for g in first) > 40  # the kept caches hold sampled tokens
+
+
+def test_a_linear_layer_gives_a_row_the_same_numbers_however_many_rows_share_its_product(pol):
+    """While the sampler runs (`exact_rows`), each linear layer of the shipped model gives a row the very numbers, to
+    the last bit, whether its product holds 1 to 40 rows or 64: the rows a product needs are measured on this machine
+    (a BLAS picks its kernel by the row count, and where it switches depends on the CPU and the shape)."""
+    from thinkingbox_training.policies import exact_rows
+
+    layers = {(m.in_features, m.out_features): m for m in pol.model.modules() if isinstance(m, torch.nn.Linear)}
+    assert len(layers) == 5
+    exact_rows(pol.model)
+    try:
+        with torch.no_grad():
+            for shape, lin in layers.items():
+                x = torch.randn(64, lin.in_features, generator=torch.Generator().manual_seed(1))
+                among_64 = lin(x)
+                assert [m for m in range(1, 41) if not torch.equal(lin(x[:m]), among_64[:m])] == [], shape
+    finally:
+        exact_rows(pol.model, on=False)

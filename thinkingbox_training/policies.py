@@ -13,7 +13,7 @@ from .grader import Usage
 
 # %% auto #0
 __all__ = ['MIN_ROWS', 'WIDTH_STEP', 'ASK', 'READ_TOOL', 'SamplingConfig', 'GenRequest', 'Generation', 'uniforms', 'draw',
-           'exact_rows', 'HFPolicy', 'tiny_qwen3', 'VLLMPolicy', 'EndpointPolicy', 'ChatEndpointPolicy',
+           'rows_needed', 'exact_rows', 'HFPolicy', 'tiny_qwen3', 'VLLMPolicy', 'EndpointPolicy', 'ChatEndpointPolicy',
            'chat_messages', 'chat_request_problems', 'call_values', 'seen_text', 'ScriptedPolicy', 'make_policy',
            'generation_speed']
 
@@ -106,11 +106,41 @@ def draw(logprobs, u):
 
 # A row's numbers must not depend on its batch mates, or neither does its sample: a draw flips wherever its uniform
 # falls near a CDF boundary. Two facts of CPU matrix kernels, measured by `benchmarks/batch_invariance.py`: a product's
-# row is the same to the last bit whatever the other rows once the product has enough rows (1 to 3 take other
+# row is the same to the last bit whatever the other rows once the product has enough rows (fewer take other
 # kernels); but a sum over positions (a product's inner dimension) can change with its length even when the extra
-# positions are masked zeros, once the rows are many. So products of few rows are padded to `MIN_ROWS` rows, and
-# attention sums a row's own columns in blocks of `WIDTH_STEP`, one fixed-size product a block, in order.
+# positions are masked zeros, once the rows are many. So products of few rows are padded, and attention sums a row's
+# own columns in blocks of `WIDTH_STEP`, one fixed-size product a block, in order. How many rows are enough depends on
+# the CPU, the BLAS and the product's shape (the benchmark found 4 on one Xeon, and 9 or 16 for the shipped model's
+# layers on another), so a linear layer's is measured on the machine that runs it (`rows_needed`); `MIN_ROWS` is the
+# least padding of any product (attention's few query rows are padded to it).
 MIN_ROWS, WIDTH_STEP = 4, 256
+_ROWS_NEEDED = {}  # (weight shape, dtype, device, bias or not) -> the rows its products were measured to need
+
+
+def rows_needed(layer) -> int:
+    """The fewest rows (at least MIN_ROWS) from which a product of linear `layer` gives each of its rows the very
+    numbers that row gets among 2048 rows, to the last bit: measured once per shape on this machine, on random rows,
+    at every row count up to 64 and at 128, 256, 512 and 1024 rows (a warning says when one of those last differs:
+    then no padding makes a row's numbers independent of its batch mates)."""
+    import torch, warnings
+
+    w, b = layer.weight, layer.bias
+    key = (tuple(w.shape), w.dtype, w.device, b is None)
+    if key not in _ROWS_NEEDED:
+        g = torch.Generator(device=w.device).manual_seed(0)
+        x = torch.randn(2048, w.shape[1], generator=g, dtype=w.dtype, device=w.device)
+        with torch.no_grad():
+            ref = torch.nn.functional.linear(x, w, b)
+            sizes = [*range(1, 65), 128, 256, 512, 1024]
+            differ = [m for m in sizes if not torch.equal(torch.nn.functional.linear(x[:m], w, b), ref[:m])]
+        if differ and differ[-1] > 64:
+            warnings.warn(
+                f'a linear layer of shape {tuple(w.shape)}: a product of {differ[-1]} rows gives its rows '
+                "other numbers than 2048 rows do, so batch mates change a row's numbers on this machine",
+                stacklevel=2,
+            )
+        _ROWS_NEEDED[key] = differ[-1] + 1 if differ else 1
+    return max(MIN_ROWS, _ROWS_NEEDED[key])
 
 
 def _at_least_rows(x, n: int = None):
@@ -122,13 +152,14 @@ def _at_least_rows(x, n: int = None):
 
 
 def _pad_rows_pre(module, args):
-    "Forward pre-hook of a linear layer: fewer than MIN_ROWS rows are padded to MIN_ROWS (kept in `module._tbt_rows`)."
+    """Forward pre-hook of a linear layer: fewer rows than its products need (`module._tbt_exact`, set by `exact_rows`)
+    are padded to that many (their shape kept in `module._tbt_rows`)."""
     x = args[0]
-    rows = x.numel() // x.shape[-1]
-    if not getattr(module, '_tbt_exact', False) or rows >= MIN_ROWS:
+    rows, need = x.numel() // x.shape[-1], getattr(module, '_tbt_exact', 0)
+    if rows >= need:
         return None
     module._tbt_rows = x.shape[:-1]
-    return (_at_least_rows(x.reshape(rows, x.shape[-1])), *args[1:])
+    return (_at_least_rows(x.reshape(rows, x.shape[-1]), need), *args[1:])
 
 
 def _pad_rows_post(module, args, out):
@@ -138,8 +169,9 @@ def _pad_rows_post(module, args, out):
 
 
 def exact_rows(model, on: bool = True):
-    """Make (or stop making) each linear layer of `model` pad a product of fewer than MIN_ROWS rows, so that a row's
-    output does not depend on how many rows share the forward (the hooks are added once and cost nothing when off)."""
+    """Make (or stop making) each linear layer of `model` pad a product of fewer rows than `rows_needed`, so that a
+    row's output does not depend on how many rows share the forward (the hooks are added once and cost nothing when
+    off)."""
     import torch
 
     for mod in model.modules():
@@ -147,7 +179,7 @@ def exact_rows(model, on: bool = True):
             if not hasattr(mod, '_tbt_exact'):
                 mod.register_forward_pre_hook(_pad_rows_pre)
                 mod.register_forward_hook(_pad_rows_post)
-            mod._tbt_exact = on
+            mod._tbt_exact = rows_needed(mod) if on else 0
 
 
 def _slab_attention(module, query, key, value, attention_mask, scaling: float = None, slab=None, **kw):
