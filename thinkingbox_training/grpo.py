@@ -272,15 +272,22 @@ class TBTConfig(GRPOConfig):
     )
     scale_rewards: str = field(
         default='group',
-        metadata={'help': "'group': advantage = (reward - group mean) / group std, as the released run did."},
+        metadata={
+            'help': "'group': advantage = (reward - group mean) / group std, as the released run did; 'batch': over "
+            "the std of the step's whole batch; 'none': not divided. With advantage: passk, see advantage."
+        },
     )
     # --- the advantage: plain GRPO, or pass@k-transformed group rewards
     advantage: str = field(
         default='grpo',
         metadata={
-            'help': "'grpo': each episode's Verdict is its reward, as the "
-            "reference run. 'passk': each group's rewards transformed so that the step optimises pass@k (Walder and "
-            "Karkhanis' unbiased estimator), with k from passk_k to passk_k_end over the steps."
+            'help': "'grpo': each episode's Verdict is its reward, as the reference run. 'passk': each group's "
+            'advantage of the Verdicts f is multiplied by its pass@k weight w, with k from passk_k to passk_k_end '
+            "over the steps. What the run's advantage is then depends on scale_rewards: 'none': w (f - mean f), "
+            "exactly the centred pass@k transformation of Walder and Karkhanis (PKPO, arXiv 2505.15201); 'batch': "
+            "that over one std for the whole step, PKPO's up to a constant a step; 'group' (the recipes'): "
+            "w (f - mean f) / std f, divided by each group's own std, which makes it neither PKPO nor Chen et al.'s "
+            'closed form (arXiv 2508.10751).'
         },
     )
     passk_k: int = field(
