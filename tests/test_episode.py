@@ -6,7 +6,7 @@ from thinkingbox_training.tasks import Task, ToolCallSpec, Limits
 from thinkingbox_training.backend import Domain
 from thinkingbox_training.domains.demo import DemoBase, demo
 from thinkingbox_training.episode import EpisodeRunner, AttemptRecord
-from thinkingbox_training.policies import ScriptedPolicy, Generation
+from thinkingbox_training.policies import Generation, PolicyBase, ScriptedPolicy
 from thinkingbox_training.users import StandInServer
 
 faulty = Domain('faulty', DemoBase, seed=demo.seed, policy='Test domain with a broken backend.')
@@ -40,7 +40,7 @@ def task(uid='faulty/t/0', golden=(('pay', {'account_id': 'AC-1', 'amount_cents'
     )
 
 
-class Says:
+class Says(PolicyBase):
     "A policy that says fixed texts, turn by turn (the last one repeats)."
 
     fmt = None
@@ -87,7 +87,7 @@ def test_user_endpoint_down_is_a_system_error():
 
 
 def test_policy_crash_is_a_system_error():
-    class Broken:
+    class Broken(PolicyBase):
         fmt, policy_id = None, 'broken'
 
         async def generate(self, reqs):

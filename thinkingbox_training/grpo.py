@@ -993,9 +993,9 @@ class TBTTrainer(GRPOTrainer):
             )
         self.sampling = sampling_config(args)
         if policy is not None:
-            if getattr(policy, 'fmt', None) is None:
+            if policy.fmt is None:
                 raise ValueError(f'{policy.policy_id}: GRPO needs a token-level policy (with a ChatFormat)')
-            if isinstance(getattr(policy, 'sampling', None), SamplingConfig):
+            if policy.sampling is not None:
                 check_sampling(args, policy.sampling)
         self.policy = policy
         self.grader = grader or Grader(judge=make_judge(args.judge, args.judge_base_url, args.judge_max_tokens))
