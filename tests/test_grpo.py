@@ -823,12 +823,12 @@ def test_trl_private_name_is_as_recorded(name):
 
 
 def test_every_private_trl_name_the_trainer_uses_is_listed():
-    """A private name of TRL's trainer (or transformers' Trainer) used anywhere in grpo.py is in TRL_PRIVATE: the list
-    is the whole of what a TRL upgrade must be checked against."""
+    """A private name of TRL's trainer (or transformers' Trainer) used anywhere in the trainer's modules (the core and
+    the adapter) is in TRL_PRIVATE: the list is the whole of what a TRL upgrade must be checked against."""
     import re, inspect
-    import thinkingbox_training.grpo as g
+    import thinkingbox_training.grpo_core as core, thinkingbox_training.trl_adapter as adapter
 
-    src = inspect.getsource(g)
+    src = inspect.getsource(core) + inspect.getsource(adapter)
     trl_src = inspect.getsource(GRPOTrainer)
     listed = {k.split('.', 1)[-1] for k in TRL_PRIVATE}
     used = set(re.findall(r'\.(_[a-z]\w*)\b', src))
