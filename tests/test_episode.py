@@ -134,3 +134,18 @@ def test_many_concurrent_episodes_with_mixed_outcomes_are_each_graded_on_their_o
     assert [e.reward for e in eps] == [0 if pol.flawed(t, r) else 1 for r in range(96)]
     assert 0 < sum(e.reward for e in eps) < 96
     assert all(e.trajectory.status == 'ok' for e in eps)
+
+
+def test_an_object_without_the_policy_interface_is_refused_by_the_engine():
+    "The engine calls the typed `Policy` interface and probes for nothing: a policy that lacks part of it is refused."
+    from thinkingbox_training.policies import Policy
+
+    class Partial:  # generate and an id, but no fmt, sampling, decoder, release or reset_cache
+        policy_id = 'partial'
+
+        async def generate(self, reqs):
+            return [Generation(text='Done.<|im_end|>') for _ in reqs]
+
+    assert not isinstance(Partial(), Policy) and isinstance(Says('x'), Policy)
+    with pytest.raises(TypeError, match='Partial is not a Policy'):
+        EpisodeRunner(Partial())

@@ -117,3 +117,24 @@ def test_a_function_level_import_up_the_layers_is_caught(tmp_path):
     ]
     (pkg / 'newmodule.py').write_text('')
     assert violations(pkg)[0] == 'newmodule: no layer: add it to LAYERS in tests/test_layers.py'
+
+
+def test_the_trainer_core_imports_no_trl_and_only_the_adapter_touches_trls_trainer():
+    """grpo_core imports nothing of TRL, at any depth; of the package's modules, trl_adapter alone imports TRL's trainer
+    (`trl.trainer...`, `GRPOTrainer`, `GRPOConfig`)."""
+    mods = modules(ROOT / PACKAGE)
+
+    def trl_imports(path):
+        out = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                out |= {a.name for a in node.names if a.name.split('.')[0] == 'trl'}
+            elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or '').split('.')[0] == 'trl':
+                out |= {node.module} | {f'{node.module}.{a.name}' for a in node.names}
+        return out
+
+    def trainer(names):
+        return {n for n in names if n.startswith('trl.trainer') or n.split('.')[-1] in ('GRPOTrainer', 'GRPOConfig')}
+
+    assert trl_imports(mods['grpo_core']) == set()
+    assert {m for m, p in mods.items() if m and trainer(trl_imports(p))} == {'trl_adapter'}

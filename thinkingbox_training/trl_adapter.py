@@ -25,7 +25,7 @@ from .grpo_core import logger
 
 # %% auto #0
 __all__ = ['TRL_PRIVATE', 'TRL_BATCH_KEYS', 'TBTConfig', 'trl_private_problem', 'trl_private_problems', 'EpochSampler',
-           'TBTTrainer', 'StopWhenFinished', 'EpisodeBudget', 'check_recipe', 'parse_config']
+           'TBTTrainer', 'StopWhenFinished', 'EpisodeBudget', 'SaveTBTState', 'check_recipe', 'parse_config']
 
 # %% ../nbs/10a_trl_adapter.ipynb #a005
 @dataclass
@@ -351,11 +351,6 @@ TRL_PRIVATE = {
         ('override', ('self', 'dataset')),
         "TRL's RepeatSampler rebuilt as EpochSampler, so that a resumed run walks the same task order",
     ),
-    'GRPOTrainer._save_checkpoint': (
-        ('override', ('self', 'model', 'trial')),
-        'each checkpoint also gets tbt_state.json',
-    ),
-    'GRPOTrainer._get_output_dir': (('call', ('self', 'trial')), 'the folder _save_checkpoint wrote the checkpoint in'),
     'GRPOTrainer._get_per_token_logps_and_entropies': (
         ('call', ('self', 'model', 'input_ids', 'attention_mask', 'logits_to_keep', 'batch_size')),
         "the trained model's logprobs of the sampled tokens (the logprob gap), as TRL computes them",
@@ -863,14 +858,6 @@ class TBTTrainer(EpisodeSteps, GRPOTrainer):
         s = super()._get_train_sampler(dataset)  # TRL's RepeatSampler, with its epoch kept (EpochSampler)
         return EpochSampler(s.data_source, s.mini_repeat_count, s.batch_size, s.repeat_count, s.shuffle, s.seed)
 
-    def _save_checkpoint(self, model, trial):
-        super()._save_checkpoint(model, trial)  # weights, tokenizer, optimizer, scheduler, RNG, state
-        if self.args.should_save:
-            d = Path(self._get_output_dir(trial=trial)) / f'{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}'
-            tmp = d / f'{TBT_STATE}.tmp'
-            tmp.write_text(json.dumps(self.tbt_state(), default=str) + '\n')
-            os.replace(tmp, d / TBT_STATE)  # whole or absent, never cut
-
     def load_tbt_state(self, checkpoint: str):
         "Restore what `tbt_state` saved in `checkpoint` (the core's `restore_tbt_state`) and TRL's micro-step count."
         s = self.restore_tbt_state(checkpoint)
@@ -884,6 +871,8 @@ class TBTTrainer(EpisodeSteps, GRPOTrainer):
             self.load_tbt_state(ckpt)
         if not any(isinstance(c, StopWhenFinished) for c in self.callback_handler.callbacks):
             self.add_callback(StopWhenFinished)
+        if not any(isinstance(c, SaveTBTState) for c in self.callback_handler.callbacks):
+            self.add_callback(SaveTBTState(self))
         if self.args.episode_budget and not any(isinstance(c, EpisodeBudget) for c in self.callback_handler.callbacks):
             self.add_callback(EpisodeBudget(self))
         try:
@@ -917,6 +906,20 @@ class EpisodeBudget(TrainerCallback):
     def on_step_end(self, args, state, control, **kw):
         if self.trainer.training_episodes + args.groups_per_step * args.group_size > args.episode_budget:
             control.should_training_stop = True
+
+
+class SaveTBTState(TrainerCallback):
+    "Write the trainer's `tbt_state` into each checkpoint as transformers finishes saving it: whole or absent."
+
+    def __init__(self, trainer: TBTTrainer):
+        self.trainer = trainer
+
+    def on_save(self, args, state, control, **kw):
+        if args.should_save:
+            d = Path(args.output_dir) / f'{PREFIX_CHECKPOINT_DIR}-{state.global_step}'
+            tmp = d / f'{TBT_STATE}.tmp'
+            tmp.write_text(json.dumps(self.trainer.tbt_state(), default=str) + '\n')
+            os.replace(tmp, d / TBT_STATE)  # never cut: a kill leaves the checkpoint without it (`checkpoint_problem`)
 
 # %% ../nbs/10a_trl_adapter.ipynb #a018
 class _Parser(TrlParser):
