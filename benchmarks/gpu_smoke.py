@@ -10,7 +10,8 @@ which needs pyarrow's 53 MB wheel), so neither can the project's trainer: the st
 directly, as TRL computes it with the reference recipe's settings (token-mean "dapo" loss, clip 0.2, no KL, one
 episode a micro-batch): the full logits, their float32 log-softmax at the sampled tokens, the clipped ratio against
 the old (detached) logprobs, times a +-1 advantage; backward; an AdamW step. The memory plan's formula is read from
-thinkingbox_training/grpo.py's source (that module imports TRL), so the plan printed is the one the trainer checks.
+thinkingbox_training/grpo_core.py's source (that module imports transformers), so the plan printed is the one the
+trainer checks.
 
 Each length runs the recipe that the plan covers on one GPU, LoRA (peft, rank 32 on every linear layer, the base
 frozen in bf16), on a Qwen3-8B-shaped model of random weights; it reports per length the tokens/s of the step, the
@@ -49,12 +50,12 @@ TARGETS = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down
 
 
 def plan_functions() -> dict:
-    "memory_plan and max_fitting_tokens from the trainer module's source, without importing it (it imports TRL)."
-    tree = ast.parse((ROOT / 'thinkingbox_training' / 'grpo.py').read_text())
+    "memory_plan and max_fitting_tokens from the trainer core's source, without importing it (it imports transformers)."
+    tree = ast.parse((ROOT / 'thinkingbox_training' / 'grpo_core.py').read_text())
     keep = [n for n in tree.body if getattr(n, 'name', None) in ('MemoryPlan', 'memory_plan', 'max_fitting_tokens')]
-    assert len(keep) == 3, 'memory_plan, MemoryPlan or max_fitting_tokens is gone from thinkingbox_training/grpo.py'
+    assert len(keep) == 3, 'memory_plan, MemoryPlan or max_fitting_tokens is gone from grpo_core.py'
     ns = {'dataclass': dataclass}
-    exec(compile(ast.Module(body=keep, type_ignores=[]), 'grpo.py', 'exec'), ns)
+    exec(compile(ast.Module(body=keep, type_ignores=[]), 'grpo_core.py', 'exec'), ns)
     return ns
 
 

@@ -6,7 +6,8 @@
         --main_process_ip $MASTER_ADDR scripts/train.py --config scripts/recipes/reference_qwen3.yaml
     python scripts/train.py --config scripts/recipes/reference_qwen3.yaml --dry-run   # check a recipe anywhere
 
-Everything is in `thinkingbox_training.grpo.main` (nbs/10_grpo.ipynb); every other job is a `tbt` subcommand.
+Everything is in `thinkingbox_training.grpo.main` (nbs/10b_grpo.ipynb; the trainer: nbs/10_grpo.ipynb and
+nbs/10a_trl_adapter.ipynb); every other job is a `tbt` subcommand.
 """
 
 import sys

@@ -127,7 +127,7 @@ def test_exceptions_of_domain_code_on_the_agents_input_are_counted_per_tool_in_t
     our bugs."""
     from thinkingbox_training.backend import Domain
     from thinkingbox_training.domains.demo import DemoBase, demo
-    from thinkingbox_training.policies import Generation
+    from thinkingbox_training.policies import Generation, PolicyBase
     from thinkingbox_training.campaigns import aggregate
 
     buggy = Domain('buggy-campaign', DemoBase, seed=demo.seed, policy='A domain with a bug.')
@@ -139,7 +139,7 @@ def test_exceptions_of_domain_code_on_the_agents_input_are_counted_per_tool_in_t
         "Look an account up (by a table that misses most accounts: a KeyError on them)."
         return {'AC-1': {'balance_cents': 10_000}}[account_id]
 
-    class Says:
+    class Says(PolicyBase):
         fmt, policy_id = None, 'says'
 
         async def generate(self, reqs):

@@ -6,7 +6,7 @@ from thinkingbox_training.tasks import Task, ToolCallSpec, Limits
 from thinkingbox_training.backend import Domain
 from thinkingbox_training.domains.demo import DemoBase, demo
 from thinkingbox_training.episode import EpisodeRunner, AttemptRecord
-from thinkingbox_training.policies import ScriptedPolicy, Generation
+from thinkingbox_training.policies import Generation, PolicyBase, ScriptedPolicy
 from thinkingbox_training.users import StandInServer
 
 faulty = Domain('faulty', DemoBase, seed=demo.seed, policy='Test domain with a broken backend.')
@@ -40,7 +40,7 @@ def task(uid='faulty/t/0', golden=(('pay', {'account_id': 'AC-1', 'amount_cents'
     )
 
 
-class Says:
+class Says(PolicyBase):
     "A policy that says fixed texts, turn by turn (the last one repeats)."
 
     fmt = None
@@ -87,7 +87,7 @@ def test_user_endpoint_down_is_a_system_error():
 
 
 def test_policy_crash_is_a_system_error():
-    class Broken:
+    class Broken(PolicyBase):
         fmt, policy_id = None, 'broken'
 
         async def generate(self, reqs):
@@ -134,3 +134,18 @@ def test_many_concurrent_episodes_with_mixed_outcomes_are_each_graded_on_their_o
     assert [e.reward for e in eps] == [0 if pol.flawed(t, r) else 1 for r in range(96)]
     assert 0 < sum(e.reward for e in eps) < 96
     assert all(e.trajectory.status == 'ok' for e in eps)
+
+
+def test_an_object_without_the_policy_interface_is_refused_by_the_engine():
+    "The engine calls the typed `Policy` interface and probes for nothing: a policy that lacks part of it is refused."
+    from thinkingbox_training.policies import Policy
+
+    class Partial:  # generate and an id, but no fmt, sampling, decoder, release or reset_cache
+        policy_id = 'partial'
+
+        async def generate(self, reqs):
+            return [Generation(text='Done.<|im_end|>') for _ in reqs]
+
+    assert not isinstance(Partial(), Policy) and isinstance(Says('x'), Policy)
+    with pytest.raises(TypeError, match='Partial is not a Policy'):
+        EpisodeRunner(Partial())

@@ -13,7 +13,7 @@ from .tasks import Task, get_domain
 from .tools import tool_session, transport_class
 from .grader import Grader, RuleJudge, Usage, Verdict, check_judge, expected_state, void_verdict
 from .users import UserEndpointError, make_user, visible_messages
-from .policies import GenRequest, SamplingConfig
+from .policies import GenRequest, Policy, SamplingConfig
 
 # %% auto #0
 __all__ = ['SYSTEM_PROMPT', 'OURS', 'PROTOCOLS', 'Trajectory', 'Episode', 'AttemptRecord', 'EpisodeProtocol', 'protocol_for',
@@ -197,7 +197,7 @@ class _Batcher:
     """Collects the next-turn requests of live episodes: into a running decode at the next token (continuous), or
     one policy call per step, when all live episodes wait."""
 
-    continuous = True  # continuous batching when the policy has a `decoder` (False: step-wise, for comparison)
+    continuous = True  # continuous batching when the policy offers a `decoder` (False: step-wise, for comparison)
 
     def __init__(self, policy, stats):
         self.policy, self.stats = policy, stats
@@ -223,10 +223,10 @@ class _Batcher:
         with self.lock:
             if not self.queue or self.busy:
                 return
-            self.busy = self.continuous and hasattr(self.policy, 'decoder') or len(self.queue) >= self.live
+            self.busy = self.continuous and self.policy.decoder is not None or len(self.queue) >= self.live
         if not self.busy:
             return
-        if self.continuous and hasattr(self.policy, 'decoder'):
+        if self.continuous and self.policy.decoder is not None:
             self.task = asyncio.ensure_future(asyncio.to_thread(self._decode, asyncio.get_running_loop()))
         else:
             asyncio.ensure_future(self._flush())
@@ -322,7 +322,7 @@ class EpisodeRunner:
 
     def __init__(
         self,
-        policy,  # a policy (see policies)
+        policy: Policy,  # a policy (see policies)
         grader: Grader = None,  # default: a Grader with the offline RuleJudge
         user: str = 'scripted',  # simulated user spec: 'scripted' or 'openai:MODEL'
         sampling: SamplingConfig = None,  # default: the policy's own config
@@ -333,14 +333,19 @@ class EpisodeRunner:
         user_kw: dict = None,  # extra arguments for the user (base_url, api_key, ...)
         progress: bool = False,
     ):  # a progress bar over finished episodes
+        if not isinstance(policy, Policy):
+            raise TypeError(
+                f'{type(policy).__name__} is not a Policy (policy_id, fmt, sampling, decoder, generate, release, '
+                'reset_cache): derive it from policies.PolicyBase for the defaults'
+            )
         self.policy, self.grader = policy, grader or Grader(judge=RuleJudge())
         self.user_spec, self.user_kw = user, user_kw or {}
-        self.sampling = sampling or getattr(policy, 'sampling', None) or SamplingConfig()
+        self.sampling = sampling or policy.sampling or SamplingConfig()
         self.concurrency, self.tool_timeout_s = concurrency, tool_timeout_s
         self.check_tokens, self.progress = check_tokens, progress
         transport_class(tool_transport)  # an unknown transport is refused here, not in every episode
         self.tool_transport = tool_transport
-        self.fmt = getattr(policy, 'fmt', None)
+        self.fmt = policy.fmt
         self.policy_id = policy.policy_id
         self.stats = {
             'model_calls': 0,
@@ -480,8 +485,7 @@ class EpisodeRunner:
                             await self._reply(ep)
                     batcher.leave()
                     batcher = None
-                    if hasattr(self.policy, 'release'):
-                        self.policy.release(id(ep))
+                    self.policy.release(id(ep))
                     tr.own_s = ep.own_s()
                     t0 = time.perf_counter()
                     if tr.status != 'system_error':
@@ -535,8 +539,7 @@ class EpisodeRunner:
         check_judge(list({id(t): t for t, _ in jobs}.values()), self.grader.judge)
         batcher = _Batcher(self.policy, self.stats)
         # the weights may have changed since the last run
-        if hasattr(self.policy, 'reset_cache'):
-            self.policy.reset_cache()
+        self.policy.reset_cache()
         slots = asyncio.Semaphore(self.concurrency)
         bar = None
         if self.progress:

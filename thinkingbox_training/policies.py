@@ -6,16 +6,16 @@
 from __future__ import annotations
 import asyncio, contextlib, ctypes, hashlib, itertools, math, os, random, re, time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Protocol, runtime_checkable
 from .interpret import ChatFormat, ToolCall, assistant_text, parse_assistant
 from .tasks import Task, get_domain
 from .grader import Usage
 
 # %% auto #0
-__all__ = ['MIN_ROWS', 'WIDTH_STEP', 'ASK', 'READ_TOOL', 'SamplingConfig', 'GenRequest', 'Generation', 'uniforms', 'draw',
-           'rows_needed', 'exact_rows', 'HFPolicy', 'tiny_qwen3', 'VLLMPolicy', 'EndpointPolicy', 'ChatEndpointPolicy',
-           'chat_messages', 'chat_request_problems', 'call_values', 'seen_text', 'ScriptedPolicy', 'make_policy',
-           'generation_speed']
+__all__ = ['MIN_ROWS', 'WIDTH_STEP', 'ASK', 'READ_TOOL', 'SamplingConfig', 'GenRequest', 'Generation', 'Policy', 'PolicyBase',
+           'uniforms', 'draw', 'rows_needed', 'exact_rows', 'HFPolicy', 'tiny_qwen3', 'VLLMPolicy', 'EndpointPolicy',
+           'ChatEndpointPolicy', 'chat_messages', 'chat_request_problems', 'call_values', 'seen_text', 'ScriptedPolicy',
+           'make_policy', 'generation_speed']
 
 # %% ../nbs/06_policies.ipynb #c004
 @dataclass
@@ -61,6 +61,39 @@ class Generation:
     logprobs: list | None = None  # sampling logprob of each token, under the processed distribution
     finish: str = 'stop'  # 'stop' (ended its turn) or 'length' (cut off at max_tokens)
     usage: Usage = field(default_factory=Usage)
+
+# %% ../nbs/06_policies.ipynb #pl002
+@runtime_checkable
+class Policy(Protocol):
+    "What the episode engine calls on a policy (`PolicyBase` gives the defaults; every policy here implements it)."
+
+    policy_id: str  # names the policy in every record
+    fmt: ChatFormat | None  # token level: the chat format its token ids follow; None: message level (text out)
+    sampling: SamplingConfig | None  # what it samples with; None: the engine's
+    decoder: Callable | None  # () -> a running decode that requests join between token steps; None: `generate` only
+
+    async def generate(self, requests: list) -> list:
+        "One `Generation` per `GenRequest`, in their order."
+
+    def release(self, key):
+        "Forget what is cached for the episode `key` (the `GenRequest.key` of its turns): it ended."
+
+    def reset_cache(self):
+        "Forget everything cached: the weights may have changed (the engine calls it at the start of each run)."
+
+
+class PolicyBase:
+    "A `Policy`'s defaults: message level, the engine's sampling, batched through `generate`, nothing cached."
+
+    fmt: ChatFormat | None = None
+    sampling: SamplingConfig | None = None
+    decoder: Callable | None = None
+
+    def release(self, key):
+        pass
+
+    def reset_cache(self):
+        pass
 
 # %% ../nbs/06_policies.ipynb #c008
 def _process(logits, cfg: SamplingConfig):
@@ -453,7 +486,7 @@ def _with_template(policy_id: str, template: str | None) -> str:
     return policy_id if template is None else f'{policy_id}:template={template}'
 
 
-class HFPolicy:
+class HFPolicy(PolicyBase):
     "A local Hugging Face causal LM, batched over conversations, token in / token out."
 
     def __init__(
@@ -646,7 +679,7 @@ def tiny_qwen3(
     return Qwen3ForCausalLM(cfg)
 
 # %% ../nbs/06_policies.ipynb #c017
-class VLLMPolicy:
+class VLLMPolicy(PolicyBase):
     "An in-process vLLM engine (GPU), token in / token out."
 
     def __init__(
@@ -711,7 +744,7 @@ for _name in ('httpx', 'httpx2'):
     logging.getLogger(_name).setLevel(logging.WARNING)
 
 
-class EndpointPolicy:
+class EndpointPolicy(PolicyBase):
     "A vLLM completions endpoint, token-exact: the prompt's token ids in, the sampled ids and their logprobs out."
 
     def __init__(
@@ -822,7 +855,7 @@ class EndpointPolicy:
         return list(await asyncio.gather(*[self._one(r) for r in requests]))
 
 
-class ChatEndpointPolicy:
+class ChatEndpointPolicy(PolicyBase):
     "A hosted chat model on its own tool-calling API (a reference, not a token-exact agent)."
 
     def __init__(
@@ -1068,7 +1101,7 @@ def _as_call(c) -> dict:
 READ_TOOL = re.compile(r'^(get|find|list|quote|search|lookup|check)_')  # a tool whose name says it only reads
 
 
-class ScriptedPolicy:
+class ScriptedPolicy(PolicyBase):
     "The expert: golden calls one per turn, then the reference reply; flawed on a seeded share of attempts."
 
     final_suffix = ''  # appended to the final reply (a task format's end marker, for a subclass that plays it)

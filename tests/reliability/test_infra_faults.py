@@ -9,7 +9,7 @@ from thinkingbox_training.backend import Domain
 from thinkingbox_training.domains.demo import DemoBase, demo
 from thinkingbox_training.episode import EpisodeRunner, AttemptRecord
 from thinkingbox_training.grader import Grader, OpenAIJudge
-from thinkingbox_training.policies import Generation
+from thinkingbox_training.policies import Generation, PolicyBase
 from thinkingbox_training.users import StandInServer
 
 infra = Domain('infra-faults', DemoBase, seed=demo.seed, policy='Test domain whose backend misbehaves on purpose.')
@@ -81,7 +81,7 @@ def task(uid='infra-faults/t/0', **kw):
     )
 
 
-class Says:
+class Says(PolicyBase):
     "A policy that says fixed texts turn by turn (the last one repeats); per task uid when given a dict."
 
     fmt, policy_id = None, 'says'
@@ -309,7 +309,7 @@ def test_hung_tools_do_not_starve_later_calls():
 
 
 def test_a_policy_that_fails_is_a_system_error():
-    class Broken:
+    class Broken(PolicyBase):
         fmt, policy_id = None, 'broken'
 
         async def generate(self, reqs):

@@ -6,7 +6,7 @@ import pytest
 from thinkingbox_training.interpret import assistant_text, parse_assistant
 from thinkingbox_training.tasks import Task, ToolCallSpec, Limits
 from thinkingbox_training.episode import EpisodeRunner
-from thinkingbox_training.policies import Generation
+from thinkingbox_training.policies import Generation, PolicyBase
 
 TOOLS = [
     {
@@ -128,7 +128,7 @@ def test_a_tag_after_a_line_break_closes_a_call_with_an_unterminated_string():
 
 
 # Inside an episode: a hostile call is a failed call the agent reads (scored as usual, here 0), not a system error.
-class Says:
+class Says(PolicyBase):
     fmt, policy_id = None, 'says'
 
     def __init__(self, *texts):
