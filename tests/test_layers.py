@@ -21,7 +21,7 @@ LAYERS = [
         'budgets',
         'docs',
     ],  # the command registry every module registers into, the chat format, episode
-    # budgets, the documentation site's build: they import nothing of the package but the registry
+    # budgets: they import nothing of the package
     ['tasks'],  # the task schema, task formats and the domain registry
     ['backend'],  # the domain interface and SQLite domains
     ['tools', 'domains'],  # MCP tool sessions; the bundled domains (plug-ins of backend)
@@ -29,7 +29,7 @@ LAYERS = [
     ['users', 'policies'],
     ['episode', 'metrics', 'serve', 'vllm_server'],
     ['campaigns', 'difficulty'],
-    ['view'],  # the episode viewer: reads campaigns' records and training runs' logs
+    ['view', 'docs'],  # the episode viewer (reads campaigns' records and training runs' logs); the site's build
     ['grpo_core'],  # the training step without TRL; reads a campaign's records
     ['trl_adapter'],  # every touch of TRL: the configuration, the trainer, TRL's private names
     ['grpo'],  # the main job, and the trainer's names re-exported
