@@ -108,3 +108,63 @@ def test_a_tool_that_exits_does_not_end_a_campaign(tmp_path):
 
 def test_reserved_names_cover_thinkingbox_reserved_tools():
     assert {'__reserved__init', '__reserved__geteffects'} <= set(RESERVED)
+
+
+# ---------------------------------------------------------------- TRL's environment_factory
+
+
+def trl_env():
+    from thinkingbox_training.ecosystem import environment_class
+
+    return environment_class('hostile', [TASK])()
+
+
+def test_trl_environment_exposes_tools_named_like_its_attributes_and_no_reserved_one():
+    import inspect
+
+    e = trl_env()
+    # what TRL 1.16 takes as the environment's tools: the class's public functions but reset and get_reward
+    tools = {n for n, _ in inspect.getmembers(type(e), inspect.isfunction) if not n.startswith('_')} - {'reset'}
+    assert tools == set(get_domain('hostile').tools) | {'ask_customer'}
+    e.reset(task_uid=TASK.uid)
+    assert [asyncio.run(getattr(e, n)()) for n in ('user', 'tasks', 'task', 'domain')] == [
+        'the user tool',
+        'the tasks tool',
+        'the task tool',
+        'the domain tool',
+    ]
+    assert e._system_error is None and e._task is TASK
+
+
+def test_trl_environment_before_reset_answers_and_never_raises():
+    from thinkingbox_training.ecosystem import verdict_reward
+
+    e = trl_env()
+    said = [asyncio.run(e.add_note(text='hello')), asyncio.run(e.ask_customer(message='Hi?'))]
+    assert all(s.startswith('Error: no episode is running') for s in said), said
+    assert asyncio.run(verdict_reward([[{'role': 'assistant', 'content': 'Noted.'}]], environments=[e])) == [None]
+
+
+@pytest.mark.parametrize('case', [c.id for c in HOSTILE if isinstance(c.arguments, dict)])
+def test_trl_environment_a_hostile_call_is_the_models_failed_call(case):
+    "As TRL calls a tool (`method(**arguments)`): a text the model reads, no exception, nothing committed."
+    c, e = CASES[case], trl_env()
+    e.reset(task_uid=TASK.uid)
+    method = getattr(e, c.tool, None) if not c.tool.startswith('_') else None
+    if method is None:  # TRL finds no such tool: it answers 'Tool ... not found' itself
+        assert c.tool not in dir(type(e)) or c.tool.startswith('__'), c.tool
+        return
+    text = asyncio.run(method(**c.arguments))
+    check_failed(c, text, e._ts.calls[-1].is_error, e._system_error)
+    assert notes(e._db) == []
+    assert asyncio.run(e.add_note(text='hello')) == '{"ok": true}' and notes(e._db) == ['hello']
+
+
+def test_trl_environment_a_failed_reset_leaves_the_episode_as_it_was():
+    e = trl_env()
+    e.reset(task_uid=TASK.uid)
+    asyncio.run(e.add_note(text='hello'))
+    for bad in ('hostile/nope', '', None):
+        with pytest.raises(KeyError, match='is not one of the 1 tasks'):
+            e.reset(task_uid=bad)
+    assert e._task is TASK and notes(e._db) == ['hello'] and asyncio.run(e.task()) == 'the task tool'
