@@ -4,24 +4,99 @@
 
 # %% ../nbs/03a_serve.ipynb #c003
 from __future__ import annotations
-import sys, threading
+import asyncio, queue, sqlite3, sys, threading, time
 from .cli import command
 from .tasks import get_domain, load_tasks
-from .tools import ToolSession
+from .tools import ToolSession, _call_domain
 
 # %% auto #0
-__all__ = ['MCP_MAX_BODY', 'SharedBackend', 'serving_session', 'http_server', 'mcp_serve']
+__all__ = ['MCP_MAX_BODY', 'SharedBackend', 'ServedToolSession', 'serving_session', 'http_server', 'mcp_serve']
 
 # %% ../nbs/03a_serve.ipynb #c003b
+class _Job:
+    "One served call: its deadline, its outcome, and whether its client has been told it failed (`gone`)."
+
+    def __init__(self, name, arguments, deadline, loop):
+        self.name, self.arguments, self.deadline, self.loop = name, arguments, deadline, loop
+        self.future, self.lock = loop.create_future(), threading.Lock()
+        self.gone = self.committing = False
+
+    def settle(self, ok: bool, value):
+        def put():
+            if not self.future.done() and not self.gone:  # a call given up has nobody to read its outcome
+                (self.future.set_result if ok else self.future.set_exception)(value)
+
+        try:
+            self.loop.call_soon_threadsafe(put)
+        except RuntimeError:
+            pass  # the loop has closed: nobody waits for this call any more
+
+
 class SharedBackend:
-    "A backend that every client of a served domain shares: tool calls run one at a time, each its own transaction."
+    """A backend that every client of a served domain shares: tool calls run one at a time, in arrival order, on the
+    server's one worker thread, each its own transaction. A call's deadline counts from its arrival: one still
+    queued at its deadline never starts, and one running past it has its commit refused (rolled back) once its client
+    has been told it failed. A waiting call costs no thread: it waits in a queue, its client on the event loop."""
 
     def __init__(self, db):  # the provisioned backend: an `EpisodeDB`, or a ThinkingBox task's
         self.db, self.lock = db, threading.Lock()
+        self._jobs, self._current, self._worker = queue.SimpleQueue(), None, None
+        self._start_lock = threading.Lock()
+        conn = getattr(db, 'conn', None)
+        if isinstance(conn, sqlite3.Connection):
+            conn.set_authorizer(self._authorize)
 
     def run_tool(self, name: str, arguments: dict):
+        "A call from this thread, with no deadline (the server's own clients go through `call`)."
         with self.lock:
             return self.db.run_tool(name, arguments)
+
+    async def call(self, name: str, arguments: dict, timeout_s: float):
+        "The domain's answer to a call within `timeout_s` of now; `TimeoutError` after it, the call then never applied."
+        job = _Job(name, arguments, time.monotonic() + timeout_s, asyncio.get_running_loop())
+        self._jobs.put(job)
+        self._ensure_worker()
+        try:
+            return await asyncio.wait_for(asyncio.shield(job.future), timeout_s)
+        except BaseException:
+            with job.lock:
+                if not job.committing:  # told it failed: it never starts, or its commit is refused
+                    job.gone = True
+                    raise
+        return await job.future  # its commit began before the deadline: its outcome stands
+
+    def _ensure_worker(self):
+        with self._start_lock:
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._work, name='tbt-served-tools', daemon=True)
+                self._worker.start()
+
+    def _work(self):
+        while True:
+            job = self._jobs.get()
+            with job.lock:
+                if job.gone or time.monotonic() >= job.deadline:
+                    job.gone = True
+                    continue  # its client is told it timed out: it never starts
+            self._current = job
+            try:
+                with self.lock:
+                    out = _call_domain(self.db, job.name, job.arguments)
+            except BaseException as e:
+                job.settle(False, e)
+            else:
+                job.settle(True, out)
+            finally:
+                self._current = None
+
+    def _authorize(self, action, arg1, *_):
+        "SQLite's authorizer on the served database: a COMMIT of a call whose client was told it failed is refused."
+        if action == sqlite3.SQLITE_TRANSACTION and arg1 == 'COMMIT' and (job := self._current) is not None:
+            with job.lock:
+                if job.gone:
+                    return sqlite3.SQLITE_DENY
+                job.committing = True
+        return sqlite3.SQLITE_OK
 
     def snapshot(self) -> dict:
         with self.lock:
@@ -32,11 +107,19 @@ class SharedBackend:
             raise AttributeError(name)
         return getattr(self.db, name)
 
+
+class ServedToolSession(ToolSession):
+    "The tool session of a served backend: calls queue for the `SharedBackend`, each within its time limit."
+
+    async def _run(self, name: str, arguments: dict):
+        return await self.db.call(name, arguments, self.timeout_s)
+
 # %% ../nbs/03a_serve.ipynb #c004
 def serving_session(
     domain: str = None,  # a registered domain (a fresh database from its seed)
     tasks: str = None,  # or task files (JSON Lines, ThinkingBox modules or test lists), comma-separated
     task: str = None,  # ... and the uid of the task whose initial state is served
+    timeout_s: float = 10.0,  # a call's time limit, from its arrival (queueing included)
 ) -> ToolSession:
     """A `ToolSession` whose MCP server holds one provisioned database, shared by every client and called one call at
     a time (not entered: its server is served)."""
@@ -53,7 +136,7 @@ def serving_session(
         domain = t.domain
     if not domain:
         raise ValueError('name a --domain, or a --task with its --tasks')
-    return ToolSession(SharedBackend(get_domain(domain).provision(t)))
+    return ServedToolSession(SharedBackend(get_domain(domain).provision(t)), timeout_s=timeout_s)
 
 
 MCP_MAX_BODY = 4 * 2**20  # bytes of one HTTP request: a tool call's arguments (hostile tests send 1 MB strings)
