@@ -603,20 +603,30 @@ def openenv_environment(
 
 # %% ../nbs/16_ecosystem.ipynb #c027
 from .cli import command
+from .serve import IDLE_S, guarded_server
 
 
-def openenv_app(tasks: list, max_sessions: int = 64, **kw):
-    "A FastAPI app serving `tasks` as an OpenEnv environment (OpenEnv's `create_app`; `kw`: `openenv_environment`'s)."
+def openenv_app(tasks: list, max_sessions: int = 64, idle_s: float = IDLE_S, **kw):
+    """A FastAPI app serving `tasks` as an OpenEnv environment (OpenEnv's `create_app`; `kw`: `openenv_environment`'s).
+    A session opened over HTTP (`openenv/session/create`) and idle for `idle_s` is released by OpenEnv's reaper."""
     from openenv.core.env_server.http_server import create_app
     from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
+    from openenv.core.env_server.types import ConcurrencyConfig
 
     return create_app(
         openenv_environment(tasks, **kw),
         CallToolAction,
         CallToolObservation,
         env_name='thinkingbox_training',
-        max_concurrent_envs=max_sessions,
+        concurrency_config=ConcurrencyConfig(max_concurrent_envs=max_sessions, session_timeout=idle_s),
     )
+
+
+def _openenv_refusal(path: str, why: str) -> dict:
+    "What OpenEnv's WebSocket protocols answer a message refused before the server reads it."
+    if path.rstrip('/').endswith('/mcp'):  # JSON-RPC
+        return {'jsonrpc': '2.0', 'id': None, 'error': {'code': -32600, 'message': why}}
+    return {'type': 'error', 'data': {'message': why, 'code': 'INVALID_JSON'}}
 
 
 @command('openenv-serve')
@@ -625,14 +635,17 @@ def openenv_serve(
     host: str = '127.0.0.1',  # the address to bind (the tools write: keep it local unless you mean it)
     port: int = 8000,
     user: str = 'scripted',  # simulated user: 'scripted' or 'openai:MODEL'
-    max_sessions: int = 64,
-):  # concurrent WebSocket sessions (one database each)
-    "Serve tasks as an OpenEnv environment (needs `openenv-core` installed)."
-    import uvicorn
+    max_sessions: int = 64,  # concurrent sessions (one database each)
+    idle_timeout: float = IDLE_S,  # seconds a session may wait for its client before it is closed
+):
+    """Serve tasks as an OpenEnv environment (needs `openenv-core` installed), behind the checks `tbt mcp-serve` has:
+    Host and Origin, JSON bodies of at most 4 MiB, idle sessions closed."""
     from thinkingbox_training.tasks import load_tasks
 
     try:
-        app = openenv_app(load_tasks(*[p for p in tasks.split(',') if p]), max_sessions=max_sessions, user=user)
+        app = openenv_app(
+            load_tasks(*[p for p in tasks.split(',') if p]), max_sessions=max_sessions, idle_s=idle_timeout, user=user
+        )
     except ModuleNotFoundError as e:
         if (e.name or '').split('.')[0] != 'openenv':
             raise
@@ -640,5 +653,5 @@ def openenv_serve(
             'tbt openenv-serve needs openenv-core (pip install openenv-core==0.3.0, in an environment '
             'without ThinkingBox support: see nbs/16_ecosystem.ipynb)'
         ) from None
-    uvicorn.run(app, host=host, port=port, log_level='warning')
+    guarded_server(app, host, port, idle_s=idle_timeout, deep_reply=_openenv_refusal).run()
     return 0

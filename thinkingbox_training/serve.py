@@ -4,13 +4,14 @@
 
 # %% ../nbs/03a_serve.ipynb #c003
 from __future__ import annotations
-import asyncio, queue, sqlite3, sys, threading, time
+import asyncio, json, queue, re, sqlite3, sys, threading, time
 from .cli import command
 from .tasks import get_domain, load_tasks
 from .tools import ToolSession, _call_domain
 
 # %% auto #0
-__all__ = ['MCP_MAX_BODY', 'SharedBackend', 'ServedToolSession', 'serving_session', 'http_server', 'mcp_serve']
+__all__ = ['MCP_MAX_BODY', 'IDLE_S', 'MAX_MESSAGE_DEPTH', 'SharedBackend', 'ServedToolSession', 'serving_session',
+           'guarded_server', 'http_server', 'mcp_serve', 'too_deep', 'RequestGuard']
 
 # %% ../nbs/03a_serve.ipynb #c003b
 class _Job:
@@ -140,6 +141,7 @@ def serving_session(
 
 
 MCP_MAX_BODY = 4 * 2**20  # bytes of one HTTP request: a tool call's arguments (hostile tests send 1 MB strings)
+IDLE_S = 600.0  # seconds a WebSocket session may wait for its client before it is closed and its slot freed
 
 
 def _naming_h11() -> type:
@@ -157,14 +159,23 @@ def _naming_h11() -> type:
     return NamingH11
 
 
-def http_server(ts: ToolSession, host: str = '127.0.0.1', port: int = 8000):
-    """The uvicorn server of `ts`'s MCP server, streamable HTTP at http://HOST:PORT/mcp: bodies over `MCP_MAX_BODY`
-    refused (413), malformed requests answered 400 naming what is wrong. `.run()` serves, `.should_exit = True` stops.
-    """
+def guarded_server(
+    app, host: str = '127.0.0.1', port: int = 8000, max_body: int = MCP_MAX_BODY, idle_s: float = IDLE_S, deep_reply=None
+):
+    """A uvicorn server of `app` behind `RequestGuard` (Host, Origin, JSON bodies, body size, idle WebSockets), whose
+    400 for a malformed request names what is wrong; WebSocket messages over `max_body` refused. `.run()` serves,
+    `.should_exit = True` stops."""
     import uvicorn
 
-    app = ts.server.streamable_http_app(host=host, max_request_body_size=MCP_MAX_BODY)
-    return uvicorn.Server(uvicorn.Config(app, host=host, port=port, http=_naming_h11(), log_level='warning'))
+    guard = RequestGuard(app, host, max_body, idle_s, deep_reply)
+    config = uvicorn.Config(guard, host=host, port=port, http=_naming_h11(), ws_max_size=max_body, log_level='warning')
+    return uvicorn.Server(config)
+
+
+def http_server(ts: ToolSession, host: str = '127.0.0.1', port: int = 8000):
+    """The uvicorn server of `ts`'s MCP server, streamable HTTP at http://HOST:PORT/mcp, behind `RequestGuard`:
+    bodies over `MCP_MAX_BODY` refused (413), malformed requests answered 400 naming what is wrong."""
+    return guarded_server(ts.server.streamable_http_app(host=host, max_request_body_size=MCP_MAX_BODY), host, port)
 
 
 @command('mcp-serve')
@@ -190,3 +201,147 @@ def mcp_serve(
     else:
         raise SystemExit(f'unknown transport {transport!r}: use stdio or http')
     return 0
+
+# %% ../nbs/03a_serve.ipynb #c004g
+_LOOPBACK = ('127.0.0.1', 'localhost', '::1')
+MAX_MESSAGE_DEPTH = 500  # JSON nesting of one WebSocket message (Python's json recurses: ~1000 levels end it)
+_STRING, _BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"'), re.compile(r'[\[\]{}]')
+
+
+def too_deep(text: str, limit: int = MAX_MESSAGE_DEPTH) -> bool:
+    "Whether a JSON text nests deeper than `limit` levels (counted without parsing, strings skipped)."
+    depth = 0
+    for m in _BRACKET.finditer(_STRING.sub('', text)):
+        depth += 1 if m.group() in '[{' else -1
+        if depth > limit:
+            return True
+    return False
+
+
+def _hostname(netloc: str) -> str:
+    "The host of a `host[:port]` (an IPv6 address in brackets), lower-cased."
+    netloc = netloc.strip().lower()
+    if netloc.startswith('['):
+        return netloc[1 : netloc.find(']')] if ']' in netloc else netloc
+    return netloc.rsplit(':', 1)[0] if netloc.count(':') == 1 else netloc
+
+
+class RequestGuard:
+    """ASGI middleware in front of every HTTP server we ship (`tbt mcp-serve`, `tbt openenv-serve`). Refused, each in
+    one line naming what is wrong, before the application sees the request:
+    - a `Host` that is not this server's (421), when bound to a loopback or a named address: DNS rebinding;
+    - an `Origin` other than the `Host` the request was sent to (403), HTTP and WebSocket: a cross-site request;
+    - a POST whose body is not JSON (415): the forms and `text/plain` a browser sends cross-site without asking;
+    - a body over `max_body` bytes (413): a declared `Content-Length` before any byte is read, a body without one
+      as soon as it passes the limit (the application gets the body whole, at most `max_body`).
+    A WebSocket whose application waits `idle_s` for its client is closed (1001), which ends its session and frees
+    its slot: idle clients cannot hold every session of the server. A WebSocket message nested deeper than
+    `MAX_MESSAGE_DEPTH` is not passed on: `deep_reply(path, why)` answers it (the protocol's error; None: the socket
+    is closed, 1009), and the session goes on."""
+
+    def __init__(
+        self, app, host: str = '127.0.0.1', max_body: int = MCP_MAX_BODY, idle_s: float = IDLE_S, deep_reply=None
+    ):
+        self.app, self.max_body, self.idle_s, self.deep_reply = app, max_body, idle_s, deep_reply
+        bound = _hostname(host)
+        # a wildcard bind answers whatever name reaches it: the Host is not checked, the Origin still is
+        self.hosts = None if bound in ('0.0.0.0', '::', '') else {*_LOOPBACK, bound}
+
+    async def __call__(self, scope, receive, send):
+        if scope['type'] not in ('http', 'websocket'):
+            return await self.app(scope, receive, send)
+        headers = {k.decode('latin-1').lower(): v.decode('latin-1') for k, v in scope.get('headers', [])}
+        if (why := self._refusal(scope, headers)) is not None:
+            return await self._refuse(scope, receive, send, *why)
+        if scope['type'] == 'websocket':
+            return await self._websocket(scope, receive, send)
+        return await self._http(scope, receive, send, headers)
+
+    def _refusal(self, scope, headers) -> tuple | None:
+        host = headers.get('host', '')
+        if self.hosts is not None and _hostname(host) not in self.hosts:
+            return 421, f'Host {host!r} is not this server (it answers {", ".join(sorted(self.hosts))})'
+        origin = headers.get('origin')
+        if origin is not None and origin.split('://', 1)[-1].rstrip('/').lower() != host.lower():
+            return 403, f'Origin {origin!r} is not this server ({host}): cross-site requests are refused'
+        if scope['type'] == 'http' and scope['method'] == 'POST':
+            ctype = headers.get('content-type', '').split(';')[0].strip().lower()
+            if ctype != 'application/json':
+                return 415, f'Content-Type {ctype or "(none)"!r}: this server takes application/json'
+            try:
+                size = int(headers.get('content-length', '0'))
+            except ValueError:
+                size = 0  # the HTTP parser has refused it already
+            if size > self.max_body:
+                return 413, f'request body too large: {size} bytes declared, at most {self.max_body}'
+        return None
+
+    async def _refuse(self, scope, receive, send, status: int, text: str):
+        if scope['type'] == 'websocket':  # before the handshake: an HTTP answer where the server can send one
+            if 'websocket.http.response' not in scope.get('extensions') or {}:
+                return await send({'type': 'websocket.close', 'code': 1008, 'reason': text[:120]})  # a bare 403
+            start = {'status': status, 'headers': [(b'content-type', b'text/plain; charset=utf-8')]}
+            await send({'type': 'websocket.http.response.start', **start})
+            return await send({'type': 'websocket.http.response.body', 'body': text.encode()})
+        body = text.encode()
+        headers = [(b'content-type', b'text/plain; charset=utf-8'), (b'content-length', str(len(body)).encode())]
+        await send({'type': 'http.response.start', 'status': status, 'headers': headers + [(b'connection', b'close')]})
+        await send({'type': 'http.response.body', 'body': body})
+
+    async def _http(self, scope, receive, send, headers):
+        if scope['method'] != 'POST':
+            return await self.app(scope, receive, send)
+        body, more = b'', True
+        while more:
+            m = await receive()
+            if m['type'] != 'http.request':
+                return  # the client went away
+            body += m.get('body', b'')
+            more = m.get('more_body', False)
+            if len(body) > self.max_body:
+                return await self._refuse(
+                    scope, receive, send, 413, f'request body too large: over {self.max_body} bytes'
+                )
+        sent = False
+
+        async def replay():
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {'type': 'http.request', 'body': body, 'more_body': False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _websocket(self, scope, receive, send):
+        closed, connected = False, False
+
+        async def idle_receive():
+            nonlocal closed, connected
+            if closed:
+                return {'type': 'websocket.disconnect', 'code': 1001}
+            if not connected:  # the handshake
+                connected = True
+                return await receive()
+            while True:
+                try:
+                    m = await asyncio.wait_for(receive(), self.idle_s)
+                except (asyncio.TimeoutError, TimeoutError):
+                    closed = True
+                    reason = f'idle for {self.idle_s:g}s: session closed'
+                    await send({'type': 'websocket.close', 'code': 1001, 'reason': reason})
+                    return {'type': 'websocket.disconnect', 'code': 1001}
+                if m['type'] != 'websocket.receive' or not too_deep(m.get('text') or ''):
+                    return m
+                why = f'message nested deeper than {MAX_MESSAGE_DEPTH} levels: refused'
+                if self.deep_reply is None:
+                    closed = True
+                    await send({'type': 'websocket.close', 'code': 1009, 'reason': why})
+                    return {'type': 'websocket.disconnect', 'code': 1009}
+                await send({'type': 'websocket.send', 'text': json.dumps(self.deep_reply(scope['path'], why))})
+
+        async def guarded_send(m):
+            if not closed:
+                await send(m)
+
+        await self.app(scope, idle_receive, guarded_send)
