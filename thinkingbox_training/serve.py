@@ -160,7 +160,12 @@ def _naming_h11() -> type:
 
 
 def guarded_server(
-    app, host: str = '127.0.0.1', port: int = 8000, max_body: int = MCP_MAX_BODY, idle_s: float = IDLE_S, deep_reply=None
+    app,
+    host: str = '127.0.0.1',
+    port: int = 8000,
+    max_body: int = MCP_MAX_BODY,
+    idle_s: float = IDLE_S,
+    deep_reply=None,
 ):
     """A uvicorn server of `app` behind `RequestGuard` (Host, Origin, JSON bodies, body size, idle WebSockets), whose
     400 for a malformed request names what is wrong; WebSocket messages over `max_body` refused. `.run()` serves,
@@ -233,7 +238,8 @@ class RequestGuard:
     - an `Origin` other than the `Host` the request was sent to (403), HTTP and WebSocket: a cross-site request;
     - a POST whose body is not JSON (415): the forms and `text/plain` a browser sends cross-site without asking;
     - a body over `max_body` bytes (413): a declared `Content-Length` before any byte is read, a body without one
-      as soon as it passes the limit (the application gets the body whole, at most `max_body`).
+      as soon as it passes the limit (the application gets the body whole, at most `max_body`);
+    - a body nested deeper than `MAX_MESSAGE_DEPTH` (400): Python's JSON readers recurse, and fail near 1,000.
     A WebSocket whose application waits `idle_s` for its client is closed (1001), which ends its session and frees
     its slot: idle clients cannot hold every session of the server. A WebSocket message nested deeper than
     `MAX_MESSAGE_DEPTH` is not passed on: `deep_reply(path, why)` answers it (the protocol's error; None: the socket
@@ -302,6 +308,8 @@ class RequestGuard:
                 return await self._refuse(
                     scope, receive, send, 413, f'request body too large: over {self.max_body} bytes'
                 )
+        if too_deep(body.decode('utf-8', 'replace')):
+            return await self._refuse(scope, receive, send, 400, f'JSON nested deeper than {MAX_MESSAGE_DEPTH} levels')
         sent = False
 
         async def replay():

@@ -147,7 +147,11 @@ MAX_ARGUMENT_DEPTH = 100  # levels of nesting in a call's arguments (the MCP SDK
 _JSON_SCALARS = (str, int, float, bool, type(None))
 
 
-def argument_problem(arguments, max_depth: int = MAX_ARGUMENT_DEPTH) -> str | None:
+def argument_problem(
+    arguments,
+    max_depth: int = MAX_ARGUMENT_DEPTH,
+    typed: bool = False,  # arguments already validated (dates and the like): only their depth is checked
+) -> str | None:
     """Why `arguments` cannot be sent as a tool call, in words for the agent; None when they can. Iterative: a value
     nested thousands deep, or one that contains itself, is measured without recursion."""
     if not isinstance(arguments, dict):
@@ -165,7 +169,7 @@ def argument_problem(arguments, max_depth: int = MAX_ARGUMENT_DEPTH) -> str | No
                 stack.append((loc + (k,), x, depth + 1))
         elif isinstance(v, (list, tuple)):
             stack += [(loc + (i,), x, depth + 1) for i, x in enumerate(v)]
-        elif not isinstance(v, _JSON_SCALARS):
+        elif not typed and not isinstance(v, _JSON_SCALARS):
             return f'{where}: a value of type {type(v).__name__} has no JSON form'
     return None
 
@@ -209,6 +213,9 @@ class ToolSession:
 
     def _bind(self, name):
         async def run(**kwargs):
+            # from a client of a served domain: the same depth (values are typed by now: a date is a date)
+            if (why := argument_problem(kwargs, typed=True)) is not None:
+                raise MCPToolError(f'invalid arguments for {name}: {why}')
             try:
                 out = await self._run(name, kwargs)
             except ToolError as e:  # the agent reads this text
