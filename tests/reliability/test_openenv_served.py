@@ -15,6 +15,7 @@ from test_ecosystem_openenv import free_port, openenv_python  # noqa: E402
 
 ROOT = Path(__file__).parent.parent.parent
 HERE = Path(__file__).parent
+ENV = dict(os.environ, PYTHONPATH=f'{ROOT}{os.pathsep}{HERE}')
 SERVE = (
     'import sys, hostile_calls; from thinkingbox_training.ecosystem import openenv_serve; '
     'sys.exit(openenv_serve(sys.argv[1], port=int(sys.argv[2]), max_sessions=2, idle_timeout=1.0))'
@@ -30,25 +31,38 @@ def py():
 
 
 @pytest.fixture(scope='module')
-def served(py, tmp_path_factory):
-    "The server, its port, and what OpenEnv's client met (one run of openenv_hostile.py)."
+def server(py, tmp_path_factory):
+    """The server's port (the hostile domain's task, 2 sessions, 1 s idle limit) and OpenEnv's client playing against it
+    (started beside it: each spends seconds importing OpenEnv)."""
     tasks = tmp_path_factory.mktemp('openenv') / 'hostile.jsonl'
     task = TASK.model_copy(update={'limits': TASK.limits.model_copy(update={'max_turns': 200})})
     tasks.write_text(task.model_dump_json() + '\n')
     port = free_port()
-    env = dict(os.environ, PYTHONPATH=f'{ROOT}{os.pathsep}{HERE}')
-    p = subprocess.Popen([py, '-c', SERVE, str(tasks), str(port)], env=env, cwd=ROOT, stderr=subprocess.PIPE)
-    try:  # the client starts beside the server and waits for it: each spends seconds importing OpenEnv
-        r = subprocess.run(
-            [py, HERE / 'openenv_hostile.py', str(port)], capture_output=True, text=True, env=env, timeout=300
-        )
-        if p.poll() is not None:
-            raise AssertionError(f'the server stopped: {p.stderr.read().decode()[-3000:]}')
-        assert r.returncode == 0, r.stderr[-3000:]
-        yield port, json.loads(r.stdout)
+    p = subprocess.Popen([py, '-c', SERVE, str(tasks), str(port)], env=ENV, cwd=ROOT, stderr=subprocess.PIPE)
+    play = [py, HERE / 'openenv_hostile.py', str(port)]
+    c = subprocess.Popen(play, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(6000):  # the server imports OpenEnv first (seconds)
+            if p.poll() is not None:
+                raise AssertionError(f'the server stopped: {p.stderr.read().decode()[-3000:]}')
+            with socket.socket() as s:
+                if s.connect_ex(('127.0.0.1', port)) == 0:
+                    break
+            time.sleep(0.05)
+        yield port, c
     finally:
+        c.kill()
+        c.wait(30)
         p.terminate()
         p.wait(30)
+
+
+@pytest.fixture(scope='module')
+def client(py, server):
+    "What OpenEnv's client met: one run of openenv_hostile.py."
+    out, err = server[1].communicate(timeout=300)
+    assert server[1].returncode == 0, err[-3000:]
+    return json.loads(out)
 
 
 def raw(port, method, path, headers: dict = None, body: bytes = b'', chunks=None, timeout=10) -> tuple:
@@ -78,8 +92,8 @@ RESET = json.dumps({'task_uid': TASK.uid}).encode()
 MIB = b'x' * 2**20
 
 
-def test_host_origin_and_content_type_are_checked(served):
-    port, _ = served
+def test_host_origin_and_content_type_are_checked(server):
+    port, _ = server
     assert raw(port, 'POST', '/reset', body=RESET)[0] == 200
     status, text = raw(port, 'POST', '/reset', {'Host': f'evil.example:{port}'}, RESET)  # DNS rebinding
     assert status == 421 and 'evil.example' in text, (status, text)
@@ -96,8 +110,8 @@ def test_host_origin_and_content_type_are_checked(served):
 
 
 @pytest.mark.parametrize('path', ['/reset', '/step', '/mcp'])
-def test_bodies_over_the_limit_are_refused_before_they_are_read(served, path):
-    port, _ = served
+def test_bodies_over_the_limit_are_refused_before_they_are_read(server, path):
+    port, _ = server
     t0 = time.monotonic()
     status, text = raw(port, 'POST', path, {'Content-Length': str(64 * 2**20)})  # declared; not a byte sent
     assert status == 413 and 'too large' in text and time.monotonic() - t0 < 5, (status, text)
@@ -105,8 +119,8 @@ def test_bodies_over_the_limit_are_refused_before_they_are_read(served, path):
     assert status == 413 and 'too large' in text, (status, text)
 
 
-def test_reset_to_an_unknown_or_empty_task_is_a_4xx_naming_it(served):
-    port, _ = served
+def test_reset_to_an_unknown_or_empty_task_is_a_4xx_naming_it(server):
+    port, _ = server
     status, text = raw(port, 'POST', '/reset', body=json.dumps({'task_uid': 'hostile/nope'}).encode())
     assert status == 404 and 'hostile/nope' in text, (status, text)
     status, text = raw(port, 'POST', '/reset', body=json.dumps({'task_uid': ''}).encode())
@@ -114,8 +128,8 @@ def test_reset_to_an_unknown_or_empty_task_is_a_4xx_naming_it(served):
 
 
 @pytest.mark.parametrize('case', WIRE)
-def test_a_hostile_call_over_openenv_is_the_agents_failed_call(served, case):
-    _, got = served
+def test_a_hostile_call_over_openenv_is_the_agents_failed_call(client, case):
+    got = client
     r = got['calls'][case]
     if case == 'nested_3000':  # past what Python's json reads: refused before the server parses it, in its protocol
         assert r['raw']['type'] == 'error' and 'nested deeper than 500 levels' in r['raw']['data']['message'], r
@@ -124,8 +138,8 @@ def test_a_hostile_call_over_openenv_is_the_agents_failed_call(served, case):
     assert r['done'] is False, r
 
 
-def test_after_hostile_calls_and_failed_resets_the_episode_goes_on(served):
-    _, got = served
+def test_after_hostile_calls_and_failed_resets_the_episode_goes_on(client):
+    got = client
     assert not set(RESERVED) & set(got['listed']) and 'add_note' in got['listed']
     assert got['good'] == {'text': '{"ok": true}', 'is_error': False, 'done': False}
     assert [('hostile/nope' in m, "''" in m) for m in got['failed_resets']] == [(True, False), (False, True)]
@@ -134,8 +148,8 @@ def test_after_hostile_calls_and_failed_resets_the_episode_goes_on(served):
     assert got['end']['done'] is True and got['end']['reward'] == 0.0, got['end']
 
 
-def test_idle_and_cross_site_sessions_do_not_lock_others_out(served):
-    _, got = served
+def test_idle_and_cross_site_sessions_do_not_lock_others_out(client):
+    got = client
     s = got['sessions']
     assert 'InvalidStatus' in s['cross_site'] and '403' in s['cross_site'], s
     assert 'capacity' in s['third_while_full'].lower(), s  # two sessions, both taken
