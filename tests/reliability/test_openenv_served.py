@@ -155,3 +155,16 @@ def test_idle_and_cross_site_sessions_do_not_lock_others_out(client):
     assert 'capacity' in s['third_while_full'].lower(), s  # two sessions, both taken
     assert s['idle_after'] == 'ConnectionClosedOK' or 'Closed' in s['idle_after'], s
     assert s['third_after'] == TASK.uid, s
+
+
+@pytest.mark.slow
+def test_idle_sessions_opened_over_http_are_released(server, client):
+    "Sessions opened with `openenv/session/create` and left idle fill the server, then OpenEnv's reaper frees them."
+    port, _ = server
+    create = json.dumps({'jsonrpc': '2.0', 'id': 1, 'method': 'openenv/session/create', 'params': {}}).encode()
+    got = [json.loads(raw(port, 'POST', '/mcp', body=create)[1]) for _ in range(3)]
+    assert ['session_id' in (g.get('result') or {}) for g in got] == [True, True, False], got
+    assert 'capacity' in json.dumps(got[2]).lower(), got[2]
+    time.sleep(7)  # the reaper looks every 5 s for sessions idle past the 1 s limit
+    again = json.loads(raw(port, 'POST', '/mcp', body=create)[1])
+    assert 'session_id' in again['result'], again
