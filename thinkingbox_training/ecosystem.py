@@ -642,6 +642,8 @@ def openenv_serve(
     Host and Origin, JSON bodies of at most 4 MiB, idle sessions closed."""
     from thinkingbox_training.tasks import load_tasks
 
+    if not idle_timeout > 0:
+        raise ValueError(f'--idle-timeout {idle_timeout}: must be a positive number of seconds')
     try:
         app = openenv_app(
             load_tasks(*[p for p in tasks.split(',') if p]), max_sessions=max_sessions, idle_s=idle_timeout, user=user
