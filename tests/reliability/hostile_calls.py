@@ -6,8 +6,8 @@ verdict, nothing committed. This module holds the calls and a small domain to ma
 - `HOSTILE`: a list of `HostileCall(id, tool, arguments, wire)`. `arguments` is what the caller hands over (built
   on access: some are nested thousands deep or contain themselves); `wire` is False where no JSON client can send it
   (a value JSON has no form for, a value that contains itself, arguments that are not an object): only in-process
-  callers (the episode engine, the TRL adapter) meet those. `RESERVED` are ThinkingBox's reserved tools: never
-  listed, every call of one the agent's failed call.
+  callers (the episode engine, the TRL adapter) meet those. `RESERVED` are ThinkingBox's reserved tools (any name
+  starting with `RESERVED_PREFIX`): never listed, every call of one the agent's failed call.
 - `DOMAIN` ('hostile'): registered on import. `add_note(text)` writes a row; `store(data: object)` takes any JSON
   object; `raises(text)` and `exits(code)` write a row, then raise `RuntimeError` or call `sys.exit`; `hang(seconds)`
   writes a row, then waits for `RELEASE` (at most `seconds`); `user`, `tasks`, `task` and `domain` are tools named
@@ -135,6 +135,7 @@ class HostileCall:
         return self.make()
 
 
+RESERVED_PREFIX = '__reserved__'  # ThinkingBox's servers: every tool so named is reserved
 RESERVED = ('__reserved__init', '__reserved__geteffects', '__reserved__setstate', '__reserved__')
 
 HOSTILE = [

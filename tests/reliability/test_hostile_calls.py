@@ -4,7 +4,7 @@ succeeds, and an episode that meets one is scored (never a system error) and sto
 
 import asyncio, json
 import pytest
-from hostile_calls import CASES, GOOD, HOSTILE, RESERVED, TASK, WIRE, call_text, check_failed, notes
+from hostile_calls import CASES, GOOD, HOSTILE, RESERVED, RESERVED_PREFIX, TASK, WIRE, call_text, check_failed, notes
 from thinkingbox_training.campaigns import campaign_records, run_campaign
 from thinkingbox_training.episode import AttemptRecord, EpisodeRunner
 from thinkingbox_training.policies import Generation
@@ -51,7 +51,7 @@ def test_a_hostile_call_is_the_agents_failed_call_and_commits_nothing(case, tran
 def test_after_every_hostile_call_the_session_still_serves_and_lists_no_reserved_tool(transport):
     out, listed = sessions(transport)
     assert out['(good)'][1:] == (False, None, ['hello']) and out['(session)'] is None
-    assert not [n for n in listed if n.startswith('__reserved__')] and 'add_note' in listed
+    assert not [n for n in listed if n.startswith(RESERVED_PREFIX)] and 'add_note' in listed
 
 
 class Writes:
