@@ -18,7 +18,7 @@ HERE = Path(__file__).parent
 ENV = dict(os.environ, PYTHONPATH=f'{ROOT}{os.pathsep}{HERE}')
 SERVE = (
     'import sys, hostile_calls; from thinkingbox_training.ecosystem import openenv_serve; '
-    'sys.exit(openenv_serve(sys.argv[1], port=int(sys.argv[2]), max_sessions=2, idle_timeout=1.0))'
+    'sys.exit(openenv_serve(sys.argv[1], port=int(sys.argv[2]), max_sessions=2, idle_timeout=2.0))'
 )
 
 
@@ -32,7 +32,7 @@ def py():
 
 @pytest.fixture(scope='module')
 def server(py, tmp_path_factory):
-    """The server's port (the hostile domain's task, 2 sessions, 1 s idle limit) and OpenEnv's client playing against it
+    """The server's port (the hostile domain's task, 2 sessions, 2 s idle limit) and OpenEnv's client playing against it
     (started beside it: each spends seconds importing OpenEnv)."""
     tasks = tmp_path_factory.mktemp('openenv') / 'hostile.jsonl'
     task = TASK.model_copy(update={'limits': TASK.limits.model_copy(update={'max_turns': 200})})
@@ -165,6 +165,6 @@ def test_idle_sessions_opened_over_http_are_released(server, client):
     got = [json.loads(raw(port, 'POST', '/mcp', body=create)[1]) for _ in range(3)]
     assert ['session_id' in (g.get('result') or {}) for g in got] == [True, True, False], got
     assert 'capacity' in json.dumps(got[2]).lower(), got[2]
-    time.sleep(7)  # the reaper looks every 5 s for sessions idle past the 1 s limit
+    time.sleep(8)  # the reaper looks every 5 s for sessions idle past the 2 s limit
     again = json.loads(raw(port, 'POST', '/mcp', body=create)[1])
     assert 'session_id' in again['result'], again
