@@ -53,4 +53,4 @@ def test_calls_past_their_deadline_are_never_applied_and_waiting_costs_no_thread
     assert notes(ts.db.db) == ['first', 'after'], notes(ts.db.db)[
         :5
     ]  # neither the hung call nor any queued one was applied
-    assert peak - before <= 3, (before, peak)  # 101 calls waiting: no thread each
+    assert peak - before <= 10, (before, peak)  # 101 calls waiting: no thread each (the previous code: +100)
