@@ -229,7 +229,7 @@ def test_plain_grpo_trainer_trains_a_step(trainer):
     assert 'rewards/verdict_reward/mean' in logged and logged['tools/call_frequency'] > 0, logged
     envs = trainer.environments
     assert sorted(e.task.uid for e in envs) == sorted([QUESTION.uid, CANCEL.uid] * 2)
-    assert any(e.ts.calls for e in envs if e.ts)  # the policy's calls reached the episodes' MCP sessions
+    assert any(e._ts.calls for e in envs if e._ts)  # the policy's calls reached the episodes' MCP sessions
     tools = {n for n, _ in inspect.getmembers(type(envs[0]), inspect.isfunction) if not n.startswith('_')}
     assert {'reset', 'ask_customer', 'cancel_order', 'get_order'} <= tools
 

@@ -66,11 +66,11 @@ def trl_tool_method(spec: dict) -> typing.Callable:
     name, props = f['name'], f['parameters'].get('properties', {})
     required = set(f['parameters'].get('required', []))
 
-    async def method(self, **arguments):
-        return await self._call(name, arguments)
+    async def method(env, /, **arguments):  # positional-only: an argument named `self` is the call's, not Python's
+        return await env._call(name, arguments)
 
     P = inspect.Parameter
-    params = [P('self', P.POSITIONAL_OR_KEYWORD)] + [
+    params = [P('self', P.POSITIONAL_ONLY)] + [  # transformers' get_json_schema skips a first `self`
         P(p, P.KEYWORD_ONLY, annotation=_hint(s), default=P.empty if p in required else s.get('default'))
         for p, s in props.items()
     ]
@@ -90,33 +90,53 @@ conversation."""
 
 class TaskEnvironment:
     """One rollout's environment for TRL: a fresh database per `reset`, the domain's tools as methods, the simulated
-    user behind `ask_customer`. Subclassed per domain by `environment_class`."""
+    user behind `ask_customer`. Subclassed per domain by `environment_class`.
 
-    tasks: dict = {}  # task uid -> Task (the tasks this class may reset to)
-    domain: str = ''
-    user: str = 'scripted'  # simulated user spec: 'scripted' or 'openai:MODEL'
-    user_kw: dict = {}
-    tool_timeout_s: float = 10.0
-    grader: Grader = None
+    TRL makes every public function of the class a tool, so everything of the environment's own is private
+    (underscored) but `reset` and `ask_customer`: a domain's tool may be named `user`, `task` or `tasks`. The read-only
+    `task`, `system_error`, `tasks` and `domain` are conveniences a tool of that name replaces (the code here reads the
+    private names). Nothing raises into TRL's loop: whatever a call carries is the model's failed call or voids the
+    episode (`system_error`, reward `None`)."""
+
+    _tasks: dict = {}  # task uid -> Task (the tasks this class may reset to)
+    _domain: str = ''
+    _user_spec: str = 'scripted'  # simulated user spec: 'scripted' or 'openai:MODEL'
+    _user_kw: dict = {}
+    _tool_timeout_s: float = 10.0
+    _grader: Grader = None
 
     def __init__(self):
-        self.task = self.db = self.ts = self._user = None
-        self.system_error: str | None = None
-        self.visible: list = []  # the conversation as the user sees it
+        self._task = self._db = self._ts = self._user = None
+        self._system_error: str | None = None
+        self._visible: list = []  # the conversation as the user sees it
+
+    task = property(lambda self: self._task, doc='the task of the running episode (None before `reset`)')
+    system_error = property(lambda self: self._system_error, doc='why the episode is void (None: it is not)')
+    tasks = property(lambda self: self._tasks, doc='task uid -> Task, the tasks this environment resets to')
+    domain = property(lambda self: self._domain, doc="the domain's name")
 
     def reset(self, task_uid: str, **row) -> None:
-        "Start an episode of task `task_uid` (a dataset column): a fresh database and tool session."
+        """Start an episode of task `task_uid` (a dataset column): a fresh database and tool session. An unknown uid is
+        refused (`KeyError`) before anything changes: the running episode, if any, stays as it was."""
+        if not isinstance(task_uid, str) or task_uid not in self._tasks:
+            raise KeyError(f'task {task_uid!r} is not one of the {len(self._tasks)} tasks of this environment')
         self._close()
-        if task_uid not in self.tasks:
-            raise KeyError(f'task {task_uid!r} is not one of the {len(self.tasks)} tasks of this environment')
-        self.task, self.system_error = self.tasks[task_uid], None
-        self.visible = [{'role': 'user', 'content': self.task.query}]
+        self._task, self._system_error = self._tasks[task_uid], None
+        self._visible = [{'role': 'user', 'content': self._task.query}]
         try:
-            self.db = get_domain(self.task.domain).provision(self.task)
-            self.ts = InProcessToolSession(self.db, timeout_s=self.tool_timeout_s)
-            self._user = make_user(self.user, self.task, **self.user_kw)
+            self._db = get_domain(self._task.domain).provision(self._task)
+            self._ts = InProcessToolSession(self._db, timeout_s=self._tool_timeout_s)
+            self._user = make_user(self._user_spec, self._task, **self._user_kw)
         except Exception as e:
-            self.system_error = f'provisioning failed: {type(e).__name__}: {e}'
+            self._system_error = f'provisioning failed: {type(e).__name__}: {e}'
+
+    def _refusal(self) -> str | None:
+        "What a call reads when no episode can take it: none running, or a void one; None when one can."
+        if self._task is None:
+            return 'Error: no episode is running (the environment was not reset)'
+        if self._system_error:
+            return f'the episode is void: {self._system_error}'
+        return None
 
     async def ask_customer(self, message: str) -> str:
         """Send a message to the customer and return the customer's reply.
@@ -124,28 +144,37 @@ class TaskEnvironment:
         Args:
             message: what you say to the customer (a question or a request for confirmation)
         """
-        if self.system_error:
-            return f'the episode is void: {self.system_error}'
-        self.visible.append({'role': 'assistant', 'content': message})
+        if (no := self._refusal()) is not None:
+            return no
+        if not isinstance(message, str):
+            return f'Error: ask_customer: message must be a string, not {type(message).__name__}'
+        self._visible.append({'role': 'assistant', 'content': message})
         try:
-            turn = await self._user.reply(list(self.visible))
+            turn = await self._user.reply(list(self._visible))
         except UserEndpointError as e:
-            self.system_error = str(e)
+            self._system_error = str(e)
             return f'the episode is void: {e}'
-        self.visible.append({'role': 'user', 'content': turn.text})
+        except Exception as e:  # never into TRL's loop: the user's machinery failed
+            self._system_error = f'simulated user failed: {type(e).__name__}: {e}'
+            return f'the episode is void: {self._system_error}'
+        self._visible.append({'role': 'user', 'content': turn.text})
         return turn.text
 
     async def _call(self, name: str, arguments: dict) -> str:
-        if self.system_error:
-            return f'the episode is void: {self.system_error}'
-        r = await self.ts.call(name, arguments)
+        if (no := self._refusal()) is not None:
+            return no
+        try:
+            r = await self._ts.call(name, arguments)  # the model's failed calls come back as text (see `tools`)
+        except Exception as e:  # never into TRL's loop: the session's machinery failed
+            self._system_error = f'tool {name} failed: {type(e).__name__}: {e}'
+            return f'the episode is void: {self._system_error}'
         if r.system_error:
-            self.system_error = r.system_error
+            self._system_error = r.system_error
         return r.text
 
     async def _verdict(self, completion: list):
         "The verdict on the final state (None when the episode is void), the rubric reading the final message."
-        if self.system_error or self.task is None:
+        if self._system_error or self._task is None:
             return None
         final = next(
             (
@@ -156,18 +185,18 @@ class TaskEnvironment:
             '',
         )
         try:
-            await asyncio.to_thread(expected_state, self.task)
-            return await (self.grader or Grader(judge=RuleJudge())).grade(
-                self.task, self.db, final, self.visible + [{'role': 'assistant', 'content': final}]
+            await asyncio.to_thread(expected_state, self._task)
+            return await (self._grader or Grader(judge=RuleJudge())).grade(
+                self._task, self._db, final, self._visible + [{'role': 'assistant', 'content': final}]
             )
         except Exception as e:
-            self.system_error = f'grading failed: {type(e).__name__}: {e}'
+            self._system_error = f'grading failed: {type(e).__name__}: {e}'
             return None
 
     def _close(self):
-        if self.db is not None:
-            self.db.close()
-        self.db = self.ts = None
+        if self._db is not None:
+            self._db.close()
+        self._db = self._ts = None
 
 # %% ../nbs/16_ecosystem.ipynb #c010
 _SPECS: dict = {}
@@ -207,22 +236,24 @@ def environment_class(
     grader: Grader = None,  # default: the offline RuleJudge
     tool_timeout_s: float = 10.0,
 ):  # per tool call; past it the episode is a system error
-    "A `TaskEnvironment` subclass whose public methods are `domain`'s tools (and `ask_customer`)."
+    """A `TaskEnvironment` subclass whose public methods are `domain`'s tools (and `ask_customer`). A tool named like
+    one of TRL's hooks (`reset`, `get_reward`), `ask_customer` or a private name is refused; any other name is free."""
     specs = domain_tool_specs(domain)
-    clash = {s['function']['name'] for s in specs} & {'reset', 'get_reward', 'ask_customer'}
+    names = [s['function']['name'] for s in specs]
+    clash = sorted(n for n in names if n in ('reset', 'get_reward', 'ask_customer') or n.startswith('_'))
     if clash:
-        raise ValueError(f"domain {domain}: tool names {sorted(clash)} clash with the environment's own")
+        raise ValueError(f"domain {domain}: tool names {clash} clash with the environment's own")
     bad = [t.uid for t in tasks if t.domain != domain]
     if bad:
         raise ValueError(f'task {bad[0]} is not of domain {domain}')
     attrs = {s['function']['name']: trl_tool_method(s) for s in specs}
     attrs.update(
-        tasks={t.uid: t for t in tasks},
-        domain=domain,
-        user=user,
-        user_kw=user_kw or {},
-        grader=grader,
-        tool_timeout_s=tool_timeout_s,
+        _tasks={t.uid: t for t in tasks},
+        _domain=domain,
+        _user_spec=user,
+        _user_kw=user_kw or {},
+        _grader=grader,
+        _tool_timeout_s=tool_timeout_s,
         __doc__=f'TRL environment of the {domain} domain.',
     )
     return type(f'{domain.title().replace("_", "")}Environment', (TaskEnvironment,), attrs)
@@ -235,8 +266,8 @@ async def verdict_reward(completions: list, environments: list = None, **kwargs)
     vs = await asyncio.gather(*[e._verdict(c) for e, c in zip(environments, completions)])
     log_extra = kwargs.get('log_extra')
     if log_extra:
-        log_extra('task_uid', [e.task.uid if e.task else None for e in environments])
-        log_extra('system_error', [e.system_error for e in environments])
+        log_extra('task_uid', [e._task.uid if e._task else None for e in environments])
+        log_extra('system_error', [e._system_error for e in environments])
     return [None if v is None else float(v.reward) for v in vs]
 
 # %% ../nbs/16_ecosystem.ipynb #c014
@@ -335,7 +366,7 @@ def _tool_texts(domains) -> dict:
 
 
 TRLEnvironment.chat_template_kwargs = property(
-    lambda self: {'tool_texts': _tool_texts(sorted({t.domain for e in self._classes for t in e.tasks.values()}))},
+    lambda self: {'tool_texts': _tool_texts(sorted({t.domain for e in self._classes for t in e._tasks.values()}))},
     doc="`GRPOConfig(chat_template_kwargs=...)`: the domains' tools as our episodes render them",
 )
 
@@ -403,6 +434,11 @@ def openenv_prompt(task: Task) -> list[dict]:
     return [{'role': 'system', 'content': system}, {'role': 'user', 'content': task.query}]
 
 
+def _few(uids: list, n: int = 5) -> str:
+    "Some of the task uids, for an error line."
+    return ', '.join(map(repr, uids[:n])) + (f' and {len(uids) - n} more' if len(uids) > n else '')
+
+
 def openenv_environment(
     tasks: list,  # the tasks served (any registered domains)
     user: str = 'scripted',  # simulated user spec: 'scripted' or 'openai:MODEL'
@@ -423,6 +459,7 @@ def openenv_environment(
         ToolErrorType,
     )
     from openenv.core.env_server.types import Observation, State
+    from fastapi import HTTPException
     from pydantic import Field
 
     class TaskObservation(Observation):
@@ -440,14 +477,14 @@ def openenv_environment(
         'OpenEnvEpisode',
         (TaskEnvironment,),
         dict(
-            tasks={t.uid: t for t in tasks},
-            user=user,
-            user_kw=user_kw or {},
-            grader=grader,
-            tool_timeout_s=tool_timeout_s,
+            _tasks={t.uid: t for t in tasks},
+            _user_spec=user,
+            _user_kw=user_kw or {},
+            _grader=grader,
+            _tool_timeout_s=tool_timeout_s,
         ),
     )
-    uids = sorted(Episode.tasks)
+    uids = sorted(Episode._tasks)
 
     class TaskOpenEnv(Environment):
         "Our tasks as an OpenEnv environment: reset to a task, MCP tool calls as actions, the verdict at the end."
@@ -461,23 +498,28 @@ def openenv_environment(
         def reset(
             self, seed: int | None = None, episode_id: str | None = None, task_uid: str | None = None, **kw
         ) -> Observation:
-            uid = task_uid or random.Random(seed).choice(uids)
+            uid = random.Random(seed).choice(uids) if task_uid is None else task_uid
+            # a refused reset changes nothing: the running episode, if any, goes on as it was
+            if not isinstance(uid, str) or not uid:
+                raise HTTPException(422, f'task_uid must name a task, got {uid!r}: one of {_few(uids)}')
+            if uid not in Episode._tasks:
+                raise HTTPException(404, f'no task {uid!r} in this environment (it serves {_few(uids)})')
             self.ep.reset(task_uid=uid)
-            self.done, self.transcript = False, [{'role': 'user', 'content': self.ep.task.query}]
+            self.done, self.transcript = False, [{'role': 'user', 'content': self.ep._task.query}]
             self._state = State(episode_id=episode_id or str(uuid.uuid4()), step_count=0, task_uid=uid)
-            fields = dict(task_uid=uid, domain=self.ep.task.domain, prompt=openenv_prompt(self.ep.task))
-            if self.ep.system_error:
+            fields = dict(task_uid=uid, domain=self.ep._task.domain, prompt=openenv_prompt(self.ep._task))
+            if self.ep._system_error:
                 return self._void(TaskObservation, {}, **fields)
             return TaskObservation(done=False, reward=None, **fields)
 
         def _void(self, cls, meta, **fields):
             "The episode ends without a verdict: done, reward None, the reason in the state and the metadata."
-            self.done, self._state.system_error = True, self.ep.system_error
-            return cls(done=True, reward=None, metadata=meta | {'system_error': self.ep.system_error}, **fields)
+            self.done, self._state.system_error = True, self.ep._system_error
+            return cls(done=True, reward=None, metadata=meta | {'system_error': self.ep._system_error}, **fields)
 
         async def step_async(self, action, timeout_s=None, **kw) -> Observation:
             if isinstance(action, ListToolsAction):
-                specs = domain_tool_specs(self.ep.task.domain) if self.ep.task else []
+                specs = domain_tool_specs(self.ep._task.domain) if self.ep._task else []
                 tools = [
                     Tool(
                         name=s['function']['name'],
@@ -502,31 +544,36 @@ def openenv_environment(
                 )
             self._state.step_count += 1
             if name == 'send_message':
-                return await self._message(str(action.arguments.get('message', '')))
-            text = await self.ep._call(name, action.arguments)
+                message = action.arguments.get('message', '')
+                if isinstance(message, str):
+                    return await self._message(message)
+                text, r = f'Error: send_message: message must be a string, not {type(message).__name__}', None
+            else:
+                n = len(self.ep._ts.calls) if self.ep._ts else 0
+                text = await self.ep._call(name, action.arguments)
+                r = self.ep._ts.calls[-1] if self.ep._ts and len(self.ep._ts.calls) > n else None
             self.transcript.append({'role': 'tool', 'name': name, 'content': text})
-            r = self.ep.ts.calls[-1] if self.ep.ts and self.ep.ts.calls else None
-            result = {'content': [{'type': 'text', 'text': text}], 'data': text, 'is_error': bool(r and r.is_error)}
-            if self.ep.system_error:
+            result = {'content': [{'type': 'text', 'text': text}], 'data': text, 'is_error': r is None or r.is_error}
+            if self.ep._system_error:
                 return self._void(CallToolObservation, {}, tool_name=name, result=result)
-            if self._state.step_count >= self.ep.task.limits.max_turns:
+            if self._state.step_count >= self.ep._task.limits.max_turns:
                 return await self._end(CallToolObservation, 'turn_limit', tool_name=name, result=result)
             return CallToolObservation(tool_name=name, result=result, done=False, reward=None)
 
         async def _message(self, message: str):
-            self.ep.visible.append({'role': 'assistant', 'content': message})
+            self.ep._visible.append({'role': 'assistant', 'content': message})
             self.transcript.append({'role': 'assistant', 'content': message})
             try:
-                turn = await self.ep._user.reply(list(self.ep.visible))
+                turn = await self.ep._user.reply(list(self.ep._visible))
             except UserEndpointError as e:
-                self.ep.system_error = str(e)
+                self.ep._system_error = str(e)
                 return self._void(CallToolObservation, {}, tool_name='send_message')
             result = {'content': [{'type': 'text', 'text': turn.text}], 'data': turn.text, 'is_error': False}
             if turn.stop:
                 return await self._end(CallToolObservation, turn.reason, tool_name='send_message', result=result)
-            self.ep.visible.append({'role': 'user', 'content': turn.text})
+            self.ep._visible.append({'role': 'user', 'content': turn.text})
             self.transcript.append({'role': 'user', 'content': turn.text})
-            if self._state.step_count >= self.ep.task.limits.max_turns:
+            if self._state.step_count >= self.ep._task.limits.max_turns:
                 return await self._end(CallToolObservation, 'turn_limit', tool_name='send_message', result=result)
             return CallToolObservation(tool_name='send_message', result=result, done=False, reward=None)
 
@@ -556,20 +603,30 @@ def openenv_environment(
 
 # %% ../nbs/16_ecosystem.ipynb #c027
 from .cli import command
+from .serve import IDLE_S, guarded_server
 
 
-def openenv_app(tasks: list, max_sessions: int = 64, **kw):
-    "A FastAPI app serving `tasks` as an OpenEnv environment (OpenEnv's `create_app`; `kw`: `openenv_environment`'s)."
+def openenv_app(tasks: list, max_sessions: int = 64, idle_s: float = IDLE_S, **kw):
+    """A FastAPI app serving `tasks` as an OpenEnv environment (OpenEnv's `create_app`; `kw`: `openenv_environment`'s).
+    A session opened over HTTP (`openenv/session/create`) and idle for `idle_s` is released by OpenEnv's reaper."""
     from openenv.core.env_server.http_server import create_app
     from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservation
+    from openenv.core.env_server.types import ConcurrencyConfig
 
     return create_app(
         openenv_environment(tasks, **kw),
         CallToolAction,
         CallToolObservation,
         env_name='thinkingbox_training',
-        max_concurrent_envs=max_sessions,
+        concurrency_config=ConcurrencyConfig(max_concurrent_envs=max_sessions, session_timeout=idle_s),
     )
+
+
+def _openenv_refusal(path: str, why: str) -> dict:
+    "What OpenEnv's WebSocket protocols answer a message refused before the server reads it."
+    if path.rstrip('/').endswith('/mcp'):  # JSON-RPC
+        return {'jsonrpc': '2.0', 'id': None, 'error': {'code': -32600, 'message': why}}
+    return {'type': 'error', 'data': {'message': why, 'code': 'INVALID_JSON'}}
 
 
 @command('openenv-serve')
@@ -578,14 +635,19 @@ def openenv_serve(
     host: str = '127.0.0.1',  # the address to bind (the tools write: keep it local unless you mean it)
     port: int = 8000,
     user: str = 'scripted',  # simulated user: 'scripted' or 'openai:MODEL'
-    max_sessions: int = 64,
-):  # concurrent WebSocket sessions (one database each)
-    "Serve tasks as an OpenEnv environment (needs `openenv-core` installed)."
-    import uvicorn
+    max_sessions: int = 64,  # concurrent sessions (one database each)
+    idle_timeout: float = IDLE_S,  # seconds a session may wait for its client before it is closed
+):
+    """Serve tasks as an OpenEnv environment (needs `openenv-core` installed), behind the checks `tbt mcp-serve` has:
+    Host and Origin, JSON bodies of at most 4 MiB, idle sessions closed."""
     from thinkingbox_training.tasks import load_tasks
 
+    if not idle_timeout > 0:
+        raise ValueError(f'--idle-timeout {idle_timeout}: must be a positive number of seconds')
     try:
-        app = openenv_app(load_tasks(*[p for p in tasks.split(',') if p]), max_sessions=max_sessions, user=user)
+        app = openenv_app(
+            load_tasks(*[p for p in tasks.split(',') if p]), max_sessions=max_sessions, idle_s=idle_timeout, user=user
+        )
     except ModuleNotFoundError as e:
         if (e.name or '').split('.')[0] != 'openenv':
             raise
@@ -593,5 +655,5 @@ def openenv_serve(
             'tbt openenv-serve needs openenv-core (pip install openenv-core==0.3.0, in an environment '
             'without ThinkingBox support: see nbs/16_ecosystem.ipynb)'
         ) from None
-    uvicorn.run(app, host=host, port=port, log_level='warning')
+    guarded_server(app, host, port, idle_s=idle_timeout, deep_reply=_openenv_refusal).run()
     return 0

@@ -8,9 +8,9 @@ import asyncio, threading, time
 from dataclasses import dataclass
 from typing import Literal
 from pydantic import BaseModel, Field
-from .interpret import TokenTrajectory, parse_assistant
+from .interpret import ParseError, TokenTrajectory, parse_assistant
 from .tasks import Task, get_domain
-from .tools import tool_session, transport_class
+from .tools import argument_problem, tool_session, transport_class
 from .grader import Grader, RuleJudge, Usage, Verdict, check_judge, expected_state, void_verdict
 from .users import UserEndpointError, make_user, visible_messages
 from .policies import GenRequest, Policy, SamplingConfig
@@ -316,6 +316,15 @@ class _Live:
     def tokens(self) -> int:
         return len(self.tt.prompt_ids) + len(self.tt.completion_ids) if self.tt else 0
 
+
+def _refuse_unsendable(turn):
+    """Calls whose arguments no transport can carry (`argument_problem`) become the agent's parse errors: their text
+    stays in the conversation as written, so that the episode's record can always be stored."""
+    for c in list(turn.tool_calls):
+        if (why := argument_problem(c.arguments)) is not None:
+            turn.tool_calls.remove(c)
+            turn.errors.append(ParseError('bad_argument', f'{c.name}: invalid arguments: {why}', c.raw, c.name))
+
 # %% ../nbs/07_episode.ipynb #c011
 class EpisodeRunner:
     "Runs episodes of tasks with a policy, a simulated user and a grader, many at once."
@@ -400,6 +409,7 @@ class EpisodeRunner:
             ids = g.token_ids if g.token_ids is not None else self.fmt.encode(g.text)
             ep.tt.add_sampled(ids, g.logprobs)
         turn = parse_assistant(g.text, ep.ts.parse_schemas(ep.call_schemas or ep.tr.tools))
+        _refuse_unsendable(turn)
         ep.tr.messages.append(turn.message)
         if g.finish == 'length':
             ep.end('token_limit')

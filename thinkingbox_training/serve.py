@@ -4,24 +4,100 @@
 
 # %% ../nbs/03a_serve.ipynb #c003
 from __future__ import annotations
-import sys, threading
+import asyncio, json, queue, re, sqlite3, sys, threading, time
 from .cli import command
 from .tasks import get_domain, load_tasks
-from .tools import ToolSession
+from .tools import ToolSession, _call_domain
 
 # %% auto #0
-__all__ = ['MCP_MAX_BODY', 'SharedBackend', 'serving_session', 'http_server', 'mcp_serve']
+__all__ = ['MCP_MAX_BODY', 'IDLE_S', 'MAX_MESSAGE_DEPTH', 'SharedBackend', 'ServedToolSession', 'serving_session',
+           'guarded_server', 'http_server', 'mcp_serve', 'too_deep', 'RequestGuard']
 
 # %% ../nbs/03a_serve.ipynb #c003b
+class _Job:
+    "One served call: its deadline, its outcome, and whether its client has been told it failed (`gone`)."
+
+    def __init__(self, name, arguments, deadline, loop):
+        self.name, self.arguments, self.deadline, self.loop = name, arguments, deadline, loop
+        self.future, self.lock = loop.create_future(), threading.Lock()
+        self.gone = self.committing = False
+
+    def settle(self, ok: bool, value):
+        def put():
+            if not self.future.done() and not self.gone:  # a call given up has nobody to read its outcome
+                (self.future.set_result if ok else self.future.set_exception)(value)
+
+        try:
+            self.loop.call_soon_threadsafe(put)
+        except RuntimeError:
+            pass  # the loop has closed: nobody waits for this call any more
+
+
 class SharedBackend:
-    "A backend that every client of a served domain shares: tool calls run one at a time, each its own transaction."
+    """A backend that every client of a served domain shares: tool calls run one at a time, in arrival order, on the
+    server's one worker thread, each its own transaction. A call's deadline counts from its arrival: one still
+    queued at its deadline never starts, and one running past it has its commit refused (rolled back) once its client
+    has been told it failed. A waiting call costs no thread: it waits in a queue, its client on the event loop."""
 
     def __init__(self, db):  # the provisioned backend: an `EpisodeDB`, or a ThinkingBox task's
         self.db, self.lock = db, threading.Lock()
+        self._jobs, self._current, self._worker = queue.SimpleQueue(), None, None
+        self._start_lock = threading.Lock()
+        conn = getattr(db, 'conn', None)
+        if isinstance(conn, sqlite3.Connection):
+            conn.set_authorizer(self._authorize)
 
     def run_tool(self, name: str, arguments: dict):
+        "A call from this thread, with no deadline (the server's own clients go through `call`)."
         with self.lock:
             return self.db.run_tool(name, arguments)
+
+    async def call(self, name: str, arguments: dict, timeout_s: float):
+        "The domain's answer to a call within `timeout_s` of now; `TimeoutError` after it, the call then never applied."
+        job = _Job(name, arguments, time.monotonic() + timeout_s, asyncio.get_running_loop())
+        self._jobs.put(job)
+        self._ensure_worker()
+        try:
+            return await asyncio.wait_for(asyncio.shield(job.future), timeout_s)
+        except BaseException:
+            with job.lock:
+                if not job.committing:  # told it failed: it never starts, or its commit is refused
+                    job.gone = True
+                    raise
+        return await job.future  # its commit began before the deadline: its outcome stands
+
+    def _ensure_worker(self):
+        with self._start_lock:
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._work, name='tbt-served-tools', daemon=True)
+                self._worker.start()
+
+    def _work(self):
+        while True:
+            job = self._jobs.get()
+            with job.lock:
+                if job.gone or time.monotonic() >= job.deadline:
+                    job.gone = True
+                    continue  # its client is told it timed out: it never starts
+            self._current = job
+            try:
+                with self.lock:
+                    out = _call_domain(self.db, job.name, job.arguments)
+            except BaseException as e:
+                job.settle(False, e)
+            else:
+                job.settle(True, out)
+            finally:
+                self._current = None
+
+    def _authorize(self, action, arg1, *_):
+        "SQLite's authorizer on the served database: a COMMIT of a call whose client was told it failed is refused."
+        if action == sqlite3.SQLITE_TRANSACTION and arg1 == 'COMMIT' and (job := self._current) is not None:
+            with job.lock:
+                if job.gone:
+                    return sqlite3.SQLITE_DENY
+                job.committing = True
+        return sqlite3.SQLITE_OK
 
     def snapshot(self) -> dict:
         with self.lock:
@@ -32,11 +108,19 @@ class SharedBackend:
             raise AttributeError(name)
         return getattr(self.db, name)
 
+
+class ServedToolSession(ToolSession):
+    "The tool session of a served backend: calls queue for the `SharedBackend`, each within its time limit."
+
+    async def _run(self, name: str, arguments: dict):
+        return await self.db.call(name, arguments, self.timeout_s)
+
 # %% ../nbs/03a_serve.ipynb #c004
 def serving_session(
     domain: str = None,  # a registered domain (a fresh database from its seed)
     tasks: str = None,  # or task files (JSON Lines, ThinkingBox modules or test lists), comma-separated
     task: str = None,  # ... and the uid of the task whose initial state is served
+    timeout_s: float = 10.0,  # a call's time limit, from its arrival (queueing included)
 ) -> ToolSession:
     """A `ToolSession` whose MCP server holds one provisioned database, shared by every client and called one call at
     a time (not entered: its server is served)."""
@@ -53,10 +137,11 @@ def serving_session(
         domain = t.domain
     if not domain:
         raise ValueError('name a --domain, or a --task with its --tasks')
-    return ToolSession(SharedBackend(get_domain(domain).provision(t)))
+    return ServedToolSession(SharedBackend(get_domain(domain).provision(t)), timeout_s=timeout_s)
 
 
 MCP_MAX_BODY = 4 * 2**20  # bytes of one HTTP request: a tool call's arguments (hostile tests send 1 MB strings)
+IDLE_S = 600.0  # seconds a WebSocket session may wait for its client before it is closed and its slot freed
 
 
 def _naming_h11() -> type:
@@ -74,14 +159,28 @@ def _naming_h11() -> type:
     return NamingH11
 
 
-def http_server(ts: ToolSession, host: str = '127.0.0.1', port: int = 8000):
-    """The uvicorn server of `ts`'s MCP server, streamable HTTP at http://HOST:PORT/mcp: bodies over `MCP_MAX_BODY`
-    refused (413), malformed requests answered 400 naming what is wrong. `.run()` serves, `.should_exit = True` stops.
-    """
+def guarded_server(
+    app,
+    host: str = '127.0.0.1',
+    port: int = 8000,
+    max_body: int = MCP_MAX_BODY,
+    idle_s: float = IDLE_S,
+    deep_reply=None,
+):
+    """A uvicorn server of `app` behind `RequestGuard` (Host, Origin, JSON bodies, body size, idle WebSockets), whose
+    400 for a malformed request names what is wrong; WebSocket messages over `max_body` refused. `.run()` serves,
+    `.should_exit = True` stops."""
     import uvicorn
 
-    app = ts.server.streamable_http_app(host=host, max_request_body_size=MCP_MAX_BODY)
-    return uvicorn.Server(uvicorn.Config(app, host=host, port=port, http=_naming_h11(), log_level='warning'))
+    guard = RequestGuard(app, host, max_body, idle_s, deep_reply)
+    config = uvicorn.Config(guard, host=host, port=port, http=_naming_h11(), ws_max_size=max_body, log_level='warning')
+    return uvicorn.Server(config)
+
+
+def http_server(ts: ToolSession, host: str = '127.0.0.1', port: int = 8000):
+    """The uvicorn server of `ts`'s MCP server, streamable HTTP at http://HOST:PORT/mcp, behind `RequestGuard`:
+    bodies over `MCP_MAX_BODY` refused (413), malformed requests answered 400 naming what is wrong."""
+    return guarded_server(ts.server.streamable_http_app(host=host, max_request_body_size=MCP_MAX_BODY), host, port)
 
 
 @command('mcp-serve')
@@ -107,3 +206,150 @@ def mcp_serve(
     else:
         raise SystemExit(f'unknown transport {transport!r}: use stdio or http')
     return 0
+
+# %% ../nbs/03a_serve.ipynb #c004g
+_LOOPBACK = ('127.0.0.1', 'localhost', '::1')
+MAX_MESSAGE_DEPTH = 500  # JSON nesting of one WebSocket message (Python's json recurses: ~1000 levels end it)
+_STRING, _BRACKET = re.compile(r'"(?:[^"\\]|\\.)*"'), re.compile(r'[\[\]{}]')
+
+
+def too_deep(text: str, limit: int = MAX_MESSAGE_DEPTH) -> bool:
+    "Whether a JSON text nests deeper than `limit` levels (counted without parsing, strings skipped)."
+    depth = 0
+    for m in _BRACKET.finditer(_STRING.sub('', text)):
+        depth += 1 if m.group() in '[{' else -1
+        if depth > limit:
+            return True
+    return False
+
+
+def _hostname(netloc: str) -> str:
+    "The host of a `host[:port]` (an IPv6 address in brackets), lower-cased."
+    netloc = netloc.strip().lower()
+    if netloc.startswith('['):
+        return netloc[1 : netloc.find(']')] if ']' in netloc else netloc
+    return netloc.rsplit(':', 1)[0] if netloc.count(':') == 1 else netloc
+
+
+class RequestGuard:
+    """ASGI middleware in front of every HTTP server we ship (`tbt mcp-serve`, `tbt openenv-serve`). Refused, each in
+    one line naming what is wrong, before the application sees the request:
+    - a `Host` that is not this server's (421), when bound to a loopback or a named address: DNS rebinding;
+    - an `Origin` other than the `Host` the request was sent to (403), HTTP and WebSocket: a cross-site request;
+    - a POST whose body is not JSON (415): the forms and `text/plain` a browser sends cross-site without asking;
+    - a body over `max_body` bytes (413): a declared `Content-Length` before any byte is read, a body without one
+      as soon as it passes the limit (the application gets the body whole, at most `max_body`);
+    - a body nested deeper than `MAX_MESSAGE_DEPTH` (400): Python's JSON readers recurse, and fail near 1,000.
+    A WebSocket whose application waits `idle_s` for its client is closed (1001), which ends its session and frees
+    its slot: idle clients cannot hold every session of the server. A WebSocket message nested deeper than
+    `MAX_MESSAGE_DEPTH` is not passed on: `deep_reply(path, why)` answers it (the protocol's error; None: the socket
+    is closed, 1009), and the session goes on."""
+
+    def __init__(
+        self, app, host: str = '127.0.0.1', max_body: int = MCP_MAX_BODY, idle_s: float = IDLE_S, deep_reply=None
+    ):
+        self.app, self.max_body, self.idle_s, self.deep_reply = app, max_body, idle_s, deep_reply
+        bound = _hostname(host)
+        # a wildcard bind answers whatever name reaches it: the Host is not checked, the Origin still is
+        self.hosts = None if bound in ('0.0.0.0', '::', '') else {*_LOOPBACK, bound}
+
+    async def __call__(self, scope, receive, send):
+        if scope['type'] not in ('http', 'websocket'):
+            return await self.app(scope, receive, send)
+        headers = {k.decode('latin-1').lower(): v.decode('latin-1') for k, v in scope.get('headers', [])}
+        if (why := self._refusal(scope, headers)) is not None:
+            return await self._refuse(scope, receive, send, *why)
+        if scope['type'] == 'websocket':
+            return await self._websocket(scope, receive, send)
+        return await self._http(scope, receive, send, headers)
+
+    def _refusal(self, scope, headers) -> tuple | None:
+        host = headers.get('host', '')
+        if self.hosts is not None and _hostname(host) not in self.hosts:
+            return 421, f'Host {host!r} is not this server (it answers {", ".join(sorted(self.hosts))})'
+        origin = headers.get('origin')
+        if origin is not None and origin.split('://', 1)[-1].rstrip('/').lower() != host.lower():
+            return 403, f'Origin {origin!r} is not this server ({host}): cross-site requests are refused'
+        if scope['type'] == 'http' and scope['method'] == 'POST':
+            ctype = headers.get('content-type', '').split(';')[0].strip().lower()
+            if ctype != 'application/json':
+                return 415, f'Content-Type {ctype or "(none)"!r}: this server takes application/json'
+            try:
+                size = int(headers.get('content-length', '0'))
+            except ValueError:
+                size = 0  # the HTTP parser has refused it already
+            if size > self.max_body:
+                return 413, f'request body too large: {size} bytes declared, at most {self.max_body}'
+        return None
+
+    async def _refuse(self, scope, receive, send, status: int, text: str):
+        if scope['type'] == 'websocket':  # before the handshake: an HTTP answer where the server can send one
+            if 'websocket.http.response' not in scope.get('extensions') or {}:
+                return await send({'type': 'websocket.close', 'code': 1008, 'reason': text[:120]})  # a bare 403
+            start = {'status': status, 'headers': [(b'content-type', b'text/plain; charset=utf-8')]}
+            await send({'type': 'websocket.http.response.start', **start})
+            return await send({'type': 'websocket.http.response.body', 'body': text.encode()})
+        body = text.encode()
+        headers = [(b'content-type', b'text/plain; charset=utf-8'), (b'content-length', str(len(body)).encode())]
+        await send({'type': 'http.response.start', 'status': status, 'headers': headers + [(b'connection', b'close')]})
+        await send({'type': 'http.response.body', 'body': body})
+
+    async def _http(self, scope, receive, send, headers):
+        if scope['method'] != 'POST':
+            return await self.app(scope, receive, send)
+        body, more = b'', True
+        while more:
+            m = await receive()
+            if m['type'] != 'http.request':
+                return  # the client went away
+            body += m.get('body', b'')
+            more = m.get('more_body', False)
+            if len(body) > self.max_body:
+                return await self._refuse(
+                    scope, receive, send, 413, f'request body too large: over {self.max_body} bytes'
+                )
+        if too_deep(body.decode('utf-8', 'replace')):
+            return await self._refuse(scope, receive, send, 400, f'JSON nested deeper than {MAX_MESSAGE_DEPTH} levels')
+        sent = False
+
+        async def replay():
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {'type': 'http.request', 'body': body, 'more_body': False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _websocket(self, scope, receive, send):
+        closed, connected = False, False
+
+        async def idle_receive():
+            nonlocal closed, connected
+            if closed:
+                return {'type': 'websocket.disconnect', 'code': 1001}
+            if not connected:  # the handshake
+                connected = True
+                return await receive()
+            while True:
+                try:
+                    m = await asyncio.wait_for(receive(), self.idle_s)
+                except (asyncio.TimeoutError, TimeoutError):
+                    closed = True
+                    reason = f'idle for {self.idle_s:g}s: session closed'
+                    await send({'type': 'websocket.close', 'code': 1001, 'reason': reason})
+                    return {'type': 'websocket.disconnect', 'code': 1001}
+                if m['type'] != 'websocket.receive' or not too_deep(m.get('text') or ''):
+                    return m
+                why = f'message nested deeper than {MAX_MESSAGE_DEPTH} levels: refused'
+                if self.deep_reply is None:
+                    closed = True
+                    await send({'type': 'websocket.close', 'code': 1009, 'reason': why})
+                    return {'type': 'websocket.disconnect', 'code': 1009}
+                await send({'type': 'websocket.send', 'text': json.dumps(self.deep_reply(scope['path'], why))})
+
+        async def guarded_send(m):
+            if not closed:
+                await send(m)
+
+        await self.app(scope, idle_receive, guarded_send)

@@ -14,8 +14,8 @@ from .backend import AgentInputError, Domain, EpisodeDB, ToolError
 from .backend import ARGUMENT_VALIDATION, argument_validation  # noqa: F401 (the rule, read here too)
 
 # %% auto #0
-__all__ = ['TOOL_TRANSPORTS', 'domain_mcp_tools', 'ToolResult', 'ToolSession', 'mcp_tool_spec', 'InProcessToolSession',
-           'tool_session', 'transport_class']
+__all__ = ['MAX_ARGUMENT_DEPTH', 'TOOL_TRANSPORTS', 'domain_mcp_tools', 'ToolResult', 'argument_problem', 'ToolSession',
+           'mcp_tool_spec', 'InProcessToolSession', 'tool_session', 'transport_class']
 
 # %% ../nbs/03_tools.ipynb #c004
 # tool errors are reported to the agent and recorded here, not logged
@@ -142,6 +142,47 @@ class ToolResult:
 def _dump(out) -> str:
     return out if isinstance(out, str) else json.dumps(out, ensure_ascii=False, default=str)
 
+# %% ../nbs/03_tools.ipynb #c006r
+MAX_ARGUMENT_DEPTH = 100  # levels of nesting in a call's arguments (the MCP SDK's serialiser stops at 255)
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def argument_problem(
+    arguments,
+    max_depth: int = MAX_ARGUMENT_DEPTH,
+    typed: bool = False,  # arguments already validated (dates and the like): only their depth is checked
+) -> str | None:
+    """Why `arguments` cannot be sent as a tool call, in words for the agent; None when they can. Iterative: a value
+    nested thousands deep, or one that contains itself, is measured without recursion."""
+    if not isinstance(arguments, dict):
+        return f'arguments must be a JSON object, got {type(arguments).__name__}'
+    stack = [((), arguments, 1)]
+    while stack:
+        loc, v, depth = stack.pop()
+        if isinstance(v, (dict, list, tuple)) and depth > max_depth:
+            return f'nested deeper than {max_depth} levels'
+        where = '.'.join(map(str, loc)) or 'arguments'
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if not isinstance(k, str):
+                    return f'{where}: a key must be a string, not {type(k).__name__}'
+                stack.append((loc + (k,), x, depth + 1))
+        elif isinstance(v, (list, tuple)):
+            stack += [(loc + (i,), x, depth + 1) for i, x in enumerate(v)]
+        elif not typed and not isinstance(v, _JSON_SCALARS):
+            return f'{where}: a value of type {type(v).__name__} has no JSON form'
+    return None
+
+
+def _call_domain(db, name: str, arguments: dict):
+    "`db.run_tool`; domain code that ends itself on the arguments (`SystemExit`, ...) is their failed call too."
+    try:
+        return db.run_tool(name, arguments)
+    except Exception:
+        raise
+    except BaseException as e:  # not an Exception: it would end the event loop, and the run, above the session
+        raise AgentInputError(name, e) from None
+
 # %% ../nbs/03_tools.ipynb #c007
 class ToolSession:
     "One episode's tools over MCP: a private server bound to the episode's database, and a client session to it."
@@ -172,8 +213,11 @@ class ToolSession:
 
     def _bind(self, name):
         async def run(**kwargs):
+            # from a client of a served domain: the same depth (values are typed by now: a date is a date)
+            if (why := argument_problem(kwargs, typed=True)) is not None:
+                raise MCPToolError(f'invalid arguments for {name}: {why}')
             try:
-                out = await _TOOL_THREADS.run(lambda: self.db.run_tool(name, kwargs), self.timeout_s)
+                out = await self._run(name, kwargs)
             except ToolError as e:  # the agent reads this text
                 if isinstance(e, AgentInputError):
                     self._agent_exception = e.exception
@@ -187,6 +231,10 @@ class ToolSession:
             return _dump(out)
 
         return run
+
+    async def _run(self, name: str, arguments: dict):
+        "The domain's answer to one call, on a worker thread, within the time limit."
+        return await _TOOL_THREADS.run(lambda: _call_domain(self.db, name, arguments), self.timeout_s)
 
     async def __aenter__(self):
         self._client = mcp.Client(self.server)
@@ -208,6 +256,11 @@ class ToolSession:
     async def call(self, name: str, arguments: dict) -> ToolResult:
         "Call a tool through the session."
         t0, self._agent_exception = time.perf_counter(), None
+        if (why := argument_problem(arguments)) is not None:  # the agent's failed call: see the rule above
+            res = ToolResult(name, {}, f'invalid arguments for {name}: {why}', is_error=True)
+            res.duration_s = time.perf_counter() - t0
+            self.calls.append(res)
+            return res
         if name not in self.tools and (text := self.dom.unknown_tool(name)) is not None:  # in the domain's words
             res = ToolResult(name, arguments, text, is_error=True, duration_s=time.perf_counter() - t0)
             self.calls.append(res)
