@@ -1588,7 +1588,8 @@ class ThinkingBoxProtocol(EpisodeProtocol):
         return (message.get('content') or '').strip().endswith('<DONE>')
 
     def chat(self, task: Task, sampling, max_tokens: int) -> dict:
-        "Their agent's request: temperature, `max_completion_tokens` (the recipe's), `parallel_tool_calls`, no seed."
+        """Their agent's request: temperature, `max_completion_tokens` (the recipe's), `parallel_tool_calls`, no seed
+        (a call goes back under the id the model gave it, with its argument text as written, as theirs does)."""
         params = {'temperature': sampling.temperature, 'max_completion_tokens': max_tokens}
         params['parallel_tool_calls'] = bool(self.theirs['agent'].get('parallel_tool_calls', False))
         return {'params': params, 'reasoning': True}
