@@ -241,8 +241,10 @@ def dataset_without_sources(data: Path, out: Path) -> Path:
 
 
 def harness_dir(data: Path) -> Path:
-    "Their harness's checkout: THINKINGBOX_HARNESS, else `thinkingbox/` beside the thinkingbox-data checkout."
-    return Path(os.environ.get('THINKINGBOX_HARNESS') or Path(data).resolve().parent / 'thinkingbox')
+    "Their harness's checkout, found as `tbt thinkingbox-bench` finds it."
+    from thinkingbox_training.thinkingbox import harness_dir as ours
+
+    return ours(data)
 
 
 def their_config(harness: Path, url: str, proxy_port: int) -> str:
