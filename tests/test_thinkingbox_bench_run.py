@@ -87,3 +87,25 @@ def test_their_end_rules_by_default_our_caps_opt_in_and_counted(data, tmp_path, 
     got = json.loads(capsys.readouterr().out)
     assert set(got['ended_by_cap']) <= {'turn_limit', 'token_limit', 'wall_clock'}
     assert got['spent']['agent']['calls'] >= 1 and got['spent']['judge'] == {'calls': 0, 'tokens': 0}
+
+
+def test_the_judge_is_not_asked_after_a_failed_state_and_its_calls_are_counted(data, tmp_path, monkeypatch, capsys):
+    "As their test stops at its first failed check: a wrong final state sends no judge request; asked ones are spent."
+    from thinkingbox_training.campaigns import aggregate
+    from thinkingbox_training.thinkingbox import load_thinkingbox
+    from thinkingbox_training.users import StandInServer
+
+    mod = 'sandbox_neobank_support_v1_group1_rubrics_yesno.py'
+    task = next(t for t in load_thinkingbox(mod) if t.rubric and len(t.golden) >= 2)
+    runs = {}
+    for flaw in ('drop_last', 'golden'):
+        with StandInServer(chat=lambda messages: 'Yes') as judge:
+            monkeypatch.setenv('TBT_JUDGE_BASE_URL', judge.base_url)
+            out = tmp_path / flaw
+            kw = dict(release=mod, task=task.uid, policy=f'golden-with-flaws:{flaw}', judge='openai:j')
+            assert thinkingbox_bench(**kw, k=1, out=str(out), quiet=True) == 0, capsys.readouterr().err
+            runs[flaw] = len(judge.requests)
+        capsys.readouterr()
+        assert aggregate(str(out), json=True) == 0
+        assert json.loads(capsys.readouterr().out)['spent']['judge']['calls'] == runs[flaw]
+    assert runs['drop_last'] == 0 and runs['golden'] >= 1
