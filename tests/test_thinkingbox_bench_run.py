@@ -87,6 +87,9 @@ def test_their_end_rules_by_default_our_caps_opt_in_and_counted(data, tmp_path, 
     got = json.loads(capsys.readouterr().out)
     assert set(got['ended_by_cap']) <= {'turn_limit', 'token_limit', 'wall_clock'}
     assert got['spent']['agent']['calls'] >= 1 and got['spent']['judge'] == {'calls': 0, 'tokens': 0}
+    assert {'pass^1', 'pass^1_tb'} <= set(got['rows'][0]) and 'pass^1_tb' in got[
+        'summary'
+    ]  # ours and theirs, named apart
 
 
 def test_the_judge_is_not_asked_after_a_failed_state_and_its_calls_are_counted(data, tmp_path, monkeypatch, capsys):

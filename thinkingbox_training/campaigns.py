@@ -1135,14 +1135,15 @@ def aggregate(
     by: str = 'domain',  # rows per domain, family or held_out
     json: bool = False,
 ):  # print the metrics as JSON
-    "A campaign's metrics (pass@1 with interval, pass@k, observed k/k, pass^k, cost) or what keeps it from validating."
+    """A campaign's metrics (pass@1 with interval, pass@k, observed k/k, pass^k and ThinkingBox's pass^k_tb, cost) or
+    what keeps it from validating."""
     try:
         camp = load_campaign(out)
     except (metrics.CampaignIncomplete, CampaignError) as e:
         print(e, file=sys.stderr)
         return 1
     prices = _prices_or_none(camp)
-    rows = metrics.metrics_table(camp, by=by, prices=prices)
+    rows = metrics.metrics_table(camp, by=by, prices=prices, theirs=True)  # pass^k_tb: ThinkingBox's, beside ours
     records = campaign_records(out)
     raised = agent_exceptions(records)
     ends = ended_by_cap(records)
@@ -1159,7 +1160,7 @@ def aggregate(
                     'policy': camp.policy_id,
                     'k': camp.k,
                     'tasks': len(camp.uids),
-                    'summary': metrics.summarize(camp.rewards),
+                    'summary': metrics.summarize(camp.rewards, theirs=True),
                     'rows': rows,
                     'by_held_out': metrics.metrics_table(camp, by='held_out'),
                     'agent_exceptions': raised,
