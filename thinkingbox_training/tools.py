@@ -14,8 +14,8 @@ from .backend import AgentInputError, Domain, EpisodeDB, ToolError
 from .backend import ARGUMENT_VALIDATION, argument_validation  # noqa: F401 (the rule, read here too)
 
 # %% auto #0
-__all__ = ['TOOL_TRANSPORTS', 'domain_mcp_tools', 'ToolResult', 'ToolSession', 'mcp_tool_spec', 'InProcessToolSession',
-           'tool_session', 'transport_class']
+__all__ = ['MAX_ARGUMENT_DEPTH', 'TOOL_TRANSPORTS', 'domain_mcp_tools', 'ToolResult', 'argument_depth', 'ToolSession',
+           'mcp_tool_spec', 'InProcessToolSession', 'tool_session', 'transport_class']
 
 # %% ../nbs/03_tools.ipynb #c004
 # tool errors are reported to the agent and recorded here, not logged
@@ -143,6 +143,19 @@ def _dump(out) -> str:
     return out if isinstance(out, str) else json.dumps(out, ensure_ascii=False, default=str)
 
 # %% ../nbs/03_tools.ipynb #c007
+MAX_ARGUMENT_DEPTH = 100  # levels a call's arguments may nest; deeper is the agent's failed call (serialisers stop)
+
+
+def argument_depth(value) -> int:
+    "How many levels of lists and objects `value` nests (counted level by level: any depth, no recursion)."
+    depth, level = 0, [value]
+    while True:
+        level = [x for y in level for x in (y.values() if isinstance(y, dict) else y if isinstance(y, list) else ())]
+        if not level:
+            return depth
+        depth += 1
+
+
 class ToolSession:
     "One episode's tools over MCP: a private server bound to the episode's database, and a client session to it."
 
@@ -209,6 +222,13 @@ class ToolSession:
         "Call a tool through the session."
         t0, self._agent_exception = time.perf_counter(), None
         if name not in self.tools and (text := self.dom.unknown_tool(name)) is not None:  # in the domain's words
+            res = ToolResult(name, arguments, text, is_error=True, duration_s=time.perf_counter() - t0)
+            self.calls.append(res)
+            return res
+        # what the agent wrote can only fail its own call: arguments too deep for any transport to carry are refused
+        # here, before a serialiser would fail the session (a system error, which would void the episode)
+        if (depth := argument_depth(arguments)) > MAX_ARGUMENT_DEPTH:
+            text = f'Error calling tool {name}: arguments nested {depth} levels, over the {MAX_ARGUMENT_DEPTH} allowed'
             res = ToolResult(name, arguments, text, is_error=True, duration_s=time.perf_counter() - t0)
             self.calls.append(res)
             return res
