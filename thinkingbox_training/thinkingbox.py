@@ -1577,13 +1577,49 @@ def their_protocol_files(data=None) -> dict:
     agent = d / 'dataset' / 'agent' / 'think.yaml'
     if not agent.is_file():
         raise ThinkingBoxDataError(f'no agent file {agent} in the ThinkingBox data checkout')
-    out['agent'] = yaml.load(agent.read_text(), Loader=_Loader)
+    out['agent'] = _protocol_yaml(agent, ['system_instructions'])
+    _key(agent, out['agent'], 'system_instructions', str)
+    for i, t in enumerate(_key(agent, out['agent'], 'builtin_tools', list, [])):
+        for k, kind in (('name', str), ('input_schema', dict)):
+            _key(agent, t, k, kind, where=f'builtin_tools[{i}].')
     cfg = h / 'config' / 'config_vllm.yaml'
     if not cfg.is_file():
         raise ThinkingBoxDataError(f'no {cfg} (their sampling parameters) in the harness checkout ({HARNESS_ENV})')
-    c = yaml.load(cfg.read_text(), Loader=_Loader)
-    out['sampling'] = {'agent': c['orchestrator']['agent_model'], 'user': c['user_model'], 'judge': c['judge_model']}
+    c = _protocol_yaml(cfg, ['orchestrator'])
+    roles = {'agent': ('orchestrator', 'agent_model'), 'user': ('user_model',), 'judge': ('judge_model',)}
+    out['sampling'] = {}
+    for role, path in roles.items():
+        node, where = c, ''
+        for k in path:
+            node, where = _key(cfg, node, k, dict, where=where), f'{where}{k}.'
+        for k in ('temperature', 'max_completion_tokens'):
+            _key(cfg, node, k, (int, float), where=where)
+        out['sampling'][role] = node
     return out
+
+
+def _protocol_yaml(path: Path, keys: list) -> dict:
+    "One of their protocol files, read: a `ThinkingBoxDataError` naming the file and the line YAML stops at."
+    try:
+        v = yaml.load(path.read_text(), Loader=_Loader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, 'problem_mark', None)
+        at = f' at line {mark.line + 1}' if mark else ''
+        raise ThinkingBoxDataError(f'{path}: not valid YAML{at}: {getattr(e, "problem", None) or e}') from None
+    if not isinstance(v, dict):
+        raise ThinkingBoxDataError(f'{path}: expected a mapping with {", ".join(keys)}, got {type(v).__name__}')
+    return v
+
+
+def _key(path: Path, node, key: str, kind, default=..., where: str = ''):
+    "`node[key]` of a protocol file, of type `kind`; a `ThinkingBoxDataError` naming the file and the key otherwise."
+    if not isinstance(node, dict) or key not in node or node[key] is None:
+        if default is not ...:
+            return default
+        raise ThinkingBoxDataError(f'{path}: no `{where}{key}`')
+    if not isinstance(node[key], kind) or isinstance(node[key], bool):  # (no key of theirs read here is a flag)
+        raise ThinkingBoxDataError(f'{path}: `{where}{key}` is {node[key]!r}, not {getattr(kind, "__name__", kind)}')
+    return node[key]
 
 # %% ../nbs/13_thinkingbox.ipynb #p004
 from .episode import PROTOCOLS, EpisodeProtocol
