@@ -1,6 +1,6 @@
 """Their protocol files, damaged: a broken `config/config_vllm.yaml`, one without `orchestrator`, and a broken agent
-file (`dataset/agent/think.yaml`) each stop `tbt thinkingbox-bench` with one line naming the file and the key (or the line
-YAML stops at), exit 2, before anything is written."""
+file (`dataset/agent/think.yaml`) each stop `tbt thinkingbox-bench` with one line naming the file and the key (or the
+line YAML stops at), exit 2, before anything is written."""
 
 import os
 from pathlib import Path
