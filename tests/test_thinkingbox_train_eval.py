@@ -43,6 +43,7 @@ def _first(requests: list, episode_turn: int = 0):
     )
 
 
+@pytest.mark.slow  # a trainer and its model are made: ~9 s
 def test_a_training_episode_opens_and_ends_as_an_evaluation_episode(data, tmp_path, monkeypatch, capsys):
     from grpo_fixtures import cpu_config, tokenizer
     from thinkingbox_training import thinkingbox as tb
