@@ -119,7 +119,8 @@ class RecordingServer:
         script = self.scripts[query]
         content, calls = script[min(turn, len(script) - 1)]
         out = content + ''.join(
-            f'<tool_call>\n{json.dumps({"name": n, "arguments": a})}\n</tool_call>' for n, a in calls
+            f'<tool_call>\n{json.dumps({"name": n, "arguments": a}, ensure_ascii=False)}\n</tool_call>'
+            for n, a in calls
         )
         ids = self.tok.encode(out, add_special_tokens=False) + [self.tok.convert_tokens_to_ids('<|im_end|>')]
         with self.lock:
