@@ -1,6 +1,6 @@
 """Per-episode environment cost on ThinkingBox-Bench tasks: setup, tool calls and grading through our harness.
 
-    THINKINGBOX_DATA=../shared/thinkingbox-data python benchmarks/thinkingbox_env.py [--tasks 40] [--release NAME]
+    THINKINGBOX_DATA=/path/to/thinkingbox-data python benchmarks/thinkingbox_env.py [--tasks 40] [--release NAME]
 
 For a seeded sample of the release's tasks (spread over its five scenarios): build the episode's backend (fresh
 SandboxToolsSystems from their server package, patched with the task's rows), open our MCP session and list its

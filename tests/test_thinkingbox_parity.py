@@ -19,6 +19,7 @@ import pytest
 from conftest import skip_unless_ci
 from thinkingbox_parity import (
     TASKS,
+    UNKNOWN_QUERY,
     RecordingServer,
     agent_script,
     compare,
@@ -54,11 +55,9 @@ ENDPOINT_DIFFERENCES = {
 }
 
 
-@pytest.fixture(scope='module')
-def runs(tmp_path_factory):
-    "Their run and our two, each behind its own recording server, with the tasks' scripts."
+def _setup():
+    "The data checkout, their harness's Python and the release's tasks by uid (skips, or fails under CI, without)."
     from thinkingbox_training.tasks import load_tasks
-    from transformers import AutoTokenizer
     from thinkingbox_training.thinkingbox import data_dir
 
     if not os.environ.get('THINKINGBOX_DATA'):
@@ -72,9 +71,22 @@ def runs(tmp_path_factory):
     except Exception as e:
         skip_unless_ci(f"their harness's environment could not be built: {e}")
     tasks = {t.uid: t for t in load_tasks(data / 'releases/thinkingbox_bench_v1/testlist_thinkingbox_bench_v1.yaml')}
-    scripts = {tasks[u].query.strip(): agent_script(tasks[u].golden) for u in TASKS}
-    questions = {r.question: tasks[u].query.strip() for u in TASKS for r in tasks[u].rubric}
-    queries = {u: tasks[u].query for u in TASKS}
+    return data, py, tasks
+
+
+def _scripts(tasks: dict, uids: list) -> tuple:
+    scripts = {tasks[u].query.strip(): agent_script(tasks[u].golden) for u in uids}
+    questions = {r.question: tasks[u].query.strip() for u in uids for r in tasks[u].rubric}
+    return scripts, questions, {u: tasks[u].query for u in uids}
+
+
+@pytest.fixture(scope='module')
+def runs(tmp_path_factory):
+    "Their run and our two, each behind its own recording server, with the tasks' scripts."
+    from transformers import AutoTokenizer
+
+    data, py, tasks = _setup()
+    scripts, questions, queries = _scripts(tasks, TASKS)
     work = tmp_path_factory.mktemp('parity')
     with RecordingServer(scripts, questions) as srv:
         rows = run_theirs(py, data, srv.base_url, work / 'theirs')
@@ -134,6 +146,39 @@ def test_endpoint_prompts_are_the_chat_requests_rendered_and_differ_only_as_list
     diffs = compare(runs['theirs'], {**runs['endpoint'], 'requests': records}, runs['scripts'])
     report('endpoint:', diffs)
     check_closed_list(diffs, ENDPOINT_DIFFERENCES, 'endpoint:')
+
+
+# the fast check (in `make test`): two release tasks, one with a rubric, their harness against `chat:` only
+FAST_TASKS = [
+    'sandbox_external_retail_group1.py:test_case_ST003_003',
+    'external_booking_v1_group1_rubrics_yesno.py:test_gbi_002',
+]
+
+
+def test_chat_requests_are_byte_equal_to_their_harness_on_two_release_tasks(tmp_path):
+    """Every request of `chat:` equals theirs as the server received it: each message's JSON (key order aside), so a
+    call's argument text and id are compared as bytes, with the sampling parameters, the user's and judge's requests,
+    the end and the verdict. The scripted model writes a non-ASCII argument unescaped, under ids of its own."""
+    data, py, tasks = _setup()
+    scripts, questions, queries = _scripts(tasks, FAST_TASKS)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with RecordingServer(scripts, questions) as srv_t, RecordingServer(scripts, questions) as srv_o:
+        with ThreadPoolExecutor(1) as pool:  # their run (a subprocess) while ours runs here
+            job = pool.submit(run_theirs, py, data, srv_t.base_url, tmp_path / 'theirs', FAST_TASKS)
+            rows = run_ours(data, srv_o.base_url, tmp_path / 'chat', 'chat:agent', FAST_TASKS)
+            theirs = theirs_summary(job.result(), srv_t.requests, queries)
+        chat = ours_summary(rows, srv_o.requests, queries)
+    assert len(theirs['verdicts']) == len(chat['verdicts']) == 2 and all(chat['verdicts'].values())
+    sent = [
+        c['function']['arguments']
+        for q in chat['requests']
+        if q['role'] == 'agent'
+        for m in q['body']['messages']
+        for c in m.get('tool_calls') or []
+    ]
+    assert any(UNKNOWN_QUERY in a for a in sent)  # the unescaped argument came back as the model wrote it
+    check_closed_list(compare(theirs, chat, scripts), CHAT_DIFFERENCES, 'chat:')
 
 
 def test_the_comparison_names_each_difference_and_the_closed_list_catches_both_ways():

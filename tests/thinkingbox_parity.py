@@ -34,6 +34,7 @@ QUESTION = 'Before I start: could you confirm the email address on your account?
 USER_ANSWER = 'I would rather not repeat it; everything you need is in my first message. Please go ahead.'
 FINAL = 'Everything you asked for is done. Thank you for contacting us. <DONE>'
 UNKNOWN_TOOL = 'lookup_everything'
+UNKNOWN_QUERY = '$60 × 0.5'  # not ASCII: the call's argument text is written as a model's server writes it (below)
 
 
 def free_port() -> int:
@@ -47,7 +48,7 @@ def agent_script(golden: list) -> list:
     first = next((c for c in golden if c.arguments), golden[0])
     partial = dict(list(first.arguments.items())[1:])  # its first argument left out
     return (
-        [(QUESTION, []), ('', [(first.name, partial)]), ('', [(UNKNOWN_TOOL, {'query': 'anything'})])]
+        [(QUESTION, []), ('', [(first.name, partial)]), ('', [(UNKNOWN_TOOL, {'query': UNKNOWN_QUERY})])]
         + [('', [(c.name, c.arguments)]) for c in golden]
         + [(FINAL, [])]
     )
@@ -118,7 +119,8 @@ class RecordingServer:
         script = self.scripts[query]
         content, calls = script[min(turn, len(script) - 1)]
         out = content + ''.join(
-            f'<tool_call>\n{json.dumps({"name": n, "arguments": a})}\n</tool_call>' for n, a in calls
+            f'<tool_call>\n{json.dumps({"name": n, "arguments": a}, ensure_ascii=False)}\n</tool_call>'
+            for n, a in calls
         )
         ids = self.tok.encode(out, add_special_tokens=False) + [self.tok.convert_tokens_to_ids('<|im_end|>')]
         with self.lock:
@@ -165,8 +167,13 @@ class RecordingServer:
             content, calls = script[min(turn, len(script) - 1)]
             message['content'] = content or None
             if calls:
+                # ids of the server's own, and arguments as vLLM's tool parsers write them (characters unescaped)
                 message['tool_calls'] = [
-                    {'id': f'call_{turn}_{i}', 'type': 'function', 'function': {'name': n, 'arguments': json.dumps(a)}}
+                    {
+                        'id': f'call_{turn}_{i}',
+                        'type': 'function',
+                        'function': {'name': n, 'arguments': json.dumps(a, ensure_ascii=False)},
+                    }
                     for i, (n, a) in enumerate(calls)
                 ]
                 finish = 'tool_calls'
@@ -235,8 +242,10 @@ def dataset_without_sources(data: Path, out: Path) -> Path:
 
 
 def harness_dir(data: Path) -> Path:
-    "Their harness's checkout: THINKINGBOX_HARNESS, else `thinkingbox/` beside the thinkingbox-data checkout."
-    return Path(os.environ.get('THINKINGBOX_HARNESS') or Path(data).resolve().parent / 'thinkingbox')
+    "Their harness's checkout, found as `tbt thinkingbox-bench` finds it."
+    from thinkingbox_training.thinkingbox import harness_dir as ours
+
+    return ours(data)
 
 
 def their_config(harness: Path, url: str, proxy_port: int) -> str:
@@ -454,8 +463,20 @@ def compare(theirs: dict, ours: dict, scripts: dict, kb_tools=lambda name: name.
             if mt['role'] != mo['role']:
                 add('agent.messages.role', f'{mt["role"]} / {mo["role"]}')
                 break
+            if json.dumps(mt, sort_keys=True) != json.dumps(
+                mo, sort_keys=True
+            ):  # the bytes each sends, key order aside
+                keys = sorted(k for k in set(mt) | set(mo) if json.dumps(mt.get(k)) != json.dumps(mo.get(k)))
+                add('agent.messages.bytes', f'{mt["role"]} at step {step + (mt["role"] == "assistant")}: {keys}')
             if mt['role'] == 'assistant':
                 step += 1
+                ct, co = mt.get('tool_calls') or [], mo.get('tool_calls') or []
+                if [c['function']['arguments'] for c in ct] != [c['function']['arguments'] for c in co]:
+                    args = [[c['function']['arguments'] for c in x] for x in (ct, co)]
+                    add('agent.messages.arguments_text', f'step {step}: theirs {args[0]}, ours {args[1]}')
+                if [c.get('id') for c in ct] != [c.get('id') for c in co]:
+                    ids = [[c.get('id') for c in x] for x in (ct, co)]
+                    add('agent.messages.tool_call_id', f'step {step}: theirs {ids[0]}, ours {ids[1]}')
                 if (mt.get('content') or '') != (mo.get('content') or '') or _calls(mt) != _calls(mo):
                     add('agent.messages.assistant', f'step {step}')
                 if bool(mt.get('reasoning_content')) != bool(mo.get('reasoning_content')):

@@ -16,10 +16,11 @@ from .budgets import BUDGETS, apply_budgets, budgets_record
 from . import metrics
 
 # %% auto #0
-__all__ = ['TRAINING_SEED', 'LOST_STORE', 'CampaignError', 'storage_problem', 'disk_full', 'refuse_link', 'open_for_writing',
-           'AttemptStore', 'make_judge', 'RunSpec', 'export_jsonl', 'CampaignLock', 'read_meta', 'refuse_defective',
-           'run_campaign', 'campaign_records', 'agent_exceptions', 'load_campaign', 'idle_cores', 'default_shards',
-           'recipe_budgets', 'evaluate', 'probe', 'aggregate', 'compare', 'show_attempt', 'pick_attempt', 'show']
+__all__ = ['TRAINING_SEED', 'LOST_STORE', 'CAP_ENDS', 'CampaignError', 'storage_problem', 'disk_full', 'refuse_link',
+           'open_for_writing', 'AttemptStore', 'make_judge', 'RunSpec', 'export_jsonl', 'CampaignLock', 'read_meta',
+           'refuse_defective', 'run_campaign', 'campaign_records', 'agent_exceptions', 'load_campaign', 'idle_cores',
+           'default_shards', 'recipe_budgets', 'evaluate', 'probe', 'ended_by_cap', 'aggregate', 'compare',
+           'show_attempt', 'pick_attempt', 'show']
 
 # %% ../nbs/08_campaigns.ipynb #c004
 class CampaignError(RuntimeError):
@@ -1224,21 +1225,36 @@ def _prices_or_none(camp):
         return None
 
 
+CAP_ENDS = ('turn_limit', 'token_limit', 'wall_clock')  # the terminations our caps (a task's `limits`) give
+
+
+def ended_by_cap(records: list) -> dict:
+    "How many of the attempts a cap of ours ended, by cap: termination -> count (caps that ended none left out)."
+    counts = {e: sum(r.get('termination') == e for r in records) for e in CAP_ENDS}
+    return {e: n for e, n in counts.items() if n}
+
+
 @command(pos=['out'])
 def aggregate(
     out: str,  # a campaign directory
     by: str = 'domain',  # rows per domain, family or held_out
     json: bool = False,
 ):  # print the metrics as JSON
-    "A campaign's metrics (pass@1 with interval, pass@k, observed k/k, pass^k, cost) or what keeps it from validating."
+    """A campaign's metrics (pass@1 with interval, pass@k, observed k/k, pass^k and ThinkingBox's pass^k_tb, cost) or
+    what keeps it from validating."""
     try:
         camp = load_campaign(out)
     except (metrics.CampaignIncomplete, CampaignError) as e:
         print(e, file=sys.stderr)
         return 1
     prices = _prices_or_none(camp)
-    rows = metrics.metrics_table(camp, by=by, prices=prices)
-    raised = agent_exceptions(campaign_records(out))
+    rows = metrics.metrics_table(camp, by=by, prices=prices, theirs=True)  # pass^k_tb: ThinkingBox's, beside ours
+    records = campaign_records(out)
+    raised = agent_exceptions(records)
+    ends = ended_by_cap(records)
+    spent = {p: metrics.usage_totals(records, p) for p in metrics.PARTS}
+    calls = {p: sum(((r.get('usage') or {}).get(p) or {}).get('calls', 0) for r in records) for p in metrics.PARTS}
+    tokens = {p: sum(n['input'] + n['output'] for n in spent[p].values()) for p in metrics.PARTS}
     if json:
         import json as jsonlib
 
@@ -1249,10 +1265,12 @@ def aggregate(
                     'policy': camp.policy_id,
                     'k': camp.k,
                     'tasks': len(camp.uids),
-                    'summary': metrics.summarize(camp.rewards),
+                    'summary': metrics.summarize(camp.rewards, theirs=True),
                     'rows': rows,
                     'by_held_out': metrics.metrics_table(camp, by='held_out'),
                     'agent_exceptions': raised,
+                    'ended_by_cap': ends,
+                    'spent': {p: {'calls': calls[p], 'tokens': tokens[p]} for p in metrics.PARTS},
                 },
                 indent=1,
                 default=str,
@@ -1260,6 +1278,14 @@ def aggregate(
         )
     else:
         print(metrics.to_markdown(metrics.pretty(rows)))
+        print(
+            '\nSpent (every attempt): '
+            + '; '.join(f'{p} {calls[p]:,} calls, {tokens[p]:,} tokens' for p in metrics.PARTS)
+        )
+        print(
+            f"Ended by a cap (not by the task format's own rules): {sum(ends.values())} episode(s)"
+            + (f' ({", ".join(f"{e} {n}" for e, n in ends.items())})' if ends else '')
+        )
         if raised:
             print(
                 "\nExceptions raised by domain code on the agent's input (failed calls the agent saw; each "
@@ -1342,7 +1368,8 @@ def show_attempt(
         out.append(f"verdict: void, a system error (not the policy's failure): {v['system_error']}")
         return '\n'.join(out)
     checks = v.get('checks') or {}
-    said = ', '.join(f'{n} {"ok" if ok else "FAILED"}' for n, ok in checks.items())
+    # a check that was not made (`rubric[i] not judged`) has no verdict word
+    said = ', '.join(n if n.endswith('not judged') else f'{n} {"ok" if ok else "FAILED"}' for n, ok in checks.items())
     out.append(f'verdict: reward {v.get("reward", rec.get("reward"))}' + (f' ({said})' if said else ''))
     reasons = v.get('reasons') or []
     state, other = [r for r in reasons if not r.startswith('rubric')], [r for r in reasons if r.startswith('rubric')]

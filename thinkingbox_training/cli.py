@@ -357,6 +357,8 @@ COMMAND_RULES: dict = {  # (command, option) -> rule, where the option means som
     ('policy-speed', 'out'): _optional(new_file),
     ('thinkingbox-bench', 'user'): spec('stand-in'),
     ('view', 'out'): new_file,  # the page to write
+    ('thinkingbox-bench', 'domain'): lambda v: None if v.strip(',') else 'names no domain',  # their scenarios
+    ('thinkingbox-bench', 'limit'): at_least(0),
 }
 
 REQUIRED: dict = {

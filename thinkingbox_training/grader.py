@@ -286,8 +286,11 @@ class Grader:
         self,
         # a judge for rubric items (RuleJudge, OpenAIJudge); None: tasks with a rubric are an error
         judge=None,
+        # stop at the first failed check, as a test stops at its first failed assert: no judge after a wrong state,
+        # items asked one at a time and none after a "no" (the same reward, fewer judge calls; later checks unrecorded)
+        stop_early: bool = False,
     ):
-        self.judge = judge
+        self.judge, self.stop_early = judge, stop_early
 
     async def grade(
         self,
@@ -319,12 +322,20 @@ class Grader:
             # a judge that takes a task format's own request is given it (when the format has one)
             own = judge_request if getattr(self.judge, 'takes_requests', False) else None
             reqs = [own(it, final_message, transcript) if own else None for it in task.rubric]
-            answers = await asyncio.gather(
-                *[
-                    self.judge.ask(it, final_message, transcript, **({'request': q} if q is not None else {}))
-                    for it, q in zip(task.rubric, reqs)
-                ]
-            )
+            asks = [
+                self.judge.ask(it, final_message, transcript, **({'request': q} if q is not None else {}))
+                for it, q in zip(task.rubric, reqs)
+            ]
+            if not self.stop_early:
+                answers = await asyncio.gather(*asks)
+            else:
+                answers = []
+                for k, ask in enumerate(asks):
+                    if not d.equal or (answers and not answers[-1].yes):
+                        for rest in asks[k:]:
+                            rest.close()  # never awaited: not asked
+                        break
+                    answers.append(await ask)
             for i, (it, a) in enumerate(zip(task.rubric, answers)):
                 usage.add(a.usage)
                 why = f'rubric: {it.question} -> no' + (f' ({a.explanation})' if a.explanation else '')

@@ -17,11 +17,11 @@ from .budgets import warn_budgets
 
 # %% auto #0
 __all__ = ['SYNTHETIC_DOMAINS', 'STATUSES', 'BRIEF', 'INTERVALS', 'PARTS', 'TOKENS', 'read_attempts', 'synthetic_records',
-           'CampaignIncomplete', 'campaign_problems', 'Campaign', 'pass_at_k', 'pass_hat_k', 'k_ladder', 'wilson',
-           'bootstrap_mean', 'bootstrap_ratio', 'interval_label', 'summarize', 'metrics_table', 'load_prices',
-           'usage_totals', 'price_of', 'cost_index', 'task_costs', 'compare', 'pretty', 'to_markdown', 'to_csv',
-           'to_latex', 'write_tables', 'headline', 'campaign_spend', 'cost_lines', 'scratch_dir', 'save_figure',
-           'plot_domains', 'plot_pass_curves', 'plot_transitions']
+           'CampaignIncomplete', 'campaign_problems', 'Campaign', 'pass_at_k', 'pass_hat_k', 'pass_hat_k_tb',
+           'k_ladder', 'wilson', 'bootstrap_mean', 'bootstrap_ratio', 'interval_label', 'summarize', 'metrics_table',
+           'load_prices', 'usage_totals', 'price_of', 'cost_index', 'task_costs', 'compare', 'pretty', 'to_markdown',
+           'to_csv', 'to_latex', 'write_tables', 'headline', 'campaign_spend', 'cost_lines', 'scratch_dir',
+           'save_figure', 'plot_domains', 'plot_pass_curves', 'plot_transitions']
 
 # %% ../nbs/07a_metrics.ipynb #c006
 def read_attempts(
@@ -308,6 +308,17 @@ def pass_hat_k(
     return _binom_ratio(c, n, k)
 
 
+def pass_hat_k_tb(
+    n,  # attempts per task (array or int)
+    c,  # successes per task
+    k: int,  # the power
+) -> np.ndarray:
+    """ThinkingBox's pass^k, per task: the pass rate to the power k, (c/n)^k. Their released aggregator chose this
+    biased estimator on purpose; reported beside ours as `pass^k_tb` so numbers compare with their published table."""
+    _check_k(n, c, k)
+    return (np.asarray(c) / np.asarray(n)) ** k
+
+
 def k_ladder(
     n: int,  # attempts per task
 ) -> list:
@@ -379,6 +390,7 @@ def summarize(
     conf: float = 0.95,  # confidence level of the pass@1 interval
     interval: str = 'auto',  # 'tasks' (bootstrap over tasks), 'wilson' (over attempts), 'auto': tasks if k > 1
     seed: int = 0,  # seed of the bootstrap
+    theirs: bool = False,  # add ThinkingBox's pass^j as `pass^j_tb` (`pass_hat_k_tb`) beside ours
 ) -> dict:
     "pass@1 with an interval (named in `pass@1_interval`), solved once, solved k/k, pass@j and pass^j up `k_ladder(k)`."
     r = np.asarray(rewards)
@@ -414,6 +426,8 @@ def summarize(
         out[f'pass@{j}'] = float(pass_at_k(k, c, j).mean())
     for j in k_ladder(k):
         out[f'pass^{j}'] = float(pass_hat_k(k, c, j).mean())
+    for j in k_ladder(k) if theirs else []:
+        out[f'pass^{j}_tb'] = float(pass_hat_k_tb(k, c, j).mean())
     return out
 
 
@@ -439,15 +453,16 @@ def metrics_table(
     prices: dict = None,  # a price table: adds the cost index to each row
     conf: float = 0.95,  # confidence level of the pass@1 interval
     interval: str = 'auto',  # 'auto', 'tasks' or 'wilson' (see `summarize`)
+    theirs: bool = False,  # add ThinkingBox's pass^j (`pass^j_tb`)
 ) -> list:
     "One row of metrics per group, then the micro (all attempts) and macro (mean over groups) rows."
     labels, rows = _labels(camp, by), []
     for g in sorted(set(labels), key=str):
         m = labels == g
-        rows.append({by: g, **summarize(camp.rewards[m], conf, interval)})
+        rows.append({by: g, **summarize(camp.rewards[m], conf, interval, theirs=theirs)})
         if prices is not None:
             rows[-1].update(_cost_row(cost_index(camp, prices, tasks=m)))
-    micro = {by: 'micro (all)', **summarize(camp.rewards, conf, interval)}
+    micro = {by: 'micro (all)', **summarize(camp.rewards, conf, interval, theirs=theirs)}
     if prices is not None:
         micro.update(_cost_row(cost_index(camp, prices)))
     macro = {key: (float(np.mean([r[key] for r in rows])) if _is_rate(key) else None) for key in micro}

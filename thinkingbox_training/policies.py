@@ -877,6 +877,12 @@ class ChatEndpointPolicy(PolicyBase):
             timeout=timeout_s,
         )
         self.policy_id = f'chat:{model}'
+        # episode key -> per turn, the calls as the endpoint returned them: [(id, arguments text)]
+        self._sent: dict = {}
+
+    def release(self, key):
+        "An episode ended: forget its calls."
+        self._sent.pop(key, None)
 
     async def _one(self, r: GenRequest) -> Generation:
         if r.chat is None:  # our protocol: our sampling parameters, a seed per turn
@@ -886,7 +892,8 @@ class ChatEndpointPolicy(PolicyBase):
             reasoning, params = self.reasoning_back or r.chat.get('reasoning', False), dict(r.chat['params'])
             if not r.tools:
                 params.pop('parallel_tool_calls', None)  # OpenAI's API refuses it without tools
-        msgs = chat_messages(r.messages, r.tools, reasoning=reasoning)
+        sent = self._sent.get(r.key) if r.key is not None else None
+        msgs = chat_messages(r.messages, r.tools, reasoning=reasoning, sent=sent)
         o = await self.client.chat.completions.create(model=self.model, messages=msgs, tools=r.tools or None, **params)
         ch = o.choices[0].message
         # a call whose arguments are not JSON stays as written: the engine's parser makes it a failed call
@@ -894,6 +901,10 @@ class ChatEndpointPolicy(PolicyBase):
             {'type': 'function', 'function': {'name': tc.function.name, 'arguments': _json_or_text(tc)}}
             for tc in (ch.tool_calls or [])
         ]
+        if r.key is not None:  # the calls' ids and argument text, to send back as received on later turns
+            turns = self._sent.setdefault(r.key, [])
+            del turns[sum(m.get('role') == 'assistant' for m in r.messages) :]
+            turns.append([(tc.id, tc.function.arguments) for tc in (ch.tool_calls or [])])
         # reasoning the endpoint returns apart from the content (vLLM, DeepSeek): kept as the turn's reasoning
         reasoning = getattr(ch, 'reasoning_content', None) or getattr(ch, 'reasoning', None)
         message = {
@@ -956,15 +967,28 @@ def _blocks(message: dict, tools) -> list:
     return found
 
 
+def _is_json(text) -> bool:
+    import json as _json
+
+    try:
+        return isinstance(text, str) and (_json.loads(text), True)[1]
+    except ValueError:
+        return False
+
+
 def chat_messages(
     messages: list,  # the conversation as the episode records it
     tools: list = None,  # the tools the agent was shown (how the engine parsed each call)
     reasoning: bool = False,  # keep `reasoning_content` on assistant turns (not in OpenAI's API)
+    sent: list = None,  # per assistant message, its calls as the endpoint returned them: [(id, arguments text)]
 ) -> list:
     """The conversation as OpenAI's chat API takes it: every call the model wrote, well-formed or not, is a
     `tool_calls` entry with an id of its own, answered by one `tool` message (its result, or the error the agent
-    was shown); tool results name no tool; content is text."""
-    out, n, i = [], 0, 0
+    was shown); tool results name no tool; content is text. With `sent`, a call keeps the id the endpoint gave it
+    (when no earlier call of the request holds it) and its arguments text as received (when that text is JSON)."""
+    if sent is not None and len(sent) != sum(m['role'] == 'assistant' for m in messages):
+        sent = None  # not this conversation's calls: ours throughout
+    out, n, i, turn, used = [], 0, 0, -1, set()
     while i < len(messages):
         m = messages[i]
         if m['role'] != 'assistant':
@@ -972,6 +996,7 @@ def chat_messages(
             out.append({'role': role, 'content': m.get('content') or ''})
             i += 1
             continue
+        turn += 1
         results = []
         j = i + 1
         while j < len(messages) and messages[j]['role'] == 'tool':
@@ -985,6 +1010,17 @@ def chat_messages(
         if blocks:
             ids = [f'call_{n + k}' for k in range(len(blocks))]
             n += len(blocks)
+            given = sent[turn] if sent is not None and len(sent[turn]) == len(blocks) else None
+            for k in range(len(blocks)):
+                cid = given[k][0] if given else None
+                if not (isinstance(cid, str) and cid and cid not in used):
+                    cid = ids[k]  # ours, made unique against the ids the model gave
+                    while cid in used:
+                        cid += '_'
+                ids[k] = cid
+                used.add(cid)
+                if given and _is_json(given[k][1]):  # the model's own bytes
+                    blocks[k] = (blocks[k][0], given[k][1], *blocks[k][2:])
             msg['tool_calls'] = [
                 {'id': c, 'type': 'function', 'function': {'name': b[0], 'arguments': b[1]}}
                 for c, b in zip(ids, blocks)

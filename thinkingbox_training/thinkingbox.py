@@ -30,21 +30,22 @@ from thinkingbox_training.tasks import (
 from .backend import ToolError
 
 # %% auto #0
-__all__ = ['ENV', 'DATA_HINT', 'DATA_UNSET', 'RELEASES', 'CLAUSE', 'TASK_IMPORT_TIMEOUT_S', 'FORMAT', 'CONFIG_VALUE',
-           'HASH_TABLE', 'HARNESS_SESSION', 'FLAWS', 'HARNESS_ENV', 'THEIR_SOURCES', 'ThinkingBoxDataError', 'data_dir',
-           'import_servers', 'TaskDef', 'read_task_module', 'read_test_list', 'release_uids', 'release_clause',
-           'task_module', 'tb_limits', 'to_task', 'source_file', 'load_thinkingbox', 'Server', 'load_server',
-           'fresh_module', 'refused_arguments_text', 'result_text', 'ModuleBackend', 'ScenarioDomain',
-           'scenario_domain', 'KnowledgeBase', 'ScenarioEpisode', 'their_checks', 'unknown_tool_format', 'flawed_calls',
-           'GoldenWithFlaws', 'their_verdict', 'NoJudge', 'StateOnly', 'make_tb_policy', 'thinkingbox_bench',
-           'harness_dir', 'their_protocol_files', 'transcript_view', 'ThinkingBoxUser', 'ThinkingBoxProtocol']
+__all__ = ['ENV', 'DATA_UNSET', 'RELEASES', 'CLAUSE', 'TASK_IMPORT_TIMEOUT_S', 'FORMAT', 'CONFIG_VALUE', 'HASH_TABLE',
+           'HARNESS_SESSION', 'FLAWS', 'NO_CAP', 'SELECTION', 'JUDGE_CHOICE', 'HARNESS_ENV', 'THEIR_SOURCES',
+           'ThinkingBoxDataError', 'data_dir', 'import_servers', 'TaskDef', 'read_task_module', 'read_test_list',
+           'release_uids', 'release_clause', 'task_module', 'tb_limits', 'to_task', 'source_file', 'load_thinkingbox',
+           'Server', 'load_server', 'fresh_module', 'refused_arguments_text', 'result_text', 'ModuleBackend',
+           'ScenarioDomain', 'scenario_domain', 'KnowledgeBase', 'ScenarioEpisode', 'their_checks',
+           'unknown_tool_format', 'flawed_calls', 'GoldenWithFlaws', 'their_verdict', 'NoJudge', 'StateOnly',
+           'make_tb_policy', 'their_end_rules', 'select_tasks', 'recorded_selection', 'endpoint_problem', 'run_plan',
+           'thinkingbox_bench', 'harness_dir', 'their_protocol_files', 'transcript_view', 'ThinkingBoxUser',
+           'ThinkingBoxProtocol']
 
 # %% ../nbs/13_thinkingbox.ipynb #c005
 ENV = 'THINKINGBOX_DATA'  # the variable their harness uses too
-DATA_HINT = '../shared/thinkingbox-data'  # where the project expects the clone, from the project's folder
 DATA_UNSET = (
-    f'{ENV} is not set: point it at a clone of microsoft/thinkingbox-data '
-    f"(from the project's folder: export {ENV}=$PWD/{DATA_HINT})"
+    f'{ENV} is not set: clone microsoft/thinkingbox-data (tag thinkingbox-bench-v1.0) and microsoft/thinkingbox '
+    f'side by side, then export {ENV}=/path/to/thinkingbox-data (or pass --data)'
 )
 RELEASES = {  # release -> its test list, relative to the data checkout; these tasks are for evaluation only
     'thinkingbox_bench_v1': 'releases/thinkingbox_bench_v1/testlist_thinkingbox_bench_v1.yaml',
@@ -1309,16 +1310,125 @@ def make_tb_policy(spec: str, sampling=None):
     return make_policy(spec, sampling)
 
 
+NO_CAP = 10**9  # turns, tokens, seconds: no cap of ours, their end rules alone
+
+
+def their_end_rules(tasks: list) -> list:
+    "The tasks without our caps (agent turns, episode tokens, wall clock): their harness ends an episode by its rules."
+    lift = {'max_turns': NO_CAP, 'max_episode_tokens': NO_CAP, 'wall_clock_s': float(NO_CAP)}
+    return [t.model_copy(update={'limits': t.limits.model_copy(update=lift)}) for t in tasks]
+
+
+def select_tasks(tasks: list, domain: str = None, task: str = None, limit: int = 0) -> list:
+    """The tasks of these domains and these task uids (each comma-separated), the first `limit` of them (0: all);
+    a `ThinkingBoxDataError` naming a domain or uid the tasks do not hold."""
+    import difflib
+
+    if limit < 0:
+        raise ThinkingBoxDataError(f'--limit {limit}: must be at least 0 (0: every task)')
+    doms = sorted({t.domain for t in tasks})
+    for d in [d for d in (domain or '').split(',') if d]:
+        if d not in doms:
+            raise ThinkingBoxDataError(f'--domain {d}: no such domain in these tasks; they have {", ".join(doms)}')
+    uids = {t.uid for t in tasks}
+    for u in [u for u in (task or '').split(',') if u]:
+        if u not in uids:
+            close = difflib.get_close_matches(u, sorted(uids), n=1, cutoff=0.5)
+            hint = f"; did you mean '{close[0]}'?" if close else ''
+            raise ThinkingBoxDataError(f'--task {u}: no such task in these tasks ({len(uids)}){hint}')
+    keep_d = {d for d in (domain or '').split(',') if d}
+    keep_u = {u for u in (task or '').split(',') if u}
+    out = [t for t in tasks if (not keep_d or t.domain in keep_d) and (not keep_u or t.uid in keep_u)]
+    return out[:limit] if limit else out
+
+
+SELECTION = 'selection.json'  # the task selection of a campaign's run, beside its campaign.json
+
+
+def recorded_selection(out: str, given: dict) -> dict:
+    """The selection a run covers: the one `out` recorded (when none is given, or the same), else the one given; a
+    `ThinkingBoxDataError` when both exist and differ (a resume runs the same set)."""
+    f = Path(out) / SELECTION
+    if not f.is_file():
+        return given
+    try:
+        rec = json.loads(f.read_text())
+    except ValueError as e:
+        raise ThinkingBoxDataError(f'{f}: not JSON ({e})') from e
+    if any(given.values()) and given != rec:
+        raise ThinkingBoxDataError(
+            f'{out} runs the selection {rec} (its {SELECTION}), not {given}: give the same, or none to resume it'
+        )
+    return rec
+
+
+def _unreachable(url: str) -> str | None:
+    "Why an OpenAI-compatible endpoint cannot be reached (any HTTP answer is an answer), else None."
+    import urllib.error, urllib.request
+
+    try:
+        urllib.request.urlopen(url.rstrip('/') + '/models', timeout=5).close()
+    except urllib.error.HTTPError:
+        return None
+    except (OSError, ValueError) as e:
+        return str(getattr(e, 'reason', e))
+    return None
+
+
+def endpoint_problem(policy: str, user: str, judge: str) -> str | None:
+    "The first endpoint a run needs that is unset or unreachable, in one line; None when all answer."
+    needs = []
+    if policy.startswith(('chat:', 'endpoint:')):
+        needs.append(('policy', policy, 'TBT_POLICY_BASE_URL'))
+    if user.startswith('openai:'):
+        needs.append(('user', user, 'TBT_USER_BASE_URL'))
+    if judge.startswith('openai:'):
+        needs.append(('judge', judge, 'TBT_JUDGE_BASE_URL'))
+    for role, spec, var in needs:
+        url = os.environ.get(var)
+        if not url:
+            return f'{role} {spec} needs an OpenAI-compatible endpoint: {var} is not set'
+        why = _unreachable(url)
+        if why:
+            return f'{role} {spec}: {var}={url} does not answer ({why})'
+    return None
+
+
+def run_plan(tasks: list, k: int, out: str, concurrency: int) -> str:
+    "What a run is about to do, in one line: attempts, those already stored, and a time estimate where one is known."
+    n, line = len(tasks) * k, f'{len(tasks)} task(s) x k={k} = {len(tasks) * k} attempt(s)'
+    f = Path(out) / 'attempts.jsonl'
+    done = [json.loads(x) for x in f.read_text().splitlines() if x.strip()] if f.is_file() else []
+    if done:
+        left = max(0, n - len(done))
+        per = sum(r.get('duration_s') or 0 for r in done) / len(done)
+        est = left * per / max(1, min(concurrency, left or 1))
+        return f'{line}, {len(done)} stored; estimated {est / 60:.0f} min for the {left} left ({per:.1f} s an attempt)'
+    turns = k * sum(len(t.golden) + 2 for t in tasks)
+    return f'{line}; about {turns} agent turns (golden paths + 2 each): the time is that many model calls'
+
+
+JUDGE_CHOICE = (
+    'choose a judge: --judge openai:MODEL (their yes/no prompt on MODEL at TBT_JUDGE_BASE_URL: comparable with the '
+    'published table when MODEL is their judge) or --judge none (the state alone, rubric items not judged: those '
+    'tasks are not comparable with the published table)'
+)
+
+
 @command('thinkingbox-bench')
 def thinkingbox_bench(
     release: str = 'thinkingbox_bench_v1',  # a release name, a test list (.yaml) or a task module (.py)
     policy: str = 'golden-with-flaws',  # golden-with-flaws[:F,F] (scripted), or a SPEC of `tbt evaluate`
-    k: int = 20,  # attempts per task
+    k: int = 20,  # attempts per task (20: as the published table)
     out: str = None,  # campaign directory (default data/runs/thinkingbox-RELEASE)
     user: str = 'stand-in',  # simulated user: openai:MODEL (TBT_USER_BASE_URL), or stand-in
-    judge: str = 'rule',  # rubric judge: openai:MODEL (TBT_JUDGE_BASE_URL); none: the state alone; rule: refused
-    judge_max_tokens: int = 0,  # an LLM judge's budget, its reasoning included (0: 2048)
+    judge: str = None,  # rubric judge: openai:MODEL (TBT_JUDGE_BASE_URL) or none; required where tasks have rubrics
+    judge_max_tokens: int = 0,  # an LLM judge's budget, its reasoning included (0: their judge's, 128)
     data: str = None,  # the thinkingbox-data checkout (default $THINKINGBOX_DATA)
+    domain: str = None,  # only these domains (comma-separated), recorded in OUT for a resume
+    task: str = None,  # only these task uids (comma-separated), recorded in OUT for a resume
+    limit: int = 0,  # only the first N of the tasks chosen (0: all), recorded in OUT for a resume
+    caps: bool = False,  # add our caps (40 agent turns, 131,072 tokens, 900 s an episode) to their end rules
     temperature: float = 1.0,
     max_tokens: int = 4096,
     seed: int = 0,
@@ -1327,27 +1437,47 @@ def thinkingbox_bench(
     rebuild_store: bool = False,
 ):  # OUT lost attempts.sqlite: rebuild it from attempts.jsonl
     "Run (or resume) a ThinkingBox release, every task x k attempts, into a campaign; then `tbt aggregate OUT`."
-    from thinkingbox_training.campaigns import CampaignError, run_campaign, _judge
+    from thinkingbox_training.campaigns import CampaignError, campaign_records, ended_by_cap, run_campaign, _judge
     from thinkingbox_training.policies import SamplingConfig
     from thinkingbox_training.users import StandInServer
 
+    out = out or f'data/runs/thinkingbox-{Path(release).stem}'
     try:
         tasks = load_thinkingbox(release, data)
         src = source_file(release, data)  # the file the tasks came from, found as the loader found it
         files = [src] if src is not None else list(_find_modules(data_dir(data)).values())
-        PROTOCOLS[ScenarioDomain.kind].data = data_dir(data)  # their protocol is read beside this checkout ...
-        their_protocol_files(data_dir(data))  # ... a missing harness checkout is one line, before anything runs
+        PROTOCOLS[ScenarioDomain.kind].data = data  # their protocol is read beside this checkout ...
+        their_protocol_files(data)  # ... a missing harness checkout is one line, before anything runs
+        chosen = recorded_selection(out, {'domain': domain, 'task': task, 'limit': limit})
+        tasks = select_tasks(tasks, **chosen)
+        rubric = sum(bool(t.rubric) for t in tasks)
+        if judge is None and rubric:
+            raise ThinkingBoxDataError(f'{rubric} task(s) have rubric items: {JUDGE_CHOICE}')
+        judge = judge or 'none'
+        problem = endpoint_problem(policy, user, judge)
+        if problem:
+            raise ThinkingBoxDataError(problem)
     except (ThinkingBoxDataError, TaskFileError) as e:
         print(f'tbt thinkingbox-bench: {e}', file=sys.stderr)
         return 2
-    out = out or f'data/runs/thinkingbox-{Path(release).stem}'
+    if not caps:
+        tasks = their_end_rules(tasks)
     s = SamplingConfig(temperature=temperature, max_tokens=max_tokens, seed=seed)
     pol = make_tb_policy(policy, s)
+    if judge == 'none':
+        grader = StateOnly()
+    else:
+        grader = _judge(judge, judge_max_tokens)
+        grader.stop_early = True  # their test stops at its first failed check: the judge is asked no further
     srv, kw = None, {}
     if user == 'stand-in':  # an OpenAI-compatible user on 127.0.0.1 that answers by the scripted user's rules
         srv = StandInServer().__enter__()
         user, kw = 'openai:stand-in', {'user_kw': {'base_url': srv.base_url}}
+    if not quiet:
+        print(f'tbt thinkingbox-bench: {run_plan(tasks, k, out, concurrency)}', file=sys.stderr)
     try:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / SELECTION).write_text(json.dumps(chosen))
         r = run_campaign(
             out,
             tasks,
@@ -1355,7 +1485,7 @@ def thinkingbox_bench(
             k,
             user=user,
             sampling=s,
-            grader=StateOnly() if judge == 'none' else _judge(judge, judge_max_tokens),
+            grader=grader,
             concurrency=concurrency,
             task_files=files,
             progress=not quiet,
@@ -1368,9 +1498,12 @@ def thinkingbox_bench(
     finally:
         if srv:
             srv.__exit__(None, None, None)
+    capped = ended_by_cap(campaign_records(out))
     print(
         f'{r["campaign"]}: executed {r["executed"]} attempt(s) this run; {r["expected"]} expected; '
-        f'{r["system_errors_left"]} system error(s) left -> {out}'
+        f'{r["system_errors_left"]} system error(s) left; {sum(capped.values())} ended by a cap of ours'
+        + (f' ({", ".join(f"{e} {n}" for e, n in capped.items())})' if capped else '')
+        + f' -> {out}'
     )
     return 1 if r['system_errors_left'] else 0
 
@@ -1379,8 +1512,13 @@ HARNESS_ENV = 'THINKINGBOX_HARNESS'
 
 
 def harness_dir(data=None) -> Path:
-    "Their harness's checkout (`microsoft/thinkingbox`): THINKINGBOX_HARNESS, else `thinkingbox/` beside the data."
-    return Path(os.environ.get(HARNESS_ENV) or data_dir(data).resolve().parent / 'thinkingbox')
+    """Their harness's checkout (`microsoft/thinkingbox`): THINKINGBOX_HARNESS, else `thinkingbox/` beside the data
+    folder as given (a link is not followed), else beside the folder it links to."""
+    if os.environ.get(HARNESS_ENV):
+        return Path(os.environ[HARNESS_ENV])
+    given = Path(os.path.abspath(Path(data or os.environ.get(ENV) or data_dir(data)).expanduser()))
+    beside = [given.parent / 'thinkingbox', data_dir(data).parent / 'thinkingbox']
+    return next((h for h in beside if (h / 'thinkingbox').is_dir()), beside[0])
 
 
 def _source_values(path: Path, names: set) -> dict:
@@ -1439,13 +1577,49 @@ def their_protocol_files(data=None) -> dict:
     agent = d / 'dataset' / 'agent' / 'think.yaml'
     if not agent.is_file():
         raise ThinkingBoxDataError(f'no agent file {agent} in the ThinkingBox data checkout')
-    out['agent'] = yaml.load(agent.read_text(), Loader=_Loader)
+    out['agent'] = _protocol_yaml(agent, ['system_instructions'])
+    _key(agent, out['agent'], 'system_instructions', str)
+    for i, t in enumerate(_key(agent, out['agent'], 'builtin_tools', list, [])):
+        for k, kind in (('name', str), ('input_schema', dict)):
+            _key(agent, t, k, kind, where=f'builtin_tools[{i}].')
     cfg = h / 'config' / 'config_vllm.yaml'
     if not cfg.is_file():
         raise ThinkingBoxDataError(f'no {cfg} (their sampling parameters) in the harness checkout ({HARNESS_ENV})')
-    c = yaml.load(cfg.read_text(), Loader=_Loader)
-    out['sampling'] = {'agent': c['orchestrator']['agent_model'], 'user': c['user_model'], 'judge': c['judge_model']}
+    c = _protocol_yaml(cfg, ['orchestrator'])
+    roles = {'agent': ('orchestrator', 'agent_model'), 'user': ('user_model',), 'judge': ('judge_model',)}
+    out['sampling'] = {}
+    for role, path in roles.items():
+        node, where = c, ''
+        for k in path:
+            node, where = _key(cfg, node, k, dict, where=where), f'{where}{k}.'
+        for k in ('temperature', 'max_completion_tokens'):
+            _key(cfg, node, k, (int, float), where=where)
+        out['sampling'][role] = node
     return out
+
+
+def _protocol_yaml(path: Path, keys: list) -> dict:
+    "One of their protocol files, read: a `ThinkingBoxDataError` naming the file and the line YAML stops at."
+    try:
+        v = yaml.load(path.read_text(), Loader=_Loader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, 'problem_mark', None)
+        at = f' at line {mark.line + 1}' if mark else ''
+        raise ThinkingBoxDataError(f'{path}: not valid YAML{at}: {getattr(e, "problem", None) or e}') from None
+    if not isinstance(v, dict):
+        raise ThinkingBoxDataError(f'{path}: expected a mapping with {", ".join(keys)}, got {type(v).__name__}')
+    return v
+
+
+def _key(path: Path, node, key: str, kind, default=..., where: str = ''):
+    "`node[key]` of a protocol file, of type `kind`; a `ThinkingBoxDataError` naming the file and the key otherwise."
+    if not isinstance(node, dict) or key not in node or node[key] is None:
+        if default is not ...:
+            return default
+        raise ThinkingBoxDataError(f'{path}: no `{where}{key}`')
+    if not isinstance(node[key], kind) or isinstance(node[key], bool):  # (no key of theirs read here is a flag)
+        raise ThinkingBoxDataError(f'{path}: `{where}{key}` is {node[key]!r}, not {getattr(kind, "__name__", kind)}')
+    return node[key]
 
 # %% ../nbs/13_thinkingbox.ipynb #p004
 from .episode import PROTOCOLS, EpisodeProtocol
@@ -1588,7 +1762,8 @@ class ThinkingBoxProtocol(EpisodeProtocol):
         return (message.get('content') or '').strip().endswith('<DONE>')
 
     def chat(self, task: Task, sampling, max_tokens: int) -> dict:
-        "Their agent's request: temperature, `max_completion_tokens` (the recipe's), `parallel_tool_calls`, no seed."
+        """Their agent's request: temperature, `max_completion_tokens` (the recipe's), `parallel_tool_calls`, no seed
+        (a call goes back under the id the model gave it, with its argument text as written, as theirs does)."""
         params = {'temperature': sampling.temperature, 'max_completion_tokens': max_tokens}
         params['parallel_tool_calls'] = bool(self.theirs['agent'].get('parallel_tool_calls', False))
         return {'params': params, 'reasoning': True}

@@ -7,7 +7,7 @@ import pytest
 from hostile_calls import CASES, GOOD, HOSTILE, RESERVED, RESERVED_PREFIX, TASK, WIRE, call_text, check_failed, notes
 from thinkingbox_training.campaigns import campaign_records, run_campaign
 from thinkingbox_training.episode import AttemptRecord, EpisodeRunner
-from thinkingbox_training.policies import Generation
+from thinkingbox_training.policies import Generation, PolicyBase
 from thinkingbox_training.tasks import get_domain
 from thinkingbox_training.tools import tool_session
 
@@ -54,7 +54,7 @@ def test_after_every_hostile_call_the_session_still_serves_and_lists_no_reserved
     assert not [n for n in listed if n.startswith(RESERVED_PREFIX)] and 'add_note' in listed
 
 
-class Writes:
+class Writes(PolicyBase):
     "A policy that writes, per task, its hostile call, then a final answer."
 
     fmt, policy_id = None, 'writes'
