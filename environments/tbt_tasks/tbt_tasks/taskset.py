@@ -116,7 +116,9 @@ class _Episode:
 
         async def own():
             try:
-                async with tool_session(self.db, timeout_s=self.cfg.tool_timeout_s, transport=self.cfg.tool_transport) as ts:
+                async with tool_session(
+                    self.db, timeout_s=self.cfg.tool_timeout_s, transport=self.cfg.tool_transport
+                ) as ts:
                     self.ts = ts
                     ready.set_result(await ts.tool_specs())
                     await self._closing.wait()
@@ -276,7 +278,9 @@ class TbtTask(vf.Task[TbtData, TbtState, TbtTaskConfig]):
     async def setup(self, trace: vf.Trace, runtime) -> None:
         task = _TASKS.get(self.data.task_uid)
         if task is None:
-            raise KeyError(f'task {self.data.task_uid}: not loaded in this process (name its file in env.taskset.tasks)')
+            raise KeyError(
+                f'task {self.data.task_uid}: not loaded in this process (name its file in env.taskset.tasks)'
+            )
         ep = _Episode(task, self.config)
         trace.state.episode = ep
         try:
