@@ -92,7 +92,7 @@ Path(out_file).write_text(json.dumps(out))
 """
 
 
-def eval_toml(folder: Path, url: str, tasks: list, uids: list, user='scripted', judge='rule', key='TBT_VF_KEY') -> str:
+def eval_toml(folder: Path, url: str, tasks: list, uids: list, user='scripted', judge='rule', user_url='') -> str:
     "A `vf-eval` configuration: our environment, every model at `url`, these tasks, the output under `folder/out`."
     folder.mkdir(parents=True)
     (folder / 'eval.toml').write_text(
@@ -103,7 +103,7 @@ max_concurrent = 16
 output_dir = "{folder / 'out'}"
 [client]
 base_url = "{url}"
-api_key_var = "{key}"
+api_key_var = "TBT_VF_KEY"
 [env.taskset]
 id = "tbt-tasks"
 tasks = {json.dumps([str(t) for t in tasks])}
@@ -111,6 +111,7 @@ uids = {json.dumps(uids)}
 [env.taskset.task]
 user = "{user}"
 judge = "{judge}"
+{f'user_base_url = "{user_url}"' if user_url else ''}
 """
     )
     return str(folder / 'eval.toml')
@@ -227,14 +228,20 @@ def runs(tmp_path_factory):
     questions = {r.question: t.query.strip() for t in tb for r in t.rubric}
     release = data / RELEASES['dataset_2604_airline_tau_bench']
 
-    with RecordingServer(scripts, questions) as vsrv, RecordingServer(scripts, questions) as osrv:
-        with StandInServer(chat=tiny_chat(domain_tool_specs('retail')), model='tiny') as tiny:
+    servers = [RecordingServer(scripts, questions) for _ in range(3)]  # verifiers', ours, the void rollout's agent
+    with servers[0] as vsrv, servers[1] as osrv, servers[2] as xsrv:
+        tiny_server = StandInServer(chat=tiny_chat(domain_tool_specs('retail')), model='tiny')
+        with tiny_server as tiny, StandInServer(fail_first=10**9) as down:
             configs = {
                 'ours': eval_toml(work / 'ours', vsrv.base_url, list(files.values()), [t.uid for t in ours]),
                 'thinkingbox': eval_toml(
                     work / 'tb', vsrv.base_url, [tb_file], [t.uid for t in tb], 'openai:user', 'openai:judge'
                 ),
                 'tiny': eval_toml(work / 'tiny', tiny.base_url, [files['retail']], [ours[0].uid]),
+                # a system error: the simulated user's endpoint fails (HTTP 503) after its retries
+                'void': eval_toml(
+                    work / 'void', xsrv.base_url, [files['retail']], [ours[1].uid], 'openai:u', user_url=down.base_url
+                ),
             }
             env = dict(
                 os.environ,
@@ -333,6 +340,14 @@ def test_a_rollout_of_the_tiny_policy_through_verifiers(runs):
     assert trace['nodes'] >= 2  # verifiers' interception recorded the conversation it relayed
     sent = runs['tiny_requests'][0]
     assert {t['function']['name'] for t in sent['tools']} >= {'get_order', 'find_customer_orders'}
+
+
+def test_a_system_error_is_an_error_of_the_rollout_never_a_reward(runs):
+    "The user's endpoint down: verifiers records the rollout's error, no reward at all (not 0), the trace not ok."
+    [trace] = runs['out']['runs']['void']
+    assert not trace['ok'] and trace['rewards'].get('verdict') is None
+    assert 'failed after 4 attempts' in trace['errors'][-1]['message'], trace['errors']
+    assert trace['info']['tbt']['termination'] == 'system_error'
 
 
 def test_release_tasks_are_refused(runs):

@@ -58,8 +58,12 @@ class TbtTaskConfig(vf.TaskConfig):
 
     user: str = 'scripted'
     """The simulated user: `scripted` (offline) or `openai:MODEL` (an endpoint at $TBT_USER_BASE_URL)."""
+    user_base_url: str | None = None
+    """An `openai:` user's endpoint (None: $TBT_USER_BASE_URL)."""
     judge: str = 'rule'
     """The rubric judge: `rule` (offline), `openai:MODEL` (at $TBT_JUDGE_BASE_URL) or `none`."""
+    judge_base_url: str | None = None
+    """An `openai:` judge's endpoint (None: $TBT_JUDGE_BASE_URL)."""
     tool_transport: str = 'mcp'
     """`mcp` (a real MCP session per rollout, as `tbt evaluate`) or `inprocess` (as training and probing)."""
     tool_timeout_s: float = 10.0
@@ -131,7 +135,8 @@ class _Episode:
         session_tools = await ready
         self.messages, self.tools = self.protocol.opening(self.task, dom, session_tools)
         self.call_schemas = self.protocol.call_schemas(self.tools, session_tools)
-        self.user = self.protocol.make_user(self.cfg.user, self.task)
+        kw = {'base_url': self.cfg.user_base_url} if self.cfg.user_base_url and self.cfg.user != 'scripted' else {}
+        self.user = self.protocol.make_user(self.cfg.user, self.task, **kw)
 
     def end(self, termination: str, system_error: str = None):
         "End the episode (the first reason stays); a system error voids it."
@@ -241,7 +246,7 @@ class _Episode:
             await asyncio.to_thread(expected_state, self.task)
             p = self.protocol
             own = type(p).judge_request is not EpisodeProtocol.judge_request
-            return await Grader(judge=make_judge(self.cfg.judge)).grade(
+            return await Grader(judge=make_judge(self.cfg.judge, base_url=self.cfg.judge_base_url)).grade(
                 self.task,
                 self.db,
                 self.final_message,
@@ -347,8 +352,10 @@ class TbtHarness(vf.Harness[TbtHarnessConfig]):
         return await self.launch(ctx, trace, runtime, endpoint, secret, mcp_urls, data)
 
     async def cleanup(self, trace, runtime) -> None:
+        "After scoring (or after an error, when none ran): the episode's summary on the trace, its database closed."
         ep = trace.state.episode
         if ep is not None:
+            trace.info.setdefault('tbt', _summary(ep))
             await ep.close()
 
 
