@@ -52,20 +52,29 @@ FINAL = 'Everything you asked for is done. Thank you for contacting us. <DONE>'
 # own parameters on where its `sampling` configuration sets none, as here).
 DIFFERENCES = {}
 
-# The driver, run by the verifiers environment's Python: every configuration through `vf-eval`'s own main, the
-# guard, and verifiers' loader on the environment as `pip install` puts it. Writes what it saw to a JSON file.
+# The driver, run by the verifiers environment's Python: every configuration through verifiers' eval runner (the
+# `run_eval` that `vf-eval` runs, all at once), the guard, and verifiers' loader on the environment as `pip install`
+# puts it. Writes what it saw to a JSON file.
 DRIVER = r"""
 import importlib, json, subprocess, sys
 from pathlib import Path
-configs, out_file, release, env_dir, site = sys.argv[1:6]  # (vf-eval's main sets sys.argv)
+configs, out_file, release, env_dir, site = sys.argv[1:6]
 # `pip install` of the environment's folder, meanwhile: the loader is checked on what it installs, at the end
 pip = subprocess.Popen([sys.executable, '-m', 'pip', 'install', '-q', '--no-deps', '--no-build-isolation', '--target',
                         site, env_dir], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-from verifiers.v1.cli.eval.main import main
+import asyncio, tomllib
+from verifiers.v1.cli.eval.runner import run_eval
+from verifiers.v1.configs.cli.eval import EvalConfig
+configs = {name: (toml, EvalConfig.model_validate(tomllib.loads(Path(toml).read_text())))
+           for name, toml in json.loads(configs).items()}
+
+async def every():  # the runs at once, as one process serves several evaluations
+    return await asyncio.gather(*(run_eval(c) for _, c in configs.values()))
+
+asyncio.run(every())
 out = {'runs': {}}
 keep = ('ok', 'errors', 'rewards', 'info', 'stop_condition', 'num_turns')
-for name, toml in json.loads(configs).items():
-    main(['@', toml])
+for name, (toml, _) in configs.items():
     rows = []
     for f in (Path(toml).parent / 'out').rglob('traces.jsonl'):
         for line in f.read_text().splitlines():
@@ -123,10 +132,13 @@ def tiny_chat(tools: list):
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from thinkingbox_training.interpret import parse_assistant
 
-    tok = AutoTokenizer.from_pretrained(ROOT / 'data/models/tiny-qwen3')
-    model = AutoModelForCausalLM.from_pretrained(ROOT / 'data/models/tiny-qwen3').eval()
+    loaded = []  # the model, loaded at the first request (meanwhile the other runs go on)
 
     def chat(messages):
+        if not loaded:
+            path = ROOT / 'data/models/tiny-qwen3'
+            loaded.extend([AutoTokenizer.from_pretrained(path), AutoModelForCausalLM.from_pretrained(path).eval()])
+        tok, model = loaded
         msgs = []
         for m in messages:
             m = dict(m)
@@ -233,15 +245,15 @@ def runs(tmp_path_factory):
         tiny_server = StandInServer(chat=tiny_chat(domain_tool_specs('retail')), model='tiny')
         with tiny_server as tiny, StandInServer(fail_first=10**9) as down:
             configs = {
+                # a system error: the simulated user's endpoint fails (HTTP 503) after its retries
+                'void': eval_toml(
+                    work / 'void', xsrv.base_url, [files['retail']], [ours[1].uid], 'openai:u', user_url=down.base_url
+                ),
                 'ours': eval_toml(work / 'ours', vsrv.base_url, list(files.values()), [t.uid for t in ours]),
                 'thinkingbox': eval_toml(
                     work / 'tb', vsrv.base_url, [tb_file], [t.uid for t in tb], 'openai:user', 'openai:judge'
                 ),
                 'tiny': eval_toml(work / 'tiny', tiny.base_url, [files['retail']], [ours[0].uid]),
-                # a system error: the simulated user's endpoint fails (HTTP 503) after its retries
-                'void': eval_toml(
-                    work / 'void', xsrv.base_url, [files['retail']], [ours[1].uid], 'openai:u', user_url=down.base_url
-                ),
             }
             env = dict(
                 os.environ,
