@@ -58,7 +58,7 @@ DIFFERENCES = {}
 DRIVER = r"""
 import importlib, json, subprocess, sys
 from pathlib import Path
-configs, out_file, release, env_dir, site = sys.argv[1:6]
+configs, out_file, release, env_dir, site, first = sys.argv[1:7]
 # `pip install` of the environment's folder, meanwhile: the loader is checked on what it installs, at the end
 pip = subprocess.Popen([sys.executable, '-m', 'pip', 'install', '-q', '--no-deps', '--no-build-isolation', '--target',
                         site, env_dir], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -93,7 +93,10 @@ for m in [m for m in sys.modules if m == 'tbt_tasks' or m.startswith('tbt_tasks.
 sys.path.insert(0, site)
 importlib.invalidate_caches()
 from verifiers.v1.utils.loaders import environment_class, taskset_class, default_harness_id
+import verifiers.v1 as vf
 import tbt_tasks
+env = vf.load_environment(vf.resolve_env_config({'taskset': {'id': 'tbt-tasks', 'tasks': [first]}}))
+out['load_environment'] = [type(env).__name__, type(env._harnesses['agent']).__name__, len(list(env.taskset))]
 out['installed_at'] = tbt_tasks.__file__
 out['classes'] = [environment_class('tbt-tasks').__name__, taskset_class('tbt-tasks').__name__,
                   default_harness_id('tbt-tasks')]
@@ -265,7 +268,17 @@ def runs(tmp_path_factory):
             )
             env.pop('VIRTUAL_ENV', None)
             driver = subprocess.Popen(
-                [py, '-c', DRIVER, json.dumps(configs), work / 'out.json', release, ENV_DIR, work / 'site'],
+                [
+                    py,
+                    '-c',
+                    DRIVER,
+                    json.dumps(configs),
+                    work / 'out.json',
+                    release,
+                    ENV_DIR,
+                    work / 'site',
+                    files['retail'],
+                ],
                 env=env,
                 cwd=work,
                 stdout=subprocess.DEVNULL,
@@ -313,6 +326,8 @@ def test_the_environment_installs_with_pip_and_verifiers_loads_it(runs):
     assert out['pip'][0] == 0, out['pip'][1]
     assert '/site/tbt_tasks/' in out['installed_at']  # the pip-installed copy, not the checkout's folder
     assert out['classes'] == ['TbtEnv', 'TbtTaskset', 'tbt-tasks']
+    # verifiers' `load_environment` builds it from a config naming the id: our env, our harness, the tasks named
+    assert out['load_environment'] == ['TbtEnv', 'TbtHarness', N_PER_DOMAIN]
 
 
 def test_the_same_task_and_script_give_the_same_verdict_through_verifiers(runs):
