@@ -200,6 +200,39 @@ def run_tbt_evaluate(url: str, files: list, out: Path, user: str, judge: str) ->
     return [json.loads(line) for line in (out / 'attempts.jsonl').read_text().splitlines() if line.strip()]
 
 
+HOSTILE = ROOT / 'tests' / 'reliability' / 'hostile_calls.py'
+
+
+def hostile_turns() -> list | None:
+    """The reliability suite's hostile calls as agent turns, when tests/reliability/hostile_calls.py is in the tree
+    (None when not): its `HOSTILE_CALLS` (or `CALLS`), each a raw assistant text, a (tool, arguments) pair or a
+    {'name', 'arguments'} dict, one turn each."""
+    if not HOSTILE.exists():
+        return None
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location('hostile_calls', HOSTILE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    items = getattr(mod, 'HOSTILE_CALLS', None) or getattr(mod, 'CALLS', None)
+    assert items, f'{HOSTILE} names neither HOSTILE_CALLS nor CALLS: name its list of calls for this test'
+    turns = []
+    for x in items:
+        if isinstance(x, str):
+            turns.append((x, []))
+        elif isinstance(x, dict):
+            turns.append(('', [(x['name'], x.get('arguments', {}))]))
+        else:
+            name, arguments = x[:2]
+            turns.append(('', [(name, arguments)]))
+    return turns
+
+
+def picked_hostile(tasks: list) -> str:
+    "The task that plays the hostile calls: the last retail one picked."
+    return [t.uid for t in tasks if t.domain == 'retail'][-1]
+
+
 def distinct_queries(tasks: list, n: int) -> list:
     "The first `n` tasks whose queries no other task's contains (the recording server finds a task by its query)."
     out = []
@@ -228,9 +261,11 @@ def runs(tmp_path_factory):
     work = tmp_path_factory.mktemp('verifiers')
 
     # the first tasks of each domain's bench file, written to files of their own (`tbt evaluate` runs whole files)
+    hostile = hostile_turns()
     files, ours = {}, []
     for d in ('retail', 'travel'):
-        picked = distinct_queries(load_tasks(ROOT / f'data/tasks/{d}_bench.jsonl'), N_PER_DOMAIN)
+        n = N_PER_DOMAIN + (1 if hostile and d == 'retail' else 0)  # one more retail task plays the hostile calls
+        picked = distinct_queries(load_tasks(ROOT / f'data/tasks/{d}_bench.jsonl'), n)
         write_tasks(picked, work / f'{d}.jsonl')
         files[d], ours = work / f'{d}.jsonl', ours + picked
     tb_file = data / 'dataset' / 'test_case' / TB_FILE
@@ -240,6 +275,9 @@ def runs(tmp_path_factory):
         t.query.strip(): agent_script(t.golden if i % 2 == 0 else t.golden[:-1] or t.golden) for i, t in enumerate(ours)
     }
     scripts |= {t.query.strip(): TB_SCRIPTS[t.uid.split(':')[1]] + [(FINAL, [])] for t in tb}
+    if hostile:  # the hostile calls first, then the expert path: failed calls, never an error of the rollout
+        h = next(t for t in ours if t.domain == 'retail' and t.uid == picked_hostile(ours))
+        scripts[h.query.strip()] = hostile + agent_script(h.golden)
     questions = {r.question: t.query.strip() for t in tb for r in t.rubric}
     release = data / RELEASES['dataset_2604_airline_tau_bench']
 
@@ -327,7 +365,7 @@ def test_the_environment_installs_with_pip_and_verifiers_loads_it(runs):
     assert '/site/tbt_tasks/' in out['installed_at']  # the pip-installed copy, not the checkout's folder
     assert out['classes'] == ['TbtEnv', 'TbtTaskset', 'tbt-tasks']
     # verifiers' `load_environment` builds it from a config naming the id: our env, our harness, the tasks named
-    assert out['load_environment'] == ['TbtEnv', 'TbtHarness', N_PER_DOMAIN]
+    assert out['load_environment'] == ['TbtEnv', 'TbtHarness', sum(t.domain == 'retail' for t in runs['tasks'])]
 
 
 def test_the_same_task_and_script_give_the_same_verdict_through_verifiers(runs):
@@ -349,12 +387,29 @@ def test_the_same_task_and_script_give_the_same_verdict_through_verifiers(runs):
 
 def test_every_request_matches_tbt_evaluate_but_as_listed(runs):
     "Every request of the agent, the simulated user and the judge, field by field (the parity tests' comparison)."
-    diffs = compare(runs['ours'], runs['verifiers'], runs['scripts'])
+    diffs = compare(
+        *[{**r, 'requests': json_arguments(r['requests'])} for r in (runs['ours'], runs['verifiers'])], runs['scripts']
+    )
     diffs.pop('end.reason', None)  # the ends are compared above, by their names
     unlisted = {k: v[:2] for k, v in diffs.items() if k not in DIFFERENCES}
     gone = sorted(set(DIFFERENCES) - set(diffs))
     assert not unlisted, f'differences from `tbt evaluate` that the list does not name: {unlisted}'
     assert not gone, f'listed differences that no longer occur (remove them from the list): {gone}'
+
+
+def json_arguments(requests: list) -> list:
+    "The records with each call's arguments as JSON text (a malformed call's raw text as a JSON string), for `compare`."
+    import copy
+
+    out = copy.deepcopy(requests)
+    for q in out:
+        for m in q['body'].get('messages') or []:
+            for c in m.get('tool_calls') or []:
+                try:
+                    json.loads(c['function']['arguments'] or '{}')
+                except ValueError:
+                    c['function']['arguments'] = json.dumps(c['function']['arguments'])
+    return out
 
 
 def test_a_rollout_of_the_tiny_policy_through_verifiers(runs):
@@ -386,10 +441,14 @@ def test_release_tasks_are_refused(runs):
     )
 
 
-def test_hostile_calls_through_the_environment():
-    """The reliability suite's hostile-call fixture through this environment, once it exists in the tree
-    (tests/reliability/hostile_calls.py); until then there is nothing to run."""
-    fixture = ROOT / 'tests' / 'reliability' / 'hostile_calls.py'
-    if not fixture.exists():
-        pytest.skip('tests/reliability/hostile_calls.py is not in this tree yet')
-    pytest.fail('tests/reliability/hostile_calls.py exists: wire its calls through `runs` here (see the report)')
+def test_hostile_calls_through_the_environment(runs):
+    """The reliability suite's hostile-call fixture (tests/reliability/hostile_calls.py) played by one retail task
+    through this environment before its expert path: failed calls the agent reads, never an error of the rollout, and
+    the same verdict and requests as `tbt evaluate` (the tests above cover that task too)."""
+    if not HOSTILE.exists():
+        pytest.skip('tests/reliability/hostile_calls.py is not in this tree')
+    uid = picked_hostile(runs['tasks'])
+    [trace] = [t for t in runs['traces'] if t['key'] == uid]
+    assert trace['ok'], trace['errors']
+    info = trace['info']['tbt']
+    assert info['malformed_calls'] + sum(m['role'] == 'tool' and 'rror' in m['content'] for m in info['messages']) > 0
