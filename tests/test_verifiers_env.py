@@ -97,6 +97,23 @@ import verifiers.v1 as vf
 import tbt_tasks
 env = vf.load_environment(vf.resolve_env_config({'taskset': {'id': 'tbt-tasks', 'tasks': [first]}}))
 out['load_environment'] = [type(env).__name__, type(env._harnesses['agent']).__name__, len(list(env.taskset))]
+# a task shipped as data to a process that never loaded the taskset (an env server): its file is loaded at setup
+import types
+from tbt_tasks import taskset as ts
+ts._TASKS.clear()
+uid = json.loads(Path(first).read_text().splitlines()[0])['uid']
+task = ts.TbtTask(ts.TbtData(task_uid=uid, domain='retail', source=first), ts.TbtTaskConfig())
+trace = types.SimpleNamespace(state=ts.TbtState(), info={})
+
+async def shipped():
+    await task.setup(trace, None)
+    ep = trace.state.episode
+    try:
+        return [ep.task.uid, len(ep.tools), ep.messages[-1]['content']]
+    finally:
+        await ep.close()
+
+out['shipped'] = [uid, *asyncio.run(shipped())]
 out['installed_at'] = tbt_tasks.__file__
 out['classes'] = [environment_class('tbt-tasks').__name__, taskset_class('tbt-tasks').__name__,
                   default_harness_id('tbt-tasks')]
@@ -366,6 +383,10 @@ def test_the_environment_installs_with_pip_and_verifiers_loads_it(runs):
     assert out['classes'] == ['TbtEnv', 'TbtTaskset', 'tbt-tasks']
     # verifiers' `load_environment` builds it from a config naming the id: our env, our harness, the tasks named
     assert out['load_environment'] == ['TbtEnv', 'TbtHarness', sum(t.domain == 'retail' for t in runs['tasks'])]
+    # a task that reaches a process as data only (an env server's) is loaded from its file at setup
+    uid, got, n_tools, opening = out['shipped']
+    task = next(t for t in runs['tasks'] if t.uid == uid)
+    assert got == uid and n_tools > 3 and opening == task.query
 
 
 def test_the_same_task_and_script_give_the_same_verdict_through_verifiers(runs):

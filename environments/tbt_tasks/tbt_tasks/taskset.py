@@ -45,6 +45,9 @@ class TbtData(vf.TaskData):
     task_uid: str
     domain: str
     family: str = ''
+    source: str = ''
+    """The task file it was loaded from (absolute): a process that did not load the taskset (an env server that
+    receives tasks as data) loads it from there."""
 
 
 class TbtState(vf.State):
@@ -282,10 +285,13 @@ class TbtTask(vf.Task[TbtData, TbtState, TbtTaskConfig]):
 
     async def setup(self, trace: vf.Trace, runtime) -> None:
         task = _TASKS.get(self.data.task_uid)
+        if task is None and self.data.source:  # tasks shipped as data: load them from their file here
+            from thinkingbox_training.tasks import load_tasks
+
+            _TASKS.update({t.uid: t for t in await asyncio.to_thread(load_tasks, self.data.source)})
+            task = _TASKS.get(self.data.task_uid)
         if task is None:
-            raise KeyError(
-                f'task {self.data.task_uid}: not loaded in this process (name its file in env.taskset.tasks)'
-            )
+            raise KeyError(f'task {self.data.task_uid}: not in {self.data.source or "the tasks this process loaded"}')
         ep = _Episode(task, self.config)
         trace.state.episode = ep
         try:
@@ -390,7 +396,11 @@ class TbtTaskset(vf.Taskset[TbtTask, TbtTasksetConfig]):
         from thinkingbox_training.tasks import load_tasks, refuse_evaluation_only
 
         files = self.config.tasks or [str(data_path('tasks') / f) for f in ('retail_bench.jsonl', 'travel_bench.jsonl')]
-        tasks = load_tasks(*[Path(f) for f in files])
+        files = [str(Path(f).resolve()) for f in files]
+        tasks = load_tasks(*files)  # every problem of every file at once
+        source = (
+            {t.uid: f for f in files for t in load_tasks(f)} if len(files) > 1 else {t.uid: files[0] for t in tasks}
+        )
         if self.config.split:
             tasks = [t for t in tasks if t.split == self.config.split]
         if self.config.uids:
@@ -412,6 +422,7 @@ class TbtTaskset(vf.Taskset[TbtTask, TbtTasksetConfig]):
                         task_uid=t.uid,
                         domain=t.domain,
                         family=t.family,
+                        source=source[t.uid],
                     ),
                     self.config.task,
                 )
