@@ -59,9 +59,13 @@ DRIVER = r"""
 import importlib, json, subprocess, sys
 from pathlib import Path
 configs, out_file, release, env_dir, site, first = sys.argv[1:7]
-# `pip install` of the environment's folder, meanwhile: the loader is checked on what it installs, at the end
+# `pip install` of the environment's folder (a copy: the build leaves its files beside the sources), meanwhile: the
+# loader is checked on what it installs, at the end
+import shutil
+src = Path(site).with_name('tbt_tasks_src')
+shutil.copytree(env_dir, src, ignore=shutil.ignore_patterns('build', '*.egg-info', '__pycache__'))
 pip = subprocess.Popen([sys.executable, '-m', 'pip', 'install', '-q', '--no-deps', '--no-build-isolation', '--target',
-                        site, env_dir], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                        site, src], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 import asyncio, tomllib
 from verifiers.v1.cli.eval.runner import run_eval
 from verifiers.v1.configs.cli.eval import EvalConfig
