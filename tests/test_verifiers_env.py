@@ -52,6 +52,12 @@ FINAL = 'Everything you asked for is done. Thank you for contacting us. <DONE>'
 # own parameters on where its `sampling` configuration sets none, as here).
 DIFFERENCES = {}
 
+# verifiers' whole-episode retries, opt-in: one more episode after a system error
+RETRY_SYSTEM_ERRORS = """[[env.retries.rules]]
+type = "EpisodeSystemError"
+max_retries = 1
+"""
+
 # The driver, run by the verifiers environment's Python: every configuration through verifiers' eval runner (the
 # `run_eval` that `vf-eval` runs, all at once), the guard, and verifiers' loader on the environment as `pip install`
 # puts it. Writes what it saw to a JSON file.
@@ -125,7 +131,9 @@ Path(out_file).write_text(json.dumps(out))
 """
 
 
-def eval_toml(folder: Path, url: str, tasks: list, uids: list, user='scripted', judge='rule', user_url='') -> str:
+def eval_toml(
+    folder: Path, url: str, tasks: list, uids: list, user='scripted', judge='rule', user_url='', more=''
+) -> str:
     "A `vf-eval` configuration: our environment, every model at `url`, these tasks, the output under `folder/out`."
     folder.mkdir(parents=True)
     (folder / 'eval.toml').write_text(
@@ -145,7 +153,7 @@ uids = {json.dumps(uids)}
 user = "{user}"
 judge = "{judge}"
 {f'user_base_url = "{user_url}"' if user_url else ''}
-"""
+{more}"""
     )
     return str(folder / 'eval.toml')
 
@@ -309,7 +317,13 @@ def runs(tmp_path_factory):
             configs = {
                 # a system error: the simulated user's endpoint fails (HTTP 503) after its retries
                 'void': eval_toml(
-                    work / 'void', xsrv.base_url, [files['retail']], [ours[1].uid], 'openai:u', user_url=down.base_url
+                    work / 'void',
+                    xsrv.base_url,
+                    [files['retail']],
+                    [ours[1].uid],
+                    'openai:u',
+                    user_url=down.base_url,
+                    more=RETRY_SYSTEM_ERRORS,
                 ),
                 'ours': eval_toml(work / 'ours', vsrv.base_url, list(files.values()), [t.uid for t in ours]),
                 'thinkingbox': eval_toml(
@@ -351,6 +365,7 @@ def runs(tmp_path_factory):
             assert rc == 0, f'vf-eval failed ({rc}): {log[-4000:]}'
             out = json.loads((work / 'out.json').read_text())
             tiny_requests = [body for path, body in tiny.requests if path.endswith('/chat/completions')]
+            down_requests = len(down.requests)
     queries = {t.uid: t.query.strip() for t in ours + tb}
     vf_traces = [t for name in ('ours', 'thinkingbox') for t in out['runs'][name]]
     return dict(
@@ -359,6 +374,7 @@ def runs(tmp_path_factory):
         scripts=scripts,
         log=log,
         tiny_requests=tiny_requests,
+        down_requests=down_requests,
         ours={
             'requests': osrv.requests,
             'verdicts': {queries[r['task_uid']]: r['reward'] for r in rows},
@@ -450,11 +466,15 @@ def test_a_rollout_of_the_tiny_policy_through_verifiers(runs):
 
 
 def test_a_system_error_is_an_error_of_the_rollout_never_a_reward(runs):
-    "The user's endpoint down: verifiers records the rollout's error, no reward at all (not 0), the trace not ok."
+    """The user's endpoint down: verifiers records the rollout's error, no reward at all (not 0), the trace not ok; a
+    retry rule on the error's type runs the episode again."""
     [trace] = runs['out']['runs']['void']
     assert not trace['ok'] and trace['rewards'].get('verdict') is None
+    assert trace['errors'][-1]['type'] == 'EpisodeSystemError'
     assert 'failed after 4 attempts' in trace['errors'][-1]['message'], trace['errors']
     assert trace['info']['tbt']['termination'] == 'system_error'
+    # the retry rule on the error's type ran the episode once more (a fresh database, the user asked 4 times again)
+    assert runs['down_requests'] == 2 * 4
 
 
 def test_release_tasks_are_refused(runs):

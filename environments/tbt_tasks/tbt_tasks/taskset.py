@@ -32,8 +32,10 @@ from verifiers.v1.runtimes import ProgramResult
 _TASKS: dict = {}  # task uid -> thinkingbox_training Task, for every task a taskset of this process loaded
 
 
-class EpisodeSystemError(RuntimeError):
-    "The episode hit an infrastructure failure: it has no verdict (verifiers records the error, no reward)."
+class EpisodeSystemError(vf.TaskError):
+    """The episode hit an infrastructure failure: it has no verdict (verifiers records the error, no reward). A
+    verifiers rollout error, so it keeps its name through verifiers' boundaries (harness, task, env): one retry rule,
+    `type = "EpisodeSystemError"`, matches every system error."""
 
 
 # ---- data, state, config ----
