@@ -15,7 +15,7 @@ verifiers loads an environment by the id its user names (`--env.taskset.id tbt-t
   verifiers' interaction channel, until the user or the task format's own rules end the episode.
 - The reward `verdict` is our grader's verdict on the final state (0 or 1). A system error (a tool that crashed or
   timed out, a user or judge endpoint that failed, a database that could not be provisioned) is raised, never scored:
-  verifiers records it as the rollout's error, leaves its reward unset (`None`) and marks the trace not ok.
+  verifiers records it as the rollout's error, records no `verdict` reward and marks the trace not ok.
 """
 
 from __future__ import annotations
