@@ -44,8 +44,8 @@ test: install
 	@$(BIN)/tbt readme --check
 # The style check (pyproject's [tool.ruff]: E, W, F, B at 120 characters; ruff reads the notebooks too) and the one
 # code style (`ruff format`; `make format` applies it).
-	$(BIN)/ruff check thinkingbox_training nbs tests scripts benchmarks experiments
-	$(BIN)/ruff format --check --quiet nbs tests scripts benchmarks experiments/nbs
+	$(BIN)/ruff check thinkingbox_training nbs tests scripts benchmarks experiments environments
+	$(BIN)/ruff format --check --quiet nbs tests scripts benchmarks experiments/nbs environments
 # The notebooks with committed outputs (cells tagged `#| keep_output`) are run once, by scripts/nb_outputs.py instead of
 # nbdev-test: it fails on a cell that raises, as nbdev-test does, and on a kept output that differs from a fresh run.
 	$(BIN)/nbdev-test --n-workers 2 --timing --skip-file-re "$$($(BIN)/python scripts/nb_outputs.py skip-re)"

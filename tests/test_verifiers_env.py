@@ -8,7 +8,7 @@ with the tiny policy. One `vf-eval` process runs every configuration below, the 
 `tbt evaluate`, and the verdicts, the ends and every request are compared. Under CI=true a missing environment or
 ThinkingBox checkout fails the run instead of skipping."""
 
-import json, os, subprocess
+import json, os, subprocess, sys
 from pathlib import Path
 import pytest
 from conftest import skip_unless_ci
@@ -242,6 +242,7 @@ def hostile_turns() -> list | None:
 
     spec = importlib.util.spec_from_file_location('hostile_calls', HOSTILE)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault('hostile_calls', mod)  # its SQLModel tables resolve their annotations through sys.modules
     spec.loader.exec_module(mod)
     items = getattr(mod, 'HOSTILE_CALLS', None) or getattr(mod, 'CALLS', None)
     assert items, f'{HOSTILE} names neither HOSTILE_CALLS nor CALLS: name its list of calls for this test'

@@ -215,3 +215,8 @@ def call_text(case: HostileCall) -> str:
 def notes(db) -> list:
     "The notes a backend of the domain holds."
     return [r['text'] for r in db.snapshot()['note']]
+
+
+# The calls as a model writes them, for adapters whose policy is a text endpoint (the verifiers environment plays them
+# on one of its own tasks, where the hostile domain's tools are unknown tools: still only the agent's failed calls).
+HOSTILE_CALLS = [call_text(CASES[c]) for c in WIRE]

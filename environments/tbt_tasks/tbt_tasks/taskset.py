@@ -110,7 +110,7 @@ class _Episode:
         self.messages, self.tools, self.call_schemas = [], [], None
         self.turns = self.user_turns = self.tool_calls = self.malformed_calls = 0
         self.termination, self.system_error, self.ended = '', None, False
-        self.db = self.ts = self.user = None
+        self.db = self.ts = self.user = self.client = None
         self._closing: asyncio.Event | None = None
         self._owner: asyncio.Task | None = None
         self.t0 = time.perf_counter()
@@ -173,6 +173,7 @@ class _Episode:
                 seed=(self.seed + self.turns) % 2**63,
                 max_tokens=mt,
                 chat=self.protocol.chat(self.task, self.sampling, mt),
+                key=self.task.uid,  # one client an episode: it sends each call back with the id and text it gave
             )
             try:
                 g = (await client.generate([req]))[0]
@@ -346,8 +347,9 @@ class TbtHarness(vf.Harness[TbtHarnessConfig]):
         from thinkingbox_training.policies import ChatEndpointPolicy
 
         ep: _Episode = trace.state.episode
-        client = ChatEndpointPolicy(ctx.model, base_url=endpoint, api_key=secret, sampling=ep.sampling)
-        await ep.agent_segment(client)
+        if ep.client is None:  # kept over the episode's segments, as `tbt evaluate` keeps one policy an episode
+            ep.client = ChatEndpointPolicy(ctx.model, base_url=endpoint, api_key=secret, sampling=ep.sampling)
+        await ep.agent_segment(ep.client)
         if ep.system_error:
             raise EpisodeSystemError(ep.system_error)
         return ProgramResult(exit_code=0, stdout='', stderr='')
