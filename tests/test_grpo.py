@@ -1039,7 +1039,8 @@ def test_passk_refills_system_error_groups_and_a_resumed_budgeted_run_stops_wher
 
 def test_report_to_trackio_and_wandb_log_a_run_offline(tmp_path):
     """report_to trackio and wandb (the train extra) through scripts/train.py, no network: Trackio writes the run's
-    metrics, ours (tbt/*) and TRL's, to its local SQLite store; W&B writes an offline run."""
+    metrics, ours (tbt/*) and TRL's, and a sample of each step's groups as a table, to its local SQLite store; W&B
+    writes an offline run."""
     import sqlite3
 
     recipe = _recipe(
@@ -1076,6 +1077,9 @@ def test_report_to_trackio_and_wandb_log_a_run_offline(tmp_path):
     keys = set().union(*(json.loads(m) for _, m in rows))
     assert {name for name, _ in rows} == {'offline'}
     assert {'train/tbt/skipped', 'train/rewards/verdict/mean', 'train/loss'} <= keys, sorted(keys)
+    # the step's groups as a table (`view.log_step_trace`): each group's task, kind and use
+    [table] = [json.loads(m)['tbt/groups'] for _, m in rows if 'tbt/groups' in json.loads(m)]
+    assert table['_type'] == 'trackio.table' and table['_value'] and {'task', 'kind', 'use'} <= set(table['_value'][0])
     assert list((tmp_path / 'wandb').glob('offline-run-*/run-*.wandb')), list(tmp_path.rglob('*'))[:20]
 
 

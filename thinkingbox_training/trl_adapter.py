@@ -20,6 +20,7 @@ from .grader import Grader
 from .policies import HFPolicy, EndpointPolicy
 from .episode import run_blocking
 from .campaigns import make_judge
+from .view import log_step_trace
 from .grpo_core import *
 from .grpo_core import logger
 
@@ -590,6 +591,9 @@ class TBTTrainer(EpisodeSteps, GRPOTrainer):
         out = self._score(rows)
         self._check_logprobs(out)
         self._skip = self._no_signal(out)
+        if self.accelerator.is_main_process:  # a sample of the step's groups, as a table, to the run's trackers
+            tb = [c.logging_dir for c in self.callback_handler.callbacks if type(c).__name__ == 'TensorBoardCallback']
+            log_step_trace(self.step_log[-1], self.args.report_to, (tb or [None])[0])  # TensorBoard's own folder
         return out
 
     def _score(self, rows: list) -> dict:
