@@ -7,7 +7,7 @@ SandboxToolsSystems from their server package, patched with the task's rows), op
 tools, make the golden calls through MCP, grade the final state (their stable-state hash, the expected state
 cached per task as in a campaign). Medians over tasks of wall time per stage and of the process's CPU time per
 episode (robust on a shared machine); the expected state's first computation (a golden replay) is reported apart.
-For scale, their harness's session proxy (one stdio server process per session), measured while planning issue 28:
+For scale, their harness's session proxy (one stdio server process per session), measured once:
 session create 2.4 s median, destroy 0.95 s, a tool call 25-90 ms, grading 0.10 s.
 
     python benchmarks/thinkingbox_env.py --their-texts PYTHON

@@ -1,4 +1,4 @@
-"""The environment's hot paths (issue 29): driver-SQL reads in a tool's transaction, and grading from the template's
+"""The environment's hot paths: driver-SQL reads in a tool's transaction, and grading from the template's
 canonical state. Each must give exactly what the slower, plain path gives."""
 
 from thinkingbox_training.tasks import generate_tasks, get_domain

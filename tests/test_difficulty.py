@@ -361,7 +361,7 @@ def test_selection_of_10000_tasks():
     assert len(sel.rows) == 10_000 and any(r['kept'] for r in sel.rows)
 
 
-# ---------------------------------------------------------------- issue 27: band rule, dev split, probe budgets
+# ---------------------------------------------------------------- band rule, dev split, probe budgets
 
 
 def test_mass_and_mean_disagree_at_zero_of_four_and_the_rule_is_an_option():

@@ -525,7 +525,7 @@ def test_a_model_in_eval_mode_still_trains_on_episodes(tmp_path):
     assert len(t.step_log) == 1 and t.step_log[0]['kinds']
 
 
-# ---------------------------------------------------------------- issue 27: budgets and callbacks
+# ---------------------------------------------------------------- budgets and callbacks
 
 
 def test_a_runs_budgets_replace_each_tasks_own(tmp_path):
@@ -608,7 +608,7 @@ def test_the_logprob_gap_is_logged_and_a_fixed_policys_zero_logprobs_are_said(tm
     assert 'is not the model being trained' in caplog.text
 
 
-# ---------------------------------------------------------------- issue 32: checkpoints, resuming, a new pool mid-run
+# ---------------------------------------------------------------- checkpoints, resuming, a new pool mid-run
 
 
 def _losses(t) -> list:
@@ -752,7 +752,7 @@ def test_main_saves_checkpoints_and_resumes_from_the_last(tmp_path):
     assert len([h for h in log['log_history'] if 'loss' in h]) == 3 and log['episodes_used'] == 3 * 4
 
 
-# ---------------------------------------------------------------- issue 29: micro-batches by length
+# ---------------------------------------------------------------- micro-batches by length
 
 
 def test_micro_batches_by_length_keep_the_gradient(tmp_path):

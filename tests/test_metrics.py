@@ -322,7 +322,7 @@ def test_headline_without_dependable_tasks():
     assert d['observed 2/2']['change'] == '+1'
 
 
-# ---------------------------------------------------------------- the published table (METHOD.md)
+# ------------------------------------------------ the published table (ThinkingBox-Training's reference run)
 
 PUBLISHED = """\
 | metric | base | RL | change |
@@ -384,7 +384,7 @@ def test_published_table_regenerated_from_counts():
     assert s['pass@20'] == pytest.approx(453 / 507) and s['pass^20'] == pytest.approx(38 / 507)
 
 
-# ---------------------------------------------------------------- issue 27: intervals, costs, budgets
+# ---------------------------------------------------------------- intervals, costs, budgets
 
 
 def test_pass1_interval_resamples_tasks_when_attempts_are_pooled():

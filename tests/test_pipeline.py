@@ -43,7 +43,7 @@ def test_training_steps_count_what_each_step_trained_on(tmp_path):
     assert training_steps(tmp_path / 'missing') == []
 
 
-# ---------------------------------------------------------------- issue 27: budgets per campaign, costs, intervals
+# ---------------------------------------------------------------- budgets per campaign, costs, intervals
 
 
 def _tasks():

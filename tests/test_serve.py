@@ -17,7 +17,7 @@ async def use(client):
 
 
 async def crowd(url):
-    "The reliability issue's ten clients at once: 6 pay 1 cent from AC-1, 4 a million cents from AC-2, 25 times each."
+    "Ten clients at once (as in tests/reliability): 6 pay 1 cent from AC-1, 4 a million cents from AC-2, 25 times each."
 
     async def one(account, cents):
         async with mcp.Client(url) as c:

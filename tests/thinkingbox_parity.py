@@ -15,7 +15,7 @@ from pathlib import Path
 from venvs import cached_venv
 
 ROOT = Path(__file__).parent.parent
-PINS = ['fastmcp==3.4.11', 'mcp==1.30.0']  # the pair that runs both their harness and their servers (STACK.md)
+PINS = ['fastmcp==3.4.11', 'mcp==1.30.0']  # runs both their harness and their servers (nbs/19_stack.ipynb)
 SERVER_PACKAGES = ['servers/tb_business_ops_servers_202606', 'servers/thinkingbox_tools']
 # two release tasks of every benchmark domain, both rubric variants among them, each with a short golden path
 TASKS = [

@@ -350,7 +350,7 @@ def test_defective_tasks_are_refused_before_any_attempt(tmp_path):
 
 
 def test_a_judge_that_is_down_is_a_reported_system_error_then_repaired(tmp_path, capsys):
-    # the reproduction: TBT_JUDGE_BASE_URL=http://127.0.0.1:9/v1 tbt evaluate ... --judge openai:m
+    # a judge that is down: TBT_JUDGE_BASE_URL=http://127.0.0.1:9/v1 tbt evaluate ... --judge openai:m
     tf = tmp_path / 'rubric.jsonl'
     write_tasks(demo_tasks(3, rubric=True), tf)
     args = [

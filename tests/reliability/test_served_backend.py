@@ -65,7 +65,7 @@ ORDERS = [
     if o['status'] == 'placed' and o['id'] not in {c['order_id'] for c in RETAIL['compensation']}
 ][:4]
 WORKLOADS = {
-    # the case: 6 clients pay 1 cent from AC-1, 4 pay a million cents from AC-2 (it holds 500), 25 times each
+    # 6 clients pay 1 cent from AC-1, 4 pay a million cents from AC-2 (it holds 500), 25 times each
     'demo': (
         [[('pay', {'account_id': 'AC-1', 'amount_cents': 1})] * 25] * 6
         + [[('pay', {'account_id': 'AC-2', 'amount_cents': 1_000_000})] * 25] * 4,

@@ -314,7 +314,7 @@ def test_files_that_must_load(tmp_path, data):
     ],
 )
 def test_golden_call_that_fails_on_replay_refuses_the_task(tmp_path, change, call):
-    "The issue's case: such a task loaded fine and its attempts were stored as ok with reward None; now it is refused."
+    "Such a task once loaded fine and its attempts were stored as ok with reward None; now it is refused."
     path = tmp_path / 'tasks.jsonl'
     bad_uid = UID_R + '-bad'
     path.write_bytes(line(GOOD_T) + line(changed(GOOD_R, lambda r: (change(r), r.update(uid=bad_uid)))))

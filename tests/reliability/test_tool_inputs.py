@@ -201,7 +201,7 @@ def test_bad_input_is_a_clear_tool_error_and_changes_nothing(dom, tool, args):
     ],
 )
 def test_other_customers_records_are_refused(dom, tool, args):
-    "The issue's own cases: another traveller's booking and payment, another customer's order and email."
+    "Another traveller's booking and payment, another customer's order and email."
     r, state, initial = asyncio.run(_call(dom, tool, args))
     assert r.is_error and r.system_error is None and 'belongs to another' in r.text, r.text
     text = r.text
@@ -229,7 +229,7 @@ def test_domain_code_raising_on_the_arguments_is_the_agents_failed_call():
 
 
 def test_a_lone_surrogate_is_refused_before_any_domain_code_runs():
-    "The issue's `OR-\\ud800` crashed SQLite's encoder (a system error); now an invalid argument, in and out of MCP."
+    "An `OR-\\ud800` id crashed SQLite's encoder (a system error); now an invalid argument, in and out of MCP."
     with get_domain('retail').provision(RETAIL) as db:
         with pytest.raises(ToolError, match=r'order_id: not valid Unicode \(a lone surrogate at position 3\)'):
             db.run_tool('get_order', {'order_id': SURROGATE})

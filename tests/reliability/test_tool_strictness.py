@@ -162,7 +162,7 @@ def test_a_refusal_names_no_record_the_agent_did_not_give(dom_name):
 
 
 def test_the_issues_shipment_of_another_customer():
-    "The issue's case: another customer's shipment id; the refusal named its order (`OR-40005`), now the shipment."
+    "Another customer's shipment id: the refusal named its order (`OR-40005`), now the shipment."
     seed = get_domain('retail').seed()
     mine = TASK['retail'].customer
     order = next(o for o in seed['order'] if o['customer_id'] != mine and o['status'] == 'placed')
