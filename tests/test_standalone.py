@@ -6,7 +6,6 @@ ThinkingBox's public data checkout: that is CI's setup, not a citation."""
 import re
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PLACES = ['nbs', 'tests', 'scripts', 'benchmarks', 'thinkingbox_training', 'environments', 'experiments/nbs',
@@ -53,10 +52,5 @@ def test_the_check_finds_a_citation(tmp_path):
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason='nbs/10_grpo.ipynb cell tr020 still cites STACK.md (that notebook was being edited elsewhere); '
-    'replace the citation, then remove this marker',
-)
 def test_nothing_in_the_project_cites_a_file_outside_it():
     assert cited_outside() == []
