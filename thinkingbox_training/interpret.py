@@ -546,6 +546,8 @@ class AssistantTurn:
 
 
 # A JSON string (no raw newline can be in one), or a call tag
+
+# %% ../nbs/00_interpret.ipynb #c032b
 _TAG_OR_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"|</tool_call>|<tool_call>')
 
 
