@@ -574,7 +574,7 @@ def assert_disjoint(
 class EvaluationOnly(BenchmarkOverlap):
     "A task that its licence restricts to evaluation, on its way into probing, a training pool or training."
 
-
+# %% ../nbs/01_tasks.ipynb #c013b
 def _bundled_rule(name: str):
     "The evaluation-only rule of a bundled format, from its own module, whatever is registered."
     return _bundled_format(name).evaluation_only or (lambda uid: None)
@@ -618,7 +618,7 @@ def refuse_evaluation_only(
             u = x if isinstance(x, str) else x.uid
             raise EvaluationOnly(f'task {u} may not be used for {use}: {clause}')
 
-
+# %% ../nbs/01_tasks.ipynb #c013c
 def read_uids(
     path,  # one uid per line, or JSON Lines with a `uid` or `task_uid` field
 ) -> list:
