@@ -319,7 +319,7 @@ def _iso_text(v):
         return v
     raise ValueError(f'a date is written as an ISO string (YYYY-MM-DD), not {type(v).__name__}')
 
-
+# %% ../nbs/02_backend.ipynb #c008c
 class _StrictArgModel(ArgModelBase):
     model_config = ConfigDict(strict=True, extra='forbid', arbitrary_types_allowed=True)
 
@@ -767,7 +767,7 @@ def _canonical(self: Domain, raw: dict, initial: dict, same: dict = None) -> dic
 
 Domain.canonical = _canonical
 
-
+# %% ../nbs/02_backend.ipynb #c016b
 def _base(dom: Domain, tpl: _Template):
     "A template's rows as fetched and its canonical state, for `episode_state`."
     with tpl.lock:
