@@ -140,7 +140,7 @@ def serving_session(
         raise ValueError('name a --domain, or a --task with its --tasks')
     return ServedToolSession(SharedBackend(get_domain(domain).provision(t)), timeout_s=timeout_s)
 
-
+# %% ../nbs/03a_serve.ipynb #c004k
 MCP_MAX_BODY = 4 * 2**20  # bytes of one HTTP request: a tool call's arguments (hostile tests send 1 MB strings)
 IDLE_S = 600.0  # seconds a WebSocket session may wait for its client before it is closed and its slot freed
 
