@@ -1165,7 +1165,7 @@ def _as_call(c) -> dict:
 
 READ_TOOL = re.compile(r'^(get|find|list|quote|search|lookup|check)_')  # a tool whose name says it only reads
 
-
+# %% ../nbs/06_policies.ipynb #c023b
 class ScriptedPolicy(PolicyBase):
     "The expert: golden calls one per turn, then the reference reply; flawed on a seeded share of attempts."
 
