@@ -105,7 +105,7 @@ Rules: do not invent facts; do not volunteer facts you were not asked for; be br
 When the agent has finished handling your request (or clearly cannot), reply with a short thanks and then {stop}.
 Never write {stop} while the agent is still asking you something."""
 
-
+# %% ../nbs/05_users.ipynb #c009b
 class LLMUser:
     "A simulated user on an OpenAI-compatible chat endpoint."
 
