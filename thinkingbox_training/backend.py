@@ -319,7 +319,7 @@ def _iso_text(v):
         return v
     raise ValueError(f'a date is written as an ISO string (YYYY-MM-DD), not {type(v).__name__}')
 
-
+# %% ../nbs/02_backend.ipynb #c008c
 class _StrictArgModel(ArgModelBase):
     model_config = ConfigDict(strict=True, extra='forbid', arbitrary_types_allowed=True)
 
@@ -422,7 +422,7 @@ def _coerce(col, value):
             value = value.replace(tzinfo=timezone.utc)  # naive times are UTC
     return value
 
-
+# %% ../nbs/02_backend.ipynb #c010b
 def _pk(table, row) -> tuple:
     return tuple(row.get(c.name) for c in table.primary_key.columns)
 
@@ -448,7 +448,7 @@ def _check_row(self: Domain, table: str, row: dict, new: bool | None = None) -> 
 
 Domain.check_row = _check_row
 
-
+# %% ../nbs/02_backend.ipynb #c010c
 def _check_init(self: Domain, init: dict, customer: str | None = None) -> list[tuple]:
     """Problems the rows of `init`, patched over the seed, would cause in the database, as (field, message): a required
     column left empty, a reference to a row that exists neither in the seed nor in `init`; and a `customer` that is
@@ -587,7 +587,7 @@ def _unencodable(value) -> tuple | None:
             stack += [(loc + (i,), x) for i, x in enumerate(v)]
     return None
 
-
+# %% ../nbs/02_backend.ipynb #c013b
 class EpisodeDB:
     "One episode's private database: a copy of its task's template."
 
@@ -659,7 +659,7 @@ class EpisodeDB:
     def __exit__(self, *a):
         self.close()
 
-
+# %% ../nbs/02_backend.ipynb #c013c
 def read_state(conn, dom: Domain) -> dict:
     "Every row of every table of `dom` in `conn`, as dicts."
     out = {}
@@ -767,7 +767,7 @@ def _canonical(self: Domain, raw: dict, initial: dict, same: dict = None) -> dic
 
 Domain.canonical = _canonical
 
-
+# %% ../nbs/02_backend.ipynb #c016b
 def _base(dom: Domain, tpl: _Template):
     "A template's rows as fetched and its canonical state, for `episode_state`."
     with tpl.lock:

@@ -5,6 +5,7 @@
 # %% ../nbs/04_grader.ipynb #c002
 from __future__ import annotations
 import asyncio, hashlib, os, re, threading
+from fastcore.basics import patch
 from pydantic import BaseModel, Field
 from .tasks import Task, RubricItem, get_domain
 from .backend import EpisodeDB, ToolError, canonical_state, diff_states
@@ -187,7 +188,7 @@ def judge_answer_text(content: str) -> str | None:
     m = _ANSWER.match(text)
     return m.group(1).lower() if m else None
 
-
+# %% ../nbs/04_grader.ipynb #c009b
 class OpenAIJudge:
     "A judge on any OpenAI-compatible chat endpoint, temperature 0; any failure raises (the episode: a system error)."
 
@@ -258,25 +259,27 @@ class OpenAIJudge:
             raise JudgeError(f'judge {self.model} answered {text.strip()[-200:]!r}, not yes/no')
         return JudgeAnswer(yes=answer == 'yes', explanation=text.rsplit('</think>', 1)[-1].strip()[:500], usage=usage)
 
-    async def _ask_as(self, request: dict) -> JudgeAnswer:
-        """A task format's own request, answered by its own reading (`parse`: the content -> yes); a budget given to
-        this judge (`--judge-max-tokens`) replaces the request's."""
-        params = dict(request['params'])
-        if self.budget_given:
-            params['max_completion_tokens'] = self.max_tokens
-            params.pop('max_tokens', None)
-        r = await self.client.chat.completions.create(model=self.model, messages=request['messages'], **params)
-        if not getattr(r, 'choices', None):
-            raise JudgeError(f'judge {self.model} answered no choices: {str(r)[:200]}')
-        text = getattr(r.choices[0].message, 'content', None) or ''
-        u = r.usage
-        usage = Usage(
-            model=self.model,
-            input=getattr(u, 'prompt_tokens', 0) or 0,
-            output=getattr(u, 'completion_tokens', 0) or 0,
-            calls=1,
-        )
-        return JudgeAnswer(yes=bool(request['parse'](text)), explanation=text.strip()[:500], usage=usage)
+# %% ../nbs/04_grader.ipynb #c009c
+@patch
+async def _ask_as(self: OpenAIJudge, request: dict) -> JudgeAnswer:
+    """A task format's own request, answered by its own reading (`parse`: the content -> yes); a budget given to
+    this judge (`--judge-max-tokens`) replaces the request's."""
+    params = dict(request['params'])
+    if self.budget_given:
+        params['max_completion_tokens'] = self.max_tokens
+        params.pop('max_tokens', None)
+    r = await self.client.chat.completions.create(model=self.model, messages=request['messages'], **params)
+    if not getattr(r, 'choices', None):
+        raise JudgeError(f'judge {self.model} answered no choices: {str(r)[:200]}')
+    text = getattr(r.choices[0].message, 'content', None) or ''
+    u = r.usage
+    usage = Usage(
+        model=self.model,
+        input=getattr(u, 'prompt_tokens', 0) or 0,
+        output=getattr(u, 'completion_tokens', 0) or 0,
+        calls=1,
+    )
+    return JudgeAnswer(yes=bool(request['parse'](text)), explanation=text.strip()[:500], usage=usage)
 
 # %% ../nbs/04_grader.ipynb #c011
 class Grader:

@@ -6,6 +6,7 @@
 from __future__ import annotations
 import json, math, re, warnings
 from dataclasses import dataclass, field
+from fastcore.basics import patch
 from transformers import PreTrainedTokenizerFast
 
 # The Jinja environment `apply_chat_template` renders with (same filters, same `{% generation %}` tag), compiled once.
@@ -238,7 +239,7 @@ def _is(t: str, v) -> bool:
         return isinstance(v, dict)
     return True  # a type we do not know: accept
 
-
+# %% ../nbs/00_interpret.ipynb #c025b
 def _convert(t: str, v):
     "Convert `v` to JSON type `t`: (True, value) or (False, None)."
     s = v.strip() if isinstance(v, str) else None
@@ -289,7 +290,7 @@ def _show(v, n: int = 60) -> str:
         s = repr(v)
     return s if len(s) <= n else s[: n - 3] + '...'
 
-
+# %% ../nbs/00_interpret.ipynb #c025c
 def _coerce(v, schema):
     "Type `v` against `schema`: (value, None) or (raw value, reason)."
     if not isinstance(schema, dict):
@@ -326,7 +327,7 @@ def _coerce(v, schema):
         return v, f'must be one of {_show(enum, 200)}, got {_show(v)}'
     return v, None
 
-
+# %% ../nbs/00_interpret.ipynb #c025d
 def type_arguments(
     arguments: dict,  # argument name -> value, as the model wrote it
     parameters_schema: dict,  # the tool's `parameters` JSON schema (an object schema)
@@ -423,7 +424,7 @@ def _check_call(name: str, arguments, raw: str, schemas):
     typed, errors = type_arguments(arguments, schemas[name], name)
     return (None, errors) if errors else (ToolCall(name, typed, raw), [])
 
-
+# %% ../nbs/00_interpret.ipynb #c031b
 def _json_problem(e: Exception) -> str:
     "Why `json.loads` refused a text, for the agent: a syntax error with its place, or a limit of the parser."
     if isinstance(e, json.JSONDecodeError):
@@ -472,7 +473,7 @@ def _parse_json_call(body: str, raw: str, schemas):
         return None, [ParseError('bad_json', f'{name}: arguments must be a JSON object, got {_show(args)}', raw, name)]
     return _check_call(name, args, raw, schemas)
 
-
+# %% ../nbs/00_interpret.ipynb #c031c
 def _parse_xml_call(body: str, raw: str, schemas):
     m = _FUNCTION_RE.fullmatch(body)
     if not m:
@@ -545,6 +546,8 @@ class AssistantTurn:
 
 
 # A JSON string (no raw newline can be in one), or a call tag
+
+# %% ../nbs/00_interpret.ipynb #c032b
 _TAG_OR_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"|</tool_call>|<tool_call>')
 
 
@@ -641,7 +644,7 @@ class TemplateReplaced(UserWarning):
 
 _ANNOUNCED: set = set()  # checkpoints whose template replacement was announced (once per process)
 
-
+# %% ../nbs/00_interpret.ipynb #c044b
 class ChatFormat:
     "A tokenizer bound to a chat template: render, encode, observation deltas, parse."
 
@@ -705,60 +708,74 @@ class ChatFormat:
         which = 'QWEN3_CHAT_TEMPLATE' if ours else f'template of {len(self.template)} chars'
         return f'ChatFormat({type(self.tokenizer).__name__}, {which}, eos_id={self.eos_id}, pad_id={self.pad_id})'
 
-    def render(
-        self,
-        messages: list,  # the conversation
-        tools: list = None,  # OpenAI-style tool specs, declared in the system turn
-        add_generation_prompt: bool = False,  # end with the header of the next assistant turn
-    ) -> str:
-        "The conversation as text."
-        return self._render(
-            messages=messages,
-            tools=tools or None,
-            documents=None,
-            add_generation_prompt=add_generation_prompt,
-            **self._kwargs,
+# %% ../nbs/00_interpret.ipynb #c044c
+@patch
+def render(
+    self: ChatFormat,
+    messages: list,  # the conversation
+    tools: list = None,  # OpenAI-style tool specs, declared in the system turn
+    add_generation_prompt: bool = False,  # end with the header of the next assistant turn
+) -> str:
+    "The conversation as text."
+    return self._render(
+        messages=messages,
+        tools=tools or None,
+        documents=None,
+        add_generation_prompt=add_generation_prompt,
+        **self._kwargs,
+    )
+
+
+@patch
+def encode(self: ChatFormat, text: str) -> list[int]:
+    "Token ids of `text`: special tokens recognised, no BOS/EOS added."
+    if self._backend is not None:
+        return self._backend.encode(text, add_special_tokens=False).ids
+    return self.tokenizer.encode(text, add_special_tokens=False)
+
+
+@patch
+def decode(self: ChatFormat, ids: list) -> str:
+    "The exact text of `ids`, special tokens included."
+    if self._backend is not None:
+        return self._backend.decode(list(ids), skip_special_tokens=False)
+    return self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+
+@patch
+def prompt_ids(self: ChatFormat, messages: list, tools: list = None) -> list[int]:
+    "Token ids of the conversation followed by the generation prompt."
+    return self.encode(self.render(messages, tools, add_generation_prompt=True))
+
+
+@patch
+def observation_text(self: ChatFormat, messages: list) -> str:
+    "The text that follows an assistant's `<|im_end|>`: `messages` and the next assistant header."
+    full = self.render(_ANCHOR + list(messages), add_generation_prompt=True)
+    if not full.startswith(self._anchor_text):
+        i = _diff_at(full, self._anchor_text)
+        roles = [m.get('role') for m in messages]
+        raise ValueError(
+            f'the chat template is not prefix-preserving: appending {roles} '
+            f'changes how the earlier turns render, at character {i}:\n'
+            f'  alone:    {_around(self._anchor_text, i)}\n  extended: {_around(full, i)}'
         )
+    return full[self._anchor_cut :]
 
-    def encode(self, text: str) -> list[int]:
-        "Token ids of `text`: special tokens recognised, no BOS/EOS added."
-        if self._backend is not None:
-            return self._backend.encode(text, add_special_tokens=False).ids
-        return self.tokenizer.encode(text, add_special_tokens=False)
 
-    def decode(self, ids: list) -> str:
-        "The exact text of `ids`, special tokens included."
-        if self._backend is not None:
-            return self._backend.decode(list(ids), skip_special_tokens=False)
-        return self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+@patch
+def observation_ids(
+    self: ChatFormat,
+    messages: list,  # tool results and/or a user turn, following an assistant turn
+) -> list[int]:
+    "Token delta for `messages` after an assistant turn, ending with the next assistant header."
+    return self.encode(self.observation_text(messages))
 
-    def prompt_ids(self, messages: list, tools: list = None) -> list[int]:
-        "Token ids of the conversation followed by the generation prompt."
-        return self.encode(self.render(messages, tools, add_generation_prompt=True))
 
-    def observation_text(self, messages: list) -> str:
-        "The text that follows an assistant's `<|im_end|>`: `messages` and the next assistant header."
-        full = self.render(_ANCHOR + list(messages), add_generation_prompt=True)
-        if not full.startswith(self._anchor_text):
-            i = _diff_at(full, self._anchor_text)
-            roles = [m.get('role') for m in messages]
-            raise ValueError(
-                f'the chat template is not prefix-preserving: appending {roles} '
-                f'changes how the earlier turns render, at character {i}:\n'
-                f'  alone:    {_around(self._anchor_text, i)}\n  extended: {_around(full, i)}'
-            )
-        return full[self._anchor_cut :]
-
-    def observation_ids(
-        self,
-        messages: list,  # tool results and/or a user turn, following an assistant turn
-    ) -> list[int]:
-        "Token delta for `messages` after an assistant turn, ending with the next assistant header."
-        return self.encode(self.observation_text(messages))
-
-    def parse(self, text: str, tools: list = None) -> AssistantTurn:
-        "Parse one assistant output (see `parse_assistant`)."
-        return parse_assistant(text, tools)
+@patch
+def parse(self: ChatFormat, text: str, tools: list = None) -> AssistantTurn:
+    "Parse one assistant output (see `parse_assistant`)."
+    return parse_assistant(text, tools)
 
 # %% ../nbs/00_interpret.ipynb #c050
 @dataclass
@@ -822,67 +839,70 @@ class TokenTrajectory:
             f'{sum(self.mask)} sampled tokens)'
         )
 
-    def _where(self, pos: int, unit: str) -> str:
-        "Which part of the trajectory a token index (`unit`='token') or character index (`unit`='char') is in."
-        if unit == 'char':
-            ends, n = [], len(self.prompt_ids)
-            ends.append(('the prompt', len(self.fmt.decode(self.prompt_ids))))
-            for i, (kind, s, e) in enumerate(self.segments):
-                ends.append((f'{kind} segment {i}, completion tokens {s}-{e}', len(self.fmt.decode(self.ids[: n + e]))))
-            return next((name for name, end in ends if pos < end), 'past the end of the trajectory')
-        if pos < len(self.prompt_ids):
-            return 'the prompt'
-        p = pos - len(self.prompt_ids)
-        return next(
-            (f'{k} segment {i}, completion tokens {s}-{e}' for i, (k, s, e) in enumerate(self.segments) if s <= p < e),
-            'past the end of the trajectory',
-        )
+# %% ../nbs/00_interpret.ipynb #c050b
+@patch
+def _where(self: TokenTrajectory, pos: int, unit: str) -> str:
+    "Which part of the trajectory a token index (`unit`='token') or character index (`unit`='char') is in."
+    if unit == 'char':
+        ends, n = [], len(self.prompt_ids)
+        ends.append(('the prompt', len(self.fmt.decode(self.prompt_ids))))
+        for i, (kind, s, e) in enumerate(self.segments):
+            ends.append((f'{kind} segment {i}, completion tokens {s}-{e}', len(self.fmt.decode(self.ids[: n + e]))))
+        return next((name for name, end in ends if pos < end), 'past the end of the trajectory')
+    if pos < len(self.prompt_ids):
+        return 'the prompt'
+    p = pos - len(self.prompt_ids)
+    return next(
+        (f'{k} segment {i}, completion tokens {s}-{e}' for i, (k, s, e) in enumerate(self.segments) if s <= p < e),
+        'past the end of the trajectory',
+    )
 
-    def check(
-        self,
-        messages: list,  # the whole conversation, as the episode recorded it
-        tools: list = None,  # the tools; by default those the trajectory started with
-    ):
-        "Raise a ValueError unless the trajectory decodes to the conversation and its written tokens are canonical."
-        fmt, tools = self.fmt, self.tools if tools is None else tools
-        if not len(self.completion_ids) == len(self.mask) == len(self.logprobs):
+
+@patch
+def check(
+    self: TokenTrajectory,
+    messages: list,  # the whole conversation, as the episode recorded it
+    tools: list = None,  # the tools; by default those the trajectory started with
+):
+    "Raise a ValueError unless the trajectory decodes to the conversation and its written tokens are canonical."
+    fmt, tools = self.fmt, self.tools if tools is None else tools
+    if not len(self.completion_ids) == len(self.mask) == len(self.logprobs):
+        raise ValueError(
+            f'{len(self.completion_ids)} completion ids, {len(self.mask)} mask entries, {len(self.logprobs)} logprobs'
+        )
+    last_assistant = bool(messages) and messages[-1].get('role') == 'assistant'
+    want = fmt.render(messages, tools, add_generation_prompt=not last_assistant)
+    if last_assistant:
+        cut = want.rindex(fmt.end_of_turn)
+        ended = bool(self.completion_ids) and self.completion_ids[-1] == fmt.eos_id
+        want = want[: cut + len(fmt.end_of_turn)] if ended else want[:cut]
+    got = fmt.decode(self.ids)
+    if got != want:
+        i = _diff_at(got, want)
+        raise ValueError(
+            f'token trajectory and rendered conversation differ at character {i} '
+            f'(in {self._where(i, "char")}):\n'
+            f'  trajectory: {_around(got, i)}\n  rendered:   {_around(want, i)}'
+        )
+    ends = [0] + [e for *_, e in self.segments]
+    if [(s, e) for _, s, e in self.segments] != list(zip(ends, ends[1:])) or ends[-1] != len(self.completion_ids):
+        raise ValueError(f'segments {self.segments} do not tile the {len(self.completion_ids)} completion ids')
+    for k, s, e in self.segments:
+        if set(self.mask[s:e]) - {int(k == 'sampled')}:
+            where = self._where(len(self.prompt_ids) + s, 'token')
+            raise ValueError(f'{where} has mask {sorted(set(self.mask[s:e]))}')
+    written = [(0, self.prompt_ids)] + [
+        (len(self.prompt_ids) + s, self.completion_ids[s:e]) for k, s, e in self.segments if k == 'observation'
+    ]
+    for at, ids in written:
+        canon = fmt.encode(fmt.decode(ids))
+        if canon != ids:
+            i = at + _diff_at(ids, canon)
             raise ValueError(
-                f'{len(self.completion_ids)} completion ids, {len(self.mask)} mask entries, '
-                f'{len(self.logprobs)} logprobs'
+                f'token trajectory and the encoded conversation differ at token {i} '
+                f'(in {self._where(i, "token")}): '
+                f'trajectory {self.ids[i : i + 5]} = {fmt.decode(self.ids[i : i + 5])!r}, '
+                f'encoded {canon[i - at : i - at + 5]} = {fmt.decode(canon[i - at : i - at + 5])!r}; '
+                f'after {fmt.decode(self.ids[max(0, i - 20) : i])!r}'
             )
-        last_assistant = bool(messages) and messages[-1].get('role') == 'assistant'
-        want = fmt.render(messages, tools, add_generation_prompt=not last_assistant)
-        if last_assistant:
-            cut = want.rindex(fmt.end_of_turn)
-            ended = bool(self.completion_ids) and self.completion_ids[-1] == fmt.eos_id
-            want = want[: cut + len(fmt.end_of_turn)] if ended else want[:cut]
-        got = fmt.decode(self.ids)
-        if got != want:
-            i = _diff_at(got, want)
-            raise ValueError(
-                f'token trajectory and rendered conversation differ at character {i} '
-                f'(in {self._where(i, "char")}):\n'
-                f'  trajectory: {_around(got, i)}\n  rendered:   {_around(want, i)}'
-            )
-        ends = [0] + [e for *_, e in self.segments]
-        if [(s, e) for _, s, e in self.segments] != list(zip(ends, ends[1:])) or ends[-1] != len(self.completion_ids):
-            raise ValueError(f'segments {self.segments} do not tile the {len(self.completion_ids)} completion ids')
-        for k, s, e in self.segments:
-            if set(self.mask[s:e]) - {int(k == 'sampled')}:
-                where = self._where(len(self.prompt_ids) + s, 'token')
-                raise ValueError(f'{where} has mask {sorted(set(self.mask[s:e]))}')
-        written = [(0, self.prompt_ids)] + [
-            (len(self.prompt_ids) + s, self.completion_ids[s:e]) for k, s, e in self.segments if k == 'observation'
-        ]
-        for at, ids in written:
-            canon = fmt.encode(fmt.decode(ids))
-            if canon != ids:
-                i = at + _diff_at(ids, canon)
-                raise ValueError(
-                    f'token trajectory and the encoded conversation differ at token {i} '
-                    f'(in {self._where(i, "token")}): '
-                    f'trajectory {self.ids[i : i + 5]} = {fmt.decode(self.ids[i : i + 5])!r}, '
-                    f'encoded {canon[i - at : i - at + 5]} = {fmt.decode(canon[i - at : i - at + 5])!r}; '
-                    f'after {fmt.decode(self.ids[max(0, i - 20) : i])!r}'
-                )
-        return self
+    return self

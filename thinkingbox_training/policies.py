@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio, contextlib, ctypes, hashlib, itertools, math, os, random, re, time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, runtime_checkable
+from fastcore.basics import patch
 from .interpret import ChatFormat, ToolCall, assistant_text, parse_assistant
 from .tasks import Task, get_domain
 from .grader import Usage
@@ -147,6 +148,8 @@ def draw(logprobs, u):
 # layers on another), so a linear layer's is measured on the machine that runs it (`rows_needed`); `MIN_ROWS` is the
 # least padding of any product (attention's few query rows are padded to it).
 MIN_ROWS, WIDTH_STEP = 4, 256
+
+# %% ../nbs/06_policies.ipynb #c008b
 _ROWS_NEEDED = {}  # (weight shape, dtype, device, bias or not) -> the rows its products were measured to need
 
 
@@ -214,7 +217,7 @@ def exact_rows(model, on: bool = True):
                 mod.register_forward_hook(_pad_rows_post)
             mod._tbt_exact = rows_needed(mod) if on else 0
 
-
+# %% ../nbs/06_policies.ipynb #c008c
 def _slab_attention(module, query, key, value, attention_mask, scaling: float = None, slab=None, **kw):
     "Attention of new tokens over their shared prefix (read once for all its rows) and their own slab columns."
     import torch
@@ -263,7 +266,7 @@ def _slab_attention(module, query, key, value, attention_mask, scaling: float = 
             l[rows], o[rows] = lq * a + lp * c, oq * a + op * c
     return (o / l)[:, :, :rq].reshape(B, H, Q, D).transpose(1, 2).contiguous(), None
 
-
+# %% ../nbs/06_policies.ipynb #c008d
 class _Slab:
     """The batch's KV cache: shared prefixes kept once; each row's own tokens in a preallocated per-layer buffer.
     Rows join (`admit`) and leave (`move`) between forwards; a forward runs over rows [lo, lo + b)."""
@@ -328,39 +331,47 @@ class _Slab:
         K[r, :, self.cols], V[r, :, self.cols] = key.transpose(1, 2), value.transpose(1, 2)
         return K[lo : lo + b, :, : self.width], V[lo : lo + b, :, : self.width]
 
-    def groups(self, layer_idx: int, b: int) -> list:
-        """(the prefix's keys and values at this layer, the rows among the forward's b that share it, counted from
-        lo) for each shared prefix."""
-        import torch
+# %% ../nbs/06_policies.ipynb #c008e
+@patch
+def groups(self: _Slab, layer_idx: int, b: int) -> list:
+    """(the prefix's keys and values at this layer, the rows among the forward's b that share it, counted from
+    lo) for each shared prefix."""
+    import torch
 
-        if self._groups is None or self._groups[0] != (self.lo, b):  # again when rows move, join or leave
-            by = {}
-            for r, p in enumerate(self.prefix[self.lo : self.lo + b]):
-                if p is not None:
-                    by.setdefault(id(p), (p, []))[1].append(r)
-            self._groups = ((self.lo, b), [(p, torch.tensor(rs, device=self.device)) for p, rs in by.values()])
-        return [(p[layer_idx], rows) for p, rows in self._groups[1]]
-
-    def row(self, r: int) -> list:
-        "Row r's own cache, copied out (so a kept episode does not hold the whole batch's buffers alive)."
-        n = int(self.n[r])
-        return [(K[r : r + 1, :, :n].clone(), V[r : r + 1, :, :n].clone()) for K, V in zip(self.k, self.v)]
-
-    def move(self, src: int, dst: int):
-        "Copy row src into row dst (a finished row's place), so the live rows stay rows [0, live)."
-        n = int(self.n[src])
-        for K, V in zip(self.k, self.v):
-            K[dst, :, :n] = K[src, :, :n]
-            V[dst, :, :n] = V[src, :, :n]
-        self.n[dst], self.start[dst], self.prefix[dst] = self.n[src], self.start[src], self.prefix[src]
-        self._groups = None
-
-    def drop(self, live: int):
-        "Keep rows [0, live) (the others have left)."
-        self.prefix[live : self.used] = [None] * (self.used - live)  # a left row holds no prefix alive
-        self.used, self._groups = live, None
+    if self._groups is None or self._groups[0] != (self.lo, b):  # again when rows move, join or leave
+        by = {}
+        for r, p in enumerate(self.prefix[self.lo : self.lo + b]):
+            if p is not None:
+                by.setdefault(id(p), (p, []))[1].append(r)
+        self._groups = ((self.lo, b), [(p, torch.tensor(rs, device=self.device)) for p, rs in by.values()])
+    return [(p[layer_idx], rows) for p, rows in self._groups[1]]
 
 
+@patch
+def row(self: _Slab, r: int) -> list:
+    "Row r's own cache, copied out (so a kept episode does not hold the whole batch's buffers alive)."
+    n = int(self.n[r])
+    return [(K[r : r + 1, :, :n].clone(), V[r : r + 1, :, :n].clone()) for K, V in zip(self.k, self.v)]
+
+
+@patch
+def move(self: _Slab, src: int, dst: int):
+    "Copy row src into row dst (a finished row's place), so the live rows stay rows [0, live)."
+    n = int(self.n[src])
+    for K, V in zip(self.k, self.v):
+        K[dst, :, :n] = K[src, :, :n]
+        V[dst, :, :n] = V[src, :, :n]
+    self.n[dst], self.start[dst], self.prefix[dst] = self.n[src], self.start[src], self.prefix[src]
+    self._groups = None
+
+
+@patch
+def drop(self: _Slab, live: int):
+    "Keep rows [0, live) (the others have left)."
+    self.prefix[live : self.used] = [None] * (self.used - live)  # a left row holds no prefix alive
+    self.used, self._groups = live, None
+
+# %% ../nbs/06_policies.ipynb #c008f
 class _Decode:
     """A running batched decode of one `HFPolicy`: rows join between steps (their new ids prefilled in one batch),
     each step samples one token for every live row, and a row leaves as soon as it ends. What a row samples depends
@@ -411,76 +422,80 @@ class _Decode:
         ]
         self.logits = logits if lo == 0 else torch.cat([self.logits[:lo], logits])
 
-    def step(self) -> list:
-        "Sample one token for every live row; [(tag, Generation)] of the rows that ended, which leave the batch."
-        import torch
+# %% ../nbs/06_policies.ipynb #c008g
+@patch
+def step(self: _Decode) -> list:
+    "Sample one token for every live row; [(tag, Generation)] of the rows that ended, which leave the batch."
+    import torch
 
-        p, m, cfg, slab = self.p, self.p.model, self.p.sampling, self.slab
-        t0, c0, done = time.perf_counter(), time.thread_time(), []
-        with p._mode():
-            m.config._attn_implementation = 'tbt_slab'
-            if cfg.temperature == 0:
-                lp = torch.log_softmax(self.logits, -1)
-                nxt = lp.argmax(-1)
-            else:
-                lp = torch.log_softmax(_process(self.logits, cfg), -1)
-                u = uniforms([q['seed'] for q in self.reqs], [len(q['ids']) for q in self.reqs])
-                nxt = draw(lp, u).to(p.device)
-            got = lp.gather(1, nxt[:, None])[:, 0].tolist()
-            fin = []
-            for r, (q, t) in enumerate(zip(self.reqs, nxt.tolist())):
-                q['ids'].append(t)
-                q['lp'].append(got[r])
-                if t == p.fmt.eos_id or len(q['ids']) == q['limit']:
-                    fin.append(r)
-            for r in fin:  # keep a finished row's cache: prompt + sampled tokens but the last (not fed)
-                q = self.reqs[r]
-                if q['key'] is not None:
-                    p._rows[q['key']] = (list(q['prompt']) + q['ids'][:-1], slab.prefix[r], slab.row(r))
-                done.append((q['tag'], p._generation(q)))
-            if fin:  # finished rows stop costing anything: live rows from the end move into their places
-                live = len(self.reqs) - len(fin)
-                holes, movers = [r for r in fin if r < live], [r for r in range(live, len(self.reqs)) if r not in fin]
-                for h, s in zip(holes, movers):
-                    slab.move(s, h)
-                    nxt[h] = nxt[s]
-                    self.reqs[h] = self.reqs[s]
-                self.reqs, nxt = self.reqs[:live], nxt[:live]
-                slab.drop(live)
-            b = len(self.reqs)
-            if b:
-                mask, pos = slab.at(slab.n[:b, None])
-                o = m(
-                    input_ids=nxt.view(b, 1),
-                    attention_mask=mask,
-                    position_ids=pos,
-                    past_key_values=slab,
-                    use_cache=True,
-                    slab=slab,
-                )
-                slab.n[:b] += 1
-                self.logits = o.logits[:, -1, :].float()
-                p.stats['decode_steps'] += 1
-                p.stats['decode_rows'] += b
-            else:
-                self.logits = None
-        p.stats['decode_s'] += time.perf_counter() - t0
-        p.stats['decode_cpu_s'] += time.thread_time() - c0
-        return done
-
-    def run(self, requests: list = (), tags: list = ()) -> list:
-        "Admit `requests` (GenRequests, named by `tags`), then one step: [(tag, Generation)] of the rows that ended."
-        if requests:
-            self.add(
-                [r.prompt_ids for r in requests],
-                [r.seed for r in requests],
-                [r.max_tokens for r in requests],
-                [r.key for r in requests],
-                list(tags),
+    p, m, cfg, slab = self.p, self.p.model, self.p.sampling, self.slab
+    t0, c0, done = time.perf_counter(), time.thread_time(), []
+    with p._mode():
+        m.config._attn_implementation = 'tbt_slab'
+        if cfg.temperature == 0:
+            lp = torch.log_softmax(self.logits, -1)
+            nxt = lp.argmax(-1)
+        else:
+            lp = torch.log_softmax(_process(self.logits, cfg), -1)
+            u = uniforms([q['seed'] for q in self.reqs], [len(q['ids']) for q in self.reqs])
+            nxt = draw(lp, u).to(p.device)
+        got = lp.gather(1, nxt[:, None])[:, 0].tolist()
+        fin = []
+        for r, (q, t) in enumerate(zip(self.reqs, nxt.tolist())):
+            q['ids'].append(t)
+            q['lp'].append(got[r])
+            if t == p.fmt.eos_id or len(q['ids']) == q['limit']:
+                fin.append(r)
+        for r in fin:  # keep a finished row's cache: prompt + sampled tokens but the last (not fed)
+            q = self.reqs[r]
+            if q['key'] is not None:
+                p._rows[q['key']] = (list(q['prompt']) + q['ids'][:-1], slab.prefix[r], slab.row(r))
+            done.append((q['tag'], p._generation(q)))
+        if fin:  # finished rows stop costing anything: live rows from the end move into their places
+            live = len(self.reqs) - len(fin)
+            holes, movers = [r for r in fin if r < live], [r for r in range(live, len(self.reqs)) if r not in fin]
+            for h, s in zip(holes, movers):
+                slab.move(s, h)
+                nxt[h] = nxt[s]
+                self.reqs[h] = self.reqs[s]
+            self.reqs, nxt = self.reqs[:live], nxt[:live]
+            slab.drop(live)
+        b = len(self.reqs)
+        if b:
+            mask, pos = slab.at(slab.n[:b, None])
+            o = m(
+                input_ids=nxt.view(b, 1),
+                attention_mask=mask,
+                position_ids=pos,
+                past_key_values=slab,
+                use_cache=True,
+                slab=slab,
             )
-        return self.step() if self.live else []
+            slab.n[:b] += 1
+            self.logits = o.logits[:, -1, :].float()
+            p.stats['decode_steps'] += 1
+            p.stats['decode_rows'] += b
+        else:
+            self.logits = None
+    p.stats['decode_s'] += time.perf_counter() - t0
+    p.stats['decode_cpu_s'] += time.thread_time() - c0
+    return done
 
 
+@patch
+def run(self: _Decode, requests: list = (), tags: list = ()) -> list:
+    "Admit `requests` (GenRequests, named by `tags`), then one step: [(tag, Generation)] of the rows that ended."
+    if requests:
+        self.add(
+            [r.prompt_ids for r in requests],
+            [r.seed for r in requests],
+            [r.max_tokens for r in requests],
+            [r.key for r in requests],
+            list(tags),
+        )
+    return self.step() if self.live else []
+
+# %% ../nbs/06_policies.ipynb #c008h
 def _with_template(policy_id: str, template: str | None) -> str:
     "A policy id that says which chat template the policy runs under, as its spec does (`MODEL:template=checkpoint`)."
     return policy_id if template is None else f'{policy_id}:template={template}'
@@ -535,117 +550,131 @@ class HFPolicy(PolicyBase):
         "Forget the KV cache of an episode that ended."
         self._rows.pop(key, None)
 
-    def _start(self, ids: list, key) -> tuple:
-        "(shared prefix or None, the row's kept own cache or None, the ids still to feed) for one prompt."
-        import torch
+# %% ../nbs/06_policies.ipynb #c008i
+@patch
+def _start(self: HFPolicy, ids: list, key) -> tuple:
+    "(shared prefix or None, the row's kept own cache or None, the ids still to feed) for one prompt."
+    import torch
 
-        row = self._rows.get(key) if key is not None else None
-        if row is not None and len(row[0]) < len(ids) and ids[: len(row[0])] == row[0]:
-            return row[1], row[2], ids[len(row[0]) :]
-        cut = ids.index(self.fmt.eos_id) + 1 if self.fmt.eos_id in ids[:-1] else 0  # the system turn, shared by many
-        prefix = self._prefixes.get(tuple(ids[:cut])) if cut else None
-        if cut and prefix is None and len(self._prefixes) < 64:
-            o = self.model(input_ids=torch.tensor([ids[:cut]], device=self.device), use_cache=True)
-            # kept in float64: sums over its thousands of positions are where float32 rounding would reach the logprobs
-            prefix = [(l.keys.double(), l.values.double()) for l in o.past_key_values.layers]
-            self._prefixes[tuple(ids[:cut])] = prefix
-        return prefix, None, ids[cut:] if prefix is not None else ids
+    row = self._rows.get(key) if key is not None else None
+    if row is not None and len(row[0]) < len(ids) and ids[: len(row[0])] == row[0]:
+        return row[1], row[2], ids[len(row[0]) :]
+    cut = ids.index(self.fmt.eos_id) + 1 if self.fmt.eos_id in ids[:-1] else 0  # the system turn, shared by many
+    prefix = self._prefixes.get(tuple(ids[:cut])) if cut else None
+    if cut and prefix is None and len(self._prefixes) < 64:
+        o = self.model(input_ids=torch.tensor([ids[:cut]], device=self.device), use_cache=True)
+        # kept in float64: sums over its thousands of positions are where float32 rounding would reach the logprobs
+        prefix = [(l.keys.double(), l.values.double()) for l in o.past_key_values.layers]
+        self._prefixes[tuple(ids[:cut])] = prefix
+    return prefix, None, ids[cut:] if prefix is not None else ids
 
-    def _prefill(self, slab: _Slab, chunks: list, chunk: int = None):
-        """Feed rows [slab.lo, slab.lo + len(chunks)) their new ids (longest first) in one batch, `chunk` positions a
-        forward (default: 256 positions a forward over the rows, at least 32 a row: a turn that joins a running
-        decode alone costs as few forwards as a batch of them); the logits at each row's last id."""
-        import torch
 
-        chunk = chunk or max(32, 256 // len(chunks))
-        dev, C = self.device, max(map(len, chunks))
-        c = torch.tensor([len(x) for x in chunks], device=dev)
-        ids = torch.full((len(chunks), C), self.fmt.eos_id, device=dev)
-        for r, x in enumerate(chunks):
-            ids[r, C - len(x) :] = torch.tensor(x, device=dev)
-        j = torch.arange(C, device=dev)
-        pad = j < (C - c)[:, None]  # padding in front of a row's ids writes just past its end, which nothing reads
-        lo, n = slab.lo, len(chunks)
-        cols = slab.n[lo : lo + n, None] + torch.where(pad, c[:, None], j - (C - c)[:, None])
-        for j0 in range(0, C, chunk):
-            b = int((C - c < j0 + chunk).sum())  # rows with ids in this stretch: a prefix of the sorted rows
-            mask, pos = slab.at(cols[:b, j0 : j0 + chunk])
-            o = self.model(
-                input_ids=ids[:b, j0 : j0 + chunk],
-                attention_mask=mask,
-                position_ids=pos,
-                past_key_values=slab,
-                use_cache=True,
-                slab=slab,
-                logits_to_keep=1,
-            )
-        slab.n[lo : lo + n] += c
-        return o.logits[:, -1].float()
+@patch
+def _prefill(self: HFPolicy, slab: _Slab, chunks: list, chunk: int = None):
+    """Feed rows [slab.lo, slab.lo + len(chunks)) their new ids (longest first) in one batch, `chunk` positions a
+    forward (default: 256 positions a forward over the rows, at least 32 a row: a turn that joins a running
+    decode alone costs as few forwards as a batch of them); the logits at each row's last id."""
+    import torch
 
-    @contextlib.contextmanager
-    def _mode(self):
-        "Eval mode, no gradients, exact rows and the slab attention; the model's mode and attention restored after."
-        import torch
-        from transformers import AttentionInterface
-
-        AttentionInterface.register('tbt_slab', _slab_attention)
-        m = self.model
-        was_training, impl = m.training, m.config._attn_implementation
-        m.eval()
-        exact_rows(m)
-        try:
-            with torch.no_grad():
-                yield
-        finally:
-            exact_rows(m, on=False)
-            m.config._attn_implementation = impl
-            m.train(was_training)
-
-    def _generation(self, q: dict) -> Generation:
-        "A finished row's Generation."
-        stop = q['ids'][-1] == self.fmt.eos_id
-        return Generation(
-            text=self.fmt.decode(q['ids']),
-            token_ids=q['ids'],
-            logprobs=q['lp'],
-            finish='stop' if stop else 'length',
-            usage=Usage(model=self.policy_id, input=len(q['prompt']), output=len(q['ids']), calls=1),
+    chunk = chunk or max(32, 256 // len(chunks))
+    dev, C = self.device, max(map(len, chunks))
+    c = torch.tensor([len(x) for x in chunks], device=dev)
+    ids = torch.full((len(chunks), C), self.fmt.eos_id, device=dev)
+    for r, x in enumerate(chunks):
+        ids[r, C - len(x) :] = torch.tensor(x, device=dev)
+    j = torch.arange(C, device=dev)
+    pad = j < (C - c)[:, None]  # padding in front of a row's ids writes just past its end, which nothing reads
+    lo, n = slab.lo, len(chunks)
+    cols = slab.n[lo : lo + n, None] + torch.where(pad, c[:, None], j - (C - c)[:, None])
+    for j0 in range(0, C, chunk):
+        b = int((C - c < j0 + chunk).sum())  # rows with ids in this stretch: a prefix of the sorted rows
+        mask, pos = slab.at(cols[:b, j0 : j0 + chunk])
+        o = self.model(
+            input_ids=ids[:b, j0 : j0 + chunk],
+            attention_mask=mask,
+            position_ids=pos,
+            past_key_values=slab,
+            use_cache=True,
+            slab=slab,
+            logits_to_keep=1,
         )
+    slab.n[lo : lo + n] += c
+    return o.logits[:, -1].float()
 
-    def decoder(self) -> _Decode:
-        "A running decode that requests join between steps (the episode engine's continuous batching)."
-        return _Decode(self)
+# %% ../nbs/06_policies.ipynb #c008j
+@patch
+@contextlib.contextmanager
+def _mode(self: HFPolicy):
+    "Eval mode, no gradients, exact rows and the slab attention; the model's mode and attention restored after."
+    import torch
+    from transformers import AttentionInterface
 
-    def sample(
-        self,
-        prompts: list,  # token id lists
-        seeds: list,  # one seed per prompt
-        max_tokens: int | list = None,  # tokens each prompt may sample this turn (one limit, or one per prompt)
-        keys: list = None,  # one key per prompt naming its episode: its KV cache is kept for its next turn
-    ) -> list[Generation]:
-        "Sample one turn for each prompt: all fed in one batch (each from its cache), then one batched decode loop."
-        B = len(prompts)
-        if max_tokens is None or isinstance(max_tokens, int):
-            max_tokens = [max_tokens or self.sampling.max_tokens] * B
-        if len(max_tokens) != B or min(max_tokens) < 1:
-            raise ValueError(f'max_tokens must give each of the {B} prompts at least 1 token, got {max_tokens}')
-        d, out = self.decoder(), {}
-        d.add(list(prompts), list(seeds), list(max_tokens), list(keys or [None] * B), list(range(B)))
-        while d.live:
-            out.update(d.step())
-        return [out[i] for i in range(B)]
+    AttentionInterface.register('tbt_slab', _slab_attention)
+    m = self.model
+    was_training, impl = m.training, m.config._attn_implementation
+    m.eval()
+    exact_rows(m)
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        exact_rows(m, on=False)
+        m.config._attn_implementation = impl
+        m.train(was_training)
 
-    async def generate(self, requests: list) -> list[Generation]:
-        "The next turn of every request, in one batch (run in a worker thread so the event loop stays free)."
-        if not requests:
-            return []
-        return await asyncio.to_thread(
-            self.sample,
-            [r.prompt_ids for r in requests],
-            [r.seed for r in requests],
-            [r.max_tokens for r in requests],
-            [r.key for r in requests],
-        )
+
+@patch
+def _generation(self: HFPolicy, q: dict) -> Generation:
+    "A finished row's Generation."
+    stop = q['ids'][-1] == self.fmt.eos_id
+    return Generation(
+        text=self.fmt.decode(q['ids']),
+        token_ids=q['ids'],
+        logprobs=q['lp'],
+        finish='stop' if stop else 'length',
+        usage=Usage(model=self.policy_id, input=len(q['prompt']), output=len(q['ids']), calls=1),
+    )
+
+
+@patch
+def decoder(self: HFPolicy) -> _Decode:
+    "A running decode that requests join between steps (the episode engine's continuous batching)."
+    return _Decode(self)
+
+
+@patch
+def sample(
+    self: HFPolicy,
+    prompts: list,  # token id lists
+    seeds: list,  # one seed per prompt
+    max_tokens: int | list = None,  # tokens each prompt may sample this turn (one limit, or one per prompt)
+    keys: list = None,  # one key per prompt naming its episode: its KV cache is kept for its next turn
+) -> list[Generation]:
+    "Sample one turn for each prompt: all fed in one batch (each from its cache), then one batched decode loop."
+    B = len(prompts)
+    if max_tokens is None or isinstance(max_tokens, int):
+        max_tokens = [max_tokens or self.sampling.max_tokens] * B
+    if len(max_tokens) != B or min(max_tokens) < 1:
+        raise ValueError(f'max_tokens must give each of the {B} prompts at least 1 token, got {max_tokens}')
+    d, out = self.decoder(), {}
+    d.add(list(prompts), list(seeds), list(max_tokens), list(keys or [None] * B), list(range(B)))
+    while d.live:
+        out.update(d.step())
+    return [out[i] for i in range(B)]
+
+
+@patch
+async def generate(self: HFPolicy, requests: list) -> list[Generation]:
+    "The next turn of every request, in one batch (run in a worker thread so the event loop stays free)."
+    if not requests:
+        return []
+    return await asyncio.to_thread(
+        self.sample,
+        [r.prompt_ids for r in requests],
+        [r.seed for r in requests],
+        [r.max_tokens for r in requests],
+        [r.key for r in requests],
+    )
 
 # %% ../nbs/06_policies.ipynb #c010
 def tiny_qwen3(
@@ -797,64 +826,64 @@ class EndpointPolicy(PolicyBase):
             extra['top_k'] = c.top_k
         return {**body, 'extra_body': extra}
 
-    async def _one(self, r: GenRequest) -> Generation:
-        if r.prompt_ids is None:
-            raise ValueError(f'{self.policy_id}: a token-level policy needs GenRequest.prompt_ids')
-        client = self._bind()
-        async with self._gate:
-            if self.model is None:
-                self.model = (await client.models.list()).data[0].id
-                self.policy_id = f'endpoint:{self.model}'
-            o = await client.completions.create(model=self.model, prompt=list(r.prompt_ids), **self.request_body(r))
-        ch = o.choices[0]
-        extra = ch.model_extra or {}
-        sent = extra.get('prompt_token_ids')
-        if sent is not None and list(sent) != list(r.prompt_ids):
-            i = next(
-                (k for k, (a, b) in enumerate(zip(sent, r.prompt_ids)) if a != b), min(len(sent), len(r.prompt_ids))
-            )
-            raise RuntimeError(
-                f'{self.policy_id}: the server read other prompt ids than were sent, from position {i} '
-                f'(sent {list(r.prompt_ids[i : i + 5])}, read {list(sent[i : i + 5])}): it is not token-exact'
-            )
-        lp = ch.logprobs
-        ids = extra.get('token_ids')
-        if ids is None and lp is not None and lp.tokens:
-            ids = [int(t.removeprefix('token_id:')) for t in lp.tokens]
-        if ids is None:
-            raise RuntimeError(
-                f'{self.policy_id}: the server returned no token ids (a vLLM server returns them with return_token_ids)'
-            )
-        ids = list(ids)
-        lps = (
-            [None if x is None or math.isnan(x) else float(x) for x in lp.token_logprobs]
-            if lp is not None
-            else [None] * len(ids)
-        )
-        if len(lps) != len(ids):
-            raise RuntimeError(f'{self.policy_id}: {len(lps)} logprobs for {len(ids)} token ids')
-        stopped = ch.finish_reason == 'stop'
-        if stopped and (not ids or ids[-1] != self.fmt.eos_id):
-            ids, lps = ids + [self.fmt.eos_id], lps + [None]  # stop token not echoed
-        u = o.usage
-        return Generation(
-            text=self.fmt.decode(ids),
-            token_ids=ids,
-            logprobs=lps,
-            finish='stop' if stopped else 'length',
-            usage=Usage(
-                model=self.model,
-                input=getattr(u, 'prompt_tokens', 0) or len(r.prompt_ids),
-                output=getattr(u, 'completion_tokens', 0) or len(ids),
-                calls=1,
-            ),
-        )
-
     async def generate(self, requests: list) -> list[Generation]:
         "Every request on its own, concurrently (no collective: each process talks to the server on its own)."
         return list(await asyncio.gather(*[self._one(r) for r in requests]))
 
+# %% ../nbs/06_policies.ipynb #c019b
+@patch
+async def _one(self: EndpointPolicy, r: GenRequest) -> Generation:
+    if r.prompt_ids is None:
+        raise ValueError(f'{self.policy_id}: a token-level policy needs GenRequest.prompt_ids')
+    client = self._bind()
+    async with self._gate:
+        if self.model is None:
+            self.model = (await client.models.list()).data[0].id
+            self.policy_id = f'endpoint:{self.model}'
+        o = await client.completions.create(model=self.model, prompt=list(r.prompt_ids), **self.request_body(r))
+    ch = o.choices[0]
+    extra = ch.model_extra or {}
+    sent = extra.get('prompt_token_ids')
+    if sent is not None and list(sent) != list(r.prompt_ids):
+        i = next((k for k, (a, b) in enumerate(zip(sent, r.prompt_ids)) if a != b), min(len(sent), len(r.prompt_ids)))
+        raise RuntimeError(
+            f'{self.policy_id}: the server read other prompt ids than were sent, from position {i} '
+            f'(sent {list(r.prompt_ids[i : i + 5])}, read {list(sent[i : i + 5])}): it is not token-exact'
+        )
+    lp = ch.logprobs
+    ids = extra.get('token_ids')
+    if ids is None and lp is not None and lp.tokens:
+        ids = [int(t.removeprefix('token_id:')) for t in lp.tokens]
+    if ids is None:
+        raise RuntimeError(
+            f'{self.policy_id}: the server returned no token ids (a vLLM server returns them with return_token_ids)'
+        )
+    ids = list(ids)
+    lps = (
+        [None if x is None or math.isnan(x) else float(x) for x in lp.token_logprobs]
+        if lp is not None
+        else [None] * len(ids)
+    )
+    if len(lps) != len(ids):
+        raise RuntimeError(f'{self.policy_id}: {len(lps)} logprobs for {len(ids)} token ids')
+    stopped = ch.finish_reason == 'stop'
+    if stopped and (not ids or ids[-1] != self.fmt.eos_id):
+        ids, lps = ids + [self.fmt.eos_id], lps + [None]  # stop token not echoed
+    u = o.usage
+    return Generation(
+        text=self.fmt.decode(ids),
+        token_ids=ids,
+        logprobs=lps,
+        finish='stop' if stopped else 'length',
+        usage=Usage(
+            model=self.model,
+            input=getattr(u, 'prompt_tokens', 0) or len(r.prompt_ids),
+            output=getattr(u, 'completion_tokens', 0) or len(ids),
+            calls=1,
+        ),
+    )
 
+# %% ../nbs/06_policies.ipynb #c019c
 class ChatEndpointPolicy(PolicyBase):
     "A hosted chat model on its own tool-calling API (a reference, not a token-exact agent)."
 
@@ -929,7 +958,7 @@ class ChatEndpointPolicy(PolicyBase):
     async def generate(self, requests: list) -> list[Generation]:
         return list(await asyncio.gather(*[self._one(r) for r in requests]))
 
-
+# %% ../nbs/06_policies.ipynb #c019d
 def _json_or_text(tc):
     "A call's arguments: the object its JSON text holds, else the text itself (rendered raw, parsed as a failed call)."
     import json as _json
@@ -975,7 +1004,7 @@ def _is_json(text) -> bool:
     except ValueError:
         return False
 
-
+# %% ../nbs/06_policies.ipynb #c019e
 def chat_messages(
     messages: list,  # the conversation as the episode records it
     tools: list = None,  # the tools the agent was shown (how the engine parsed each call)
@@ -1047,7 +1076,7 @@ def chat_messages(
         i = j
     return out
 
-
+# %% ../nbs/06_policies.ipynb #c019f
 def chat_request_problems(body: dict) -> list[str]:
     """What OpenAI's chat API would refuse in a request body: every message and tool checked against the `openai`
     package's own types (no unknown field), and the rules between messages (each call answered by one `tool` message
@@ -1136,7 +1165,7 @@ def _as_call(c) -> dict:
 
 READ_TOOL = re.compile(r'^(get|find|list|quote|search|lookup|check)_')  # a tool whose name says it only reads
 
-
+# %% ../nbs/06_policies.ipynb #c023b
 class ScriptedPolicy(PolicyBase):
     "The expert: golden calls one per turn, then the reference reply; flawed on a seeded share of attempts."
 

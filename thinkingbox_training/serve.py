@@ -5,6 +5,7 @@
 # %% ../nbs/03a_serve.ipynb #c003
 from __future__ import annotations
 import asyncio, json, queue, re, sqlite3, sys, threading, time
+from fastcore.basics import patch
 from .cli import command
 from .tasks import get_domain, load_tasks
 from .tools import ToolSession, _call_domain
@@ -32,7 +33,7 @@ class _Job:
         except RuntimeError:
             pass  # the loop has closed: nobody waits for this call any more
 
-
+# %% ../nbs/03a_serve.ipynb #c003d
 class SharedBackend:
     """A backend that every client of a served domain shares: tool calls run one at a time, in arrival order, on the
     server's one worker thread, each its own transaction. A call's deadline counts from its arrival: one still
@@ -108,7 +109,7 @@ class SharedBackend:
             raise AttributeError(name)
         return getattr(self.db, name)
 
-
+# %% ../nbs/03a_serve.ipynb #c003e
 class ServedToolSession(ToolSession):
     "The tool session of a served backend: calls queue for the `SharedBackend`, each within its time limit."
 
@@ -139,7 +140,7 @@ def serving_session(
         raise ValueError('name a --domain, or a --task with its --tasks')
     return ServedToolSession(SharedBackend(get_domain(domain).provision(t)), timeout_s=timeout_s)
 
-
+# %% ../nbs/03a_serve.ipynb #c004k
 MCP_MAX_BODY = 4 * 2**20  # bytes of one HTTP request: a tool call's arguments (hostile tests send 1 MB strings)
 IDLE_S = 600.0  # seconds a WebSocket session may wait for its client before it is closed and its slot freed
 
@@ -230,7 +231,7 @@ def _hostname(netloc: str) -> str:
         return netloc[1 : netloc.find(']')] if ']' in netloc else netloc
     return netloc.rsplit(':', 1)[0] if netloc.count(':') == 1 else netloc
 
-
+# %% ../nbs/03a_serve.ipynb #c004i
 class RequestGuard:
     """ASGI middleware in front of every HTTP server we ship (`tbt mcp-serve`, `tbt openenv-serve`). Refused, each in
     one line naming what is wrong, before the application sees the request:
@@ -294,62 +295,64 @@ class RequestGuard:
         await send({'type': 'http.response.start', 'status': status, 'headers': headers + [(b'connection', b'close')]})
         await send({'type': 'http.response.body', 'body': body})
 
-    async def _http(self, scope, receive, send, headers):
-        if scope['method'] != 'POST':
-            return await self.app(scope, receive, send)
-        body, more = b'', True
-        while more:
-            m = await receive()
-            if m['type'] != 'http.request':
-                return  # the client went away
-            body += m.get('body', b'')
-            more = m.get('more_body', False)
-            if len(body) > self.max_body:
-                return await self._refuse(
-                    scope, receive, send, 413, f'request body too large: over {self.max_body} bytes'
-                )
-        if too_deep(body.decode('utf-8', 'replace')):
-            return await self._refuse(scope, receive, send, 400, f'JSON nested deeper than {MAX_MESSAGE_DEPTH} levels')
-        sent = False
+# %% ../nbs/03a_serve.ipynb #c004j
+@patch
+async def _http(self: RequestGuard, scope, receive, send, headers):
+    if scope['method'] != 'POST':
+        return await self.app(scope, receive, send)
+    body, more = b'', True
+    while more:
+        m = await receive()
+        if m['type'] != 'http.request':
+            return  # the client went away
+        body += m.get('body', b'')
+        more = m.get('more_body', False)
+        if len(body) > self.max_body:
+            return await self._refuse(scope, receive, send, 413, f'request body too large: over {self.max_body} bytes')
+    if too_deep(body.decode('utf-8', 'replace')):
+        return await self._refuse(scope, receive, send, 400, f'JSON nested deeper than {MAX_MESSAGE_DEPTH} levels')
+    sent = False
 
-        async def replay():
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {'type': 'http.request', 'body': body, 'more_body': False}
+    async def replay():
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {'type': 'http.request', 'body': body, 'more_body': False}
+        return await receive()
+
+    await self.app(scope, replay, send)
+
+
+@patch
+async def _websocket(self: RequestGuard, scope, receive, send):
+    closed, connected = False, False
+
+    async def idle_receive():
+        nonlocal closed, connected
+        if closed:
+            return {'type': 'websocket.disconnect', 'code': 1001}
+        if not connected:  # the handshake
+            connected = True
             return await receive()
-
-        await self.app(scope, replay, send)
-
-    async def _websocket(self, scope, receive, send):
-        closed, connected = False, False
-
-        async def idle_receive():
-            nonlocal closed, connected
-            if closed:
+        while True:
+            try:
+                m = await asyncio.wait_for(receive(), self.idle_s)
+            except (asyncio.TimeoutError, TimeoutError):
+                closed = True
+                reason = f'idle for {self.idle_s:g}s: session closed'
+                await send({'type': 'websocket.close', 'code': 1001, 'reason': reason})
                 return {'type': 'websocket.disconnect', 'code': 1001}
-            if not connected:  # the handshake
-                connected = True
-                return await receive()
-            while True:
-                try:
-                    m = await asyncio.wait_for(receive(), self.idle_s)
-                except (asyncio.TimeoutError, TimeoutError):
-                    closed = True
-                    reason = f'idle for {self.idle_s:g}s: session closed'
-                    await send({'type': 'websocket.close', 'code': 1001, 'reason': reason})
-                    return {'type': 'websocket.disconnect', 'code': 1001}
-                if m['type'] != 'websocket.receive' or not too_deep(m.get('text') or ''):
-                    return m
-                why = f'message nested deeper than {MAX_MESSAGE_DEPTH} levels: refused'
-                if self.deep_reply is None:
-                    closed = True
-                    await send({'type': 'websocket.close', 'code': 1009, 'reason': why})
-                    return {'type': 'websocket.disconnect', 'code': 1009}
-                await send({'type': 'websocket.send', 'text': json.dumps(self.deep_reply(scope['path'], why))})
+            if m['type'] != 'websocket.receive' or not too_deep(m.get('text') or ''):
+                return m
+            why = f'message nested deeper than {MAX_MESSAGE_DEPTH} levels: refused'
+            if self.deep_reply is None:
+                closed = True
+                await send({'type': 'websocket.close', 'code': 1009, 'reason': why})
+                return {'type': 'websocket.disconnect', 'code': 1009}
+            await send({'type': 'websocket.send', 'text': json.dumps(self.deep_reply(scope['path'], why))})
 
-        async def guarded_send(m):
-            if not closed:
-                await send(m)
+    async def guarded_send(m):
+        if not closed:
+            await send(m)
 
-        await self.app(scope, idle_receive, guarded_send)
+    await self.app(scope, idle_receive, guarded_send)

@@ -129,7 +129,7 @@ def _say(msg: str):
         _SAID.add(msg)
         print(f'tbt: {msg}', file=sys.stderr)
 
-
+# %% ../nbs/01_tasks.ipynb #c006b
 def _bundled() -> list[str]:
     "The domains that ship with the package: the modules of `thinkingbox_training.domains` (read from disk)."
     where = importlib.util.find_spec('thinkingbox_training.domains').submodule_search_locations  # nothing imported
@@ -183,7 +183,7 @@ def _unregister(before: dict, now: dict, bundled):
         if not (n in bundled and _module_owns(bundled[n], now[n])):
             del now[n]
 
-
+# %% ../nbs/01_tasks.ipynb #c006c
 def _claimed(group: str, ep) -> dict:
     "name -> the entry points of other packages than `ep`'s offering it, in `group`: names `ep`'s import may not take."
     mine = getattr(ep.dist, 'name', None)
@@ -288,7 +288,7 @@ TASK_FORMATS: dict = {}  # name -> TaskFormat
 # imported by name, never through an entry point, so no plugin's state decides whether their rules are asked
 BUNDLED_FORMATS = {'thinkingbox': ('thinkingbox_training.thinkingbox', '.py:')}
 
-
+# %% ../nbs/01_tasks.ipynb #c009gb
 def register_format(fmt: TaskFormat) -> TaskFormat:
     "Register a task format (a format module calls this when imported)."
     TASK_FORMATS[fmt.name] = fmt
@@ -344,7 +344,7 @@ def _bundled_format(name: str) -> TaskFormat:
     # (a TaskFormat by its fields: the class a notebook defines is not the module's)
     return next(v for v in vars(module).values() if getattr(v, 'name', None) == name and hasattr(v, 'suffixes'))
 
-
+# %% ../nbs/01_tasks.ipynb #c009gc
 def task_formats() -> dict:
     """The registered task formats: the bundled ones, then those offered by entry points (once a process). A plugin
     that fails to load, or offers a name or a suffix another format has, is named in one line and left out; the others
@@ -425,7 +425,7 @@ def _bad_text(rec) -> list[tuple[str, str]]:
             stack += [(loc + (i,), x) for i, x in enumerate(v)]
     return sorted(out, key=str)
 
-
+# %% ../nbs/01_tasks.ipynb #c009b
 def parse_tasks(lines, file: str = '<memory>') -> list[Task]:
     "Validate JSON Lines `lines` into tasks; raise `TaskFileError` listing every problem."
     tasks, problems, seen = [], [], {}
@@ -473,7 +473,7 @@ def parse_tasks(lines, file: str = '<memory>') -> list[Task]:
         raise TaskFileError(problems)
     return tasks
 
-
+# %% ../nbs/01_tasks.ipynb #c009c
 def _load_jsonl(p: Path) -> list[Task]:
     "Tasks of one JSON Lines file; `TaskFileError` listing every problem."
     try:
@@ -574,7 +574,7 @@ def assert_disjoint(
 class EvaluationOnly(BenchmarkOverlap):
     "A task that its licence restricts to evaluation, on its way into probing, a training pool or training."
 
-
+# %% ../nbs/01_tasks.ipynb #c013b
 def _bundled_rule(name: str):
     "The evaluation-only rule of a bundled format, from its own module, whatever is registered."
     return _bundled_format(name).evaluation_only or (lambda uid: None)
@@ -618,7 +618,7 @@ def refuse_evaluation_only(
             u = x if isinstance(x, str) else x.uid
             raise EvaluationOnly(f'task {u} may not be used for {use}: {clause}')
 
-
+# %% ../nbs/01_tasks.ipynb #c013c
 def read_uids(
     path,  # one uid per line, or JSON Lines with a `uid` or `task_uid` field
 ) -> list:

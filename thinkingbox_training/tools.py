@@ -6,6 +6,7 @@
 from __future__ import annotations
 import asyncio, json, logging, time
 from dataclasses import dataclass
+from fastcore.basics import patch
 import mcp
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError as MCPToolError
@@ -60,64 +61,66 @@ class _ToolThreads:
                     return
                 self._idle += 1
 
-    async def run(self, fn, timeout_s: float):
-        "`fn()` on a thread; its result, its exception, or TimeoutError after `timeout_s` once it has a slot."
-        loop = asyncio.get_running_loop()
-        began, done, lock = asyncio.Event(), loop.create_future(), threading.Lock()
-        # a free slot is taken here, so the thread need not wake this loop to say it began (one thread switch of
-        # three a call: measured, they are most of a call's wall time on a loaded machine)
-        pre = self.slots.acquire(blocking=False)
-        state = {'holds': pre, 'gone': False}
-        if pre:
-            began.set()
+# %% ../nbs/03_tools.ipynb #c006b
+@patch
+async def run(self: _ToolThreads, fn, timeout_s: float):
+    "`fn()` on a thread; its result, its exception, or TimeoutError after `timeout_s` once it has a slot."
+    loop = asyncio.get_running_loop()
+    began, done, lock = asyncio.Event(), loop.create_future(), threading.Lock()
+    # a free slot is taken here, so the thread need not wake this loop to say it began (one thread switch of
+    # three a call: measured, they are most of a call's wall time on a loaded machine)
+    pre = self.slots.acquire(blocking=False)
+    state = {'holds': pre, 'gone': False}
+    if pre:
+        began.set()
 
-        def post(f, *a):
-            try:
-                loop.call_soon_threadsafe(f, *a)
-            except RuntimeError:
-                pass  # the loop has closed: nobody waits for this call any more
-
-        def settle(ok, v):
-            if not done.done():
-                (done.set_result if ok else done.set_exception)(v)
-
-        def thread():
-            if pre:
-                with lock:
-                    if state['gone']:
-                        return  # the caller gave up (and gave its slot back) before the call started
-            else:
-                self.slots.acquire()
-                with lock:
-                    if state['gone']:
-                        self.slots.release()
-                        return  # the caller gave up before the call started
-                    state['holds'] = True
-                post(began.set)
-            try:
-                r = fn()
-            except BaseException as e:
-                post(settle, False, e)
-            else:
-                post(settle, True, r)
-            finally:
-                with lock:
-                    if state['holds']:
-                        state['holds'] = False
-                        self.slots.release()
-
-        self._start(thread)
+    def post(f, *a):
         try:
-            await began.wait()  # waiting for a slot is not the tool's time
-            return await asyncio.wait_for(done, timeout_s)
+            loop.call_soon_threadsafe(f, *a)
+        except RuntimeError:
+            pass  # the loop has closed: nobody waits for this call any more
+
+    def settle(ok, v):
+        if not done.done():
+            (done.set_result if ok else done.set_exception)(v)
+
+    def thread():
+        if pre:
+            with lock:
+                if state['gone']:
+                    return  # the caller gave up (and gave its slot back) before the call started
+        else:
+            self.slots.acquire()
+            with lock:
+                if state['gone']:
+                    self.slots.release()
+                    return  # the caller gave up before the call started
+                state['holds'] = True
+            post(began.set)
+        try:
+            r = fn()
+        except BaseException as e:
+            post(settle, False, e)
+        else:
+            post(settle, True, r)
         finally:
             with lock:
-                state['gone'] = True
                 if state['holds']:
                     state['holds'] = False
                     self.slots.release()
 
+    self._start(thread)
+    try:
+        await began.wait()  # waiting for a slot is not the tool's time
+        return await asyncio.wait_for(done, timeout_s)
+    finally:
+        with lock:
+            state['gone'] = True
+            if state['holds']:
+                state['holds'] = False
+                self.slots.release()
 
+# %% ../nbs/03_tools.ipynb #c006c
 # Tool calls run here. An episode makes one call at a time, so this bounds queueing at 64 live episodes.
 _TOOL_THREADS = _ToolThreads(64)
 
@@ -248,49 +251,56 @@ class ToolSession:
         "The MCP `CallToolResult` of one call."
         return await self._client.call_tool(name, arguments)
 
-    def parse_schemas(self, tools: list) -> list | None:
-        """The tool specs the agent's calls are parsed against before they reach this session: `tools`; None where the
-        domain's servers check calls themselves (`argument_validation` 'server'), so every well-formed call arrives."""
-        return None if argument_validation(self.dom) == 'server' else tools
+# %% ../nbs/03_tools.ipynb #c007b
+@patch
+def parse_schemas(self: ToolSession, tools: list) -> list | None:
+    """The tool specs the agent's calls are parsed against before they reach this session: `tools`; None where the
+    domain's servers check calls themselves (`argument_validation` 'server'), so every well-formed call arrives."""
+    return None if argument_validation(self.dom) == 'server' else tools
 
-    async def call(self, name: str, arguments: dict) -> ToolResult:
-        "Call a tool through the session."
-        t0, self._agent_exception = time.perf_counter(), None
-        if (why := argument_problem(arguments)) is not None:  # the agent's failed call: see the rule above
-            res = ToolResult(name, {}, f'invalid arguments for {name}: {why}', is_error=True)
-            res.duration_s = time.perf_counter() - t0
-            self.calls.append(res)
-            return res
-        if name not in self.tools and (text := self.dom.unknown_tool(name)) is not None:  # in the domain's words
-            res = ToolResult(name, arguments, text, is_error=True, duration_s=time.perf_counter() - t0)
-            self.calls.append(res)
-            return res
-        r = await self._call(name, arguments)
-        text = '\n'.join(c.text for c in r.content if getattr(c, 'text', None) is not None)
-        res = ToolResult(name, arguments, text, is_error=bool(r.is_error), duration_s=time.perf_counter() - t0)
-        if r.is_error and self.system_error and name in self.system_error:
-            res.system_error = self.system_error
-        elif r.is_error:
-            res.agent_exception = self._agent_exception
+
+@patch
+async def call(self: ToolSession, name: str, arguments: dict) -> ToolResult:
+    "Call a tool through the session."
+    t0, self._agent_exception = time.perf_counter(), None
+    if (why := argument_problem(arguments)) is not None:  # the agent's failed call: see the rule above
+        res = ToolResult(name, {}, f'invalid arguments for {name}: {why}', is_error=True)
+        res.duration_s = time.perf_counter() - t0
         self.calls.append(res)
         return res
-
-    @property
-    def agent_exceptions(self) -> dict:
-        "{tool: {exception type: count}} of this session's calls that domain code raised on."
-        out = {}
-        for r in self.calls:
-            if not r.agent_exception:
-                continue
-            counts = out.setdefault(r.name, {})
-            counts[r.agent_exception] = counts.get(r.agent_exception, 0) + 1
-        return out
-
-    async def tool_specs(self) -> list[dict]:
-        "The tools as the agent sees them (OpenAI-style specs), listed through MCP."
-        return [mcp_tool_spec(t) for t in (await self._client.list_tools()).tools]
+    if name not in self.tools and (text := self.dom.unknown_tool(name)) is not None:  # in the domain's words
+        res = ToolResult(name, arguments, text, is_error=True, duration_s=time.perf_counter() - t0)
+        self.calls.append(res)
+        return res
+    r = await self._call(name, arguments)
+    text = '\n'.join(c.text for c in r.content if getattr(c, 'text', None) is not None)
+    res = ToolResult(name, arguments, text, is_error=bool(r.is_error), duration_s=time.perf_counter() - t0)
+    if r.is_error and self.system_error and name in self.system_error:
+        res.system_error = self.system_error
+    elif r.is_error:
+        res.agent_exception = self._agent_exception
+    self.calls.append(res)
+    return res
 
 
+@patch(as_prop=True)
+def agent_exceptions(self: ToolSession) -> dict:
+    "{tool: {exception type: count}} of this session's calls that domain code raised on."
+    out = {}
+    for r in self.calls:
+        if not r.agent_exception:
+            continue
+        counts = out.setdefault(r.name, {})
+        counts[r.agent_exception] = counts.get(r.agent_exception, 0) + 1
+    return out
+
+
+@patch
+async def tool_specs(self: ToolSession) -> list[dict]:
+    "The tools as the agent sees them (OpenAI-style specs), listed through MCP."
+    return [mcp_tool_spec(t) for t in (await self._client.list_tools()).tools]
+
+# %% ../nbs/03_tools.ipynb #c007c
 def mcp_tool_spec(t) -> dict:
     "An OpenAI-style tool spec from an MCP tool listing."
     params = json.loads(json.dumps(t.input_schema))

@@ -6,6 +6,7 @@
 from __future__ import annotations
 import asyncio, json, os, re, threading, time
 from dataclasses import dataclass, field
+from fastcore.basics import patch
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 from .tasks import Task
@@ -104,7 +105,7 @@ Rules: do not invent facts; do not volunteer facts you were not asked for; be br
 When the agent has finished handling your request (or clearly cannot), reply with a short thanks and then {stop}.
 Never write {stop} while the agent is still asking you something."""
 
-
+# %% ../nbs/05_users.ipynb #c009b
 class LLMUser:
     "A simulated user on an OpenAI-compatible chat endpoint."
 
@@ -202,7 +203,7 @@ def scripted_chat(messages: list) -> str:
     turn = asyncio.run(ScriptedUser(task).reply(visible))
     return turn.text + (f' {STOP}' if turn.stop else '')
 
-
+# %% ../nbs/05_users.ipynb #c011b
 class StandInServer:
     "An OpenAI-compatible HTTP server on 127.0.0.1 that answers with Python functions (for offline tests and demos)."
 
@@ -286,17 +287,22 @@ class StandInServer:
         self.httpd = ThreadingHTTPServer(('127.0.0.1', 0), H)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
-    @property
-    def base_url(self) -> str:
-        return f'http://127.0.0.1:{self.httpd.server_address[1]}/v1'
+# %% ../nbs/05_users.ipynb #c011c
+@patch(as_prop=True)
+def base_url(self: StandInServer) -> str:
+    return f'http://127.0.0.1:{self.httpd.server_address[1]}/v1'
 
-    def __enter__(self):
-        self.thread.start()
-        return self
 
-    def __exit__(self, *a):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+@patch
+def __enter__(self: StandInServer):
+    self.thread.start()
+    return self
+
+
+@patch
+def __exit__(self: StandInServer, *a):
+    self.httpd.shutdown()
+    self.httpd.server_close()
 
 # %% ../nbs/05_users.ipynb #c015
 def make_user(spec: str, task: Task, **kw):
