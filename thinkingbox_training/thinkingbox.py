@@ -135,7 +135,7 @@ def _harness_shim():
     common.Judge, common.TestContext = type('Judge', (), {}), type('TestContext', (), {})
     sys.modules.update({'thinkingbox': pkg, 'thinkingbox.common': common})
 
-
+# %% ../nbs/13_thinkingbox.ipynb #c008b
 _IMPORT_LOCK = threading.RLock()
 
 
@@ -445,7 +445,7 @@ def _judge_questions(td: TaskDef) -> list[str]:
         and isinstance(c.args[1], ast.Constant)
     ]
 
-
+# %% ../nbs/13_thinkingbox.ipynb #c018b
 def to_task(td: TaskDef, d: Path, releases: dict) -> Task:
     "Our `Task` from one definition; problems name the file, function and field."
     cfg, uid = td.config, td.uid
@@ -942,7 +942,7 @@ def _initial_rows(self: ScenarioDomain) -> dict:
 
 ScenarioDomain.initial_rows = _initial_rows
 
-
+# %% ../nbs/13_thinkingbox.ipynb #c028b
 class ScenarioEpisode:
     "One episode's backend: fresh SandboxToolsSystems patched with the task's rows; the `EpisodeDB` interface."
 
@@ -1016,7 +1016,7 @@ class ScenarioEpisode:
     def __exit__(self, *a):
         self.close()
 
-
+# %% ../nbs/13_thinkingbox.ipynb #c028c
 @cached_property
 def _knowledge_base(self: ScenarioDomain) -> KnowledgeBase:
     return KnowledgeBase(self.sources)
@@ -1309,7 +1309,7 @@ def make_tb_policy(spec: str, sampling=None):
 
     return make_policy(spec, sampling)
 
-
+# %% ../nbs/13_thinkingbox.ipynb #c038b
 NO_CAP = 10**9  # turns, tokens, seconds: no cap of ours, their end rules alone
 
 
@@ -1361,7 +1361,7 @@ def recorded_selection(out: str, given: dict) -> dict:
         )
     return rec
 
-
+# %% ../nbs/13_thinkingbox.ipynb #c038c
 def _unreachable(url: str) -> str | None:
     "Why an OpenAI-compatible endpoint cannot be reached (any HTTP answer is an answer), else None."
     import urllib.error, urllib.request
@@ -1414,7 +1414,7 @@ JUDGE_CHOICE = (
     'tasks are not comparable with the published table)'
 )
 
-
+# %% ../nbs/13_thinkingbox.ipynb #c038d
 @command('thinkingbox-bench')
 def thinkingbox_bench(
     release: str = 'thinkingbox_bench_v1',  # a release name, a test list (.yaml) or a task module (.py)
@@ -1546,7 +1546,7 @@ def _source_values(path: Path, names: set) -> dict:
     take(ast.parse(path.read_text()))
     return out
 
-
+# %% ../nbs/13_thinkingbox.ipynb #p001b
 # where each piece of their protocol is read: (checkout, file, names)
 THEIR_SOURCES = {
     'user': ('harness', 'thinkingbox/common/user_simulated_answer.py', ('SYSTEM_PROMPT', 'USER_PROMPT')),
@@ -1597,7 +1597,7 @@ def their_protocol_files(data=None) -> dict:
         out['sampling'][role] = node
     return out
 
-
+# %% ../nbs/13_thinkingbox.ipynb #p001c
 def _protocol_yaml(path: Path, keys: list) -> dict:
     "One of their protocol files, read: a `ThinkingBoxDataError` naming the file and the line YAML stops at."
     try:
