@@ -445,6 +445,26 @@ def _judge_questions(td: TaskDef) -> list[str]:
         and isinstance(c.args[1], ast.Constant)
     ]
 
+# %% ../nbs/13_thinkingbox.ipynb #c018c
+def _row_and_call_problems(td: TaskDef, dom, rows: dict, golden: list) -> None:
+    "A `TaskFileError` listing every init row and golden call of a task that its scenario refuses, if any."
+    uid = td.uid
+    problems = [
+        (f'init.{t}[{i}]' + (f'.{f}' if f else ''), m)
+        for t, rs in rows.items()
+        for i, r in enumerate(rs)
+        for f, m in dom.check_row(t, r)
+    ]
+    problems += [
+        (f'golden[{i}]' + (f'.{f}' if f else ''), m)
+        for i, c in enumerate(golden)
+        for f, m in dom.check_call(c.name, c.arguments)
+    ]
+    if problems:
+        raise TaskFileError(
+            [TaskProblem(file=str(td.file), line=td.line, uid=uid, field=f, message=m) for f, m in problems]
+        )
+
 # %% ../nbs/13_thinkingbox.ipynb #c018b
 def to_task(td: TaskDef, d: Path, releases: dict) -> Task:
     "Our `Task` from one definition; problems name the file, function and field."
@@ -523,21 +543,7 @@ def to_task(td: TaskDef, d: Path, releases: dict) -> Task:
         limits=tb_limits(),
         tags=['thinkingbox'] + ([f'evaluation-only:{rel}'] if rel else []),
     )
-    problems = [
-        (f'init.{t}[{i}]' + (f'.{f}' if f else ''), m)
-        for t, rs in rows.items()
-        for i, r in enumerate(rs)
-        for f, m in dom.check_row(t, r)
-    ]
-    problems += [
-        (f'golden[{i}]' + (f'.{f}' if f else ''), m)
-        for i, c in enumerate(golden)
-        for f, m in dom.check_call(c.name, c.arguments)
-    ]
-    if problems:
-        raise TaskFileError(
-            [TaskProblem(file=str(td.file), line=td.line, uid=uid, field=f, message=m) for f, m in problems]
-        )
+    _row_and_call_problems(td, dom, rows, golden)
     return task
 
 # %% ../nbs/13_thinkingbox.ipynb #c019
