@@ -138,65 +138,76 @@ class TaskEnvironment:
             return f'the episode is void: {self._system_error}'
         return None
 
-    async def ask_customer(self, message: str) -> str:
-        """Send a message to the customer and return the customer's reply.
+# %% ../nbs/16_ecosystem.ipynb #c009b
+from fastcore.basics import patch, patch_to
 
-        Args:
-            message: what you say to the customer (a question or a request for confirmation)
-        """
-        if (no := self._refusal()) is not None:
-            return no
-        if not isinstance(message, str):
-            return f'Error: ask_customer: message must be a string, not {type(message).__name__}'
-        self._visible.append({'role': 'assistant', 'content': message})
-        try:
-            turn = await self._user.reply(list(self._visible))
-        except UserEndpointError as e:
-            self._system_error = str(e)
-            return f'the episode is void: {e}'
-        except Exception as e:  # never into TRL's loop: the user's machinery failed
-            self._system_error = f'simulated user failed: {type(e).__name__}: {e}'
-            return f'the episode is void: {self._system_error}'
-        self._visible.append({'role': 'user', 'content': turn.text})
-        return turn.text
 
-    async def _call(self, name: str, arguments: dict) -> str:
-        if (no := self._refusal()) is not None:
-            return no
-        try:
-            r = await self._ts.call(name, arguments)  # the model's failed calls come back as text (see `tools`)
-        except Exception as e:  # never into TRL's loop: the session's machinery failed
-            self._system_error = f'tool {name} failed: {type(e).__name__}: {e}'
-            return f'the episode is void: {self._system_error}'
-        if r.system_error:
-            self._system_error = r.system_error
-        return r.text
+@patch_to(TaskEnvironment)
+async def ask_customer(self, message: str) -> str:
+    """Send a message to the customer and return the customer's reply.
 
-    async def _verdict(self, completion: list):
-        "The verdict on the final state (None when the episode is void), the rubric reading the final message."
-        if self._system_error or self._task is None:
-            return None
-        final = next(
-            (
-                m.get('content') or ''
-                for m in reversed(completion)
-                if m.get('role') == 'assistant' and not m.get('tool_calls')
-            ),
-            '',
+    Args:
+        message: what you say to the customer (a question or a request for confirmation)
+    """
+    if (no := self._refusal()) is not None:
+        return no
+    if not isinstance(message, str):
+        return f'Error: ask_customer: message must be a string, not {type(message).__name__}'
+    self._visible.append({'role': 'assistant', 'content': message})
+    try:
+        turn = await self._user.reply(list(self._visible))
+    except UserEndpointError as e:
+        self._system_error = str(e)
+        return f'the episode is void: {e}'
+    except Exception as e:  # never into TRL's loop: the user's machinery failed
+        self._system_error = f'simulated user failed: {type(e).__name__}: {e}'
+        return f'the episode is void: {self._system_error}'
+    self._visible.append({'role': 'user', 'content': turn.text})
+    return turn.text
+
+
+@patch_to(TaskEnvironment)
+async def _call(self, name: str, arguments: dict) -> str:
+    if (no := self._refusal()) is not None:
+        return no
+    try:
+        r = await self._ts.call(name, arguments)  # the model's failed calls come back as text (see `tools`)
+    except Exception as e:  # never into TRL's loop: the session's machinery failed
+        self._system_error = f'tool {name} failed: {type(e).__name__}: {e}'
+        return f'the episode is void: {self._system_error}'
+    if r.system_error:
+        self._system_error = r.system_error
+    return r.text
+
+# %% ../nbs/16_ecosystem.ipynb #c009c
+@patch_to(TaskEnvironment)
+async def _verdict(self, completion: list):
+    "The verdict on the final state (None when the episode is void), the rubric reading the final message."
+    if self._system_error or self._task is None:
+        return None
+    final = next(
+        (
+            m.get('content') or ''
+            for m in reversed(completion)
+            if m.get('role') == 'assistant' and not m.get('tool_calls')
+        ),
+        '',
+    )
+    try:
+        await asyncio.to_thread(expected_state, self._task)
+        return await (self._grader or Grader(judge=RuleJudge())).grade(
+            self._task, self._db, final, self._visible + [{'role': 'assistant', 'content': final}]
         )
-        try:
-            await asyncio.to_thread(expected_state, self._task)
-            return await (self._grader or Grader(judge=RuleJudge())).grade(
-                self._task, self._db, final, self._visible + [{'role': 'assistant', 'content': final}]
-            )
-        except Exception as e:
-            self._system_error = f'grading failed: {type(e).__name__}: {e}'
-            return None
+    except Exception as e:
+        self._system_error = f'grading failed: {type(e).__name__}: {e}'
+        return None
 
-    def _close(self):
-        if self._db is not None:
-            self._db.close()
-        self._db = self._ts = None
+
+@patch_to(TaskEnvironment)
+def _close(self):
+    if self._db is not None:
+        self._db.close()
+    self._db = self._ts = None
 
 # %% ../nbs/16_ecosystem.ipynb #c010
 _SPECS: dict = {}
@@ -438,7 +449,112 @@ def _few(uids: list, n: int = 5) -> str:
     "Some of the task uids, for an error line."
     return ', '.join(map(repr, uids[:n])) + (f' and {len(uids) - n} more' if len(uids) > n else '')
 
+# %% ../nbs/16_ecosystem.ipynb #c026b
+class _OpenEnvSession:
+    "An OpenEnv session's steps over one episode of ours (`self.ep`): MCP tool calls as actions, a verdict at the end."
 
+    def _void(self, cls, meta, **fields):
+        "The episode ends without a verdict: done, reward None, the reason in the state and the metadata."
+        self.done, self._state.system_error = True, self.ep._system_error
+        return cls(done=True, reward=None, metadata=meta | {'system_error': self.ep._system_error}, **fields)
+
+    async def step_async(self, action, timeout_s=None, **kw):
+        from openenv.core.env_server.mcp_types import (
+            CallToolAction,
+            CallToolObservation,
+            ListToolsAction,
+            ListToolsObservation,
+            Tool,
+            ToolError,
+            ToolErrorType,
+        )
+
+        if isinstance(action, ListToolsAction):
+            specs = domain_tool_specs(self.ep._task.domain) if self.ep._task else []
+            tools = [
+                Tool(
+                    name=s['function']['name'],
+                    description=s['function']['description'],
+                    input_schema=s['function']['parameters'],
+                )
+                for s in specs
+            ]
+            return ListToolsObservation(tools=tools + [Tool(**SEND_MESSAGE)])
+        if not isinstance(action, CallToolAction):
+            raise ValueError(
+                f'{type(action).__name__}: this environment takes MCP actions only (call_tool, list_tools)'
+            )
+        name = action.tool_name
+        if self.done:
+            return CallToolObservation(
+                tool_name=name,
+                done=True,
+                error=ToolError(error_type=ToolErrorType.EXECUTION_ERROR, message='the episode has ended: reset first'),
+            )
+        self._state.step_count += 1
+        if name == 'send_message':
+            message = action.arguments.get('message', '')
+            if isinstance(message, str):
+                return await self._message(message)
+            text, r = f'Error: send_message: message must be a string, not {type(message).__name__}', None
+        else:
+            n = len(self.ep._ts.calls) if self.ep._ts else 0
+            text = await self.ep._call(name, action.arguments)
+            r = self.ep._ts.calls[-1] if self.ep._ts and len(self.ep._ts.calls) > n else None
+        self.transcript.append({'role': 'tool', 'name': name, 'content': text})
+        result = {'content': [{'type': 'text', 'text': text}], 'data': text, 'is_error': r is None or r.is_error}
+        if self.ep._system_error:
+            return self._void(CallToolObservation, {}, tool_name=name, result=result)
+        if self._state.step_count >= self.ep._task.limits.max_turns:
+            return await self._end(CallToolObservation, 'turn_limit', tool_name=name, result=result)
+        return CallToolObservation(tool_name=name, result=result, done=False, reward=None)
+
+    def step(self, action, timeout_s=None, **kw):
+        return _run(self.step_async(action, timeout_s, **kw))
+
+    @property
+    def state(self):
+        return self._state
+
+    def close(self):
+        self.ep._close()
+
+# %% ../nbs/16_ecosystem.ipynb #c026c
+@patch
+async def _message(self: _OpenEnvSession, message: str):
+    from openenv.core.env_server.mcp_types import CallToolObservation
+
+    self.ep._visible.append({'role': 'assistant', 'content': message})
+    self.transcript.append({'role': 'assistant', 'content': message})
+    try:
+        turn = await self.ep._user.reply(list(self.ep._visible))
+    except UserEndpointError as e:
+        self.ep._system_error = str(e)
+        return self._void(CallToolObservation, {}, tool_name='send_message')
+    result = {'content': [{'type': 'text', 'text': turn.text}], 'data': turn.text, 'is_error': False}
+    if turn.stop:
+        return await self._end(CallToolObservation, turn.reason, tool_name='send_message', result=result)
+    self.ep._visible.append({'role': 'user', 'content': turn.text})
+    self.transcript.append({'role': 'user', 'content': turn.text})
+    if self._state.step_count >= self.ep._task.limits.max_turns:
+        return await self._end(CallToolObservation, 'turn_limit', tool_name='send_message', result=result)
+    return CallToolObservation(tool_name='send_message', result=result, done=False, reward=None)
+
+
+@patch
+async def _end(self: _OpenEnvSession, cls, termination: str, **fields):
+    "Grade the episode: the observation is done, its reward the verdict (None when void)."
+    final = next((m['content'] for m in reversed(self.transcript) if m['role'] == 'assistant'), '')
+    v = await self.ep._verdict([{'role': 'assistant', 'content': final}])
+    self._state.termination = termination
+    if v is None:
+        return self._void(cls, {'termination': termination}, **fields)
+    self.done = True
+    meta = {'termination': termination, 'verdict': {'reward': v.reward, 'reasons': v.reasons[:20]}}
+    self._state.termination, self._state.verdict = termination, meta['verdict']
+    return cls(done=True, reward=float(v.reward), metadata=meta, **fields)
+
+# %% ../nbs/16_ecosystem.ipynb #c026d
 def openenv_environment(
     tasks: list,  # the tasks served (any registered domains)
     user: str = 'scripted',  # simulated user spec: 'scripted' or 'openai:MODEL'
@@ -449,15 +565,6 @@ def openenv_environment(
     "An OpenEnv `Environment` class serving `tasks` (needs `openenv-core`; one object per session)."
     import random, uuid
     from openenv.core.env_server.interfaces import Environment
-    from openenv.core.env_server.mcp_types import (
-        CallToolAction,
-        CallToolObservation,
-        ListToolsAction,
-        ListToolsObservation,
-        Tool,
-        ToolError,
-        ToolErrorType,
-    )
     from openenv.core.env_server.types import Observation, State
     from fastapi import HTTPException
     from pydantic import Field
@@ -486,7 +593,7 @@ def openenv_environment(
     )
     uids = sorted(Episode._tasks)
 
-    class TaskOpenEnv(Environment):
+    class TaskOpenEnv(_OpenEnvSession, Environment):
         "Our tasks as an OpenEnv environment: reset to a task, MCP tool calls as actions, the verdict at the end."
 
         SUPPORTS_CONCURRENT_SESSIONS = True  # each session has its own object, database and tool session
@@ -511,93 +618,6 @@ def openenv_environment(
             if self.ep._system_error:
                 return self._void(TaskObservation, {}, **fields)
             return TaskObservation(done=False, reward=None, **fields)
-
-        def _void(self, cls, meta, **fields):
-            "The episode ends without a verdict: done, reward None, the reason in the state and the metadata."
-            self.done, self._state.system_error = True, self.ep._system_error
-            return cls(done=True, reward=None, metadata=meta | {'system_error': self.ep._system_error}, **fields)
-
-        async def step_async(self, action, timeout_s=None, **kw) -> Observation:
-            if isinstance(action, ListToolsAction):
-                specs = domain_tool_specs(self.ep._task.domain) if self.ep._task else []
-                tools = [
-                    Tool(
-                        name=s['function']['name'],
-                        description=s['function']['description'],
-                        input_schema=s['function']['parameters'],
-                    )
-                    for s in specs
-                ]
-                return ListToolsObservation(tools=tools + [Tool(**SEND_MESSAGE)])
-            if not isinstance(action, CallToolAction):
-                raise ValueError(
-                    f'{type(action).__name__}: this environment takes MCP actions only (call_tool, list_tools)'
-                )
-            name = action.tool_name
-            if self.done:
-                return CallToolObservation(
-                    tool_name=name,
-                    done=True,
-                    error=ToolError(
-                        error_type=ToolErrorType.EXECUTION_ERROR, message='the episode has ended: reset first'
-                    ),
-                )
-            self._state.step_count += 1
-            if name == 'send_message':
-                message = action.arguments.get('message', '')
-                if isinstance(message, str):
-                    return await self._message(message)
-                text, r = f'Error: send_message: message must be a string, not {type(message).__name__}', None
-            else:
-                n = len(self.ep._ts.calls) if self.ep._ts else 0
-                text = await self.ep._call(name, action.arguments)
-                r = self.ep._ts.calls[-1] if self.ep._ts and len(self.ep._ts.calls) > n else None
-            self.transcript.append({'role': 'tool', 'name': name, 'content': text})
-            result = {'content': [{'type': 'text', 'text': text}], 'data': text, 'is_error': r is None or r.is_error}
-            if self.ep._system_error:
-                return self._void(CallToolObservation, {}, tool_name=name, result=result)
-            if self._state.step_count >= self.ep._task.limits.max_turns:
-                return await self._end(CallToolObservation, 'turn_limit', tool_name=name, result=result)
-            return CallToolObservation(tool_name=name, result=result, done=False, reward=None)
-
-        async def _message(self, message: str):
-            self.ep._visible.append({'role': 'assistant', 'content': message})
-            self.transcript.append({'role': 'assistant', 'content': message})
-            try:
-                turn = await self.ep._user.reply(list(self.ep._visible))
-            except UserEndpointError as e:
-                self.ep._system_error = str(e)
-                return self._void(CallToolObservation, {}, tool_name='send_message')
-            result = {'content': [{'type': 'text', 'text': turn.text}], 'data': turn.text, 'is_error': False}
-            if turn.stop:
-                return await self._end(CallToolObservation, turn.reason, tool_name='send_message', result=result)
-            self.ep._visible.append({'role': 'user', 'content': turn.text})
-            self.transcript.append({'role': 'user', 'content': turn.text})
-            if self._state.step_count >= self.ep._task.limits.max_turns:
-                return await self._end(CallToolObservation, 'turn_limit', tool_name='send_message', result=result)
-            return CallToolObservation(tool_name='send_message', result=result, done=False, reward=None)
-
-        async def _end(self, cls, termination: str, **fields):
-            "Grade the episode: the observation is done, its reward the verdict (None when void)."
-            final = next((m['content'] for m in reversed(self.transcript) if m['role'] == 'assistant'), '')
-            v = await self.ep._verdict([{'role': 'assistant', 'content': final}])
-            self._state.termination = termination
-            if v is None:
-                return self._void(cls, {'termination': termination}, **fields)
-            self.done = True
-            meta = {'termination': termination, 'verdict': {'reward': v.reward, 'reasons': v.reasons[:20]}}
-            self._state.termination, self._state.verdict = termination, meta['verdict']
-            return cls(done=True, reward=float(v.reward), metadata=meta, **fields)
-
-        def step(self, action, timeout_s=None, **kw) -> Observation:
-            return _run(self.step_async(action, timeout_s, **kw))
-
-        @property
-        def state(self) -> State:
-            return self._state
-
-        def close(self):
-            self.ep._close()
 
     return TaskOpenEnv
 

@@ -135,7 +135,7 @@ def _harness_shim():
     common.Judge, common.TestContext = type('Judge', (), {}), type('TestContext', (), {})
     sys.modules.update({'thinkingbox': pkg, 'thinkingbox.common': common})
 
-
+# %% ../nbs/13_thinkingbox.ipynb #c008b
 _IMPORT_LOCK = threading.RLock()
 
 
@@ -445,7 +445,27 @@ def _judge_questions(td: TaskDef) -> list[str]:
         and isinstance(c.args[1], ast.Constant)
     ]
 
+# %% ../nbs/13_thinkingbox.ipynb #c018c
+def _row_and_call_problems(td: TaskDef, dom, rows: dict, golden: list) -> None:
+    "A `TaskFileError` listing every init row and golden call of a task that its scenario refuses, if any."
+    uid = td.uid
+    problems = [
+        (f'init.{t}[{i}]' + (f'.{f}' if f else ''), m)
+        for t, rs in rows.items()
+        for i, r in enumerate(rs)
+        for f, m in dom.check_row(t, r)
+    ]
+    problems += [
+        (f'golden[{i}]' + (f'.{f}' if f else ''), m)
+        for i, c in enumerate(golden)
+        for f, m in dom.check_call(c.name, c.arguments)
+    ]
+    if problems:
+        raise TaskFileError(
+            [TaskProblem(file=str(td.file), line=td.line, uid=uid, field=f, message=m) for f, m in problems]
+        )
 
+# %% ../nbs/13_thinkingbox.ipynb #c018b
 def to_task(td: TaskDef, d: Path, releases: dict) -> Task:
     "Our `Task` from one definition; problems name the file, function and field."
     cfg, uid = td.config, td.uid
@@ -523,21 +543,7 @@ def to_task(td: TaskDef, d: Path, releases: dict) -> Task:
         limits=tb_limits(),
         tags=['thinkingbox'] + ([f'evaluation-only:{rel}'] if rel else []),
     )
-    problems = [
-        (f'init.{t}[{i}]' + (f'.{f}' if f else ''), m)
-        for t, rs in rows.items()
-        for i, r in enumerate(rs)
-        for f, m in dom.check_row(t, r)
-    ]
-    problems += [
-        (f'golden[{i}]' + (f'.{f}' if f else ''), m)
-        for i, c in enumerate(golden)
-        for f, m in dom.check_call(c.name, c.arguments)
-    ]
-    if problems:
-        raise TaskFileError(
-            [TaskProblem(file=str(td.file), line=td.line, uid=uid, field=f, message=m) for f, m in problems]
-        )
+    _row_and_call_problems(td, dom, rows, golden)
     return task
 
 # %% ../nbs/13_thinkingbox.ipynb #c019
@@ -942,7 +948,7 @@ def _initial_rows(self: ScenarioDomain) -> dict:
 
 ScenarioDomain.initial_rows = _initial_rows
 
-
+# %% ../nbs/13_thinkingbox.ipynb #c028b
 class ScenarioEpisode:
     "One episode's backend: fresh SandboxToolsSystems patched with the task's rows; the `EpisodeDB` interface."
 
@@ -1016,7 +1022,7 @@ class ScenarioEpisode:
     def __exit__(self, *a):
         self.close()
 
-
+# %% ../nbs/13_thinkingbox.ipynb #c028c
 @cached_property
 def _knowledge_base(self: ScenarioDomain) -> KnowledgeBase:
     return KnowledgeBase(self.sources)
@@ -1309,7 +1315,7 @@ def make_tb_policy(spec: str, sampling=None):
 
     return make_policy(spec, sampling)
 
-
+# %% ../nbs/13_thinkingbox.ipynb #c038b
 NO_CAP = 10**9  # turns, tokens, seconds: no cap of ours, their end rules alone
 
 
@@ -1361,7 +1367,7 @@ def recorded_selection(out: str, given: dict) -> dict:
         )
     return rec
 
-
+# %% ../nbs/13_thinkingbox.ipynb #c038c
 def _unreachable(url: str) -> str | None:
     "Why an OpenAI-compatible endpoint cannot be reached (any HTTP answer is an answer), else None."
     import urllib.error, urllib.request
@@ -1414,7 +1420,7 @@ JUDGE_CHOICE = (
     'tasks are not comparable with the published table)'
 )
 
-
+# %% ../nbs/13_thinkingbox.ipynb #c038d
 @command('thinkingbox-bench')
 def thinkingbox_bench(
     release: str = 'thinkingbox_bench_v1',  # a release name, a test list (.yaml) or a task module (.py)
@@ -1546,7 +1552,7 @@ def _source_values(path: Path, names: set) -> dict:
     take(ast.parse(path.read_text()))
     return out
 
-
+# %% ../nbs/13_thinkingbox.ipynb #p001b
 # where each piece of their protocol is read: (checkout, file, names)
 THEIR_SOURCES = {
     'user': ('harness', 'thinkingbox/common/user_simulated_answer.py', ('SYSTEM_PROMPT', 'USER_PROMPT')),
@@ -1597,7 +1603,7 @@ def their_protocol_files(data=None) -> dict:
         out['sampling'][role] = node
     return out
 
-
+# %% ../nbs/13_thinkingbox.ipynb #p001c
 def _protocol_yaml(path: Path, keys: list) -> dict:
     "One of their protocol files, read: a `ThinkingBoxDataError` naming the file and the line YAML stops at."
     try:

@@ -243,7 +243,7 @@ def digit_map(rng: random.Random) -> dict:
     rng.shuffle(d)
     return dict(zip('123456789', d), **{'0': '0'})
 
-
+# %% ../nbs/01_base_policy.ipynb #c020b
 def rename_identifiers(messages: list, rng: random.Random, words: list = None) -> list:
     """`messages` with every identifier renamed, consistently: ids by one random permutation of the digits (ids that
     share digits still do), emails with words drawn from `words`."""
@@ -288,7 +288,7 @@ def shuffle_items(messages: list, rng: random.Random) -> list:
         return out
     return json.loads(ID_RE.sub(lambda x: sigma.get(x.group(0), x.group(0)), json.dumps(out, ensure_ascii=False)))
 
-
+# %% ../nbs/01_base_policy.ipynb #c020c
 def drill_cuts(episode) -> list[list]:
     """Short conversations cut from an episode, each ending with a call whose identifiers the cut shows: the system
     turn, the opening message, then everything from the latest assistant turn after which the conversation shows
@@ -651,7 +651,7 @@ def _miss(v: str, typed: list) -> str:
     same = [shown for a, shown in typed if id_kind(a) == id_kind(v)]
     return 'not_reached' if not same else 'another_shown' if any(same) else 'invented'
 
-
+# %% ../nbs/01_base_policy.ipynb #c041b
 def episode_metrics(episodes: list) -> dict:
     "wellformed, id_copy, invented, mixed, calls_per_episode and success, overall and per family and task."
     good = bad = need = copied = used = made_up = 0
@@ -711,7 +711,7 @@ def episode_metrics(episodes: list) -> dict:
         'families': {f: family(f, r) for f, r in sorted(fams.items())},
     }
 
-
+# %% ../nbs/01_base_policy.ipynb #c041c
 def report_line(m: dict) -> str:
     "The report's last line."
     return (
@@ -795,7 +795,7 @@ def polish_pass(
     again = replace(cfg, seed=cfg.seed + p, echo_only_steps=0, steps=cfg.polish_steps, lr=cfg.polish_lr)
     return [dict(r, polish_pass=p) for r in sft(model, tok, convs, drills, again, log=log)]
 
-
+# %% ../nbs/01_base_policy.ipynb #c045b
 def build_base_policy(cfg: BuildConfig = None, log=print) -> dict:
     "Demonstrations -> tokenizer -> model -> SFT with drills -> polish passes -> save -> closing check: the record."
     import torch
@@ -860,7 +860,7 @@ def build_base_policy(cfg: BuildConfig = None, log=print) -> dict:
     log(f'saved {out} ({rec["size_bytes"] / 1e6:.1f} MB) in {rec["wall_s"] / 60:.1f} min')
     return rec
 
-
+# %% ../nbs/01_base_policy.ipynb #c045c
 @command('build-base-policy')
 def build_base_policy_cli(
     out: str = '',  # where to save; '' = data/models/tiny-qwen3

@@ -74,7 +74,7 @@ def _policy_of(m) -> tuple:
         return f'seed{seed}-step{step}', f'seed{seed}/model/checkpoint-{step}', f'tiny-qwen3-grpo-seed{seed}-step{step}'
     return f'seed{seed}', f'seed{seed}/model', f'tiny-qwen3-grpo-seed{seed}'
 
-
+# %% ../nbs/03_study.ipynb #s004b
 def study_stages(
     design: dict,  # the parsed design.json
 ) -> list:
@@ -445,7 +445,7 @@ def train_argv(study: Study, st: Stage) -> list:
         argv += ['--resume_from_checkpoint', _rel(ck[max(ck)])]
     return argv
 
-
+# %% ../nbs/03_study.ipynb #s016b
 def train_side_by_side(study: Study, stages: list, on_done=None) -> dict:
     """Run plain training stages at once, each the checkout's `scripts/train.py` in its own process with its share of
     the cores (`OMP_NUM_THREADS`), its output in `<model dir>/train.log`; out -> {started, wall_s, exit}.
@@ -485,7 +485,7 @@ def train_side_by_side(study: Study, stages: list, on_done=None) -> dict:
         time.sleep(0.5)
     return out
 
-
+# %% ../nbs/03_study.ipynb #s016c
 def run_stage(study: Study, st: Stage) -> dict:
     "Run (or resume) one stage; what it did."
     from thinkingbox_training.campaigns import run_campaign
@@ -550,7 +550,7 @@ def episode_budget(study: Study) -> int:
         raise SystemExit(f'{st.out} is not trained yet: the second arm spends what it spent (part 1)')
     return spend['episodes']
 
-
+# %% ../nbs/03_study.ipynb #s019b
 class Reprobe(TrainerCallback):
     "Re-probe the probed training tasks before the given steps, reselect the pool; train until the budget is spent."
 
@@ -596,61 +596,66 @@ class Reprobe(TrainerCallback):
             flush=True,
         )
 
-    def reprobe(self, step: int):
-        from thinkingbox_training.campaigns import run_campaign, campaign_records
-        from thinkingbox_training.difficulty import SelectionConfig, select_pool, write_selection
-        from thinkingbox_training.grpo import sampling_config
-        from thinkingbox_training.pipeline import campaign_settings
-        from thinkingbox_training.policies import HFPolicy
+# %% ../nbs/03_study.ipynb #s019c
+from fastcore.basics import patch
 
-        t = self.trainer
-        files, tasks, bench_uids = self.probe
-        how = campaign_settings(t.args, tasks)['probe']
-        # the policy as it is now: the model being trained (or the fixed policy a trainer samples with instead)
-        pol = t.policy or HFPolicy(
-            t.model,
-            t.processing_class,
-            sampling=sampling_config(t.args),
-            name=f'tiny-qwen3-grpo-reprobed-after-step{step - 1}',
+
+@patch
+def reprobe(self: Reprobe, step: int):
+    from thinkingbox_training.campaigns import run_campaign, campaign_records
+    from thinkingbox_training.difficulty import SelectionConfig, select_pool, write_selection
+    from thinkingbox_training.grpo import sampling_config
+    from thinkingbox_training.pipeline import campaign_settings
+    from thinkingbox_training.policies import HFPolicy
+
+    t = self.trainer
+    files, tasks, bench_uids = self.probe
+    how = campaign_settings(t.args, tasks)['probe']
+    # the policy as it is now: the model being trained (or the fixed policy a trainer samples with instead)
+    pol = t.policy or HFPolicy(
+        t.model,
+        t.processing_class,
+        sampling=sampling_config(t.args),
+        name=f'tiny-qwen3-grpo-reprobed-after-step{step - 1}',
+    )
+    was = t.model.training
+    t.model.eval()
+    try:
+        run_campaign(
+            self.out / f'reprobe-step{step}',
+            tasks,
+            pol,
+            REPROBE_K,
+            concurrency=self.study.concurrency,
+            task_files=files,
+            runner_kw=self.study.runner_kw,
+            lost_store='regenerate',
+            spec=how,
         )
-        was = t.model.training
-        t.model.eval()
-        try:
-            run_campaign(
-                self.out / f'reprobe-step{step}',
-                tasks,
-                pol,
-                REPROBE_K,
-                concurrency=self.study.concurrency,
-                task_files=files,
-                runner_kw=self.study.runner_kw,
-                lost_store='regenerate',
-                spec=how,
-            )
-        finally:
-            t.model.train(was)
-        recs = campaign_records(self.out / f'reprobe-step{step}')
-        bench = set(bench_uids) | {x.uid for x in self.study.tasks('bench')}
-        sel = select_pool(recs, SelectionConfig(), bench_uids=bench)
-        man = write_selection(sel, self.out / f'pool-step{step}', probe_budgets=how.budgets)
-        by = {x.uid: x for x in tasks}
-        used = len(sel.train) >= t.args.groups_per_step
-        if used:
-            t.set_pool([by[u] for u in sel.train], probe_episodes=len(recs))
-        self.log.append(
-            {
-                'step': step,
-                'episodes': len(recs),
-                'pool': len(sel.train),
-                'used': used,
-                'bands': {b: v['tasks'] for b, v in man['counts']['bands'].items()},
-            }
-        )
-        print(
-            f'[reprobe] before step {step}: {len(recs)} episodes; new pool {len(sel.train)} tasks'
-            + ('' if used else f' (fewer than {t.args.groups_per_step} groups: the old pool is kept)'),
-            flush=True,
-        )
+    finally:
+        t.model.train(was)
+    recs = campaign_records(self.out / f'reprobe-step{step}')
+    bench = set(bench_uids) | {x.uid for x in self.study.tasks('bench')}
+    sel = select_pool(recs, SelectionConfig(), bench_uids=bench)
+    man = write_selection(sel, self.out / f'pool-step{step}', probe_budgets=how.budgets)
+    by = {x.uid: x for x in tasks}
+    used = len(sel.train) >= t.args.groups_per_step
+    if used:
+        t.set_pool([by[u] for u in sel.train], probe_episodes=len(recs))
+    self.log.append(
+        {
+            'step': step,
+            'episodes': len(recs),
+            'pool': len(sel.train),
+            'used': used,
+            'bands': {b: v['tasks'] for b, v in man['counts']['bands'].items()},
+        }
+    )
+    print(
+        f'[reprobe] before step {step}: {len(recs)} episodes; new pool {len(sel.train)} tasks'
+        + ('' if used else f' (fewer than {t.args.groups_per_step} groups: the old pool is kept)'),
+        flush=True,
+    )
 
 # %% ../nbs/03_study.ipynb #s020
 def train_reprobed(study: Study, st: Stage) -> dict:
@@ -752,7 +757,7 @@ def _write_parts(study: Study, log: dict):
         p['wall_s'] = round(sum(i.get('wall_s', 0) for i in p['invocations']), 1)
     atomic_write(study.path / 'parts.json', json.dumps(log, indent=1, sort_keys=True) + '\n')
 
-
+# %% ../nbs/03_study.ipynb #s022b
 def measured_rate(study: Study) -> float | None:
     "How fast the study's campaigns ran, against the design's costs: design minutes of the episodes stored / minutes."
     c, design_min, wall = study.design['costs'], 0.0, 0.0
@@ -792,7 +797,7 @@ def _side_by_side(study: Study, p: int, side: list, log: dict, inv: dict, t_part
     if bad := [o for o, r in res.items() if r['exit']]:
         raise SystemExit(f'{", ".join(bad)}: training failed (see train.log in each)')
 
-
+# %% ../nbs/03_study.ipynb #s022c
 def reproduce(study: Study, parts: list, dry_run: bool = False) -> list:
     "Run (or resume) the stages of `parts` in order, skipping what is done; the plan rows as they stood at the start."
     rows = plan_rows(study, parts)
@@ -1038,7 +1043,7 @@ def intraclass(values, clusters) -> tuple:
     icc = (msb - msw) / (msb + (n0 - 1) * msw) if msb + (n0 - 1) * msw > 0 else 0.0
     return float(icc), float(1 + (n0 - 1) * icc)
 
-
+# %% ../nbs/03_study.ipynb #s029b2
 def family_test(
     values,  # one value per task: a paired change (pass@1, pass@k, ...)
     families,  # each task's family: the unit of inference
@@ -1078,7 +1083,7 @@ def family_test(
         'per_family': {f: {'tasks': int((cl == f).sum()), 'diff': float(x)} for f, x in zip(names, fm)},
     }
 
-
+# %% ../nbs/03_study.ipynb #s029b3
 def seeds_random(
     d,  # per task: the change, averaged over seeds
     seed_means: list,  # per independent set of seeds (the seeds of one arm): each seed's mean change, or mean
@@ -1116,7 +1121,7 @@ def seed_task_interval(
         'seed_sd': sd,
     }
 
-
+# %% ../nbs/03_study.ipynb #s029b4
 def family_level(
     base: metrics.Campaign,  # the base policy's campaign
     trained: list,  # one campaign per seed (each paired with the base's first k, as `primary_test`)
@@ -1247,7 +1252,7 @@ def _policies(study: Study, camps: dict) -> dict:
         )
     return out
 
-
+# %% ../nbs/03_study.ipynb #s033x
 def policy_rows(study: Study, camps: dict) -> list:
     "Per policy (base, each seed) and task group: pass@1 [interval], pass@k, observed k/k [interval]."
     rows = []
@@ -1275,7 +1280,7 @@ def policy_rows(study: Study, camps: dict) -> list:
 def _attempts(k: int, of: int) -> str:
     return f'all {k} attempts' if k == of else f'first {k} of {of} attempts'
 
-
+# %% ../nbs/03_study.ipynb #s033y
 def comparison_rows(study: Study, camps: dict) -> list:
     "Per seed and task group, trained against base: pass@1 and pass@k changes with paired intervals, k/k moves."
     rows, pol = [], _policies(study, camps)
@@ -1312,7 +1317,7 @@ def comparison_rows(study: Study, camps: dict) -> list:
             )
     return rows
 
-
+# %% ../nbs/03_study.ipynb #s033z
 def learning_curve(study: Study, camps: dict) -> list:
     "pass@1 per task group at each step of the learning-curve seed (k=4 on the bench: steps 0 and 24 from k=20)."
     lc = study.design['design']['checkpoints_for_learning_curve']
@@ -1498,7 +1503,7 @@ def plot_sharpening(base: metrics.Campaign, trained: list, path) -> Path:
     ax.grid(alpha=0.3)
     return metrics.save_figure(fig, path)
 
-
+# %% ../nbs/03_study.ipynb #s036x
 def plot_learning_curve(rows: list, path) -> Path | None:
     "pass@1 against training step per task group, with 95% task-bootstrap intervals (`learning_curve`)."
     if not rows:
@@ -1546,7 +1551,7 @@ def plot_training(runs: dict, path) -> Path | None:
     ax.legend(fontsize=7)
     return metrics.save_figure(fig, path)
 
-
+# %% ../nbs/03_study.ipynb #s036y
 def plot_families(levels: dict, path) -> Path | None:
     "Each family's paired pass@1 change per seed (95% task bootstrap) and their mean, by task group (`family_level`)."
     panels = [(g, levels[g]) for g in ('held_out_family', 'in_family') if g in levels]
@@ -1609,7 +1614,7 @@ def family_table(levels: dict) -> list:
             )
     return rows
 
-
+# %% ../nbs/03_study.ipynb #s036z
 def study_report(study: Study) -> dict:
     "Write summary.json, the tables and the figures of the study from its artifacts; returns the summary."
     camps = load_campaigns(study)
@@ -1847,7 +1852,7 @@ def reproduction(model_dir: str | Path, reference: str | Path) -> dict:
     same = step is None and loss is None and len(a['steps']) == len(b['steps'])
     return {'steps': len(a['steps']), 'first_step_differing': step, 'first_loss_differing': loss, 'reproduced': same}
 
-
+# %% ../nbs/03_study.ipynb #p006x
 def passk_summary(runner: Study = None, n_boot: int = 10000) -> dict:
     "Every number the pass@k comparison reports, from what exists; written to its summary.json."
     from thinkingbox_training.campaigns import load_campaign

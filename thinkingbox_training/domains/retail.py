@@ -57,7 +57,7 @@ class Order(RetailBase, table=True):
     total_cents: int
     placed_at: datetime = Field(sa_type=DateTime)  # creation time (unstable)
 
-
+# %% ../../nbs/domains/02_retail.ipynb #c005b
 class Shipment(RetailBase, table=True):
     __tablename__ = 'shipment'
     id: str = Field(primary_key=True)  # SH-520311
@@ -90,7 +90,7 @@ class Payment(RetailBase, table=True):
     amount_cents: int
     refunded_cents: int = 0
 
-
+# %% ../../nbs/domains/02_retail.ipynb #c005c
 class ReturnRequest(RetailBase, table=True):
     __tablename__ = 'return_request'
     id: str = Field(primary_key=True)  # RT-7003
@@ -148,7 +148,7 @@ CREDIT_LIMIT_CENTS = 3000  # above $30.00 of credit a supervisor decides
 def _variants(first_id, model, price, labels):
     return [(f'PR-{first_id + k}', f'{model}, {lab}', model, price) for k, lab in enumerate(labels)]
 
-
+# %% ../../nbs/domains/02_retail.ipynb #c007b
 CATALOGUE = (
     _variants(1039, 'Trail Runner 2', 12900, [f'size {s}' for s in range(39, 46)])
     + _variants(1138, 'City Sneaker', 8900, [f'size {s}' for s in range(38, 45)])
@@ -179,6 +179,7 @@ CATALOGUE = (
     ]
 )
 
+# %% ../../nbs/domains/02_retail.ipynb #c007c
 FIRST = [
     'Amelia',
     'Noah',
@@ -205,6 +206,8 @@ FIRST = [
     'Lena',
     'Diego',
 ]
+
+# %% ../../nbs/domains/02_retail.ipynb #c007d
 LAST = [
     'Fischer',
     'Okafor',
@@ -227,6 +230,8 @@ LAST = [
     'Ito',
     'Mendes',
 ]
+
+# %% ../../nbs/domains/02_retail.ipynb #c007e
 STREETS = [
     'Harbour Road',
     'Elm Street',
@@ -261,7 +266,7 @@ PAYMENTS = [
     ('gift_card', 'gift card GC-{d}'),
 ]
 
-
+# %% ../../nbs/domains/02_retail.ipynb #c007f
 def _at(day: date, hour: int = 14, minute: int = 0) -> datetime:
     return datetime(day.year, day.month, day.day, hour, minute, tzinfo=timezone.utc)
 
@@ -392,48 +397,9 @@ def _shipment(rng, kind: str, address: str, days: int = 0, late: int = 0) -> dic
         promised=delivered.date() - timedelta(days=late),
     )
 
-
-@cache
-def _seed() -> dict:
-    rng = random.Random(20261001)
-    products = [
-        {'id': i, 'name': n, 'model': m, 'price_cents': p, 'stock': rng.choice([0] + [rng.randint(3, 60)] * 9)}
-        for i, n, m, p in CATALOGUE
-    ]
-    customers = []
-    for k in range(24):
-        first, last = FIRST[k % len(FIRST)], LAST[(k * 7) % len(LAST)]
-        customers.append(
-            {
-                'id': f'CU-{10001 + k}',
-                'name': f'{first} {last}',
-                'email': f'{first}.{last}{k + 1}@example.com'.lower(),
-                'store_credit_cents': rng.choice([0, 0, 0, 500, 1500]),
-                'note': '',
-            }
-        )
-    orders = []
-    for k in range(30):
-        n, c = 40001 + k, customers[k % 24]
-        addr = _address(rng)
-        kind = ['delivered', 'delivered', 'delivered', 'in_transit', 'pending', 'cancelled'][k % 6]
-        if kind == 'cancelled':
-            ships = [
-                dict(
-                    status='cancelled',
-                    carrier=rng.choice(CARRIERS),
-                    address=addr,
-                    promised=TODAY - timedelta(days=rng.randint(5, 40)),
-                )
-            ]
-        else:
-            ships = [_shipment(rng, kind, addr, days=rng.randint(2, 90), late=rng.choice([0, 0, 0, 1, 3]))]
-        pids = rng.sample([p['id'] for p in products], rng.randint(1, 3))
-        lines = [(pid, rng.choice([1, 1, 1, 2]), 0) for pid in pids]
-        placed = _at(min(TODAY, ships[0]['promised']) - timedelta(days=rng.randint(3, 6)), rng.randint(7, 22))
-        orders.append(order_rows(n, c['id'], lines, ships, placed, _payment(rng)))
-    rows = merge_rows({'customer': customers, 'product': products}, *orders)
-    # some history: a refunded return, a goodwill credit, a closed ticket
+# %% ../../nbs/domains/02_retail.ipynb #c009h
+def _seed_history(rows: dict) -> None:
+    "Some history on the seed's first orders: a refunded return, a goodwill credit, a closed ticket."
     item = next(i for i in rows['order_item'] if i['order_id'] == 'OR-40001')
     item['returned_qty'] = 1
     pay = next(p for p in rows['payment'] if p['order_id'] == 'OR-40001')
@@ -486,6 +452,49 @@ def _seed() -> dict:
             'created_at': old,
         }
     ]
+
+# %% ../../nbs/domains/02_retail.ipynb #c009b
+@cache
+def _seed() -> dict:
+    rng = random.Random(20261001)
+    products = [
+        {'id': i, 'name': n, 'model': m, 'price_cents': p, 'stock': rng.choice([0] + [rng.randint(3, 60)] * 9)}
+        for i, n, m, p in CATALOGUE
+    ]
+    customers = []
+    for k in range(24):
+        first, last = FIRST[k % len(FIRST)], LAST[(k * 7) % len(LAST)]
+        customers.append(
+            {
+                'id': f'CU-{10001 + k}',
+                'name': f'{first} {last}',
+                'email': f'{first}.{last}{k + 1}@example.com'.lower(),
+                'store_credit_cents': rng.choice([0, 0, 0, 500, 1500]),
+                'note': '',
+            }
+        )
+    orders = []
+    for k in range(30):
+        n, c = 40001 + k, customers[k % 24]
+        addr = _address(rng)
+        kind = ['delivered', 'delivered', 'delivered', 'in_transit', 'pending', 'cancelled'][k % 6]
+        if kind == 'cancelled':
+            ships = [
+                dict(
+                    status='cancelled',
+                    carrier=rng.choice(CARRIERS),
+                    address=addr,
+                    promised=TODAY - timedelta(days=rng.randint(5, 40)),
+                )
+            ]
+        else:
+            ships = [_shipment(rng, kind, addr, days=rng.randint(2, 90), late=rng.choice([0, 0, 0, 1, 3]))]
+        pids = rng.sample([p['id'] for p in products], rng.randint(1, 3))
+        lines = [(pid, rng.choice([1, 1, 1, 2]), 0) for pid in pids]
+        placed = _at(min(TODAY, ships[0]['promised']) - timedelta(days=rng.randint(3, 6)), rng.randint(7, 22))
+        orders.append(order_rows(n, c['id'], lines, ships, placed, _payment(rng)))
+    rows = merge_rows({'customer': customers, 'product': products}, *orders)
+    _seed_history(rows)
     return rows
 
 
@@ -560,7 +569,7 @@ def _own(ctx, customer_id: str, given: str):
     if ctx.customer is not None and customer_id != ctx.customer:
         raise ToolError(f'{given} {OTHERS}')
 
-
+# %% ../../nbs/domains/02_retail.ipynb #c015b
 def _verified_order(ctx, order_id: str, email: str, given: str = None) -> SimpleNamespace:
     """The order, if it is the episode's customer's and `email` is the email on it; a ToolError otherwise, naming the
     order as the agent gave it (`given`, when the agent named another record, e.g. `shipment SH-1`)."""
@@ -599,7 +608,7 @@ def _product(ctx, product_id: str) -> SimpleNamespace:
         raise ToolError(f'product {shown(product_id)} not found')
     return found[0]
 
-
+# %% ../../nbs/domains/02_retail.ipynb #c015c
 def _add(ctx, model, **row):
     """Insert one row of `model` as driver SQL: every column, the model's own default where `row` leaves one out
     (times and dates given as stored text: a table model does not validate)."""
@@ -679,7 +688,7 @@ def _shipment_view(s: dict) -> dict:
         }
     return out
 
-
+# %% ../../nbs/domains/02_retail.ipynb #c017b
 @retail.tool
 def get_order(ctx, order_id: OrderId) -> dict:
     """Look up an order: status, total, items (with item ids and products), shipments (status, address, promised date,
@@ -718,7 +727,7 @@ def get_order(ctx, order_id: OrderId) -> dict:
     }
     return out | {k: v for k, v in extra.items() if v}
 
-
+# %% ../../nbs/domains/02_retail.ipynb #c017c
 @retail.tool
 def find_customer_orders(ctx, email: Email) -> dict:
     "Find a customer by email: their customer id, store credit balance and orders (id, date, status, total, products)."
@@ -796,7 +805,7 @@ def cancel_order(ctx, order_id: OrderId, email: Email) -> dict:
         refunds.append({'refund_id': rid, 'amount_cents': amount, 'to': p.detail})
     return {'order_id': o.id, 'status': 'cancelled', 'refunds': refunds}
 
-
+# %% ../../nbs/domains/02_retail.ipynb #c019b
 @retail.tool
 def change_shipping_address(
     ctx,
@@ -816,7 +825,7 @@ def change_shipping_address(
     ctx.write('UPDATE shipment SET address = ? WHERE id = ?', address, s.id)
     return {'shipment_id': s.id, 'address': address, 'promised_date': s.promised_date}  # stored as ISO text
 
-
+# %% ../../nbs/domains/02_retail.ipynb #c019c
 @retail.tool
 def create_return(
     ctx,
@@ -884,7 +893,7 @@ def create_return(
         'refunded_to': pay.detail if pay else 'store credit',
     }
 
-
+# %% ../../nbs/domains/02_retail.ipynb #c019d
 @retail.tool
 def send_replacement(
     ctx,
@@ -924,7 +933,7 @@ def send_replacement(
     )
     return {'return_id': rt, 'shipment_id': new.id, 'promised_date': new.promised_date.isoformat()}
 
-
+# %% ../../nbs/domains/02_retail.ipynb #c019e
 @retail.tool
 def exchange_item(
     ctx,
@@ -978,7 +987,7 @@ def exchange_item(
     )
     return {'return_id': rt, 'new_item_id': ni, 'shipment_id': ship.id, 'promised_date': ship.promised_date.isoformat()}
 
-
+# %% ../../nbs/domains/02_retail.ipynb #c019f
 @retail.tool
 def issue_goodwill_credit(
     ctx,
@@ -1126,7 +1135,7 @@ def _customer(rng) -> dict:
         'note': '',
     }
 
-
+# %% ../../nbs/domains/02_retail.ipynb #c023b
 @dataclass
 class Shop:
     "One task's situation: a new customer and their order, as `init` rows (plus, sometimes, an older order)."
@@ -1189,7 +1198,7 @@ def make_shop(
         )
     return Shop(c, rows['order'][0], rows['order_item'], rows['shipment'], rows['payment'][0], merge_rows(*parts))
 
-
+# %% ../../nbs/domains/02_retail.ipynb #c023c
 def opening(rng, shop: Shop, hint: str = None) -> tuple:
     "How the customer names the order: (phrase for the query, facts, the expert's lookups). `hint`: a product in it."
     facts = {'email': shop.email}

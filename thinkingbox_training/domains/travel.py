@@ -75,7 +75,7 @@ class RatePeriod(TravelBase, table=True):
     end_date: date  # first night no longer covered
     surcharge_pct: int  # added to every room's base rate on the covered nights
 
-
+# %% ../../nbs/domains/01_travel.ipynb #c005b
 class Booking(TravelBase, table=True):
     __tablename__ = 'booking'
     id: str = Field(primary_key=True)  # BK-10017
@@ -189,6 +189,8 @@ COMPANIES = [
     ('CO-105', 'Litware Consulting', 'litware.example', 30000),
     ('CO-106', 'Adatum Corporation', 'adatum.example', 20000),
 ]
+
+# %% ../../nbs/domains/01_travel.ipynb #c010d
 HOTELS = [
     ('HT-301', 'Hotel Avenida Palace', 'Lisbon', 2, (12900, 15900, 20900, 38900)),
     ('HT-302', 'Spreeblick Hotel', 'Berlin', 3, (11500, 14500, 19500, 36000)),
@@ -199,6 +201,8 @@ HOTELS = [
     ('HT-307', 'The Aldwych', 'London', 5, (17500, 21500, 28500, 56000)),
     ('HT-308', 'Hotel Navigli', 'Milan', 1, (12500, 15500, 20500, 38000)),
 ]
+
+# %% ../../nbs/domains/01_travel.ipynb #c010e
 SEED_PERIODS = [
     ('RP-01', 'HT-303', 'Oktoberfest', date(2026, 9, 19), date(2026, 10, 5), 60),
     ('RP-02', 'HT-301', 'Web Summit', date(2026, 11, 9), date(2026, 11, 14), 80),
@@ -208,6 +212,8 @@ SEED_PERIODS = [
     ('RP-06', 'HT-307', 'New Year', date(2026, 12, 29), date(2027, 1, 2), 70),
     ('RP-07', 'HT-302', 'Berlin Art Week', date(2026, 10, 21), date(2026, 10, 26), 30),
 ]
+
+# %% ../../nbs/domains/01_travel.ipynb #c010b
 FIRST = [
     'Ana',
     'Bruno',
@@ -258,6 +264,8 @@ FIRST = [
     'Viktor',
     'Wanda',
 ]
+
+# %% ../../nbs/domains/01_travel.ipynb #c010c
 LAST = [
     'Almeida',
     'Becker',
@@ -303,23 +311,8 @@ def _iso(d) -> str:
     return d.isoformat()
 
 
-def _build_seed() -> dict:
-    rng = random.Random(20261001)
-    out = {
-        t: []
-        for t in (
-            'company',
-            'traveller',
-            'hotel',
-            'room',
-            'rate_period',
-            'booking',
-            'payment',
-            'refund',
-            'approval_request',
-            'ticket',
-        )
-    }
+def _seed_places(out: dict) -> None:
+    "The companies, hotels, their rooms and rate periods: the seed's fixed tables, drawn from nothing."
     for cid, name, _, cap in COMPANIES:
         out['company'].append(dict(id=cid, name=name, nightly_cap_cents=cap))
     for hid, name, city, days, rates in HOTELS:
@@ -328,6 +321,10 @@ def _build_seed() -> dict:
             out['room'].append(dict(id=f'RM-{hid[3:]}{k}', hotel_id=hid, kind=kind, nightly_rate_cents=rate))
     for pid, hid, name, s, e, pct in SEED_PERIODS:
         out['rate_period'].append(dict(id=pid, hotel_id=hid, name=name, start_date=s, end_date=e, surcharge_pct=pct))
+
+# %% ../../nbs/domains/01_travel.ipynb #c011b
+def _seed_travellers(out: dict, rng) -> None:
+    "Twenty-four travellers over the companies, their managers and loyalty points drawn from `rng`."
     managers = {cid: f'{rng.choice(FIRST).lower()}.{rng.choice(LAST).lower()}@{dom}' for cid, _, dom, _ in COMPANIES}
     names = rng.sample([(f, l) for f in FIRST for l in LAST], 24)
     for i, (f, l) in enumerate(names):
@@ -342,70 +339,79 @@ def _build_seed() -> dict:
                 loyalty_points=rng.randrange(0, 20001, 250),
             )
         )
-    rooms = {r['id']: r for r in out['room']}
-    plan = ['completed'] * 6 + ['checked_in'] * 4 + ['confirmed'] * 16 + ['cancelled'] * 4
-    for i, status in enumerate(plan):
-        bid, pid = f'BK-{10001 + i}', f'PM-{50001 + i}'
-        trav = rng.choice(out['traveller'])
-        room = rooms[rng.choice([r['id'] for r in out['room'] if r['kind'] != 'suite' or rng.random() < 0.3])]
-        nights = rng.randint(1, 5)
-        if status == 'completed':
-            ci = TODAY - timedelta(days=rng.randint(nights + 1, 60))
-        elif status == 'checked_in':
-            ci = TODAY - timedelta(days=rng.randint(0, nights - 1)) if nights > 1 else TODAY
-        else:
-            ci = TODAY + timedelta(days=rng.randint(1, 90))
-        co = ci + timedelta(days=nights)
-        if status == 'checked_in' and co <= TODAY:
-            co = TODAY + timedelta(days=1)
-        periods = [
-            (p['start_date'], p['end_date'], p['surcharge_pct'])
-            for p in out['rate_period']
-            if p['hotel_id'] == room['hotel_id']
-        ]
-        nightly = price_nights(room['nightly_rate_cents'], periods, ci, co)
-        booked_on = min(ci, TODAY) - timedelta(days=rng.randint(3, 40))
-        created = datetime.combine(booked_on, datetime.min.time(), timezone.utc) + timedelta(
-            minutes=rng.randint(420, 1200)
+
+# %% ../../nbs/domains/01_travel.ipynb #c011c
+def _seed_stay(out: dict, rooms: dict, rng, status: str) -> tuple:
+    "One seed booking's draws: its traveller, room, dates, nightly prices, creation time and cancellation fee."
+    trav = rng.choice(out['traveller'])
+    room = rooms[rng.choice([r['id'] for r in out['room'] if r['kind'] != 'suite' or rng.random() < 0.3])]
+    nights = rng.randint(1, 5)
+    if status == 'completed':
+        ci = TODAY - timedelta(days=rng.randint(nights + 1, 60))
+    elif status == 'checked_in':
+        ci = TODAY - timedelta(days=rng.randint(0, nights - 1)) if nights > 1 else TODAY
+    else:
+        ci = TODAY + timedelta(days=rng.randint(1, 90))
+    co = ci + timedelta(days=nights)
+    if status == 'checked_in' and co <= TODAY:
+        co = TODAY + timedelta(days=1)
+    periods = [
+        (p['start_date'], p['end_date'], p['surcharge_pct'])
+        for p in out['rate_period']
+        if p['hotel_id'] == room['hotel_id']
+    ]
+    nightly = price_nights(room['nightly_rate_cents'], periods, ci, co)
+    booked_on = min(ci, TODAY) - timedelta(days=rng.randint(3, 40))
+    created = datetime.combine(booked_on, datetime.min.time(), timezone.utc) + timedelta(minutes=rng.randint(420, 1200))
+    fee = 0
+    if status == 'cancelled':
+        fee = nightly[0] if rng.random() < 0.4 else 0
+    return trav, room, ci, co, nightly, created, fee
+
+
+def _seed_booking(out: dict, rng, i: int, status: str, stay: tuple) -> None:
+    "The rows of seed booking `i`: the booking, its payment, and its refund when it was cancelled."
+    bid, pid = f'BK-{10001 + i}', f'PM-{50001 + i}'
+    trav, room, ci, co, nightly, created, fee = stay
+    out['booking'].append(
+        dict(
+            id=bid,
+            traveller_id=trav['id'],
+            room_id=room['id'],
+            check_in=ci,
+            check_out=co,
+            total_cents=sum(nightly),
+            status=status,
+            cancel_fee_cents=fee,
+            points_used=0,
+            created_at=created,
         )
-        fee = 0
-        if status == 'cancelled':
-            fee = nightly[0] if rng.random() < 0.4 else 0
-        out['booking'].append(
-            dict(
-                id=bid,
-                traveller_id=trav['id'],
-                room_id=room['id'],
-                check_in=ci,
-                check_out=co,
-                total_cents=sum(nightly),
-                status=status,
-                cancel_fee_cents=fee,
-                points_used=0,
-                created_at=created,
-            )
+    )
+    out['payment'].append(
+        dict(
+            id=pid,
+            booking_id=bid,
+            card=f'{rng.choice(CARDS)} {rng.randint(1000, 9999)}',
+            amount_cents=sum(nightly),
+            created_at=created,
         )
-        out['payment'].append(
+    )
+    if status == 'cancelled':
+        out['refund'].append(
             dict(
-                id=pid,
+                id=len(out['refund']) + 1,
                 booking_id=bid,
-                card=f'{rng.choice(CARDS)} {rng.randint(1000, 9999)}',
-                amount_cents=sum(nightly),
-                created_at=created,
+                payment_id=pid,
+                amount_cents=sum(nightly) - fee,
+                kind='cancellation',
+                note='',
+                created_at=created + timedelta(days=1),
             )
         )
-        if status == 'cancelled':
-            out['refund'].append(
-                dict(
-                    id=len(out['refund']) + 1,
-                    booking_id=bid,
-                    payment_id=pid,
-                    amount_cents=sum(nightly) - fee,
-                    kind='cancellation',
-                    note='',
-                    created_at=created + timedelta(days=1),
-                )
-            )
+
+# %% ../../nbs/domains/01_travel.ipynb #c011d
+def _seed_followups(out: dict) -> None:
+    "Approval requests on some upcoming bookings, tickets on some past stays (no draws)."
     upcoming = [b for b in out['booking'] if b['status'] == 'confirmed']
     kinds = ['room_downgrade', 'rate_cap', 'room_downgrade', 'rate_cap', 'room_downgrade']
     statuses = ['pending', 'approved', 'rejected', 'pending', 'approved']
@@ -441,6 +447,32 @@ def _build_seed() -> dict:
                 created_at=CLOCK - timedelta(days=2 * i),
             )
         )
+
+# %% ../../nbs/domains/01_travel.ipynb #c011e
+def _build_seed() -> dict:
+    rng = random.Random(20261001)
+    out = {
+        t: []
+        for t in (
+            'company',
+            'traveller',
+            'hotel',
+            'room',
+            'rate_period',
+            'booking',
+            'payment',
+            'refund',
+            'approval_request',
+            'ticket',
+        )
+    }
+    _seed_places(out)
+    _seed_travellers(out, rng)
+    rooms = {r['id']: r for r in out['room']}
+    plan = ['completed'] * 6 + ['checked_in'] * 4 + ['confirmed'] * 16 + ['cancelled'] * 4
+    for i, status in enumerate(plan):
+        _seed_booking(out, rng, i, status, _seed_stay(out, rooms, rng, status))
+    _seed_followups(out)
     return out
 
 
@@ -526,7 +558,7 @@ def _stay_of(ctx, booking_id) -> SimpleNamespace:
     b.check_in, b.check_out = date.fromisoformat(b.check_in), date.fromisoformat(b.check_out)
     return b
 
-
+# %% ../../nbs/domains/01_travel.ipynb #c019b
 def _room(ctx, room_id: str) -> SimpleNamespace:
     r = ctx.sql('SELECT id, hotel_id, kind, nightly_rate_cents FROM room WHERE id = ?', room_id)
     if not r:
@@ -566,7 +598,7 @@ def _room_at(ctx, b, room_id: str):
         raise ToolError(f"room {room_id} is at hotel {room.hotel_id}, not at booking {b.id}'s hotel {b.hotel_id}")
     return room
 
-
+# %% ../../nbs/domains/01_travel.ipynb #c019c
 def _charges(ctx, booking_id: str) -> list[SimpleNamespace]:
     "The booking's payments, oldest first (`created_at` as stored: ISO text, which sorts as the times do)."
     rows = ctx.sql('SELECT id, card, amount_cents, created_at FROM payment WHERE booking_id = ?', booking_id)
@@ -698,7 +730,7 @@ def _booking_view(ctx, b: SimpleNamespace) -> dict:
     v['tickets'] = ctx.sql('SELECT id AS ticket_id, category, status FROM ticket WHERE booking_id = ?', b.id)
     return v
 
-
+# %% ../../nbs/domains/01_travel.ipynb #c020b
 @travel.tool
 def find_traveller(ctx, email: Annotated[str, PField(description="the traveller's email address")]) -> dict:
     "Find a traveller by email: their id, company and nightly rate cap, loyalty points, and all their bookings."
@@ -733,7 +765,7 @@ def get_booking(ctx, booking_id: BookingId) -> dict:
     the free-cancellation date and the late fee if cancelled now, payments (with ids), approval requests and tickets."""
     return _booking_view(ctx, _stay_of(ctx, booking_id))
 
-
+# %% ../../nbs/domains/01_travel.ipynb #c020c
 @travel.tool
 def list_rooms(ctx, hotel_id: Annotated[str, PField(description='hotel id, e.g. HT-303')]) -> dict:
     "The room types of a hotel with their ids and base nightly rates, and the hotel's upcoming rate periods (surcharges)."  # noqa: E501
@@ -871,7 +903,7 @@ def change_room(ctx, booking_id: BookingId, room_id: RoomId) -> dict:
     _mark_applied(ctx, b.id, room.id, b.check_in, b.check_out)
     return {'booking_id': b.id, 'room_id': room.id, 'room_kind': room.kind, 'total_cents': total, **out}
 
-
+# %% ../../nbs/domains/01_travel.ipynb #c021b
 @travel.tool
 def upgrade_with_points(ctx, booking_id: BookingId, room_id: RoomId) -> dict:
     "Upgrade a confirmed booking to a pricier room type of the same hotel, paid with the traveller's loyalty points; the price stays the same."  # noqa: E501
@@ -898,7 +930,7 @@ def upgrade_with_points(ctx, booking_id: BookingId, room_id: RoomId) -> dict:
         'total_cents': b.total_cents,
     }
 
-
+# %% ../../nbs/domains/01_travel.ipynb #c021d
 @travel.tool
 def request_approval(
     ctx,
@@ -956,7 +988,7 @@ def request_approval(
         'sent_to': b.manager_email,
     }
 
-
+# %% ../../nbs/domains/01_travel.ipynb #c021c
 @travel.tool
 def refund_payment(
     ctx,
@@ -1057,75 +1089,82 @@ class _Draft:
             ),
         )
 
-    def period(self, hotel_id: str, start: date, end: date, pct: int) -> dict:
-        name = (
-            f'{self.rng.choice(["Medical Congress", "Tech Summit", "Trade Fair", "Design Week", "Energy Forum"])} '
-            f'{HOTEL[hotel_id]["city"]}'
-        )
-        return self.add(
-            'rate_period',
-            dict(
-                id=self.id('RP', 4),
-                hotel_id=hotel_id,
-                name=name,
-                start_date=_iso(start),
-                end_date=_iso(end),
-                surcharge_pct=pct,
-            ),
-        )
-
-    def periods(self, hotel_id: str) -> list[tuple]:
-        return [
-            (p['start_date'], p['end_date'], p['surcharge_pct'])
-            for p in SEED['rate_period']
-            if p['hotel_id'] == hotel_id
-        ] + [
-            (date.fromisoformat(p['start_date']), date.fromisoformat(p['end_date']), p['surcharge_pct'])
-            for p in self.init.get('rate_period', [])
-            if p['hotel_id'] == hotel_id
-        ]
-
-    def nightly(self, room_id: str, check_in: date, check_out: date) -> list[int]:
-        room = ROOM[room_id]
-        return price_nights(room['nightly_rate_cents'], self.periods(room['hotel_id']), check_in, check_out)
-
-    def booking(
-        self, trav: dict, room_id: str, check_in: date, check_out: date, status='confirmed', card: str = None
-    ) -> tuple[dict, dict]:
-        "A booking priced at the current rates, paid in full by one card charge."
-        rng, total = self.rng, sum(self.nightly(room_id, check_in, check_out))
-        booked_on = min(check_in, TODAY) - timedelta(days=rng.randint(2, 30))
-        created = datetime.combine(booked_on, datetime.min.time(), timezone.utc) + timedelta(
-            minutes=rng.randint(400, 1300)
-        )
-        b = self.add(
-            'booking',
-            dict(
-                id=self.id('BK'),
-                traveller_id=trav['id'],
-                room_id=room_id,
-                check_in=_iso(check_in),
-                check_out=_iso(check_out),
-                total_cents=total,
-                status=status,
-                cancel_fee_cents=0,
-                points_used=0,
-                created_at=created.isoformat(),
-            ),
-        )
-        p = self.add(
-            'payment',
-            dict(
-                id=self.id('PM'),
-                booking_id=b['id'],
-                card=card or f'{rng.choice(CARDS)} {rng.randint(1000, 9999)}',
-                amount_cents=total,
-                created_at=created.isoformat(),
-            ),
-        )
-        return b, p
+# %% ../../nbs/domains/01_travel.ipynb #c026p
+from fastcore.basics import patch
 
 
+@patch
+def period(self: _Draft, hotel_id: str, start: date, end: date, pct: int) -> dict:
+    name = (
+        f'{self.rng.choice(["Medical Congress", "Tech Summit", "Trade Fair", "Design Week", "Energy Forum"])} '
+        f'{HOTEL[hotel_id]["city"]}'
+    )
+    return self.add(
+        'rate_period',
+        dict(
+            id=self.id('RP', 4),
+            hotel_id=hotel_id,
+            name=name,
+            start_date=_iso(start),
+            end_date=_iso(end),
+            surcharge_pct=pct,
+        ),
+    )
+
+
+@patch
+def periods(self: _Draft, hotel_id: str) -> list[tuple]:
+    return [
+        (p['start_date'], p['end_date'], p['surcharge_pct']) for p in SEED['rate_period'] if p['hotel_id'] == hotel_id
+    ] + [
+        (date.fromisoformat(p['start_date']), date.fromisoformat(p['end_date']), p['surcharge_pct'])
+        for p in self.init.get('rate_period', [])
+        if p['hotel_id'] == hotel_id
+    ]
+
+
+@patch
+def nightly(self: _Draft, room_id: str, check_in: date, check_out: date) -> list[int]:
+    room = ROOM[room_id]
+    return price_nights(room['nightly_rate_cents'], self.periods(room['hotel_id']), check_in, check_out)
+
+# %% ../../nbs/domains/01_travel.ipynb #c026q
+@patch
+def booking(
+    self: _Draft, trav: dict, room_id: str, check_in: date, check_out: date, status='confirmed', card: str = None
+) -> tuple[dict, dict]:
+    "A booking priced at the current rates, paid in full by one card charge."
+    rng, total = self.rng, sum(self.nightly(room_id, check_in, check_out))
+    booked_on = min(check_in, TODAY) - timedelta(days=rng.randint(2, 30))
+    created = datetime.combine(booked_on, datetime.min.time(), timezone.utc) + timedelta(minutes=rng.randint(400, 1300))
+    b = self.add(
+        'booking',
+        dict(
+            id=self.id('BK'),
+            traveller_id=trav['id'],
+            room_id=room_id,
+            check_in=_iso(check_in),
+            check_out=_iso(check_out),
+            total_cents=total,
+            status=status,
+            cancel_fee_cents=0,
+            points_used=0,
+            created_at=created.isoformat(),
+        ),
+    )
+    p = self.add(
+        'payment',
+        dict(
+            id=self.id('PM'),
+            booking_id=b['id'],
+            card=card or f'{rng.choice(CARDS)} {rng.randint(1000, 9999)}',
+            amount_cents=total,
+            created_at=created.isoformat(),
+        ),
+    )
+    return b, p
+
+# %% ../../nbs/domains/01_travel.ipynb #c026d
 def _call(name, **arguments) -> dict:
     return {'name': name, 'arguments': {k: v for k, v in arguments.items() if v is not None}}
 
@@ -1429,7 +1468,7 @@ def _move_text(b, p, new_total, whose='your') -> str:
         return f'the new total is {eur(new_total)}, so {eur(-diff)} is refunded to {whose} {p["card"]}'
     return f'the total stays {eur(new_total)}'
 
-
+# %% ../../nbs/domains/01_travel.ipynb #c041b
 def _make_change_dates(rng, i):
     d, trav, hotel, room, b, p = _change_setup(rng)
     ci, co = _within_cap_stay(d, room['id'], CAP[trav['company_id']], (_d(b['check_in']), _d(b['check_out'])))
@@ -1762,7 +1801,7 @@ def _make_status(rng, i):
         rubric,
     )
 
-
+# %% ../../nbs/domains/01_travel.ipynb #c050b
 def _wrong_status(task):
     b = _args(task, 'get_booking')['booking_id']
     pending = task.init.get('approval_request')
@@ -2043,7 +2082,7 @@ def _make_group(rng, i):
         customer=cid,
     )
 
-
+# %% ../../nbs/domains/01_travel.ipynb #c059b
 def _wrong_group(task):
     ids = [c.arguments['booking_id'] for c in task.golden if c.name == 'get_booking']
     over = _args(task, 'request_approval')
