@@ -152,7 +152,7 @@ def view_data(
     )
 
 # %% ../nbs/17_view.ipynb #v010
-# the page: its style and frame, then the script that fills it (the data JSON, then the header)
+# the page, in four parts (`PAGE` joins them below): its style and frame, then its script's data and helpers
 _PAGE_HEAD = r"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>__TITLE__</title>
 <style>
