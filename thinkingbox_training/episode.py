@@ -232,55 +232,59 @@ class _Batcher:
         else:
             asyncio.ensure_future(self._flush())
 
-    def _decode(self, loop):
-        """In a worker thread, while any request waits or any row is live: admit what waits, step every live row,
-        hand the ended rows' generations to their episodes. It never waits for the event loop: a request joins at
-        the next token step, and an episode goes on the moment its row ends."""
-        dec, taken, settle = self.policy.decoder(), {}, loop.call_soon_threadsafe
-        try:
-            while True:
-                with self.lock:
-                    batch, self.queue = self.queue, []
-                    if not batch and not dec.live:
-                        self.busy = False
-                        return
-                t0 = time.perf_counter()
-                taken.update((id(f), (f, t0 - tq)) for _, f, tq in batch)
-                done = dec.run([r for r, _, _ in batch], [id(f) for _, f, _ in batch])
-                self.stats['model_calls'] += 1
-                self.stats['model_s'] += time.perf_counter() - t0
-                if batch:
-                    self.stats['batch_sizes'].append(len(batch))
-                for tag, g in done:
-                    f, waited = taken.pop(tag)
-                    settle(_settle, f, (g, waited))
-        except Exception as e:  # every request taken into this decode fails; those still queued start a new one
-            for f, _ in taken.values():
-                settle(_settle, f, None, e)
+# %% ../nbs/07_episode.ipynb #c009b
+@patch
+def _decode(self: _Batcher, loop):
+    """In a worker thread, while any request waits or any row is live: admit what waits, step every live row,
+    hand the ended rows' generations to their episodes. It never waits for the event loop: a request joins at
+    the next token step, and an episode goes on the moment its row ends."""
+    dec, taken, settle = self.policy.decoder(), {}, loop.call_soon_threadsafe
+    try:
+        while True:
             with self.lock:
-                self.busy = False
-            settle(self._maybe_flush)
-
-    async def _flush(self):
-        batch, self.queue = self.queue, []
-        t0 = time.perf_counter()
-        try:
-            gens = await self.policy.generate([r for r, _, _ in batch])
-        except Exception as e:
-            for _, f, _ in batch:
-                if not f.done():
-                    f.set_exception(e)
-        else:
-            for (_, f, tq), g in zip(batch, gens):
-                if not f.done():
-                    f.set_result((g, t0 - tq))
-        finally:
+                batch, self.queue = self.queue, []
+                if not batch and not dec.live:
+                    self.busy = False
+                    return
+            t0 = time.perf_counter()
+            taken.update((id(f), (f, t0 - tq)) for _, f, tq in batch)
+            done = dec.run([r for r, _, _ in batch], [id(f) for _, f, _ in batch])
             self.stats['model_calls'] += 1
             self.stats['model_s'] += time.perf_counter() - t0
-            self.stats['batch_sizes'].append(len(batch))
-            with self.lock:
-                self.busy = False
-            self._maybe_flush()
+            if batch:
+                self.stats['batch_sizes'].append(len(batch))
+            for tag, g in done:
+                f, waited = taken.pop(tag)
+                settle(_settle, f, (g, waited))
+    except Exception as e:  # every request taken into this decode fails; those still queued start a new one
+        for f, _ in taken.values():
+            settle(_settle, f, None, e)
+        with self.lock:
+            self.busy = False
+        settle(self._maybe_flush)
+
+
+@patch
+async def _flush(self: _Batcher):
+    batch, self.queue = self.queue, []
+    t0 = time.perf_counter()
+    try:
+        gens = await self.policy.generate([r for r, _, _ in batch])
+    except Exception as e:
+        for _, f, _ in batch:
+            if not f.done():
+                f.set_exception(e)
+    else:
+        for (_, f, tq), g in zip(batch, gens):
+            if not f.done():
+                f.set_result((g, t0 - tq))
+    finally:
+        self.stats['model_calls'] += 1
+        self.stats['model_s'] += time.perf_counter() - t0
+        self.stats['batch_sizes'].append(len(batch))
+        with self.lock:
+            self.busy = False
+        self._maybe_flush()
 
 # %% ../nbs/07_episode.ipynb #c010
 class _Live:
