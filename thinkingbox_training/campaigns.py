@@ -303,7 +303,7 @@ def make_judge(
 
 TRAINING_SEED = 42  # the seed training takes when a recipe states none (transformers' TrainingArguments)
 
-
+# %% ../nbs/08_campaigns.ipynb #c004b2
 @dataclass(frozen=True)
 class RunSpec:
     "How a run's episodes run: parsed once, handed whole to probing, evaluation, training, the study and the main job."
