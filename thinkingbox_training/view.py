@@ -76,7 +76,7 @@ def unpack(s: str):
     "The inverse of `_pack` (what the page does with the browser's DecompressionStream)."
     return json.loads(gzip.decompress(base64.b64decode(s)))
 
-
+# %% ../nbs/17_view.ipynb #v007b
 def view_data(
     campaigns: list,  # campaign directories: one, or two of the same tasks (e.g. base and trained)
 ) -> dict:
