@@ -4,6 +4,7 @@
 
 # %% ../nbs/08_campaigns.ipynb #c002
 from __future__ import annotations
+from fastcore.basics import patch
 import collections, errno, hashlib, inspect, json, os, sqlite3, stat, sys, time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -95,7 +96,7 @@ def _writable(path: Path) -> bool:
     "Whether `path` (or, not there yet, its folder) can be written: a read-only mount says no even to root."
     return os.access(path if path.exists() else path.parent, os.W_OK) and os.access(path.parent, os.W_OK)
 
-
+# %% ../nbs/08_campaigns.ipynb #c004s2
 class AttemptStore:
     "A crash-proof store of attempt records: SQLite, WAL, synchronous=FULL, keyed by (campaign, task uid, repetition)."
 
@@ -173,99 +174,114 @@ class AttemptStore:
             'salvages what is still readable)'
         )
 
-    def _setup(self):
-        self.db.execute('PRAGMA journal_mode=WAL')
-        self.db.execute('PRAGMA synchronous=FULL')
-        self.db.executescript("""
-          CREATE TABLE IF NOT EXISTS attempts (campaign TEXT, task_uid TEXT, repetition INTEGER, status TEXT,
-            reward INTEGER, invocation INTEGER, record TEXT, PRIMARY KEY (campaign, task_uid, repetition));
-          CREATE TABLE IF NOT EXISTS invocations (id INTEGER PRIMARY KEY AUTOINCREMENT, campaign TEXT, started REAL,
-            argv TEXT, executed INTEGER DEFAULT 0, finished REAL);""")
+# %% ../nbs/08_campaigns.ipynb #c004s4
+@patch
+def _setup(self: AttemptStore):
+    self.db.execute('PRAGMA journal_mode=WAL')
+    self.db.execute('PRAGMA synchronous=FULL')
+    self.db.executescript("""
+      CREATE TABLE IF NOT EXISTS attempts (campaign TEXT, task_uid TEXT, repetition INTEGER, status TEXT,
+        reward INTEGER, invocation INTEGER, record TEXT, PRIMARY KEY (campaign, task_uid, repetition));
+      CREATE TABLE IF NOT EXISTS invocations (id INTEGER PRIMARY KEY AUTOINCREMENT, campaign TEXT, started REAL,
+        argv TEXT, executed INTEGER DEFAULT 0, finished REAL);""")
 
-    def begin(self, campaign: str, argv: list = None) -> int:
-        "Record a new invocation of `campaign`; its id."
-        cur = self.db.execute(
-            'INSERT INTO invocations (campaign, started, argv) VALUES (?, ?, ?)',
-            (campaign, time.time(), json.dumps(argv or sys.argv)),
+
+@patch
+def begin(self: AttemptStore, campaign: str, argv: list = None) -> int:
+    "Record a new invocation of `campaign`; its id."
+    cur = self.db.execute(
+        'INSERT INTO invocations (campaign, started, argv) VALUES (?, ?, ?)',
+        (campaign, time.time(), json.dumps(argv or sys.argv)),
+    )
+    return cur.lastrowid
+
+
+@patch
+def put(self: AttemptStore, rec: AttemptRecord, invocation: int):
+    "Store one attempt and count it for `invocation`, in one transaction. A clean attempt is never overwritten."
+    self.db.execute('BEGIN IMMEDIATE')  # the check and the write in one transaction: no other writer between them
+    try:
+        row = self.db.execute(
+            'SELECT status FROM attempts WHERE campaign=? AND task_uid=? AND repetition=?',
+            (rec.campaign, rec.task_uid, rec.repetition),
+        ).fetchone()
+        if row and row[0] != 'system_error':
+            raise ValueError(
+                f'attempt {rec.task_uid}#{rec.repetition} of campaign {rec.campaign!r} is already stored ({row[0]})'
+            )
+        self.db.execute(
+            'INSERT OR REPLACE INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?)',
+            (rec.campaign, rec.task_uid, rec.repetition, rec.status, rec.reward, invocation, rec.model_dump_json()),
         )
-        return cur.lastrowid
-
-    def put(self, rec: AttemptRecord, invocation: int):
-        "Store one attempt and count it for `invocation`, in one transaction. A clean attempt is never overwritten."
-        self.db.execute('BEGIN IMMEDIATE')  # the check and the write in one transaction: no other writer between them
+        self.db.execute('UPDATE invocations SET executed = executed + 1 WHERE id = ?', (invocation,))
+        self.db.execute('COMMIT')
+    except BaseException:
         try:
-            row = self.db.execute(
-                'SELECT status FROM attempts WHERE campaign=? AND task_uid=? AND repetition=?',
-                (rec.campaign, rec.task_uid, rec.repetition),
-            ).fetchone()
-            if row and row[0] != 'system_error':
-                raise ValueError(
-                    f'attempt {rec.task_uid}#{rec.repetition} of campaign {rec.campaign!r} is already stored ({row[0]})'
-                )
-            self.db.execute(
-                'INSERT OR REPLACE INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?)',
-                (rec.campaign, rec.task_uid, rec.repetition, rec.status, rec.reward, invocation, rec.model_dump_json()),
-            )
-            self.db.execute('UPDATE invocations SET executed = executed + 1 WHERE id = ?', (invocation,))
-            self.db.execute('COMMIT')
-        except BaseException:
-            try:
-                self.db.execute('ROLLBACK')
-            except sqlite3.Error:
-                pass  # a failed COMMIT (a full disk) may have ended the transaction already
-            raise
+            self.db.execute('ROLLBACK')
+        except sqlite3.Error:
+            pass  # a failed COMMIT (a full disk) may have ended the transaction already
+        raise
 
-    def finish(self, invocation: int):
-        self.db.execute('UPDATE invocations SET finished = ? WHERE id = ?', (time.time(), invocation))
 
-    def records(self, campaign: str) -> list[dict]:
-        "Every stored attempt of `campaign`, by task uid and repetition; `CampaignError` naming one that is damaged."
-        out = []
+@patch
+def finish(self: AttemptStore, invocation: int):
+    self.db.execute('UPDATE invocations SET finished = ? WHERE id = ?', (time.time(), invocation))
+
+# %% ../nbs/08_campaigns.ipynb #c004s6
+@patch
+def records(self: AttemptStore, campaign: str) -> list[dict]:
+    "Every stored attempt of `campaign`, by task uid and repetition; `CampaignError` naming one that is damaged."
+    out = []
+    try:
+        rows = self.db.execute(
+            'SELECT task_uid, repetition, status, record FROM attempts WHERE campaign=? ORDER BY task_uid, repetition',
+            (campaign,),
+        ).fetchall()
+    except sqlite3.DatabaseError as e:
+        raise self._damaged(e) from None
+    for uid, rep, status, rec in rows:
         try:
-            rows = self.db.execute(
-                'SELECT task_uid, repetition, status, record FROM attempts WHERE campaign=? '
-                'ORDER BY task_uid, repetition',
-                (campaign,),
-            ).fetchall()
-        except sqlite3.DatabaseError as e:
-            raise self._damaged(e) from None
-        for uid, rep, status, rec in rows:
-            try:
-                d = json.loads(rec)
-            except (TypeError, ValueError):
-                d = None
-            key = (d.get('task_uid'), d.get('repetition'), d.get('status')) if isinstance(d, dict) else None
-            if key != (uid, rep, status):
-                raise CampaignError(
-                    f'{self.path}: the stored record of attempt {uid}#{rep} of campaign {campaign!r} is damaged '
-                    f'({str(rec)[:80]!r}); it was left as it is. To run that attempt again, delete its row: '
-                    f'sqlite3 {self.path} '
-                    f"\"DELETE FROM attempts WHERE campaign='{campaign}' AND task_uid='{uid}' AND repetition={rep}\""
-                )
-            out.append(d)
-        return out
-
-    def keys(self, campaign: str, clean: bool = True) -> set:
-        "Keys of the clean (or, with clean=False, the system-error) attempts."
-        op = '!=' if clean else '='
-        return {
-            (u, r)
-            for u, r in self.db.execute(
-                f"SELECT task_uid, repetition FROM attempts WHERE campaign=? AND status {op} 'system_error'",
-                (campaign,),
+            d = json.loads(rec)
+        except (TypeError, ValueError):
+            d = None
+        key = (d.get('task_uid'), d.get('repetition'), d.get('status')) if isinstance(d, dict) else None
+        if key != (uid, rep, status):
+            raise CampaignError(
+                f'{self.path}: the stored record of attempt {uid}#{rep} of campaign {campaign!r} is damaged '
+                f'({str(rec)[:80]!r}); it was left as it is. To run that attempt again, delete its row: '
+                f'sqlite3 {self.path} '
+                f"\"DELETE FROM attempts WHERE campaign='{campaign}' AND task_uid='{uid}' AND repetition={rep}\""
             )
-        }
+        out.append(d)
+    return out
 
-    def invocations(self, campaign: str) -> list[dict]:
-        return [
-            dict(id=i, executed=e, finished=f is not None)
-            for i, e, f in self.db.execute(
-                'SELECT id, executed, finished FROM invocations WHERE campaign=? ORDER BY id', (campaign,)
-            )
-        ]
 
-    def close(self):
-        self.db.close()
+@patch
+def keys(self: AttemptStore, campaign: str, clean: bool = True) -> set:
+    "Keys of the clean (or, with clean=False, the system-error) attempts."
+    op = '!=' if clean else '='
+    return {
+        (u, r)
+        for u, r in self.db.execute(
+            f"SELECT task_uid, repetition FROM attempts WHERE campaign=? AND status {op} 'system_error'",
+            (campaign,),
+        )
+    }
+
+
+@patch
+def invocations(self: AttemptStore, campaign: str) -> list[dict]:
+    return [
+        dict(id=i, executed=e, finished=f is not None)
+        for i, e, f in self.db.execute(
+            'SELECT id, executed, finished FROM invocations WHERE campaign=? ORDER BY id', (campaign,)
+        )
+    ]
+
+
+@patch
+def close(self: AttemptStore):
+    self.db.close()
 
 # %% ../nbs/08_campaigns.ipynb #c004b
 def make_judge(
@@ -287,7 +303,7 @@ def make_judge(
 
 TRAINING_SEED = 42  # the seed training takes when a recipe states none (transformers' TrainingArguments)
 
-
+# %% ../nbs/08_campaigns.ipynb #c004b2
 @dataclass(frozen=True)
 class RunSpec:
     "How a run's episodes run: parsed once, handed whole to probing, evaluation, training, the study and the main job."
@@ -412,7 +428,7 @@ class CampaignLock:
     def __exit__(self, *exc):
         self.f.close()
 
-
+# %% ../nbs/08_campaigns.ipynb #c006s2
 def _tasks_sha(tasks: list) -> str:
     "The hash of the tasks' content as they run (init, golden calls, checks, budgets, user, ...)."
     h = hashlib.sha256()
@@ -473,7 +489,7 @@ def refuse_defective(tasks: list):
     except DefectiveTask as e:
         raise CampaignError(str(e)) from None
 
-
+# %% ../nbs/08_campaigns.ipynb #c006s4
 def run_campaign(
     out: str | Path,  # the campaign directory (created, or resumed)
     tasks: list,  # the tasks
@@ -541,7 +557,7 @@ def run_campaign(
             ) from None
         raise
 
-
+# %% ../nbs/08_campaigns.ipynb #c006s6
 def _is_recipe(x, method: str) -> bool:
     "Whether `x` makes the thing (a class or a function called with no argument) rather than being it (has `method`)."
     return callable(x) and (isinstance(x, type) or not hasattr(x, method))
@@ -579,7 +595,58 @@ def _run_rounds(
         runner.run_sync(todo, on_done=store_it)
         rounds += 1
 
+# %% ../nbs/08_campaigns.ipynb #c006s8
+def _campaign_meta(name, pol, k, user, sampling, grader, runner_kw, tasks, task_files, budgets) -> dict:
+    "What campaign.json records of a run: what it runs, with which settings, and the hashes a resumed run must match."
+    meta = {
+        'campaign': name,
+        'policy': pol.policy_id,
+        'k': k,
+        'user': user,
+        'sampling': vars(sampling),
+        'judge': _judge_name(grader),
+        'tool_timeout_s': runner_kw.get(
+            'tool_timeout_s', inspect.signature(EpisodeRunner).parameters['tool_timeout_s'].default
+        ),
+        'tasks': [t.uid for t in tasks],
+        'tasks_sha256': _tasks_sha(tasks),
+        'task_files_sha256': _sha(task_files) if task_files else None,
+    }
+    meta['budgets'] = budgets_record(tasks, sampling.max_tokens, 'tasks' if budgets is None else 'run')
+    return meta
 
+
+def _open_campaign_store(out: Path, name: str, meta: dict, tasks: list, lost_store: str, adopt: bool) -> AttemptStore:
+    """The campaign's store, checked before anything runs: a resumed run against its campaign.json (a renamed
+    directory adopted if asked), an export without its store as `lost_store` says, damaged records, defective tasks;
+    campaign.json written for a new campaign."""
+    mpath = out / 'campaign.json'
+    lost = _lost_store(out, lost_store)  # an export without its store: refused unless told what to do
+    if mpath.exists():
+        old = read_meta(out)
+        if adopt and old['campaign'] != name:
+            old = _adopt(out, old, name)
+        _resume_check(out, old, meta)
+    if lost == 'regenerate':
+        print(
+            f'({out}: no attempts.sqlite beside its export: every attempt runs again, and the export is replaced '
+            'when the run ends)',
+            file=sys.stderr,
+        )
+    store = AttemptStore(out / 'attempts.sqlite')  # refuses a damaged store before anything is written
+    try:
+        if lost == 'rebuild':
+            _rebuild_store(out, store, name)
+        store.records(name)  # and a damaged record
+        refuse_defective(tasks)
+    except BaseException:
+        store.close()
+        raise
+    if not mpath.exists():
+        _write_json(mpath, meta)
+    return store
+
+# %% ../nbs/08_campaigns.ipynb #c006s10
 def _run_locked(
     out: Path,
     tasks: list,
@@ -611,45 +678,8 @@ def _run_locked(
         check_judge(tasks, grader.judge)  # a rubric item its judge cannot read: refused before anything is written
     except ValueError as e:
         raise CampaignError(str(e)) from None
-    meta = {
-        'campaign': name,
-        'policy': pol.policy_id,
-        'k': k,
-        'user': user,
-        'sampling': vars(sampling),
-        'judge': _judge_name(grader),
-        'tool_timeout_s': runner_kw.get(
-            'tool_timeout_s', inspect.signature(EpisodeRunner).parameters['tool_timeout_s'].default
-        ),
-        'tasks': [t.uid for t in tasks],
-        'tasks_sha256': _tasks_sha(tasks),
-        'task_files_sha256': _sha(task_files) if task_files else None,
-    }
-    meta['budgets'] = budgets_record(tasks, sampling.max_tokens, 'tasks' if budgets is None else 'run')
-    mpath = out / 'campaign.json'
-    lost = _lost_store(out, lost_store)  # an export without its store: refused unless told what to do
-    if mpath.exists():
-        old = read_meta(out)
-        if adopt and old['campaign'] != name:
-            old = _adopt(out, old, name)
-        _resume_check(out, old, meta)
-    if lost == 'regenerate':
-        print(
-            f'({out}: no attempts.sqlite beside its export: every attempt runs again, and the export is replaced '
-            'when the run ends)',
-            file=sys.stderr,
-        )
-    store = AttemptStore(out / 'attempts.sqlite')  # refuses a damaged store before anything is written
-    try:
-        if lost == 'rebuild':
-            _rebuild_store(out, store, name)
-        store.records(name)  # and a damaged record
-        refuse_defective(tasks)
-    except BaseException:
-        store.close()
-        raise
-    if not mpath.exists():
-        _write_json(mpath, meta)
+    meta = _campaign_meta(name, pol, k, user, sampling, grader, runner_kw, tasks, task_files, budgets)
+    store = _open_campaign_store(out, name, meta, tasks, lost_store, adopt)
     inv = store.begin(name)
     jobs = [(t, r) for t in tasks for r in range(k)]
     try:
@@ -701,7 +731,7 @@ def _run_locked(
         'stats': stats,
     }
 
-
+# %% ../nbs/08_campaigns.ipynb #c006s12
 def _adopt(out: Path, old: dict, name: str) -> dict:
     """A renamed campaign directory taken under its new name: its stored attempts and invocations relabelled in one
     transaction, then campaign.json; the export follows when the run ends. Run again after a crash, it completes."""
@@ -758,7 +788,7 @@ def _export_records(out: Path) -> list[dict]:
             f'attempts.sqlite it came from, beside {out / "campaign.json"}'
         ) from None
 
-
+# %% ../nbs/08_campaigns.ipynb #c006s14
 LOST_STORE = ('refuse', 'rebuild', 'regenerate')
 
 
@@ -807,7 +837,7 @@ def _rebuild_store(out: Path, store: AttemptStore, name: str):
         file=sys.stderr,
     )
 
-
+# %% ../nbs/08_campaigns.ipynb #c006s16
 def campaign_records(out: str | Path) -> list[dict]:
     "The stored attempt records of the campaign in `out` (from its store, read-only, else its export)."
     out, meta = Path(out), read_meta(out)
@@ -894,7 +924,7 @@ def _shard_setup(policy, grader, sampling, user, concurrency, error_retries, run
         ) from None
     return setup
 
-
+# %% ../nbs/08_campaigns.ipynb #c010s2
 class _Shards:
     "Shards 1..n-1 of a campaign: spawned workers, each making its own policy and running the share it is sent."
 
@@ -963,7 +993,7 @@ class _Shards:
         for c in self.conns:
             c.close()
 
-
+# %% ../nbs/08_campaigns.ipynb #c010s4
 def _shard_main(i: int, conn, lock_fd: int, setup: dict):
     "One shard: make the policy and grader, check they are the campaign's, run the share of attempts it is sent."
     import threading, traceback
@@ -1105,7 +1135,7 @@ def recipe_budgets(path: str) -> tuple:
         temperature=samp.temperature, top_p=samp.top_p, top_k=samp.top_k, judge_max_tokens=s.judge_max_tokens
     )
 
-
+# %% ../nbs/08_campaigns.ipynb #c012s2
 @command(pos=[])
 def evaluate(
     tasks: str = None,  # task files (JSON Lines), comma-separated (required)
@@ -1172,7 +1202,7 @@ def evaluate(
         print(f'  {n} x system error: {kind}', file=sys.stderr)
     return 1 if r['system_errors_left'] else 0
 
-
+# %% ../nbs/08_campaigns.ipynb #c012s4
 @command(pos=[])
 def probe(
     tasks: str = None,  # task files (JSON Lines), comma-separated; the train split is probed (required)
@@ -1233,7 +1263,7 @@ def ended_by_cap(records: list) -> dict:
     counts = {e: sum(r.get('termination') == e for r in records) for e in CAP_ENDS}
     return {e: n for e, n in counts.items() if n}
 
-
+# %% ../nbs/08_campaigns.ipynb #c012s6
 @command(pos=['out'])
 def aggregate(
     out: str,  # a campaign directory
@@ -1293,7 +1323,7 @@ def aggregate(
             )
     return 0
 
-
+# %% ../nbs/08_campaigns.ipynb #c012s8
 @command(pos=['base', 'trained'])
 def compare(
     base: str,  # the base policy's campaign directory
@@ -1385,7 +1415,7 @@ def show_attempt(
         out.append('  (a record keeps the first 20 reasons)')
     return '\n'.join(out)
 
-
+# %% ../nbs/08_campaigns.ipynb #c021s2
 def pick_attempt(
     records: list,  # a campaign's attempt records
     task: str = None,  # a task uid; None: the first task with a failed attempt

@@ -204,7 +204,7 @@ class Selection:
             'reasons': dict(sorted(reasons.items())),
         }
 
-
+# %% ../nbs/09_difficulty.ipynb #c024b
 def select_pool(
     probes: list,  # attempt records of the base policy's probing campaign
     config: SelectionConfig = None,  # band edges and selection rules (default: the method's)
@@ -392,7 +392,7 @@ def _save(fig, path):
     fig.savefig(buf, format='png', bbox_inches='tight')
     return atomic_write(path, buf.getvalue())
 
-
+# %% ../nbs/09_difficulty.ipynb #c033b
 def plot_posteriors(
     sel: Selection,  # a selection
     path: str | Path,  # the image file to write
@@ -443,7 +443,7 @@ def plot_band_counts(
     ax.tick_params(axis='x', labelsize=8)
     return _save(fig, path)
 
-
+# %% ../nbs/09_difficulty.ipynb #c033c
 def plot_useful_groups(
     sel: Selection,  # a selection
     path: str | Path,  # the image file to write

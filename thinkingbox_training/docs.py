@@ -115,7 +115,7 @@ FILE_WORKER = r"""
 })();
 """  # javascripts/iframe-worker.js of the site (mkdocs.yml's `extra.polyfills`)
 
-
+# %% ../nbs/18_docs.ipynb #d009b
 def stage_notebook(
     nb: dict,  # a notebook as committed, its outputs kept
     **kw,  # `relink`'s

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio, threading, time
 from dataclasses import dataclass
 from typing import Literal
+from fastcore.basics import patch
 from pydantic import BaseModel, Field
 from .interpret import ParseError, TokenTrajectory, parse_assistant
 from .tasks import Task, get_domain
@@ -231,55 +232,59 @@ class _Batcher:
         else:
             asyncio.ensure_future(self._flush())
 
-    def _decode(self, loop):
-        """In a worker thread, while any request waits or any row is live: admit what waits, step every live row,
-        hand the ended rows' generations to their episodes. It never waits for the event loop: a request joins at
-        the next token step, and an episode goes on the moment its row ends."""
-        dec, taken, settle = self.policy.decoder(), {}, loop.call_soon_threadsafe
-        try:
-            while True:
-                with self.lock:
-                    batch, self.queue = self.queue, []
-                    if not batch and not dec.live:
-                        self.busy = False
-                        return
-                t0 = time.perf_counter()
-                taken.update((id(f), (f, t0 - tq)) for _, f, tq in batch)
-                done = dec.run([r for r, _, _ in batch], [id(f) for _, f, _ in batch])
-                self.stats['model_calls'] += 1
-                self.stats['model_s'] += time.perf_counter() - t0
-                if batch:
-                    self.stats['batch_sizes'].append(len(batch))
-                for tag, g in done:
-                    f, waited = taken.pop(tag)
-                    settle(_settle, f, (g, waited))
-        except Exception as e:  # every request taken into this decode fails; those still queued start a new one
-            for f, _ in taken.values():
-                settle(_settle, f, None, e)
+# %% ../nbs/07_episode.ipynb #c009b
+@patch
+def _decode(self: _Batcher, loop):
+    """In a worker thread, while any request waits or any row is live: admit what waits, step every live row,
+    hand the ended rows' generations to their episodes. It never waits for the event loop: a request joins at
+    the next token step, and an episode goes on the moment its row ends."""
+    dec, taken, settle = self.policy.decoder(), {}, loop.call_soon_threadsafe
+    try:
+        while True:
             with self.lock:
-                self.busy = False
-            settle(self._maybe_flush)
-
-    async def _flush(self):
-        batch, self.queue = self.queue, []
-        t0 = time.perf_counter()
-        try:
-            gens = await self.policy.generate([r for r, _, _ in batch])
-        except Exception as e:
-            for _, f, _ in batch:
-                if not f.done():
-                    f.set_exception(e)
-        else:
-            for (_, f, tq), g in zip(batch, gens):
-                if not f.done():
-                    f.set_result((g, t0 - tq))
-        finally:
+                batch, self.queue = self.queue, []
+                if not batch and not dec.live:
+                    self.busy = False
+                    return
+            t0 = time.perf_counter()
+            taken.update((id(f), (f, t0 - tq)) for _, f, tq in batch)
+            done = dec.run([r for r, _, _ in batch], [id(f) for _, f, _ in batch])
             self.stats['model_calls'] += 1
             self.stats['model_s'] += time.perf_counter() - t0
-            self.stats['batch_sizes'].append(len(batch))
-            with self.lock:
-                self.busy = False
-            self._maybe_flush()
+            if batch:
+                self.stats['batch_sizes'].append(len(batch))
+            for tag, g in done:
+                f, waited = taken.pop(tag)
+                settle(_settle, f, (g, waited))
+    except Exception as e:  # every request taken into this decode fails; those still queued start a new one
+        for f, _ in taken.values():
+            settle(_settle, f, None, e)
+        with self.lock:
+            self.busy = False
+        settle(self._maybe_flush)
+
+
+@patch
+async def _flush(self: _Batcher):
+    batch, self.queue = self.queue, []
+    t0 = time.perf_counter()
+    try:
+        gens = await self.policy.generate([r for r, _, _ in batch])
+    except Exception as e:
+        for _, f, _ in batch:
+            if not f.done():
+                f.set_exception(e)
+    else:
+        for (_, f, tq), g in zip(batch, gens):
+            if not f.done():
+                f.set_result((g, t0 - tq))
+    finally:
+        self.stats['model_calls'] += 1
+        self.stats['model_s'] += time.perf_counter() - t0
+        self.stats['batch_sizes'].append(len(batch))
+        with self.lock:
+            self.busy = False
+        self._maybe_flush()
 
 # %% ../nbs/07_episode.ipynb #c010
 class _Live:
@@ -383,210 +388,224 @@ class EpisodeRunner:
             )
         return not ep.ended
 
-    def _request(self, ep: _Live) -> GenRequest:
-        lim = ep.task.limits
-        mt = min(lim.max_tokens_per_turn, self.sampling.max_tokens)
-        if ep.tt is not None:
-            mt = max(1, min(mt, lim.max_episode_tokens - ep.tokens()))
-        return GenRequest(
-            messages=ep.tr.messages,
-            tools=ep.tr.tools,
-            task=ep.task,
-            repetition=ep.rep,
-            turn=ep.tr.turns,
-            seed=(ep.seed + ep.tr.turns) % 2**63,
-            max_tokens=mt,
-            prompt_ids=ep.tt.ids if ep.tt else None,
-            key=id(ep),
-            chat=ep.protocol.chat(ep.task, self.sampling, mt),
-        )
+# %% ../nbs/07_episode.ipynb #c011b
+@patch
+def _request(self: EpisodeRunner, ep: _Live) -> GenRequest:
+    lim = ep.task.limits
+    mt = min(lim.max_tokens_per_turn, self.sampling.max_tokens)
+    if ep.tt is not None:
+        mt = max(1, min(mt, lim.max_episode_tokens - ep.tokens()))
+    return GenRequest(
+        messages=ep.tr.messages,
+        tools=ep.tr.tools,
+        task=ep.task,
+        repetition=ep.rep,
+        turn=ep.tr.turns,
+        seed=(ep.seed + ep.tr.turns) % 2**63,
+        max_tokens=mt,
+        prompt_ids=ep.tt.ids if ep.tt else None,
+        key=id(ep),
+        chat=ep.protocol.chat(ep.task, self.sampling, mt),
+    )
 
-    async def _act(self, ep: _Live, g) -> bool:
-        "Apply one generation; True if the user must reply next."
-        ep.tr.usage['agent'].add(g.usage)
-        ep.tr.turns += 1
-        if ep.tt is not None:
-            ids = g.token_ids if g.token_ids is not None else self.fmt.encode(g.text)
-            ep.tt.add_sampled(ids, g.logprobs)
-        turn = parse_assistant(g.text, ep.ts.parse_schemas(ep.call_schemas or ep.tr.tools))
-        _refuse_unsendable(turn)
-        ep.tr.messages.append(turn.message)
-        if g.finish == 'length':
-            ep.end('token_limit')
-            return False
-        if not (turn.tool_calls or turn.errors):
-            if ep.protocol.agent_done(turn.message):
-                ep.end('agent_done')
-                return False
-            return True
-        if any(c.name in ep.protocol.end_turn_tools for c in turn.tool_calls):
-            ep.end('end_turn_tool')
-            return False
-        obs, t0 = [], time.perf_counter()
-        for call in turn.tool_calls:
-            r = await ep.ts.call(call.name, call.arguments)
-            ep.tr.tool_calls += 1
-            if r.system_error:
-                ep.end('system_error', r.system_error)
-                return False
-            # domain code raised on the agent's input: a failed call, counted per tool
-            if getattr(r, 'agent_exception', None):
-                ep.tr.agent_exceptions[call.name] = ep.tr.agent_exceptions.get(call.name, 0) + 1
-            obs.append(r.message())
-        self.stats['tool_s'] += time.perf_counter() - t0
-        ep.tr.malformed_calls += len(turn.errors)
-        obs += [e.as_tool_message() for e in turn.errors]
-        ep.tr.messages += obs
-        if ep.tt is not None:
-            ep.tt.add_observation(obs)
+
+@patch
+async def _act(self: EpisodeRunner, ep: _Live, g) -> bool:
+    "Apply one generation; True if the user must reply next."
+    ep.tr.usage['agent'].add(g.usage)
+    ep.tr.turns += 1
+    if ep.tt is not None:
+        ids = g.token_ids if g.token_ids is not None else self.fmt.encode(g.text)
+        ep.tt.add_sampled(ids, g.logprobs)
+    turn = parse_assistant(g.text, ep.ts.parse_schemas(ep.call_schemas or ep.tr.tools))
+    _refuse_unsendable(turn)
+    ep.tr.messages.append(turn.message)
+    if g.finish == 'length':
+        ep.end('token_limit')
         return False
+    if not (turn.tool_calls or turn.errors):
+        if ep.protocol.agent_done(turn.message):
+            ep.end('agent_done')
+            return False
+        return True
+    if any(c.name in ep.protocol.end_turn_tools for c in turn.tool_calls):
+        ep.end('end_turn_tool')
+        return False
+    obs, t0 = [], time.perf_counter()
+    for call in turn.tool_calls:
+        r = await ep.ts.call(call.name, call.arguments)
+        ep.tr.tool_calls += 1
+        if r.system_error:
+            ep.end('system_error', r.system_error)
+            return False
+        # domain code raised on the agent's input: a failed call, counted per tool
+        if getattr(r, 'agent_exception', None):
+            ep.tr.agent_exceptions[call.name] = ep.tr.agent_exceptions.get(call.name, 0) + 1
+        obs.append(r.message())
+    self.stats['tool_s'] += time.perf_counter() - t0
+    ep.tr.malformed_calls += len(turn.errors)
+    obs += [e.as_tool_message() for e in turn.errors]
+    ep.tr.messages += obs
+    if ep.tt is not None:
+        ep.tt.add_observation(obs)
+    return False
 
-    async def _reply(self, ep: _Live):
-        p = ep.protocol
-        if not p.has_user(ep.task):
-            ep.end('no_user')
-            return
-        if p.max_user_turns is not None and ep.user_turns >= p.max_user_turns:
-            ep.end('max_user_turns')
-            return
-        ep.user_turns += 1
+# %% ../nbs/07_episode.ipynb #c011c
+@patch
+async def _reply(self: EpisodeRunner, ep: _Live):
+    p = ep.protocol
+    if not p.has_user(ep.task):
+        ep.end('no_user')
+        return
+    if p.max_user_turns is not None and ep.user_turns >= p.max_user_turns:
+        ep.end('max_user_turns')
+        return
+    ep.user_turns += 1
+    t0 = time.perf_counter()
+    try:
+        ut = await ep.user.reply(p.user_view(ep.tr.messages))
+    except UserEndpointError as e:
+        ep.end('system_error', str(e))
+        return
+    finally:
+        self.stats['user_s'] += time.perf_counter() - t0
+    ep.tr.usage['user'].add(ut.usage)
+    if ut.stop:
+        ep.end(ut.reason)
+        return
+    msg = {'role': 'user', 'content': ut.text}
+    ep.tr.messages.append(msg)
+    if ep.tt is not None:
+        ep.tt.add_observation([msg])
+
+
+@patch
+async def _episode(self: EpisodeRunner, task: Task, rep: int, batcher: _Batcher) -> Episode:
+    ep = _Live(task, rep, self.sampling.attempt_seed(task.uid, rep))
+    tr, v = ep.tr, None
+    dom = get_domain(task.domain)
+    ep.protocol = p = protocol_for(task)
+    try:
         t0 = time.perf_counter()
-        try:
-            ut = await ep.user.reply(p.user_view(ep.tr.messages))
-        except UserEndpointError as e:
-            ep.end('system_error', str(e))
-            return
-        finally:
-            self.stats['user_s'] += time.perf_counter() - t0
-        ep.tr.usage['user'].add(ut.usage)
-        if ut.stop:
-            ep.end(ut.reason)
-            return
-        msg = {'role': 'user', 'content': ut.text}
-        ep.tr.messages.append(msg)
-        if ep.tt is not None:
-            ep.tt.add_observation([msg])
-
-    async def _episode(self, task: Task, rep: int, batcher: _Batcher) -> Episode:
-        ep = _Live(task, rep, self.sampling.attempt_seed(task.uid, rep))
-        tr, v = ep.tr, None
-        dom = get_domain(task.domain)
-        ep.protocol = p = protocol_for(task)
-        try:
-            t0 = time.perf_counter()
-            with dom.provision(task) as db:
-                async with tool_session(db, timeout_s=self.tool_timeout_s, transport=self.tool_transport) as ts:
-                    ep.ts = ts
-                    session_tools = await ts.tool_specs()
-                    tr.messages, tr.tools = p.opening(task, dom, session_tools)
-                    ep.call_schemas = p.call_schemas(tr.tools, session_tools)
-                    if self.fmt is not None:
-                        ep.tt = TokenTrajectory.start(self.fmt, tr.messages, tr.tools)
-                    ep.user = p.make_user(self.user_spec, task, **self.user_kw)
-                    self.stats['setup_s'] += time.perf_counter() - t0
-                    while self._budget(ep):
-                        try:
-                            g, waited = await batcher.generate(self._request(ep))
-                        except Exception as e:
-                            ep.end('system_error', f'policy failed: {type(e).__name__}: {e}')
-                            break
-                        ep.waited += waited
-                        if await self._act(ep, g) and not ep.ended:
-                            await self._reply(ep)
-                    batcher.leave()
-                    batcher = None
-                    self.policy.release(id(ep))
-                    tr.own_s = ep.own_s()
-                    t0 = time.perf_counter()
-                    if tr.status != 'system_error':
-                        v = await self._grade(ep, db)
-                    self.stats['grade_s'] += time.perf_counter() - t0
-        except Exception as e:
-            ep.end('system_error', f'episode failed: {type(e).__name__}: {e}')
-        finally:
-            if batcher is not None:
+        with dom.provision(task) as db:
+            async with tool_session(db, timeout_s=self.tool_timeout_s, transport=self.tool_transport) as ts:
+                ep.ts = ts
+                session_tools = await ts.tool_specs()
+                tr.messages, tr.tools = p.opening(task, dom, session_tools)
+                ep.call_schemas = p.call_schemas(tr.tools, session_tools)
+                if self.fmt is not None:
+                    ep.tt = TokenTrajectory.start(self.fmt, tr.messages, tr.tools)
+                ep.user = p.make_user(self.user_spec, task, **self.user_kw)
+                self.stats['setup_s'] += time.perf_counter() - t0
+                while self._budget(ep):
+                    try:
+                        g, waited = await batcher.generate(self._request(ep))
+                    except Exception as e:
+                        ep.end('system_error', f'policy failed: {type(e).__name__}: {e}')
+                        break
+                    ep.waited += waited
+                    if await self._act(ep, g) and not ep.ended:
+                        await self._reply(ep)
                 batcher.leave()
-        if tr.status == 'system_error':
-            v = void_verdict(tr.system_error)
-        if ep.tt is not None:
-            if self.check_tokens:
-                ep.tt.check(tr.messages, tr.tools)
-            tt = ep.tt
-            tr.prompt_ids, tr.completion_ids = tt.prompt_ids, tt.completion_ids
-            tr.mask, tr.logprobs = tt.mask, tt.logprobs
-        tr.wall_s = time.perf_counter() - ep.t0
-        return Episode(task, rep, tr, v, self.policy_id)
+                batcher = None
+                self.policy.release(id(ep))
+                tr.own_s = ep.own_s()
+                t0 = time.perf_counter()
+                if tr.status != 'system_error':
+                    v = await self._grade(ep, db)
+                self.stats['grade_s'] += time.perf_counter() - t0
+    except Exception as e:
+        ep.end('system_error', f'episode failed: {type(e).__name__}: {e}')
+    finally:
+        if batcher is not None:
+            batcher.leave()
+    if tr.status == 'system_error':
+        v = void_verdict(tr.system_error)
+    if ep.tt is not None:
+        if self.check_tokens:
+            ep.tt.check(tr.messages, tr.tools)
+        tt = ep.tt
+        tr.prompt_ids, tr.completion_ids = tt.prompt_ids, tt.completion_ids
+        tr.mask, tr.logprobs = tt.mask, tt.logprobs
+    tr.wall_s = time.perf_counter() - ep.t0
+    return Episode(task, rep, tr, v, self.policy_id)
 
-    async def _grade(self, ep: _Live, db) -> Verdict | None:
-        "The verdict; a judge or grader that fails makes the episode a system error (None)."
-        try:
-            # replays the golden calls (once per task): off the event loop
-            await asyncio.to_thread(expected_state, ep.task)
-            # a protocol with a judge request of its own passes it (a grader that predates them is asked as it was)
-            p = ep.protocol
-            own = type(p).judge_request is not EpisodeProtocol.judge_request
-            v = await self.grader.grade(
-                ep.task,
-                db,
-                ep.tr.final_message,
-                visible_messages(ep.tr.messages),
-                **({'judge_request': p.judge_request} if own else {}),
-            )
-        except Exception as e:
-            ep.end('system_error', f'grading failed: {type(e).__name__}: {e}'[:2000])
-            return None
-        ep.tr.usage['judge'].add(v.judge_usage)
-        return v
-
-    async def run(
-        self,
-        jobs: list,  # [(task, repetition)]
-        on_done=None,  # called with each Episode as soon as it ends (e.g. to store it)
-    ) -> list[Episode]:
-        """Run `jobs`; episodes come back in the order of `jobs`. If `on_done` raises, no new episode starts, the live
-        ones finish (unstored) and the exception ends the run."""
-        # a rubric item no judge can read is refused here, before any episode (never passed, never a system error)
-        check_judge(list({id(t): t for t, _ in jobs}.values()), self.grader.judge)
-        batcher = _Batcher(self.policy, self.stats)
-        # the weights may have changed since the last run
-        self.policy.reset_cache()
-        slots = asyncio.Semaphore(self.concurrency)
-        bar = None
-        if self.progress:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=len(jobs), desc=f'episodes ({self.policy_id})', unit='ep')
-        failed = []
-
-        async def one(task, rep):
-            async with slots:
-                if failed:
-                    return None
-                batcher.join()
-                ep = await self._episode(task, rep, batcher)
-            if on_done is not None and not failed:
-                try:
-                    on_done(ep)
-                except BaseException as e:
-                    failed.append(e)
-            if bar:
-                bar.update(1)
-            return ep
-
-        try:
-            eps = list(await asyncio.gather(*[one(t, r) for t, r in jobs]))
-        finally:
-            if bar:
-                bar.close()
-        if failed:
-            raise failed[0]
-        return eps
-
-    def run_sync(self, jobs: list, on_done=None) -> list[Episode]:
-        "`run` from synchronous code (a script, a trainer), also inside a notebook's running event loop."
-        return run_blocking(self.run(jobs, on_done))
+# %% ../nbs/07_episode.ipynb #c011d
+@patch
+async def _grade(self: EpisodeRunner, ep: _Live, db) -> Verdict | None:
+    "The verdict; a judge or grader that fails makes the episode a system error (None)."
+    try:
+        # replays the golden calls (once per task): off the event loop
+        await asyncio.to_thread(expected_state, ep.task)
+        # a protocol with a judge request of its own passes it (a grader that predates them is asked as it was)
+        p = ep.protocol
+        own = type(p).judge_request is not EpisodeProtocol.judge_request
+        v = await self.grader.grade(
+            ep.task,
+            db,
+            ep.tr.final_message,
+            visible_messages(ep.tr.messages),
+            **({'judge_request': p.judge_request} if own else {}),
+        )
+    except Exception as e:
+        ep.end('system_error', f'grading failed: {type(e).__name__}: {e}'[:2000])
+        return None
+    ep.tr.usage['judge'].add(v.judge_usage)
+    return v
 
 
+@patch
+async def run(
+    self: EpisodeRunner,
+    jobs: list,  # [(task, repetition)]
+    on_done=None,  # called with each Episode as soon as it ends (e.g. to store it)
+) -> list[Episode]:
+    """Run `jobs`; episodes come back in the order of `jobs`. If `on_done` raises, no new episode starts, the live
+    ones finish (unstored) and the exception ends the run."""
+    # a rubric item no judge can read is refused here, before any episode (never passed, never a system error)
+    check_judge(list({id(t): t for t, _ in jobs}.values()), self.grader.judge)
+    batcher = _Batcher(self.policy, self.stats)
+    # the weights may have changed since the last run
+    self.policy.reset_cache()
+    slots = asyncio.Semaphore(self.concurrency)
+    bar = None
+    if self.progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(jobs), desc=f'episodes ({self.policy_id})', unit='ep')
+    failed = []
+
+    async def one(task, rep):
+        async with slots:
+            if failed:
+                return None
+            batcher.join()
+            ep = await self._episode(task, rep, batcher)
+        if on_done is not None and not failed:
+            try:
+                on_done(ep)
+            except BaseException as e:
+                failed.append(e)
+        if bar:
+            bar.update(1)
+        return ep
+
+    try:
+        eps = list(await asyncio.gather(*[one(t, r) for t, r in jobs]))
+    finally:
+        if bar:
+            bar.close()
+    if failed:
+        raise failed[0]
+    return eps
+
+
+@patch
+def run_sync(self: EpisodeRunner, jobs: list, on_done=None) -> list[Episode]:
+    "`run` from synchronous code (a script, a trainer), also inside a notebook's running event loop."
+    return run_blocking(self.run(jobs, on_done))
+
+# %% ../nbs/07_episode.ipynb #c011e
 def run_blocking(coro):
     "Run a coroutine to completion from synchronous code, in a worker thread when this thread already runs a loop."
     try:

@@ -4,6 +4,7 @@
 
 # %% ../nbs/07a_metrics.ipynb #c003
 from __future__ import annotations
+from fastcore.basics import patch
 import csv, io, json, math
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -196,63 +197,69 @@ class Campaign:
     def successes(self) -> np.ndarray:
         return self.rewards.sum(1)
 
-    def subset(self, mask) -> Campaign:
-        "The campaign restricted to the tasks where `mask` holds (the same attempts of fewer tasks: its budgets kept)."
-        m = np.asarray(mask, bool)
-        keep = {u for u, x in zip(self.uids, m) if x}
-        recs = [r for r in self.records if r['task_uid'] in keep]
-        return Campaign(
-            [u for u in self.uids if u in keep],
-            self.rewards[m],
-            self.domains[m],
-            self.families[m],
-            self.held_out[m],
-            recs,
-            self.policy_id,
-            self.budgets,
-        )
+# %% ../nbs/07a_metrics.ipynb #c014b
+@patch
+def subset(self: Campaign, mask) -> Campaign:
+    "The campaign restricted to the tasks where `mask` holds (the same attempts of fewer tasks: its budgets kept)."
+    m = np.asarray(mask, bool)
+    keep = {u for u, x in zip(self.uids, m) if x}
+    recs = [r for r in self.records if r['task_uid'] in keep]
+    return Campaign(
+        [u for u in self.uids if u in keep],
+        self.rewards[m],
+        self.domains[m],
+        self.families[m],
+        self.held_out[m],
+        recs,
+        self.policy_id,
+        self.budgets,
+    )
 
-    def first_k(self, k: int) -> Campaign:
-        "The campaign of the first `k` attempts of every task (with common attempt seeds: a k-attempt campaign)."
-        if k > self.k:
-            raise ValueError(f'the campaign has {self.k} attempts per task, fewer than {k}')
-        recs = [r for r in self.records if r['repetition'] < k]
-        return Campaign(
-            self.uids,
-            self.rewards[:, :k],
-            self.domains,
-            self.families,
-            self.held_out,
-            recs,
-            self.policy_id,
-            self.budgets,
-        )
 
-    def brief(
-        self,
-        keys: tuple = None,  # which of `BRIEF`, in the order given (default: all)
-        n_boot: int = 4000,  # resamples of observed k/k's task-bootstrap interval (computed only when asked for)
-    ) -> dict:
-        "A report's summary of the campaign: `summarize`'s figures under the names of `BRIEF`."
-        keys = BRIEF if keys is None else tuple(keys)
-        if unknown := [k for k in keys if k not in BRIEF]:
-            raise ValueError(f'unknown figure(s) {", ".join(unknown)}; known: {", ".join(BRIEF)}')
-        s = summarize(self.rewards)
-        have = {k: s[k] for k in ('tasks', 'k', 'pass@1', 'pass@1_lo', 'pass@1_hi', 'pass@1_interval', 'solved_once')}
-        have.update(
-            {
-                'pass@k': s['solved_once_rate'],
-                'observed_kk': s['solved_all'],
-                'observed_kk_rate': s['solved_all_rate'],
-                'attempts': s['attempts'],
-                'successes': s['successes'],
-            }
-        )
-        if {'observed_kk_lo', 'observed_kk_hi'} & set(keys):
-            kk = self.successes == self.k
-            lo, hi = bootstrap_mean(kk, n_boot=n_boot) if len(kk) > 1 else (np.nan, np.nan)
-            have.update(observed_kk_lo=float(lo), observed_kk_hi=float(hi))
-        return {k: have[k] for k in keys}
+@patch
+def first_k(self: Campaign, k: int) -> Campaign:
+    "The campaign of the first `k` attempts of every task (with common attempt seeds: a k-attempt campaign)."
+    if k > self.k:
+        raise ValueError(f'the campaign has {self.k} attempts per task, fewer than {k}')
+    recs = [r for r in self.records if r['repetition'] < k]
+    return Campaign(
+        self.uids,
+        self.rewards[:, :k],
+        self.domains,
+        self.families,
+        self.held_out,
+        recs,
+        self.policy_id,
+        self.budgets,
+    )
+
+# %% ../nbs/07a_metrics.ipynb #c014c
+@patch
+def brief(
+    self: Campaign,
+    keys: tuple = None,  # which of `BRIEF`, in the order given (default: all)
+    n_boot: int = 4000,  # resamples of observed k/k's task-bootstrap interval (computed only when asked for)
+) -> dict:
+    "A report's summary of the campaign: `summarize`'s figures under the names of `BRIEF`."
+    keys = BRIEF if keys is None else tuple(keys)
+    if unknown := [k for k in keys if k not in BRIEF]:
+        raise ValueError(f'unknown figure(s) {", ".join(unknown)}; known: {", ".join(BRIEF)}')
+    s = summarize(self.rewards)
+    have = {k: s[k] for k in ('tasks', 'k', 'pass@1', 'pass@1_lo', 'pass@1_hi', 'pass@1_interval', 'solved_once')}
+    have.update(
+        {
+            'pass@k': s['solved_once_rate'],
+            'observed_kk': s['solved_all'],
+            'observed_kk_rate': s['solved_all_rate'],
+            'attempts': s['attempts'],
+            'successes': s['successes'],
+        }
+    )
+    if {'observed_kk_lo', 'observed_kk_hi'} & set(keys):
+        kk = self.successes == self.k
+        lo, hi = bootstrap_mean(kk, n_boot=n_boot) if len(kk) > 1 else (np.nan, np.nan)
+        have.update(observed_kk_lo=float(lo), observed_kk_hi=float(hi))
+    return {k: have[k] for k in keys}
 
 
 BRIEF = (  # the figures `Campaign.brief` reports; pass@k is observed (solved at least once in the campaign's k)
@@ -518,7 +525,7 @@ def usage_totals(
             tot[u['model']][t] += n[t]
     return dict(tot)
 
-
+# %% ../nbs/07a_metrics.ipynb #c029b
 def price_of(
     totals: dict,  # model -> token totals, from `usage_totals`
     prices: dict,  # the price table
@@ -715,7 +722,7 @@ def to_csv(
     w.writerows(rows)
     return buf.getvalue()
 
-
+# %% ../nbs/07a_metrics.ipynb #c036b
 _TEX = {
     '\\': r'\textbackslash{}',
     '&': r'\&',
@@ -821,7 +828,7 @@ def headline(
         },
     ]
 
-
+# %% ../nbs/07a_metrics.ipynb #c039b
 def _tokens(ci, part):
     return ci[f'{part}_input'] + ci[f'{part}_output']
 

@@ -76,7 +76,7 @@ def unpack(s: str):
     "The inverse of `_pack` (what the page does with the browser's DecompressionStream)."
     return json.loads(gzip.decompress(base64.b64decode(s)))
 
-
+# %% ../nbs/17_view.ipynb #v007b
 def view_data(
     campaigns: list,  # campaign directories: one, or two of the same tasks (e.g. base and trained)
 ) -> dict:
@@ -152,7 +152,8 @@ def view_data(
     )
 
 # %% ../nbs/17_view.ipynb #v010
-PAGE = r"""<!doctype html>
+# the page, in four parts (`PAGE` joins them below): its style and frame, then its script's data and helpers
+_PAGE_HEAD = r"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>__TITLE__</title>
 <style>
 body{font:13px/1.4 system-ui,sans-serif;margin:0;color:#222}
@@ -200,7 +201,10 @@ const esc = s => String(s ?? '').replace(/[&<>"']/g, c => ESC[c]);
 const pct = x => x == null ? '-' : (100 * x).toFixed(0) + '%';
 const two = D.campaigns.length === 2;
 
-// the header: each campaign's name, policy, attempts and pass rate
+"""
+
+# %% ../nbs/17_view.ipynb #v010b
+_PAGE_GRID = r"""// the header: each campaign's name, policy, attempts and pass rate
 document.getElementById('summary').innerHTML = D.campaigns.map((c, i) => {
   let n = 0, p = 0;
   for (const t of D.tasks) for (const x of t.cells[i] || []) if (x[1] !== 2) { n++; p += x[1] === 0; }
@@ -277,7 +281,10 @@ function applyFilters() {
 FILTERS.forEach(([id]) => document.getElementById('f-' + id).addEventListener('change', applyFilters));
 applyFilters();
 
-// an attempt's details: its task's blob (gzip, base64) decoded when first opened
+"""
+
+# %% ../nbs/17_view.ipynb #v010c
+_PAGE_TRACE = r"""// an attempt's details: its task's blob (gzip, base64) decoded when first opened
 const cache = new Map();
 async function attempts(ci, uid) {
   const key = ci + '|' + uid;
@@ -305,7 +312,10 @@ function renderTrace(t, ci, rec) {
     '<p>A training log keeps rewards, not conversations: evaluate the policy into a campaign to read its episodes.</p>';
 }
 
-function render(t, ci, rec) {
+"""
+
+# %% ../nbs/17_view.ipynb #v010d
+_PAGE_DETAIL = r"""function render(t, ci, rec) {
   if (rec.trace) return renderTrace(t, ci, rec);
   const v = rec.verdict || {};
   const out = [`<h2 style="font-size:15px;margin:4px 0">${esc(t.uid)}</h2>`,
@@ -374,6 +384,7 @@ grid.addEventListener('click', async ev => {
 document.body.dataset.ready = '1';
 </script></body></html>
 """
+PAGE = _PAGE_HEAD + _PAGE_GRID + _PAGE_TRACE + _PAGE_DETAIL
 
 # %% ../nbs/17_view.ipynb #v011
 def render_page(

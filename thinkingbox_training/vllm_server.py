@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlparse
+from fastcore.basics import patch
 from .policies import HFPolicy, SamplingConfig
 
 # %% auto #0
@@ -44,7 +45,7 @@ def body_bound(model) -> int:
     that carries weights as base64 JSON; vLLM's weight-transfer requests carry only names, dtypes and shapes)."""
     return 16 * 2**20 + 3 * sum(p.numel() * p.element_size() for p in model.parameters())
 
-
+# %% ../nbs/06b_vllm_server.ipynb #c004b
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
@@ -94,7 +95,103 @@ def _real(body: dict, key: str, default: float, ok, want: str) -> float:
         raise BadRequest(key, f'{json.dumps(v)[:40]}: expected {want}')
     return float(v)
 
+# %% ../nbs/06b_vllm_server.ipynb #c004c
+class _Handler(BaseHTTPRequestHandler):
+    "The request handler of one `VLLMStandIn` (`outer`): bounded bodies, JSON answers, a status for every error."
 
+    outer = None  # the VLLMStandIn it serves (set on the subclass each server makes)
+    protocol_version = 'HTTP/1.1'
+
+    def log_message(self, *a):
+        pass
+
+    def _send(self, code, obj, close=False):
+        body = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header('Content-Type', 'application/json')
+        self.send_header('Content-Length', str(len(body)))
+        if close:  # the rest of the request is not read: this connection cannot carry another
+            self.send_header('Connection', 'close')
+            self.close_connection = True
+        self.end_headers()
+        self.wfile.write(body)
+        if close:
+            self._linger()
+
+    def _linger(self, seconds=2.0):
+        """Discard what the client is still sending, for a moment: a socket closed on unread bytes resets the
+        connection, and a client still sending its body would lose the answer."""
+        try:
+            self.connection.shutdown(socket.SHUT_WR)
+            self.connection.settimeout(0.5)
+            end = time.monotonic() + seconds
+            while time.monotonic() < end and self.connection.recv(1 << 16):
+                pass
+        except OSError:
+            pass
+
+    def _route(self, method):
+        path = urlparse(self.path).path.rstrip('/')
+        self.outer.calls.append((time.monotonic(), method, path))
+        close = False
+        try:
+            code, obj = self.outer.handle(method, path, self._body())
+        except BadRequest as e:
+            code, close = e.status, e.close
+            obj = {'error': {'message': str(e), 'type': 'BadRequestError', 'param': e.field}}
+        except UnsupportedRequest as e:
+            code, obj = 400, {'error': {'message': str(e), 'type': 'BadRequestError'}}
+        except Exception as e:  # the stand-in's own fault: answered as such, never a silent close
+            code, obj = 500, {'error': {'message': f'{type(e).__name__}: {e}'[:300], 'type': 'InternalError'}}
+        self._send(code, obj, close)
+
+    def do_GET(self):
+        self._route('GET')
+
+    def do_POST(self):
+        self._route('POST')
+
+# %% ../nbs/06b_vllm_server.ipynb #c004d
+@patch
+def _body(self: _Handler) -> dict:
+    "The request's JSON object ({} without a body), read within the bounds; a `BadRequest` otherwise."
+    if self.headers.get('Transfer-Encoding'):
+        raise BadRequest('Transfer-Encoding', 'not read by the stand-in: send a Content-Length', 411, close=True)
+    sizes = self.headers.get_all('Content-Length') or []
+    if not sizes:
+        return {}
+    if len(set(sizes)) > 1 or not re.fullmatch(r'[0-9]{1,19}', sizes[0].strip()):
+        raise BadRequest('Content-Length', f'{", ".join(sizes)[:40]!r} is not a byte count', close=True)
+    n = int(sizes[0])
+    if n > self.outer.max_body_bytes:
+        raise BadRequest(
+            'Content-Length',
+            f"{n:,} bytes is over the stand-in's bound of {self.outer.max_body_bytes:,}",
+            413,
+            close=True,
+        )
+    self.connection.settimeout(self.outer.body_timeout_s)
+    try:
+        data = self.rfile.read(n)
+    except TimeoutError:
+        raise BadRequest(
+            'Content-Length', f'the body stopped arriving for {self.outer.body_timeout_s:g}s', 408, close=True
+        ) from None
+    finally:
+        self.connection.settimeout(None)
+    if len(data) < n:
+        raise BadRequest('Content-Length', f'the body ended after {len(data)} of {n} bytes', close=True)
+    if not data:
+        return {}
+    try:
+        body = json.loads(data)
+    except (ValueError, RecursionError) as e:
+        raise BadRequest('body', f'not JSON ({str(e)[:80]})') from None
+    if not isinstance(body, dict):
+        raise BadRequest('body', f'expected a JSON object, got {type(body).__name__}')
+    return body
+
+# %% ../nbs/06b_vllm_server.ipynb #c004e
 class VLLMStandIn:
     "A CPU stand-in for `vllm serve`: the endpoints TRL's VLLMClient and EndpointPolicy use, sampled by an HFPolicy."
 
@@ -124,99 +221,7 @@ class VLLMStandIn:
         self.completions: list = []  # per sampled sequence: time, weights (version, digest), seed, sizes
         self.weight_loads: list = []  # per weight load: time, version, digest, tensors
         self.digest = weights_digest(policy.model)
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = 'HTTP/1.1'
-
-            def log_message(self, *a):
-                pass
-
-            def _send(self, code, obj, close=False):
-                body = json.dumps(obj).encode()
-                self.send_response(code)
-                self.send_header('Content-Type', 'application/json')
-                self.send_header('Content-Length', str(len(body)))
-                if close:  # the rest of the request is not read: this connection cannot carry another
-                    self.send_header('Connection', 'close')
-                    self.close_connection = True
-                self.end_headers()
-                self.wfile.write(body)
-                if close:
-                    self._linger()
-
-            def _linger(self, seconds=2.0):
-                """Discard what the client is still sending, for a moment: a socket closed on unread bytes resets the
-                connection, and a client still sending its body would lose the answer."""
-                try:
-                    self.connection.shutdown(socket.SHUT_WR)
-                    self.connection.settimeout(0.5)
-                    end = time.monotonic() + seconds
-                    while time.monotonic() < end and self.connection.recv(1 << 16):
-                        pass
-                except OSError:
-                    pass
-
-            def _body(self) -> dict:
-                "The request's JSON object ({} without a body), read within the bounds; a `BadRequest` otherwise."
-                if self.headers.get('Transfer-Encoding'):
-                    raise BadRequest(
-                        'Transfer-Encoding', 'not read by the stand-in: send a Content-Length', 411, close=True
-                    )
-                sizes = self.headers.get_all('Content-Length') or []
-                if not sizes:
-                    return {}
-                if len(set(sizes)) > 1 or not re.fullmatch(r'[0-9]{1,19}', sizes[0].strip()):
-                    raise BadRequest('Content-Length', f'{", ".join(sizes)[:40]!r} is not a byte count', close=True)
-                n = int(sizes[0])
-                if n > outer.max_body_bytes:
-                    raise BadRequest(
-                        'Content-Length',
-                        f"{n:,} bytes is over the stand-in's bound of {outer.max_body_bytes:,}",
-                        413,
-                        close=True,
-                    )
-                self.connection.settimeout(outer.body_timeout_s)
-                try:
-                    data = self.rfile.read(n)
-                except TimeoutError:
-                    raise BadRequest(
-                        'Content-Length', f'the body stopped arriving for {outer.body_timeout_s:g}s', 408, close=True
-                    ) from None
-                finally:
-                    self.connection.settimeout(None)
-                if len(data) < n:
-                    raise BadRequest('Content-Length', f'the body ended after {len(data)} of {n} bytes', close=True)
-                if not data:
-                    return {}
-                try:
-                    body = json.loads(data)
-                except (ValueError, RecursionError) as e:
-                    raise BadRequest('body', f'not JSON ({str(e)[:80]})') from None
-                if not isinstance(body, dict):
-                    raise BadRequest('body', f'expected a JSON object, got {type(body).__name__}')
-                return body
-
-            def _route(self, method):
-                path = urlparse(self.path).path.rstrip('/')
-                outer.calls.append((time.monotonic(), method, path))
-                close = False
-                try:
-                    code, obj = outer.handle(method, path, self._body())
-                except BadRequest as e:
-                    code, close = e.status, e.close
-                    obj = {'error': {'message': str(e), 'type': 'BadRequestError', 'param': e.field}}
-                except UnsupportedRequest as e:
-                    code, obj = 400, {'error': {'message': str(e), 'type': 'BadRequestError'}}
-                except Exception as e:  # the stand-in's own fault: answered as such, never a silent close
-                    code, obj = 500, {'error': {'message': f'{type(e).__name__}: {e}'[:300], 'type': 'InternalError'}}
-                self._send(code, obj, close)
-
-            def do_GET(self):
-                self._route('GET')
-
-            def do_POST(self):
-                self._route('POST')
+        Handler = type('Handler', (_Handler,), {'outer': self})
 
         self.httpd = _Server((host, port), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -237,309 +242,338 @@ class VLLMStandIn:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    def handle(self, method: str, path: str, body: dict) -> tuple:
-        "(HTTP status, JSON answer) of one request."
-        if method == 'GET' and path == '/health':
-            return 200, {}
-        if method == 'GET' and path == '/v1/models':
-            return 200, {
-                'object': 'list',
-                'data': [{'id': self.model_name, 'object': 'model', 'owned_by': 'stand-in'}],
-            }
-        if method == 'GET' and path == '/server_info':
-            return 200, {
-                'vllm_config': {
-                    'model_config': {'model': self.model_name, 'logprobs_mode': 'processed_logprobs'},
-                    'weight_transfer_config': {'backend': 'gloo'},  # vLLM's names "nccl"; ours travels over gloo
-                }
-            }
-        if method == 'GET' and path == '/get_world_size':
-            return 200, {'world_size': 1}
-        if method == 'POST' and path == '/v1/completions':
-            return 200, self.complete(body)
-        if method == 'POST' and path == '/reset_prefix_cache':
-            with self.lock:
-                self.policy.reset_cache()
-            return 200, {}
-        if method == 'POST' and path == '/init_weight_transfer_engine':
-            return 200, self.init_weight_transfer_engine(body)
-        if method == 'POST' and path == '/start_weight_update':
-            return 200, self.start_weight_update(body)
-        if method == 'POST' and path == '/update_weights':
-            return 200, self.update_weights(body)
-        if method == 'POST' and path == '/finish_weight_update':
-            return 200, self.finish_weight_update(body)
-        return 404, {'error': {'message': f'the stand-in serves no {method} {path}'}}
-
-    def _prompts(self, body: dict) -> list[list[int]]:
-        "The request's prompts as token ids: text, ids, or a list of either; a `BadRequest` naming what is wrong."
-        prompts = body.get('prompt')
-        if prompts is None:
-            raise BadRequest('prompt', 'required: text, token ids, or a list of either')
-        one = isinstance(prompts, list) and prompts and not isinstance(prompts[0], str | list)  # token ids
-        if isinstance(prompts, str) or one:
-            prompts = [prompts]
-        if not isinstance(prompts, list) or not prompts:
-            raise BadRequest('prompt', 'expected text, token ids, or a non-empty list of either')
-        if len(prompts) > self.max_sequences:
-            raise BadRequest('prompt', f'{len(prompts)} prompts: the stand-in samples at most {self.max_sequences}')
-        out = []
-        for i, p in enumerate(prompts):
-            if isinstance(p, str):
-                p = self.policy.fmt.encode(p)
-            if not isinstance(p, list) or not p:
-                raise BadRequest(f'prompt[{i}]', 'expected text or a non-empty list of token ids')
-            if len(p) >= self.max_model_len:
-                raise BadRequest(f'prompt[{i}]', f"{len(p)} tokens: the model's context is {self.max_model_len}")
-            for j, t in enumerate(p):
-                if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < self.vocab_size:
-                    raise BadRequest(
-                        f'prompt[{i}][{j}]', f'{json.dumps(t)[:40]} is not a token id in [0, {self.vocab_size})'
-                    )
-            out.append(p)
-        return out
-
-    def complete(self, body: dict) -> dict:
-        """/v1/completions: token-id (or text) prompts, n samples each, per-request seed, stop on the end of a turn.
-        Each sequence takes the lock alone, in turn with other requests' sequences: a large request delays others by
-        one sequence at a time, not by its whole length."""
-        fmt = self.policy.fmt
-        for k, off in (
-            ('min_p', 0.0),
-            ('repetition_penalty', 1.0),
-            ('presence_penalty', 0.0),
-            ('frequency_penalty', 0.0),
-            ('stop', None),
-            ('best_of', None),
-            ('echo', False),
-            ('structured_outputs', None),
-        ):
-            if body.get(k, off) not in (off, [] if off is None else off):
-                raise UnsupportedRequest(f'the stand-in does not implement {k}={body[k]!r}')
-        scored = _integer(body, 'prompt_logprobs', None, 0, self.vocab_size)
-        if scored is not None and body.get('temperature', 1.0) not in (None, 1, 1.0):
-            raise UnsupportedRequest(
-                f'prompt_logprobs with temperature={body["temperature"]}: the stand-in scores prompts at temperature 1'
-            )
-        if body.get('logprobs') not in (None, 0):
-            raise UnsupportedRequest(
-                f"logprobs={body['logprobs']}: the stand-in returns the sampled token's logprob only (logprobs=0)"
-            )
-        stops = body.get('stop_token_ids') or []
-        if not isinstance(stops, list) or any(isinstance(t, bool) or not isinstance(t, int) for t in stops):
-            raise BadRequest('stop_token_ids', f'expected a list of token ids, got {json.dumps(stops)[:40]}')
-        stops = set(stops) - {fmt.eos_id}
-        if stops:
-            raise UnsupportedRequest(
-                f'stop_token_ids {sorted(stops)}: the stand-in stops on the end of a turn ({fmt.eos_id}) only'
-            )
-        prompts = self._prompts(body)
-        n = _integer(body, 'n', 1, 1, self.max_sequences // len(prompts))
-        room = self.max_model_len - max(len(p) for p in prompts)  # tokens the longest prompt leaves in the context
-        max_tokens = _integer(body, 'max_tokens', 16, 1, room)
-        seed = _integer(body, 'seed', None, -(2**63), 2**64 - 1)
-        cfg = SamplingConfig(
-            temperature=_real(body, 'temperature', 1.0, lambda v: v >= 0, 'a number >= 0'),
-            top_p=_real(body, 'top_p', 1.0, lambda v: 0 < v <= 1, 'a number in (0, 1]'),
-            top_k=max(_integer(body, 'top_k', 0, -1, self.vocab_size), 0),  # -1 and 0: off
-            max_tokens=max_tokens,
-        )
-        as_ids, skip = body.get('return_tokens_as_token_ids', False), body.get('skip_special_tokens', True)
-        choices, used = [], 0
-        for p in prompts:
-            for j in range(n):
-                s = (seed + j) % 2**63 if seed is not None else random.getrandbits(63)
-                with self.lock:
-                    self.policy.sampling = cfg
-                    g = self.policy.sample([p], [s], max_tokens)[0]
-                    self.completions.append(
-                        {
-                            't': time.monotonic(),
-                            'weights_version': self.weights_version,
-                            'digest': self.digest,
-                            'seed': s,
-                            'prompt_tokens': len(p),
-                            'sampled_tokens': len(g.token_ids),
-                        }
-                    )
-                ids, lps = list(g.token_ids), list(g.logprobs)
-                c = {
-                    'index': len(choices),
-                    'text': self.policy.tokenizer.decode(ids, skip_special_tokens=skip),
-                    'finish_reason': g.finish,
-                    'stop_reason': fmt.eos_id if g.finish == 'stop' else None,
-                    'prompt_token_ids': p if body.get('return_token_ids') else None,
-                    'prompt_logprobs': self.prompt_logprobs(p, scored) if scored is not None and j == 0 else None,
-                    'token_ids': ids if body.get('return_token_ids') else None,
-                    'logprobs': None,
-                }
-                if body.get('logprobs') is not None:
-                    toks = [f'token_id:{t}' if as_ids else self.policy.tokenizer.convert_ids_to_tokens(t) for t in ids]
-                    c['logprobs'] = {
-                        'tokens': toks,
-                        'token_logprobs': lps,
-                        'top_logprobs': [{t: lp} for t, lp in zip(toks, lps)],
-                        'text_offset': [0] * len(ids),
-                    }
-                choices.append(c)
-                used += len(ids)
-        ptoks = sum(len(p) for p in prompts) * n
-        return {
-            'id': f'cmpl-{len(self.completions)}',
-            'object': 'text_completion',
-            'created': int(time.time()),
-            'model': self.model_name,
-            'choices': choices,
-            'usage': {'prompt_tokens': ptoks, 'completion_tokens': used, 'total_tokens': ptoks + used},
+# %% ../nbs/06b_vllm_server.ipynb #c004e2
+@patch
+def handle(self: VLLMStandIn, method: str, path: str, body: dict) -> tuple:
+    "(HTTP status, JSON answer) of one request."
+    if method == 'GET' and path == '/health':
+        return 200, {}
+    if method == 'GET' and path == '/v1/models':
+        return 200, {
+            'object': 'list',
+            'data': [{'id': self.model_name, 'object': 'model', 'owned_by': 'stand-in'}],
         }
-
-    def prompt_logprobs(self, ids: list, k: int) -> list:
-        """vLLM's `prompt_logprobs` of one prompt: None for the first token, then for each token {token id: {logprob,
-        rank, decoded_token}} of the prompt's token and the `k` likeliest, from one forward pass of the served model."""
-        import torch
-
-        with self.lock, torch.no_grad():
-            logits = self.policy.model(input_ids=torch.tensor([ids])).logits[0, :-1].float()
-        lps = torch.log_softmax(logits, -1)
-        out = [None]
-        for pos, tok in enumerate(ids[1:]):
-            row = lps[pos]
-            keep = ([tok] + row.topk(k).indices.tolist()) if k else [tok]
-            out.append(
-                {
-                    str(t): {
-                        'logprob': float(row[t]),
-                        'rank': int((row > row[t]).sum()) + 1,
-                        'decoded_token': self.policy.tokenizer.decode([t]),
-                    }
-                    for t in keep
-                }
-            )
-        return out
-
-    def _need_engine(self):
-        if self.engine is None:
-            raise BadRequest(
-                'init_weight_transfer_engine', "no weight-transfer engine: POST it first (TRL's init_communicator does)"
-            )
-
-    def init_weight_transfer_engine(self, body: dict) -> dict:
-        """/init_weight_transfer_engine: join the trainer's weight-transfer group as TRL's `init_info` describes it (the
-        trainer is rank 0 and the store's host at master_address:master_port; this server's one worker is rank
-        `rank_offset`). The group is gloo: the tensors travel over TCP on the CPU, where vLLM's travel over NCCL."""
-        info = body.get('init_info')
-        if not isinstance(info, dict):
-            raise BadRequest('init_info', 'expected an object {master_address, master_port, rank_offset, world_size}')
-        addr = info.get('master_address')
-        if not isinstance(addr, str) or not addr:
-            raise BadRequest('init_info.master_address', f'{json.dumps(addr)[:40]}: expected a host name or address')
-        try:
-            port = _integer(info, 'master_port', None, 1, 65535)
-            rank = _integer(info, 'rank_offset', 1, 1)
-            world = _integer(info, 'world_size', None, 2)
-        except BadRequest as e:
-            raise BadRequest(f'init_info.{e.field}', str(e).split(': ', 1)[1]) from None
-        if port is None or world is None:
-            raise BadRequest(f'init_info.{"master_port" if port is None else "world_size"}', 'required')
-        if world != rank + 1:
-            raise BadRequest('init_info.world_size', f'{world}: the stand-in has one worker, so it is rank_offset + 1')
-        with self._transfer:
-            self.engine = gloo_group(addr, port, rank, world, self.transfer_timeout_s, is_master=False)
-        return {}
-
-    def start_weight_update(self, body: dict) -> dict:
-        "/start_weight_update: what the next /update_weights receive is held until /finish_weight_update."
-        self._need_engine()
-        self._staged = {}
-        return {}
-
-    def _update_specs(self, body: dict) -> list:
-        "(name, dtype, shape) per tensor of TRL's `update_info`, each checked against the served model; a `BadRequest`."
-        import torch
-
-        info = body.get('update_info')
-        if not isinstance(info, dict):
-            raise BadRequest('update_info', 'expected an object {names, dtype_names, shapes}')
-        cols = {k: info.get(k) for k in ('names', 'dtype_names', 'shapes')}
-        for k, v in cols.items():
-            if not isinstance(v, list) or not v:
-                raise BadRequest(f'update_info.{k}', f'{json.dumps(v)[:40]}: expected a non-empty list')
-        if len({len(v) for v in cols.values()}) > 1:
-            raise BadRequest('update_info.names', 'names, dtype_names and shapes differ in length')
-        if not isinstance(info.get('packed', False), bool):
-            raise BadRequest('update_info.packed', f'{json.dumps(info["packed"])[:40]}: expected true or false')
-        params, specs, seen = dict(self.policy.model.named_parameters()), [], set()
-        for j, (name, dtype_name, shape) in enumerate(zip(*cols.values())):
-            if not isinstance(name, str) or name not in params:
-                raise BadRequest(
-                    f'update_info.names[{j}]', f'{json.dumps(name)[:60]}: the served model has no such parameter'
-                )
-            if name in seen:
-                raise BadRequest(f'update_info.names[{j}]', f'{name} is sent twice')
-            seen.add(name)
-            dtype = getattr(torch, dtype_name, None) if isinstance(dtype_name, str) else None
-            if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-                raise BadRequest(f'update_info.dtype_names[{j}]', f'{json.dumps(dtype_name)[:40]} is not a float dtype')
-            if shape != list(params[name].shape):
-                raise BadRequest(
-                    f'update_info.shapes[{j}]',
-                    f"{json.dumps(shape)[:60]}, the served model's {name} is {list(params[name].shape)}",
-                )
-            specs.append((name, dtype, params[name].shape))
-        return specs
-
-    def update_weights(self, body: dict) -> dict:
-        """/update_weights: TRL's `update_info` (names, dtype_names, shapes, in the order the tensors are broadcast) is
-        checked whole against the served model and the answer broadcast to the trainer (refused: it sends nothing and
-        reads this 400); then each tensor is received over the group, and held until /finish_weight_update."""
-        import torch
-
-        self._need_engine()
-        with self._transfer:
-            try:
-                specs = self._update_specs(body)
-                if self._staged is None:
-                    raise BadRequest('start_weight_update', 'no weight update started: POST it first')
-            except BadRequest:
-                _broadcast(self.engine, torch.zeros(1, dtype=torch.int64), src=self.engine.rank)
-                raise
-            _broadcast(self.engine, torch.ones(1, dtype=torch.int64), src=self.engine.rank)
-            got = {}
-            for name, dtype, shape in specs:
-                buf = torch.empty(shape.numel() * dtype.itemsize, dtype=torch.uint8)
-                _broadcast(self.engine, buf, src=0)
-                got[name] = buf.view(dtype).view(shape)
-            self._staged.update(got)
-        return {}
-
-    def finish_weight_update(self, body: dict) -> dict:
-        """/finish_weight_update: the tensors received since /start_weight_update are copied into the served model at
-        once (under the sampling lock: no sequence samples with half of them) and the caches forgotten. With
-        `ignore_weight_updates` they are dropped: a server that missed the sync, for the checks that catch one."""
-        import torch
-
-        self._need_engine()
-        if self._staged is None:
-            raise BadRequest('start_weight_update', 'no weight update started: POST it first')
-        staged, self._staged = self._staged, None
-        params = dict(self.policy.model.named_parameters())
-        with self.lock, torch.no_grad():
-            if not self.ignore_weight_updates:
-                for name, x in staged.items():
-                    params[name].copy_(x)
-                self.weights_version += 1
-                self.digest = weights_digest(self.policy.model)
+    if method == 'GET' and path == '/server_info':
+        return 200, {
+            'vllm_config': {
+                'model_config': {'model': self.model_name, 'logprobs_mode': 'processed_logprobs'},
+                'weight_transfer_config': {'backend': 'gloo'},  # vLLM's names "nccl"; ours travels over gloo
+            }
+        }
+    if method == 'GET' and path == '/get_world_size':
+        return 200, {'world_size': 1}
+    if method == 'POST' and path == '/v1/completions':
+        return 200, self.complete(body)
+    if method == 'POST' and path == '/reset_prefix_cache':
+        with self.lock:
             self.policy.reset_cache()
-            self.weight_loads.append(
-                {
-                    't': time.monotonic(),
-                    'version': self.weights_version,
-                    'digest': self.digest,
-                    'tensors': len(staged),
-                    'applied': not self.ignore_weight_updates,
+        return 200, {}
+    if method == 'POST' and path == '/init_weight_transfer_engine':
+        return 200, self.init_weight_transfer_engine(body)
+    if method == 'POST' and path == '/start_weight_update':
+        return 200, self.start_weight_update(body)
+    if method == 'POST' and path == '/update_weights':
+        return 200, self.update_weights(body)
+    if method == 'POST' and path == '/finish_weight_update':
+        return 200, self.finish_weight_update(body)
+    return 404, {'error': {'message': f'the stand-in serves no {method} {path}'}}
+
+# %% ../nbs/06b_vllm_server.ipynb #c004f
+@patch
+def _refuse_unsupported(self: VLLMStandIn, body: dict) -> int | None:
+    """Refuse, by name, what the stand-in does not implement (penalties, stop strings, top-N logprobs, stops other
+    than the end of a turn); the number of prompt logprobs asked (None: none)."""
+    fmt = self.policy.fmt
+    for k, off in (
+        ('min_p', 0.0),
+        ('repetition_penalty', 1.0),
+        ('presence_penalty', 0.0),
+        ('frequency_penalty', 0.0),
+        ('stop', None),
+        ('best_of', None),
+        ('echo', False),
+        ('structured_outputs', None),
+    ):
+        if body.get(k, off) not in (off, [] if off is None else off):
+            raise UnsupportedRequest(f'the stand-in does not implement {k}={body[k]!r}')
+    scored = _integer(body, 'prompt_logprobs', None, 0, self.vocab_size)
+    if scored is not None and body.get('temperature', 1.0) not in (None, 1, 1.0):
+        raise UnsupportedRequest(
+            f'prompt_logprobs with temperature={body["temperature"]}: the stand-in scores prompts at temperature 1'
+        )
+    if body.get('logprobs') not in (None, 0):
+        raise UnsupportedRequest(
+            f"logprobs={body['logprobs']}: the stand-in returns the sampled token's logprob only (logprobs=0)"
+        )
+    stops = body.get('stop_token_ids') or []
+    if not isinstance(stops, list) or any(isinstance(t, bool) or not isinstance(t, int) for t in stops):
+        raise BadRequest('stop_token_ids', f'expected a list of token ids, got {json.dumps(stops)[:40]}')
+    stops = set(stops) - {fmt.eos_id}
+    if stops:
+        raise UnsupportedRequest(
+            f'stop_token_ids {sorted(stops)}: the stand-in stops on the end of a turn ({fmt.eos_id}) only'
+        )
+    return scored
+
+
+@patch
+def _prompts(self: VLLMStandIn, body: dict) -> list[list[int]]:
+    "The request's prompts as token ids: text, ids, or a list of either; a `BadRequest` naming what is wrong."
+    prompts = body.get('prompt')
+    if prompts is None:
+        raise BadRequest('prompt', 'required: text, token ids, or a list of either')
+    one = isinstance(prompts, list) and prompts and not isinstance(prompts[0], str | list)  # token ids
+    if isinstance(prompts, str) or one:
+        prompts = [prompts]
+    if not isinstance(prompts, list) or not prompts:
+        raise BadRequest('prompt', 'expected text, token ids, or a non-empty list of either')
+    if len(prompts) > self.max_sequences:
+        raise BadRequest('prompt', f'{len(prompts)} prompts: the stand-in samples at most {self.max_sequences}')
+    out = []
+    for i, p in enumerate(prompts):
+        if isinstance(p, str):
+            p = self.policy.fmt.encode(p)
+        if not isinstance(p, list) or not p:
+            raise BadRequest(f'prompt[{i}]', 'expected text or a non-empty list of token ids')
+        if len(p) >= self.max_model_len:
+            raise BadRequest(f'prompt[{i}]', f"{len(p)} tokens: the model's context is {self.max_model_len}")
+        for j, t in enumerate(p):
+            if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < self.vocab_size:
+                raise BadRequest(
+                    f'prompt[{i}][{j}]', f'{json.dumps(t)[:40]} is not a token id in [0, {self.vocab_size})'
+                )
+        out.append(p)
+    return out
+
+# %% ../nbs/06b_vllm_server.ipynb #c004g
+@patch
+def complete(self: VLLMStandIn, body: dict) -> dict:
+    """/v1/completions: token-id (or text) prompts, n samples each, per-request seed, stop on the end of a turn.
+    Each sequence takes the lock alone, in turn with other requests' sequences: a large request delays others by
+    one sequence at a time, not by its whole length."""
+    fmt = self.policy.fmt
+    scored = self._refuse_unsupported(body)
+    prompts = self._prompts(body)
+    n = _integer(body, 'n', 1, 1, self.max_sequences // len(prompts))
+    room = self.max_model_len - max(len(p) for p in prompts)  # tokens the longest prompt leaves in the context
+    max_tokens = _integer(body, 'max_tokens', 16, 1, room)
+    seed = _integer(body, 'seed', None, -(2**63), 2**64 - 1)
+    cfg = SamplingConfig(
+        temperature=_real(body, 'temperature', 1.0, lambda v: v >= 0, 'a number >= 0'),
+        top_p=_real(body, 'top_p', 1.0, lambda v: 0 < v <= 1, 'a number in (0, 1]'),
+        top_k=max(_integer(body, 'top_k', 0, -1, self.vocab_size), 0),  # -1 and 0: off
+        max_tokens=max_tokens,
+    )
+    as_ids, skip = body.get('return_tokens_as_token_ids', False), body.get('skip_special_tokens', True)
+    choices, used = [], 0
+    for p in prompts:
+        for j in range(n):
+            s = (seed + j) % 2**63 if seed is not None else random.getrandbits(63)
+            with self.lock:
+                self.policy.sampling = cfg
+                g = self.policy.sample([p], [s], max_tokens)[0]
+                self.completions.append(
+                    {
+                        't': time.monotonic(),
+                        'weights_version': self.weights_version,
+                        'digest': self.digest,
+                        'seed': s,
+                        'prompt_tokens': len(p),
+                        'sampled_tokens': len(g.token_ids),
+                    }
+                )
+            ids, lps = list(g.token_ids), list(g.logprobs)
+            c = {
+                'index': len(choices),
+                'text': self.policy.tokenizer.decode(ids, skip_special_tokens=skip),
+                'finish_reason': g.finish,
+                'stop_reason': fmt.eos_id if g.finish == 'stop' else None,
+                'prompt_token_ids': p if body.get('return_token_ids') else None,
+                'prompt_logprobs': self.prompt_logprobs(p, scored) if scored is not None and j == 0 else None,
+                'token_ids': ids if body.get('return_token_ids') else None,
+                'logprobs': None,
+            }
+            if body.get('logprobs') is not None:
+                toks = [f'token_id:{t}' if as_ids else self.policy.tokenizer.convert_ids_to_tokens(t) for t in ids]
+                c['logprobs'] = {
+                    'tokens': toks,
+                    'token_logprobs': lps,
+                    'top_logprobs': [{t: lp} for t, lp in zip(toks, lps)],
+                    'text_offset': [0] * len(ids),
                 }
+            choices.append(c)
+            used += len(ids)
+    ptoks = sum(len(p) for p in prompts) * n
+    return {
+        'id': f'cmpl-{len(self.completions)}',
+        'object': 'text_completion',
+        'created': int(time.time()),
+        'model': self.model_name,
+        'choices': choices,
+        'usage': {'prompt_tokens': ptoks, 'completion_tokens': used, 'total_tokens': ptoks + used},
+    }
+
+# %% ../nbs/06b_vllm_server.ipynb #c004h
+@patch
+def prompt_logprobs(self: VLLMStandIn, ids: list, k: int) -> list:
+    """vLLM's `prompt_logprobs` of one prompt: None for the first token, then for each token {token id: {logprob,
+    rank, decoded_token}} of the prompt's token and the `k` likeliest, from one forward pass of the served model."""
+    import torch
+
+    with self.lock, torch.no_grad():
+        logits = self.policy.model(input_ids=torch.tensor([ids])).logits[0, :-1].float()
+    lps = torch.log_softmax(logits, -1)
+    out = [None]
+    for pos, tok in enumerate(ids[1:]):
+        row = lps[pos]
+        keep = ([tok] + row.topk(k).indices.tolist()) if k else [tok]
+        out.append(
+            {
+                str(t): {
+                    'logprob': float(row[t]),
+                    'rank': int((row > row[t]).sum()) + 1,
+                    'decoded_token': self.policy.tokenizer.decode([t]),
+                }
+                for t in keep
+            }
+        )
+    return out
+
+
+@patch
+def _need_engine(self: VLLMStandIn):
+    if self.engine is None:
+        raise BadRequest(
+            'init_weight_transfer_engine', "no weight-transfer engine: POST it first (TRL's init_communicator does)"
+        )
+
+
+@patch
+def init_weight_transfer_engine(self: VLLMStandIn, body: dict) -> dict:
+    """/init_weight_transfer_engine: join the trainer's weight-transfer group as TRL's `init_info` describes it (the
+    trainer is rank 0 and the store's host at master_address:master_port; this server's one worker is rank
+    `rank_offset`). The group is gloo: the tensors travel over TCP on the CPU, where vLLM's travel over NCCL."""
+    info = body.get('init_info')
+    if not isinstance(info, dict):
+        raise BadRequest('init_info', 'expected an object {master_address, master_port, rank_offset, world_size}')
+    addr = info.get('master_address')
+    if not isinstance(addr, str) or not addr:
+        raise BadRequest('init_info.master_address', f'{json.dumps(addr)[:40]}: expected a host name or address')
+    try:
+        port = _integer(info, 'master_port', None, 1, 65535)
+        rank = _integer(info, 'rank_offset', 1, 1)
+        world = _integer(info, 'world_size', None, 2)
+    except BadRequest as e:
+        raise BadRequest(f'init_info.{e.field}', str(e).split(': ', 1)[1]) from None
+    if port is None or world is None:
+        raise BadRequest(f'init_info.{"master_port" if port is None else "world_size"}', 'required')
+    if world != rank + 1:
+        raise BadRequest('init_info.world_size', f'{world}: the stand-in has one worker, so it is rank_offset + 1')
+    with self._transfer:
+        self.engine = gloo_group(addr, port, rank, world, self.transfer_timeout_s, is_master=False)
+    return {}
+
+
+@patch
+def start_weight_update(self: VLLMStandIn, body: dict) -> dict:
+    "/start_weight_update: what the next /update_weights receive is held until /finish_weight_update."
+    self._need_engine()
+    self._staged = {}
+    return {}
+
+# %% ../nbs/06b_vllm_server.ipynb #c004i
+@patch
+def _update_specs(self: VLLMStandIn, body: dict) -> list:
+    "(name, dtype, shape) per tensor of TRL's `update_info`, each checked against the served model; a `BadRequest`."
+    import torch
+
+    info = body.get('update_info')
+    if not isinstance(info, dict):
+        raise BadRequest('update_info', 'expected an object {names, dtype_names, shapes}')
+    cols = {k: info.get(k) for k in ('names', 'dtype_names', 'shapes')}
+    for k, v in cols.items():
+        if not isinstance(v, list) or not v:
+            raise BadRequest(f'update_info.{k}', f'{json.dumps(v)[:40]}: expected a non-empty list')
+    if len({len(v) for v in cols.values()}) > 1:
+        raise BadRequest('update_info.names', 'names, dtype_names and shapes differ in length')
+    if not isinstance(info.get('packed', False), bool):
+        raise BadRequest('update_info.packed', f'{json.dumps(info["packed"])[:40]}: expected true or false')
+    params, specs, seen = dict(self.policy.model.named_parameters()), [], set()
+    for j, (name, dtype_name, shape) in enumerate(zip(*cols.values())):
+        if not isinstance(name, str) or name not in params:
+            raise BadRequest(
+                f'update_info.names[{j}]', f'{json.dumps(name)[:60]}: the served model has no such parameter'
             )
-        return {'version': self.weights_version, 'digest': self.digest}
+        if name in seen:
+            raise BadRequest(f'update_info.names[{j}]', f'{name} is sent twice')
+        seen.add(name)
+        dtype = getattr(torch, dtype_name, None) if isinstance(dtype_name, str) else None
+        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+            raise BadRequest(f'update_info.dtype_names[{j}]', f'{json.dumps(dtype_name)[:40]} is not a float dtype')
+        if shape != list(params[name].shape):
+            raise BadRequest(
+                f'update_info.shapes[{j}]',
+                f"{json.dumps(shape)[:60]}, the served model's {name} is {list(params[name].shape)}",
+            )
+        specs.append((name, dtype, params[name].shape))
+    return specs
+
+
+@patch
+def update_weights(self: VLLMStandIn, body: dict) -> dict:
+    """/update_weights: TRL's `update_info` (names, dtype_names, shapes, in the order the tensors are broadcast) is
+    checked whole against the served model and the answer broadcast to the trainer (refused: it sends nothing and
+    reads this 400); then each tensor is received over the group, and held until /finish_weight_update."""
+    import torch
+
+    self._need_engine()
+    with self._transfer:
+        try:
+            specs = self._update_specs(body)
+            if self._staged is None:
+                raise BadRequest('start_weight_update', 'no weight update started: POST it first')
+        except BadRequest:
+            _broadcast(self.engine, torch.zeros(1, dtype=torch.int64), src=self.engine.rank)
+            raise
+        _broadcast(self.engine, torch.ones(1, dtype=torch.int64), src=self.engine.rank)
+        got = {}
+        for name, dtype, shape in specs:
+            buf = torch.empty(shape.numel() * dtype.itemsize, dtype=torch.uint8)
+            _broadcast(self.engine, buf, src=0)
+            got[name] = buf.view(dtype).view(shape)
+        self._staged.update(got)
+    return {}
+
+# %% ../nbs/06b_vllm_server.ipynb #c004j
+@patch
+def finish_weight_update(self: VLLMStandIn, body: dict) -> dict:
+    """/finish_weight_update: the tensors received since /start_weight_update are copied into the served model at
+    once (under the sampling lock: no sequence samples with half of them) and the caches forgotten. With
+    `ignore_weight_updates` they are dropped: a server that missed the sync, for the checks that catch one."""
+    import torch
+
+    self._need_engine()
+    if self._staged is None:
+        raise BadRequest('start_weight_update', 'no weight update started: POST it first')
+    staged, self._staged = self._staged, None
+    params = dict(self.policy.model.named_parameters())
+    with self.lock, torch.no_grad():
+        if not self.ignore_weight_updates:
+            for name, x in staged.items():
+                params[name].copy_(x)
+            self.weights_version += 1
+            self.digest = weights_digest(self.policy.model)
+        self.policy.reset_cache()
+        self.weight_loads.append(
+            {
+                't': time.monotonic(),
+                'version': self.weights_version,
+                'digest': self.digest,
+                'tensors': len(staged),
+                'applied': not self.ignore_weight_updates,
+            }
+        )
+    return {'version': self.weights_version, 'digest': self.digest}
 
 # %% ../nbs/06b_vllm_server.ipynb #c005
 class GlooEndpoint:
@@ -586,7 +620,7 @@ class GlooSendArgs:
     group: GlooEndpoint | None
     packed: bool = True  # accepted; the gloo transport sends tensor by tensor
 
-
+# %% ../nbs/06b_vllm_server.ipynb #c005b
 class GlooTransfer:
     """The trainer's half of the CPU weight transfer, in the shape of vLLM's `NCCLWeightTransferEngine` that TRL 1.16
     calls for vLLM before 0.28: `trainer_init(init_info)` joins the group as rank 0 (the store's host),
@@ -620,7 +654,7 @@ class GlooTransfer:
         for _, t in iterator:
             _broadcast(ep, t.detach().cpu().contiguous().reshape(-1).view(torch.uint8), src=0)
 
-
+# %% ../nbs/06b_vllm_server.ipynb #c005c
 def _cpu_client_class():
     from trl.generation.vllm_client import VLLMClient
 
@@ -652,7 +686,7 @@ def _cpu_client_class():
 
     return CPUVLLMClient
 
-
+# %% ../nbs/06b_vllm_server.ipynb #c005d
 _MISSING = object()
 
 
