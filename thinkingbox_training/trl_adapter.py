@@ -4,7 +4,7 @@
 
 # %% ../nbs/10a_trl_adapter.ipynb #a003
 from __future__ import annotations
-import argparse, dataclasses, functools, inspect, json, math, os, re, sys, time
+import argparse, copy, dataclasses, functools, inspect, json, math, os, re, sys, time
 from dataclasses import dataclass, field
 from pathlib import Path
 import torch
@@ -175,6 +175,15 @@ class TBTConfig(GRPOConfig):
             'server that answers prompt_logprobs, a real vLLM included (it reports no weights version). None: no check.'
         },
     )
+    max_staleness: int = field(
+        default=0,
+        metadata={
+            'help': '0: each step samples its own episodes (synchronous). S >= 1: a producer samples the first round '
+            'of later steps while a step trains, with weights at most S optimizer steps older than those they train; '
+            "their tokens are weighted by TRL's importance-sampling correction (vllm_importance_sampling_*). "
+            'Several processes: with use_vllm only.'
+        },
+    )
     # --- derived from the fields above (a value that contradicts them is an error)
     num_generations: int | None = field(default=None, metadata={'help': 'Derived: group_size.'})
     per_device_train_batch_size: int | None = field(
@@ -272,6 +281,11 @@ class TBTConfig(GRPOConfig):
             raise ValueError(
                 f'max_completion_length={self.max_completion_length} contradicts '
                 f'max_episode_tokens={self.max_episode_tokens}; set the latter'
+            )
+        if self.max_staleness < 0 or (self.max_staleness and nproc > 1 and not self.use_vllm):
+            raise ValueError(
+                f'max_staleness={self.max_staleness}: must be 0 or more, and above 0 with several processes only '
+                'with use_vllm (sampling ahead in process holds a copy of the model in each)'
             )
         if self.num_iterations != 1:
             raise ValueError('num_iterations must be 1: one step is one optimizer update on fresh episodes')
@@ -501,6 +515,11 @@ class EpochSampler(RepeatSampler):
         return super().__iter__()
 
 # %% ../nbs/10a_trl_adapter.ipynb #a012
+def _fingerprint(model) -> float:
+    "A number that tells weights apart: the sum of every parameter's absolute values."
+    return sum(float(p.detach().double().abs().sum()) for p in model.parameters())
+
+
 class TBTTrainer(EpisodeSteps, GRPOTrainer):
     """GRPO on whole episodes: the core's step (`EpisodeSteps`: episode-engine rollouts, Verdict rewards, dynamic
     sampling) handed to TRL's scoring and loss, zero-signal steps skipped. Every TRL override is a method here."""
@@ -558,6 +577,10 @@ class TBTTrainer(EpisodeSteps, GRPOTrainer):
             args.use_vllm = server
         self.fmt = ChatFormat(self.processing_class)
         self.use_vllm, self._last_loaded_step, self.server_policy = server, -1, None
+        self._server, self._sampler, self._trained_fp = server, None, {}  # weights to a server; sampling ahead
+        if args.max_staleness:  # a step's tasks are known ahead (seeded draws of the pool); TRL's switch turns on its
+            self._set_pool(pool, 0)  # importance-sampling correction of the episodes' recorded logprobs
+            self.use_vllm = True
         self.sync_log: list = []  # one record per weight sync: the step it was made for, and when
         if server:  # TRL's switches: its importance-sampling correction and logprob-gap metrics apply from here on
             url = server_url(args)
@@ -585,10 +608,16 @@ class TBTTrainer(EpisodeSteps, GRPOTrainer):
         "A training step's batch (steps 1-5 above): sample and choose the groups, score them with TRL, check, decide."
         if not self.model.training:
             return super()._generate_and_score_completions(inputs)  # evaluation
-        if self.use_vllm:
+        if self._server:
             self._sync_weights()  # once, before the step's first round: no update happens between a step's rounds
+        if self.args.max_staleness:
+            self._publish()  # this step's weights to the producer sampling ahead
         rows = self._sample_step(self._step_prompts(inputs))  # the core's: the chosen rows of this process
+        if self.args.max_staleness:
+            self._last_loaded_step = self.state.global_step  # TRL's switch is on: its own weight sync a no-op
         out = self._score(rows)
+        if self.args.max_staleness:
+            self._log_behaviour(out)
         self._check_logprobs(out)
         self._skip = self._no_signal(out)
         if self.accelerator.is_main_process:  # a sample of the step's groups, as a table, to the run's trackers
@@ -626,6 +655,10 @@ class TBTTrainer(EpisodeSteps, GRPOTrainer):
 
     def _run(self, jobs: list) -> list:
         "Run episodes of `jobs` in this process; called by every process together (generation may gather parameters)."
+        rows = self._play(jobs)
+        return stamp(rows, self.state.global_step) if self.args.max_staleness else rows
+
+    def _play(self, jobs: list) -> list:
         fixed = self.policy if self.policy is not None else self.server_policy  # neither gathers parameters
         if fixed is not None:
             return (
@@ -858,6 +891,64 @@ class TBTTrainer(EpisodeSteps, GRPOTrainer):
                 'weight_check_tolerance: null to train anyway'
             )
 
+    def _publish(self):
+        "Sampling ahead: this step's weights (version = global_step) to the `Producer`, started on the first step."
+        v, model = self.state.global_step, self.accelerator.unwrap_model(self.model)
+        self._trained_fp[v] = _fingerprint(model)
+        if self.producer is None or self.producer.closed:
+            self.producer = Producer(self._produce, v, self.args.max_staleness, self._may_sample)
+        install = None
+        if self.policy is None and not self._server:  # in process: a copy of the weights, installed by the producer
+            if self._sampler is None:
+                self._sampler = copy.deepcopy(model).eval().requires_grad_(False)
+                self._sampler_tok = copy.deepcopy(self.processing_class)  # a tokenizer is not shared between threads
+            install = functools.partial(self._install, {k: t.detach().clone() for k, t in model.state_dict().items()})
+        self.producer.publish(v, install)
+
+    def _install(self, weights: dict) -> float:
+        "On the producer's thread, between two of its steps: the sampler's copy takes `weights`; their fingerprint."
+        self._sampler.load_state_dict(weights)
+        return _fingerprint(self._sampler)
+
+    def _produce(self, step: int, version: int) -> list:
+        "On the producer's thread: this process's round 0 of `step`, sampled by weights `version`."
+        G = self.args.group_size
+        jobs = self._jobs_for(self._pool_prompts(self.args.plan.episodes_per_process, step), G, step=step)
+        pol = self.policy or self.server_policy
+        pol = pol or HFPolicy(self._sampler, self._sampler_tok, self.sampling, name='policy')
+        return stamp([Rollout.from_episode(e, self.fmt) for e in run_blocking(self._runner(pol).run(jobs))], version)
+
+    def _may_sample(self, step: int) -> bool:
+        "Whether the producer may sample `step` yet: a step of the run, within the episode budget if every step between"
+        a, per = self.args, self.args.groups_per_step * self.args.group_size  # takes no more than its first round
+        if step >= (self.state.max_steps or a.max_steps):
+            return False
+        need = (step - len(self.step_log) + 1) * per
+        return not a.episode_budget or self.training_episodes + need <= a.episode_budget
+
+    def _log_behaviour(self, out: dict):
+        "Sampling ahead: the importance ratio trained/sampler over the sampled tokens, the share clipped, the KL."
+        a = self.args
+        mask = out['completion_mask'] * out['tool_mask'] if 'tool_mask' in out else out['completion_mask']
+        old = out.get('old_per_token_logps')
+        m = behaviour_metrics(
+            old,
+            out['sampling_per_token_logps'],
+            mask,
+            a.vllm_importance_sampling_clip_min,
+            a.vllm_importance_sampling_clip_max,
+        )
+        local = torch.tensor([[m['tokens'], m['ratio'], m['clipped'], m['kl']]], dtype=torch.float64)
+        n, ratio, clipped, kl = self.accelerator.gather(local.to(self.accelerator.device)).sum(0).tolist()
+        rec = (
+            {'ratio': ratio / n, 'clip_share': clipped / n, 'kl': kl / n}
+            if n
+            else dict.fromkeys(('ratio', 'clip_share', 'kl'), math.nan)
+        )
+        self.step_log[-1]['behaviour'] = rec
+        for k, v in rec.items():
+            self.log_metric(f'tbt/behaviour_{k}', v)
+
     def _get_train_sampler(self, dataset=None):
         s = super()._get_train_sampler(dataset)  # TRL's RepeatSampler, with its epoch kept (EpochSampler)
         return EpochSampler(s.data_source, s.mini_repeat_count, s.batch_size, s.repeat_count, s.shuffle, s.seed)
@@ -887,6 +978,10 @@ class TBTTrainer(EpisodeSteps, GRPOTrainer):
                 'finished; no step trained'
             )
             return TrainOutput(self.state.global_step, math.nan, {})
+        finally:
+            if self.producer is not None:  # what it sampled for steps never trained is counted, not kept
+                self.producer.close()
+                self.producer.thread.join(timeout=60)
 
 # %% ../nbs/10a_trl_adapter.ipynb #a016
 class _Finished(Exception):

@@ -1,0 +1,162 @@
+"""Sampling ahead (max_staleness >= 1): the weights version of every episode counted exactly, stale groups dropped
+and refilled, the importance ratio logged, the episode budget kept, and a run killed mid-way resumed."""
+
+import json, os, signal, subprocess, sys, time, warnings
+import torch
+
+os.environ.setdefault('TRL_EXPERIMENTAL_SILENCE', '1')
+warnings.filterwarnings('ignore', message='.*use_cache=True.*')
+from transformers import PrinterCallback, TrainerCallback
+from thinkingbox_training.grpo import TBTTrainer
+from thinkingbox_training.grpo_core import stamp, staleness
+from thinkingbox_training.policies import ScriptedPolicy, tiny_qwen3
+from thinkingbox_training.tasks import write_tasks
+from grpo_fixtures import pay_task, tokenizer, cpu_config
+
+TOK = tokenizer()
+TASKS = [pay_task(i) for i in range(8)]
+
+
+def trainer(tmp_path, policy=None, callbacks=None, **kw):
+    t = TBTTrainer(
+        tiny_qwen3(TOK),
+        cpu_config(tmp_path / 'out', **kw),
+        TASKS,
+        processing_class=TOK,
+        policy=policy,
+        callbacks=callbacks,
+    )
+    t.remove_callback(PrinterCallback)
+    return t
+
+
+class Nudge(TrainerCallback):
+    "After each optimizer step, move one weight by a step-dependent amount: every version's weights differ."
+
+    def __init__(self):
+        self.t = None
+
+    def on_step_end(self, args, state, control, **kw):
+        with torch.no_grad():
+            next(self.t.model.parameters()).view(-1)[0] += 0.01 * state.global_step
+
+
+def test_each_episode_records_the_version_that_sampled_it_and_staleness_is_exact(tmp_path):
+    """The model plays its own episodes, one step ahead. The producer's copy of the weights of each version it records
+    must be the trainer's weights at the start of the step of that number (fingerprints), so a version counted one off
+    (published before the optimizer step, or after the next) fails here; staleness = step - version, within the bound,
+    recorded and logged; the importance ratio against the sampler is applied (TRL's) and logged (ours)."""
+    nudge = Nudge()
+    t = trainer(
+        tmp_path,
+        callbacks=[nudge],
+        max_staleness=1,
+        max_steps=4,
+        max_tokens_per_turn=8,
+        max_turns=2,
+        max_refill_rounds=1,
+    )
+    nudge.t = t
+    t.train()
+    fp, inst = t._trained_fp, t.producer.installed
+    assert len(set(fp.values())) == 4  # the four versions' weights differ, so a wrong label cannot match
+    assert inst and all(fp[v] == inst[v] for v in inst), (fp, inst)
+    ahead = 0
+    for rec in t.step_log:
+        step = rec['step']
+        for r, vs in zip(rec['rounds'], rec['versions']):
+            for v in vs:
+                assert 0 <= step - v <= 1 and (r == 0 or v == step)  # refills: this step's own weights
+                ahead += step - v
+    assert ahead > 0  # some episodes were sampled while an earlier step trained (else this test could not fail)
+    logs = [h for h in t.state.log_history if 'loss' in h]
+    assert len(logs) == 4 and t.producer.discarded == 0
+    for h, rec in zip(logs, t.step_log):
+        assert h['tbt/staleness_max'] == max(
+            (rec['step'] - v for i in rec['selected'] for v in rec['versions'][i]), default=0
+        )
+        assert h['tbt/stale_groups'] == 0 and 'sampling/importance_sampling_ratio/mean' in h
+        assert {'tbt/behaviour_ratio', 'tbt/behaviour_clip_share', 'tbt/behaviour_kl'} <= set(h)
+
+
+def test_groups_past_the_bound_are_dropped_counted_and_refilled_within_the_budget(tmp_path):
+    """A producer that hands over episodes 2 versions old at max_staleness 1: their groups are 'stale', dropped and
+    counted, the step refills them with its own weights; the episode budget counts every generated episode."""
+    t = trainer(
+        tmp_path, policy=ScriptedPolicy(flaw=0.5, tokenizer=TOK), max_staleness=1, max_steps=3, episode_budget=40
+    )
+    produce = t._produce
+    t._produce = lambda step, version: (
+        stamp(produce(step, version), version - 2) if step >= 2 else produce(step, version)
+    )
+    t.train()
+    rec = t.step_log[-1]
+    assert rec['step'] == 2 and rec['stale_groups'] == 2 and rec['kinds'][:2] == ['stale', 'stale']
+    assert all(rd > 0 for i, rd in enumerate(rec['rounds']) if i in rec['selected'])  # trained on refills only
+    assert [h['tbt/stale_groups'] for h in t.state.log_history if 'loss' in h] == [0, 0, 2]
+    assert t.training_episodes == sum(len(g) for r in t.step_log for g in r['groups']) <= 40
+    assert all(staleness(r, 2) == 0 for r in t.last_batch if not r.filler)
+    b = t.step_log[-1]['behaviour']  # the scripted expert records logprob 0.0: ratios below 1, a positive KL
+    assert 0 < b['ratio'] < 1 and 0 <= b['clip_share'] <= 1 and b['kl'] > 0
+
+
+def _recipe(tmp_path, **kw) -> str:
+    write_tasks(TASKS, tmp_path / 'tasks.jsonl')
+    lines = dict(
+        task_files=[str(tmp_path / 'tasks.jsonl')],
+        groups_per_step=2,
+        group_size=2,
+        use_cpu=True,
+        bf16=False,
+        report_to='none',
+        gradient_checkpointing=False,
+        output_dir=str(tmp_path / 'run'),
+        max_staleness=1,
+        max_turns=1,
+        max_tokens_per_turn=6,
+        max_refill_rounds=0,
+        disable_tqdm=True,
+        save_strategy='steps',
+        save_steps=1,
+        **kw,
+    )
+    (tmp_path / 'r.yaml').write_text(''.join(f'{k}: {json.dumps(v)}\n' for k, v in lines.items()))
+    return str(tmp_path / 'r.yaml')
+
+
+def test_a_run_killed_while_sampling_ahead_resumes_and_ends_at_max_steps(tmp_path):
+    """kill -9 once checkpoint-2 is complete, while later steps are sampled ahead; resume: the steps of the checkpoint
+    are kept, none trained twice, every step recorded once, the run ends at max_steps. The episodes in flight at the
+    kill die with the process; the resumed run samples those steps again (same tasks, same seeds)."""
+    base = tmp_path / 'base'
+    tiny_qwen3(TOK).save_pretrained(base)
+    TOK.save_pretrained(base)
+    argv = [
+        sys.executable,
+        '-c',
+        'import sys; from thinkingbox_training.grpo import main; sys.exit(main(sys.argv[1:]))',
+        '--config',
+        _recipe(tmp_path),
+        '--policy_model',
+        str(base),
+        '--max_steps',
+        '6',
+    ]
+    run = tmp_path / 'run'
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    t0 = time.monotonic()
+    while not (run / 'checkpoint-2' / 'tbt_state.json').exists():
+        assert p.poll() is None, p.stderr.read().decode()[-2000:]
+        assert time.monotonic() - t0 < 120
+        time.sleep(0.05)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    done = sorted(int(d.name.split('-')[1]) for d in run.glob('checkpoint-*'))
+    assert done[-1] < 6, done  # killed before the end
+    assert subprocess.run(argv + ['--resume_from_checkpoint', 'true'], capture_output=True).returncode == 0
+    log = json.loads((run / 'training_log.json').read_text())
+    assert [s['step'] for s in log['steps']] == list(range(6))
+    state = json.loads((run / 'checkpoint-6' / 'trainer_state.json').read_text())
+    assert state['global_step'] == 6
+    assert [h['step'] for h in state['log_history'] if 'loss' in h] == list(range(1, 7))  # each step once
+    assert log['episodes_used'] == 6 * 4
