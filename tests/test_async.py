@@ -2,7 +2,8 @@
 and refilled, the importance ratio logged, the episode budget kept, and a run killed mid-way resumed."""
 
 import json, os, signal, subprocess, sys, time, warnings
-import torch
+import pytest, torch
+from pathlib import Path
 
 os.environ.setdefault('TRL_EXPERIMENTAL_SILENCE', '1')
 warnings.filterwarnings('ignore', message='.*use_cache=True.*')
@@ -160,3 +161,53 @@ def test_a_run_killed_while_sampling_ahead_resumes_and_ends_at_max_steps(tmp_pat
     assert state['global_step'] == 6
     assert [h['step'] for h in state['log_history'] if 'loss' in h] == list(range(1, 7))  # each step once
     assert log['episodes_used'] == 6 * 4
+
+
+def test_server_mode_samples_ahead_through_its_own_client(tmp_path):
+    """use_vllm with max_staleness 1, against the CPU stand-in of a vLLM server: the first rounds of later steps come
+    from the server through the producer's own client while a step trains; the weights reach the server once a step
+    (its weight check passes), every episode within the bound, the correction logged."""
+    from test_vllm_server import train
+    from thinkingbox_training.vllm_server import VLLMStandIn
+    from thinkingbox_training.policies import HFPolicy
+
+    with VLLMStandIn(HFPolicy(tiny_qwen3(TOK), TOK), model_name='tiny') as srv:
+        t, _, _ = train(tmp_path, srv, steps=3, max_staleness=1, learning_rate=1e-3)
+    assert [s['step'] for s in t.sync_log] == [0, 1, 2] and t._ahead is not None
+    assert all(0 <= rec['step'] - v <= 1 for rec in t.step_log for vs in rec['versions'] for v in vs)
+    assert any(rec['step'] - v == 1 for rec in t.step_log for vs in rec['versions'] for v in vs)
+    logs = [h for h in t.state.log_history if 'loss' in h]
+    assert len(logs) == 3 and all('tbt/behaviour_kl' in h and 'tbt/weight_check_gap' in h for h in logs)
+
+
+def test_the_async_cluster_recipe_is_the_reference_one_with_the_option(capsys):
+    """reference_qwen3_async.yaml differs from reference_qwen3.yaml only in max_staleness and its output folder, and
+    passes a dry run; sampling ahead in process over several processes is refused in one line naming the option."""
+    import yaml
+    from thinkingbox_training.grpo import ConfigError, parse_config
+
+    recipes = Path(__file__).parent.parent / 'scripts' / 'recipes'
+    sync, ahead = (
+        yaml.safe_load((recipes / f).read_text()) for f in ('reference_qwen3.yaml', 'reference_qwen3_async.yaml')
+    )
+    assert {k for k in sync.keys() | ahead.keys() if sync.get(k) != ahead.get(k)} == {'max_staleness', 'output_dir'}
+    assert ahead['max_staleness'] == 1
+    assert (
+        parse_config(['--config', str(recipes / 'reference_qwen3_async.yaml'), '--dry_run', 'true']).max_staleness == 1
+    )
+    with pytest.raises(ConfigError, match='max_staleness=1') as e:
+        parse_config(
+            [
+                '--config',
+                str(recipes / 'reference_qwen3_async.yaml'),
+                '--use_vllm',
+                'false',
+                '--top_p',
+                '1.0',
+                '--top_k',
+                '0',
+                '--dry_run',
+                'true',
+            ]
+        )
+    assert '\n' not in str(e.value)

@@ -577,7 +577,7 @@ class TBTTrainer(EpisodeSteps, GRPOTrainer):
             args.use_vllm = server
         self.fmt = ChatFormat(self.processing_class)
         self.use_vllm, self._last_loaded_step, self.server_policy = server, -1, None
-        self._server, self._sampler, self._trained_fp = server, None, {}  # weights to a server; sampling ahead
+        self._server, self._sampler, self._ahead, self._trained_fp = server, None, None, {}  # sampling ahead: below
         if args.max_staleness:  # a step's tasks are known ahead (seeded draws of the pool); TRL's switch turns on its
             self._set_pool(pool, 0)  # importance-sampling correction of the episodes' recorded logprobs
             self.use_vllm = True
@@ -898,6 +898,11 @@ class TBTTrainer(EpisodeSteps, GRPOTrainer):
         if self.producer is None or self.producer.closed:
             self.producer = Producer(self._produce, v, self.args.max_staleness, self._may_sample)
         install = None
+        if self._server and self._ahead is None:  # the producer's own client: one is bound to one event loop
+            url = server_url(self.args) + '/v1'
+            self._ahead = EndpointPolicy(
+                None, self.fmt, base_url=url, sampling=self.sampling, concurrency=self.args.concurrency
+            )
         if self.policy is None and not self._server:  # in process: a copy of the weights, installed by the producer
             if self._sampler is None:
                 self._sampler = copy.deepcopy(model).eval().requires_grad_(False)
@@ -914,8 +919,7 @@ class TBTTrainer(EpisodeSteps, GRPOTrainer):
         "On the producer's thread: this process's round 0 of `step`, sampled by weights `version`."
         G = self.args.group_size
         jobs = self._jobs_for(self._pool_prompts(self.args.plan.episodes_per_process, step), G, step=step)
-        pol = self.policy or self.server_policy
-        pol = pol or HFPolicy(self._sampler, self._sampler_tok, self.sampling, name='policy')
+        pol = self.policy or self._ahead or HFPolicy(self._sampler, self._sampler_tok, self.sampling, name='policy')
         return stamp([Rollout.from_episode(e, self.fmt) for e in run_blocking(self._runner(pol).run(jobs))], version)
 
     def _may_sample(self, step: int) -> bool:
