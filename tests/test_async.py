@@ -160,7 +160,7 @@ def test_a_run_killed_while_sampling_ahead_resumes_and_ends_at_max_steps(tmp_pat
     state = json.loads((run / 'checkpoint-6' / 'trainer_state.json').read_text())
     assert state['global_step'] == 6
     assert [h['step'] for h in state['log_history'] if 'loss' in h] == list(range(1, 7))  # each step once
-    assert log['episodes_used'] == 6 * 4
+    assert log['episodes_used'] == 6 * 4 and log['sampled_ahead_unused'] == 0  # the run ended at max_steps
 
 
 def test_server_mode_samples_ahead_through_its_own_client(tmp_path):

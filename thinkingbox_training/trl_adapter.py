@@ -8,6 +8,7 @@ import argparse, copy, dataclasses, functools, inspect, json, math, os, re, sys,
 from dataclasses import dataclass, field
 from pathlib import Path
 import torch
+from fastcore.basics import patch
 from trl import GRPOConfig, GRPOTrainer, TrlParser
 from trl.models import unwrap_model_for_generation
 from trl.models.utils import disable_gradient_checkpointing
@@ -515,11 +516,6 @@ class EpochSampler(RepeatSampler):
         return super().__iter__()
 
 # %% ../nbs/10a_trl_adapter.ipynb #a012
-def _fingerprint(model) -> float:
-    "A number that tells weights apart: the sum of every parameter's absolute values."
-    return sum(float(p.detach().double().abs().sum()) for p in model.parameters())
-
-
 class TBTTrainer(EpisodeSteps, GRPOTrainer):
     """GRPO on whole episodes: the core's step (`EpisodeSteps`: episode-engine rollouts, Verdict rewards, dynamic
     sampling) handed to TRL's scoring and loss, zero-signal steps skipped. Every TRL override is a method here."""
@@ -891,68 +887,6 @@ class TBTTrainer(EpisodeSteps, GRPOTrainer):
                 'weight_check_tolerance: null to train anyway'
             )
 
-    def _publish(self):
-        "Sampling ahead: this step's weights (version = global_step) to the `Producer`, started on the first step."
-        v, model = self.state.global_step, self.accelerator.unwrap_model(self.model)
-        self._trained_fp[v] = _fingerprint(model)
-        if self.producer is None or self.producer.closed:
-            self.producer = Producer(self._produce, v, self.args.max_staleness, self._may_sample)
-        install = None
-        if self._server and self._ahead is None:  # the producer's own client: one is bound to one event loop
-            url = server_url(self.args) + '/v1'
-            self._ahead = EndpointPolicy(
-                None, self.fmt, base_url=url, sampling=self.sampling, concurrency=self.args.concurrency
-            )
-        if self.policy is None and not self._server:  # in process: a copy of the weights, installed by the producer
-            if self._sampler is None:
-                self._sampler = copy.deepcopy(model).eval().requires_grad_(False)
-                self._sampler_tok = copy.deepcopy(self.processing_class)  # a tokenizer is not shared between threads
-            install = functools.partial(self._install, {k: t.detach().clone() for k, t in model.state_dict().items()})
-        self.producer.publish(v, install)
-
-    def _install(self, weights: dict) -> float:
-        "On the producer's thread, between two of its steps: the sampler's copy takes `weights`; their fingerprint."
-        self._sampler.load_state_dict(weights)
-        return _fingerprint(self._sampler)
-
-    def _produce(self, step: int, version: int) -> list:
-        "On the producer's thread: this process's round 0 of `step`, sampled by weights `version`."
-        G = self.args.group_size
-        jobs = self._jobs_for(self._pool_prompts(self.args.plan.episodes_per_process, step), G, step=step)
-        pol = self.policy or self._ahead or HFPolicy(self._sampler, self._sampler_tok, self.sampling, name='policy')
-        return stamp([Rollout.from_episode(e, self.fmt) for e in run_blocking(self._runner(pol).run(jobs))], version)
-
-    def _may_sample(self, step: int) -> bool:
-        "Whether the producer may sample `step` yet: a step of the run, within the episode budget if every step between"
-        a, per = self.args, self.args.groups_per_step * self.args.group_size  # takes no more than its first round
-        if step >= (self.state.max_steps or a.max_steps):
-            return False
-        need = (step - len(self.step_log) + 1) * per
-        return not a.episode_budget or self.training_episodes + need <= a.episode_budget
-
-    def _log_behaviour(self, out: dict):
-        "Sampling ahead: the importance ratio trained/sampler over the sampled tokens, the share clipped, the KL."
-        a = self.args
-        mask = out['completion_mask'] * out['tool_mask'] if 'tool_mask' in out else out['completion_mask']
-        old = out.get('old_per_token_logps')
-        m = behaviour_metrics(
-            old,
-            out['sampling_per_token_logps'],
-            mask,
-            a.vllm_importance_sampling_clip_min,
-            a.vllm_importance_sampling_clip_max,
-        )
-        local = torch.tensor([[m['tokens'], m['ratio'], m['clipped'], m['kl']]], dtype=torch.float64)
-        n, ratio, clipped, kl = self.accelerator.gather(local.to(self.accelerator.device)).sum(0).tolist()
-        rec = (
-            {'ratio': ratio / n, 'clip_share': clipped / n, 'kl': kl / n}
-            if n
-            else dict.fromkeys(('ratio', 'clip_share', 'kl'), math.nan)
-        )
-        self.step_log[-1]['behaviour'] = rec
-        for k, v in rec.items():
-            self.log_metric(f'tbt/behaviour_{k}', v)
-
     def _get_train_sampler(self, dataset=None):
         s = super()._get_train_sampler(dataset)  # TRL's RepeatSampler, with its epoch kept (EpochSampler)
         return EpochSampler(s.data_source, s.mini_repeat_count, s.batch_size, s.repeat_count, s.shuffle, s.seed)
@@ -986,6 +920,83 @@ class TBTTrainer(EpisodeSteps, GRPOTrainer):
             if self.producer is not None:  # what it sampled for steps never trained is counted, not kept
                 self.producer.close()
                 self.producer.thread.join(timeout=60)
+
+# %% ../nbs/10a_trl_adapter.ipynb #a012d
+def _fingerprint(model) -> float:
+    "A number that tells weights apart: the sum of every parameter's absolute values."
+    return sum(float(p.detach().double().abs().sum()) for p in model.parameters())
+
+
+@patch
+def _publish(self: TBTTrainer):
+    "Sampling ahead: this step's weights (version = global_step) to the `Producer`, started on the first step."
+    v, model = self.state.global_step, self.accelerator.unwrap_model(self.model)
+    self._trained_fp[v] = _fingerprint(model)
+    if self.producer is None or self.producer.closed:
+        self.producer = Producer(self._produce, v, self.args.max_staleness, self._may_sample)
+    install = None
+    if self._server and self._ahead is None:  # the producer's own client: one is bound to one event loop
+        url = server_url(self.args) + '/v1'
+        self._ahead = EndpointPolicy(
+            None, self.fmt, base_url=url, sampling=self.sampling, concurrency=self.args.concurrency
+        )
+    if self.policy is None and not self._server:  # in process: a copy of the weights, installed by the producer
+        if self._sampler is None:
+            self._sampler = copy.deepcopy(model).eval().requires_grad_(False)
+            self._sampler_tok = copy.deepcopy(self.processing_class)  # a tokenizer is not shared between threads
+        install = functools.partial(self._install, {k: t.detach().clone() for k, t in model.state_dict().items()})
+    self.producer.publish(v, install)
+
+
+@patch
+def _install(self: TBTTrainer, weights: dict) -> float:
+    "On the producer's thread, between two of its steps: the sampler's copy takes `weights`; their fingerprint."
+    self._sampler.load_state_dict(weights)
+    return _fingerprint(self._sampler)
+
+
+@patch
+def _produce(self: TBTTrainer, step: int, version: int) -> list:
+    "On the producer's thread: this process's round 0 of `step`, sampled by weights `version`."
+    G = self.args.group_size
+    jobs = self._jobs_for(self._pool_prompts(self.args.plan.episodes_per_process, step), G, step=step)
+    pol = self.policy or self._ahead or HFPolicy(self._sampler, self._sampler_tok, self.sampling, name='policy')
+    return stamp([Rollout.from_episode(e, self.fmt) for e in run_blocking(self._runner(pol).run(jobs))], version)
+
+
+@patch
+def _may_sample(self: TBTTrainer, step: int) -> bool:
+    "Whether the producer may sample `step` yet: a step of the run, within the episode budget if every step between"
+    a, per = self.args, self.args.groups_per_step * self.args.group_size  # takes no more than its first round
+    if step >= (self.state.max_steps or a.max_steps):
+        return False
+    need = (step - len(self.step_log) + 1) * per
+    return not a.episode_budget or self.training_episodes + need <= a.episode_budget
+
+
+@patch
+def _log_behaviour(self: TBTTrainer, out: dict):
+    "Sampling ahead: the importance ratio trained/sampler over the sampled tokens, the share clipped, the KL."
+    a = self.args
+    mask = out['completion_mask'] * out['tool_mask'] if 'tool_mask' in out else out['completion_mask']
+    old = out.get('old_per_token_logps')
+    m = behaviour_metrics(
+        old,
+        out['sampling_per_token_logps'],
+        mask,
+        a.vllm_importance_sampling_clip_min,
+        a.vllm_importance_sampling_clip_max,
+    )
+    local = torch.tensor([[m['tokens'], m['ratio'], m['clipped'], m['kl']]], dtype=torch.float64)
+    n, ratio, clipped, kl = self.accelerator.gather(local.to(self.accelerator.device)).sum(0).tolist()
+    rec = (
+        {'ratio': ratio / n, 'clip_share': clipped / n, 'kl': kl / n}
+        if n
+        else dict.fromkeys(('ratio', 'clip_share', 'kl'), math.nan)
+    )
+    self.step_log[-1]['behaviour'] = rec
+    for k, v in rec.items():
+        self.log_metric(f'tbt/behaviour_{k}', v)
 
 # %% ../nbs/10a_trl_adapter.ipynb #a016
 class _Finished(Exception):
