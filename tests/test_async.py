@@ -32,14 +32,30 @@ def trainer(tmp_path, policy=None, callbacks=None, **kw):
 
 
 class Nudge(TrainerCallback):
-    "After each optimizer step, move one weight by a step-dependent amount: every version's weights differ."
+    "Keep the weights each step starts from (version = step); after each step scale the final norm: versions differ."
 
     def __init__(self):
-        self.t = None
+        self.t, self.start = None, {}
+
+    def on_step_begin(self, args, state, control, **kw):
+        self.start[state.global_step] = {k: v.detach().clone() for k, v in self.t.model.state_dict().items()}
 
     def on_step_end(self, args, state, control, **kw):
         with torch.no_grad():
-            next(self.t.model.parameters()).view(-1)[0] += 0.01 * state.global_step
+            self.t.model.model.norm.weight.mul_(1.5)
+
+
+def replayed_gap(row, weights: dict) -> float:
+    "How far `row`'s recorded logprobs are from those a model holding `weights` gives its sampled tokens (max, nats)."
+    m = tiny_qwen3(TOK)
+    m.load_state_dict(weights)
+    ids = torch.tensor([row.prompt_ids + row.completion_ids])
+    with torch.no_grad():
+        lp = torch.log_softmax(m(input_ids=ids).logits[0, :-1].double(), -1)
+    n = len(row.prompt_ids)
+    got = lp[n - 1 :].gather(-1, ids[0, n:, None])[:, 0]
+    on = torch.tensor(row.env_mask, dtype=torch.bool)
+    return float((got[on] - torch.tensor(row.logprobs, dtype=torch.float64)[on]).abs().max())
 
 
 def test_each_episode_records_the_version_that_sampled_it_and_staleness_is_exact(tmp_path):
@@ -60,8 +76,16 @@ def test_each_episode_records_the_version_that_sampled_it_and_staleness_is_exact
     nudge.t = t
     t.train()
     fp, inst = t._trained_fp, t.producer.installed
-    assert len(set(fp.values())) == 4  # the four versions' weights differ, so a wrong label cannot match
-    assert inst and all(fp[v] == inst[v] for v in inst), (fp, inst)
+    assert len({f[1] for f in fp.values()}) == 4  # the four versions differ, so a wrong label cannot match
+    # the producer's copy holds version v's weights (parameters) and its forward uses them (the probe's logprobs)
+    assert inst and all(fp[v][0] == inst[v][0] and abs(fp[v][1] - inst[v][1]) < 1e-6 for v in inst), (fp, inst)
+    assert 'system_error' not in {k for rec in t.step_log for k in rec['kinds']}
+    # and the episodes were sampled by those weights: replayed under version v's, their recorded logprobs agree;
+    # under the next version's they do not (so a sampler using other weights than its label's would fail here)
+    old = [r for r in t.last_batch if r.versions[0] == 2]  # step 3's first round, sampled while step 2 trained
+    assert old, [r.versions for r in t.last_batch]
+    for r in old[:2]:
+        assert replayed_gap(r, nudge.start[2]) < 1e-3 < replayed_gap(r, nudge.start[3])
     ahead = 0
     for rec in t.step_log:
         step = rec['step']

@@ -26,7 +26,7 @@ __all__ = ['logger', 'TASK_PROMPT', 'TBT_STATE', 'WEIGHT_PROBE', 'BatchPlan', 'b
            'check_vllm_server', 'EpisodeSteps', 'server_prompt_logprobs', 'staleness', 'stamp', 'stale_kind',
            'behaviour_metrics', 'Producer', 'passk_rewards', 'passk_weight', 'passk_kind', 'passk_group', 'passk_k_at',
            'ConfigError', 'checkpoint_problem', 'resume_checkpoint', 'MemoryPlan', 'memory_plan', 'max_fitting_tokens',
-           'lora_config', 'check_memory']
+           'lora_config', 'check_memory', 'ahead_bytes']
 
 # %% ../nbs/10_grpo.ipynb #c004
 logger = logging.getLogger('thinkingbox_training.grpo')  # the trainer's warnings, under the public module's name
@@ -1116,11 +1116,21 @@ def check_memory(args) -> str | None:
         dtype_bytes=2 if args.bf16 or args.fp16 else 4,
     )
     p = memory_plan(cfg, args.max_episode_tokens * args.per_device_train_batch_size, **kw)
-    if p.total > gb * 2**30:
-        fit = max_fitting_tokens(cfg, int(gb * 2**30), **kw) // args.per_device_train_batch_size
+    ahead = ahead_bytes(p, args)
+    if p.total + ahead > gb * 2**30:
+        fit = max_fitting_tokens(cfg, int(gb * 2**30) - ahead, **kw) // args.per_device_train_batch_size
         raise ConfigError(
             f'max_episode_tokens={args.max_episode_tokens}: the memory plan needs '
-            f'{p.total / 2**30:.0f} GiB a GPU, over gpu_memory_gb={gb:.0f} (no sequence parallelism; '
+            f'{(p.total + ahead) / 2**30:.0f} GiB a GPU, over gpu_memory_gb={gb:.0f} (no sequence parallelism; '
             f'at most {fit} tokens fit)'
         )
-    return f'memory: plan {p} of {gb:.0f} GiB a GPU'
+    more = f' + {ahead / 2**30:.1f} GiB sampling ahead (a copy of the weights and a snapshot)' if ahead else ''
+    return f'memory: plan {p}{more} of {gb:.0f} GiB a GPU'
+
+
+def ahead_bytes(
+    p: MemoryPlan,  # the step's plan
+    args,  # the run (max_staleness, use_vllm)
+) -> int:
+    "What sampling ahead in process adds to a GPU: the producer's copy of the weights and the snapshot it installs."
+    return 2 * p.weights if getattr(args, 'max_staleness', 0) and not args.use_vllm else 0

@@ -922,9 +922,14 @@ class TBTTrainer(EpisodeSteps, GRPOTrainer):
                 self.producer.thread.join(timeout=60)
 
 # %% ../nbs/10a_trl_adapter.ipynb #a012d
-def _fingerprint(model) -> float:
-    "A number that tells weights apart: the sum of every parameter's absolute values."
-    return sum(float(p.detach().double().abs().sum()) for p in model.parameters())
+def _fingerprint(model) -> tuple:
+    """What tells weights apart, and which weights a forward uses: the sum of every parameter's absolute values, and
+    the sum of the logprobs the model's own forward gives a fixed short sequence (ids 0..7)."""
+    p = next(model.parameters())
+    ids = torch.arange(8, device=p.device)[None]
+    with torch.no_grad():
+        lp = torch.log_softmax(model(input_ids=ids).logits.double(), -1)
+    return sum(float(p.detach().double().abs().sum()) for p in model.parameters()), float(lp.sum())
 
 
 @patch
@@ -943,13 +948,15 @@ def _publish(self: TBTTrainer):
     if self.policy is None and not self._server:  # in process: a copy of the weights, installed by the producer
         if self._sampler is None:
             self._sampler = copy.deepcopy(model).eval().requires_grad_(False)
+            if 'forward' in vars(self._sampler):  # TRL's fused-head forward, a closure over the trained model's own:
+                del self._sampler.forward  # the copy would sample with the weights being trained
             self._sampler_tok = copy.deepcopy(self.processing_class)  # a tokenizer is not shared between threads
         install = functools.partial(self._install, {k: t.detach().clone() for k, t in model.state_dict().items()})
     self.producer.publish(v, install)
 
 
 @patch
-def _install(self: TBTTrainer, weights: dict) -> float:
+def _install(self: TBTTrainer, weights: dict) -> tuple:
     "On the producer's thread, between two of its steps: the sampler's copy takes `weights`; their fingerprint."
     self._sampler.load_state_dict(weights)
     return _fingerprint(self._sampler)
