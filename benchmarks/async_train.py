@@ -4,10 +4,10 @@
     python benchmarks/async_train.py --steps 4 --staleness 0 1 2
 
 Each run is `tbt`'s training entry point (grpo.main) in a fresh process on scripts/recipes/tiny_cpu.yaml with the
-committed pool of data/runs/tiny-cpu, output under a temporary folder; the line per run gives wall seconds, the
-process's CPU seconds (user + system, from wait4), cores busy on average (CPU / wall), peak resident memory, and the
-steps' mean staleness. On a shared machine the numbers say as much about the neighbours as about the trainer: the
-load average before each run is printed with it."""
+committed pool of data/runs/tiny-cpu, in micro-batches of 8 as the main job trains, output under a temporary folder;
+the line per run gives wall seconds, the process's CPU seconds (user + system, from wait4), cores busy on average
+(CPU / wall), peak resident memory, and the steps' mean staleness. On a shared machine the numbers say as much about
+the neighbours as about the trainer: the load average before each run is printed with it."""
 
 import argparse, json, os, subprocess, sys, tempfile, time
 from pathlib import Path
@@ -23,7 +23,7 @@ def run(steps: int, staleness: int, out: Path) -> dict:
     ]
     argv += ['--config', 'scripts/recipes/tiny_cpu.yaml', '--pool_file', 'data/runs/tiny-cpu/pool/pool.txt']
     argv += ['--output_dir', str(out), '--max_steps', str(steps), '--max_staleness', str(staleness)]
-    argv += ['--disable_tqdm', 'true']
+    argv += ['--disable_tqdm', 'true', '--per_device_train_batch_size', '8']  # the main job's micro-batches
     load = os.getloadavg()[0]
     t0 = time.monotonic()
     p = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
