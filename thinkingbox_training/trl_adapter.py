@@ -970,7 +970,7 @@ def _produce(self: TBTTrainer, step: int, version: int) -> list:
     pol = self.policy or self._ahead or HFPolicy(self._sampler, self._sampler_tok, self.sampling, name='policy')
     return stamp([Rollout.from_episode(e, self.fmt) for e in run_blocking(self._runner(pol).run(jobs))], version)
 
-
+# %% ../nbs/10a_trl_adapter.ipynb #a012f
 @patch
 def _may_sample(self: TBTTrainer, step: int) -> bool:
     "Whether the producer may sample `step` yet: a step of the run, within the episode budget if every step between"
