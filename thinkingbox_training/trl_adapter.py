@@ -389,12 +389,13 @@ TRL_PRIVATE = {
     'GRPOTrainer._last_loaded_step': (
         'attribute',
         "TRL syncs vLLM weights in `_generate` unless it is the step's: "
-        "set after our own sync, so that TRL's is a no-op",
+        "set after our own sync (and each step when sampling ahead in process), so that TRL's is a no-op",
     ),
     'GRPOTrainer.use_vllm': (
         'attribute',
         "TRL's switch for its vLLM client and importance-sampling correction: held "
-        'off while TRL builds (it would start its own client), on after',
+        'off while TRL builds (it would start its own client), on after; on too when sampling ahead in process, '
+        'for the correction',
     ),
     'GRPOTrainer.vllm_generation': ('attribute', 'what TRL would sync weights with: ours, or a weight_sync stand-in'),
     'GRPOTrainer.eos_token_ids': ('attribute', "the tokens TRL counts as an episode's end: must hold <|im_end|>"),
