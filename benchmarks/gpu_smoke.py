@@ -17,8 +17,11 @@ Each length runs the recipe that the plan covers on one GPU, LoRA (peft, rank 32
 frozen in bf16), on a Qwen3-8B-shaped model of random weights; it reports per length the tokens/s of the step, the
 peak (torch.cuda.max_memory_allocated) and the plan, and their ratio. On a CPU (--cpu-check) the shape is tiny,
 float32, and the peak is the growth of the process's VmHWM. Exit status: 0 measured, 1 a part failed, 2 no CUDA
-(without --cpu-check). The summary is printed as JSON and written to --out (default $OUT/gpu_smoke.json when $OUT is
-set, else benchmarks/gpu_smoke.json).
+(without --cpu-check). Then the shortest length once more while two more copies of the weights are held, as
+sampling ahead in process holds them (the producer's model and the snapshot it installs; the plan adds them: the
+memory plan's `ahead_bytes`); with a vLLM server (the async cluster recipe) the trainer's GPU holds nothing more, so
+this part measures the in-process variant only. It has not run on a GPU yet. The summary is printed as JSON and
+written to --out (default $OUT/gpu_smoke.json when $OUT is set, else benchmarks/gpu_smoke.json).
 """
 
 import argparse, ast, json, os, platform, sys, time, traceback
@@ -119,6 +122,27 @@ def grpo_step(m, opt, vocab, tokens, device, epsilon=0.2) -> dict:
     }
 
 
+def ahead_step(m, opt, cfg, tokens, device, plan, dtype) -> dict:
+    """The step again while the weights are held twice more, as sampling ahead in process holds them (max_staleness >= 1
+    without a vLLM server: the producer's copy and the snapshot it installs next); the plan adds `ahead_bytes`."""
+    import copy, torch
+
+    sampler = copy.deepcopy(m).eval().requires_grad_(False)
+    snapshot = {k: v.detach().clone() for k, v in m.state_dict().items()}
+    try:
+        r = grpo_step(m, opt, cfg.vocab_size, tokens, device)
+    finally:
+        del sampler, snapshot
+        if device == 'cuda':
+            torch.cuda.empty_cache()
+    p = plan['memory_plan'](cfg, tokens, lora_rank=32, dtype_bytes=2 if dtype == torch.bfloat16 else 4)
+    # on a CPU the copies exist before the peak is reset: only the step's growth is compared, as for the other lengths
+    r['plan_gib'] = round((p.total + 2 * p.weights if device == 'cuda' else p.activations + p.logits) / 2**30, 3)
+    r['plan_over_peak'] = round(r['plan_gib'] / r['peak_gib'], 2) if r['peak_gib'] else None
+    r['part'] = 'sampling ahead in process: two more copies of the weights held'
+    return r
+
+
 def args_():
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     p.add_argument('--cpu-check', action='store_true', help='the same code on tiny shapes on CPU (no CUDA needed)')
@@ -187,6 +211,13 @@ def main() -> int:
             traceback.print_exc()
             if device == 'cuda':
                 torch.cuda.empty_cache()
+    if out['steps'] and time.perf_counter() - t_start <= a.budget_s:
+        try:
+            out['ahead'] = ahead_step(m, opt, cfg, min(lengths), device, plan, dtype)
+            print(json.dumps(out['ahead']), flush=True)
+        except Exception as e:
+            out['failed'].append(f'sampling ahead: {type(e).__name__}: {str(e).splitlines()[0]}')
+            traceback.print_exc()
     if device == 'cuda':
         out['plan_max_fitting_tokens'] = plan['max_fitting_tokens'](
             cfg, int(out['gpu_total_gib'] * 2**30), lora_rank=32

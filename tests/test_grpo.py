@@ -1306,5 +1306,6 @@ def test_gpu_smoke_cpu_check_runs_the_gpu_code_on_tiny_shapes(tmp_path):
     assert 0 < got['trainable'] < got['parameters']  # only the adapters train
     for s in got['steps']:
         assert s['tokens_per_s'] > 0 and 1 / 1.5 < s['plan_over_peak'] < 1.5, s
+    assert got['ahead']['tokens'] == 256 and got['ahead']['plan_gib'] > 0  # sampling ahead's part (a GPU's to compare)
     r = subprocess.run(['bash', 'benchmarks/gpu_smoke.sh'], cwd=root, env=env, capture_output=True, text=True)
     assert r.returncode == 2 and 'no CUDA device here' in r.stderr

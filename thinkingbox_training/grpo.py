@@ -149,7 +149,8 @@ def main(argv: list = None) -> int:
                     'budgets': run_budgets(args),
                     'pools': trainer.pool_log,
                     'episodes_used': trainer.episodes_used,
-                },
+                }
+                | ({'sampled_ahead_unused': trainer.producer.discarded} if trainer.producer is not None else {}),
                 indent=1,
                 default=str,
             )

@@ -4,7 +4,7 @@
 
 # %% ../nbs/10_grpo.ipynb #c003
 from __future__ import annotations
-import functools, json, logging, math, os, random, re, time, urllib.request
+import functools, json, logging, math, os, random, re, threading, time, urllib.request
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
@@ -23,9 +23,10 @@ __all__ = ['logger', 'TASK_PROMPT', 'TBT_STATE', 'WEIGHT_PROBE', 'BatchPlan', 'b
            'check_sampling', 'task_prompt', 'prompt_task_uid', 'task_dataset', 'run_budgets', 'with_budgets',
            'check_pool_budgets', 'load_pool', 'Rollout', 'rollout_fields', 'verdict', 'group_kind', 'Sampled',
            'dynamic_sample', 'step_metrics', 'check_rollout_contract', 'micro_batches', 'padding_share', 'server_url',
-           'check_vllm_server', 'EpisodeSteps', 'server_prompt_logprobs', 'passk_rewards', 'passk_weight', 'passk_kind',
-           'passk_group', 'passk_k_at', 'ConfigError', 'checkpoint_problem', 'resume_checkpoint', 'MemoryPlan',
-           'memory_plan', 'max_fitting_tokens', 'lora_config', 'check_memory']
+           'check_vllm_server', 'EpisodeSteps', 'server_prompt_logprobs', 'staleness', 'stamp', 'stale_kind',
+           'behaviour_metrics', 'Producer', 'passk_rewards', 'passk_weight', 'passk_kind', 'passk_group', 'passk_k_at',
+           'ConfigError', 'checkpoint_problem', 'resume_checkpoint', 'MemoryPlan', 'memory_plan', 'max_fitting_tokens',
+           'lora_config', 'check_memory', 'ahead_bytes']
 
 # %% ../nbs/10_grpo.ipynb #c004
 logger = logging.getLogger('thinkingbox_training.grpo')  # the trainer's warnings, under the public module's name
@@ -235,6 +236,7 @@ class Rollout:
     logprobs: list  # sampling logprob; 0.0 on observation tokens
     filler: bool = False  # holds a place in the batch, carries no loss
     weight: float = 1.0  # the advantage's factor: 1, or the group's pass@k weight (the option)
+    versions: tuple = ()  # max_staleness >= 1: the weights version that sampled each turn; else empty
 
     @property
     def prompt(self) -> str:
@@ -340,9 +342,7 @@ def dynamic_sample(
         rounds += [k] * len(new)
     kinds = [kind(g) for g in groups]
     selected = [i for i, kd in enumerate(kinds) if kd == 'useful'][:n_groups]
-    spare = [i for i, kd in enumerate(kinds) if kd == 'zero_variance'] + [
-        i for i, kd in enumerate(kinds) if kd == 'system_error'
-    ]
+    spare = [i for kd0 in ('zero_variance', 'system_error', 'stale') for i, kd in enumerate(kinds) if kd == kd0]
     return Sampled(groups, kinds, rounds, selected, spare[: n_groups - len(selected)])
 
 # %% ../nbs/10_grpo.ipynb #c034
@@ -484,6 +484,8 @@ class EpisodeSteps:
     `state.global_step`, `accelerator`) and the two things only the trainer can do (`_run`, `log_metric`), and hands
     the rows `_sample_step` returns to TRL's loss."""
 
+    producer = None  # max_staleness >= 1: the `Producer` sampling later steps' first rounds while this one trains
+
     def _run(self, jobs: list) -> list:
         "The `Rollout` of each (task, repetition) of `jobs`, played in this process (every process calls it together)."
         raise NotImplementedError
@@ -494,12 +496,10 @@ class EpisodeSteps:
 
 # %% ../nbs/10_grpo.ipynb #tr011
 @patch
-def _repetition(self: EpisodeSteps, round: int, slot: int, member: int) -> int:
-    "A repetition number unique to (step, round, slot, member): it seeds the episode."
-    a = self.args
-    return (
-        (self.state.global_step * (a.max_refill_rounds + 1) + round) * a.groups_per_step + slot
-    ) * self.args.group_size + member
+def _repetition(self: EpisodeSteps, round: int, slot: int, member: int, step: int = None) -> int:
+    "A repetition number unique to (step, round, slot, member): it seeds the episode. `step`: default this one."
+    a, step = self.args, self.state.global_step if step is None else step
+    return ((step * (a.max_refill_rounds + 1) + round) * a.groups_per_step + slot) * self.args.group_size + member
 
 
 @patch
@@ -510,13 +510,13 @@ def _task(self: EpisodeSteps, uid: str) -> Task:
 
 
 @patch
-def _jobs_for(self: EpisodeSteps, prompts: list, num_generations: int) -> list:
+def _jobs_for(self: EpisodeSteps, prompts: list, num_generations: int, step: int = None) -> list:
     "(task, repetition) per local prompt, from its global position (process slices are contiguous)."
     start = self.accelerator.process_index * len(prompts)
     return [
         (
             self._task(prompt_task_uid(p)),
-            self._repetition(0, (start + i) // num_generations, (start + i) % num_generations),
+            self._repetition(0, (start + i) // num_generations, (start + i) % num_generations, step),
         )
         for i, p in enumerate(prompts)
     ]
@@ -587,7 +587,7 @@ def _draw(self: EpisodeSteps, need: int, used: set, round: int) -> list:
         return rng.sample(fresh, need)
     return fresh + [rng.choice(sorted(self.pool)) for _ in range(need - len(fresh))]
 
-
+# %% ../nbs/10_grpo.ipynb #tr031b
 @patch
 def _sample_step(self: EpisodeSteps, prompts: list) -> list:
     "Run, gather and choose the step's groups; returns this process's share of the chosen rollouts."
@@ -595,7 +595,7 @@ def _sample_step(self: EpisodeSteps, prompts: list) -> list:
     P, rank = self.accelerator.num_processes, self.accelerator.process_index
     check_rollout_contract(gather_object(list(prompts)), G, n)
     pk = self._passk_k() if self.args.advantage == 'passk' else None  # pass@k's k at this step (below)
-    every = gather_object(self._run(self._jobs_for(list(prompts), G)))
+    every = gather_object(self._first_round(list(prompts)))  # sampled now, or while the steps before trained
     used = {r.uid for r in every}
 
     def refill(k, need):
@@ -612,7 +612,7 @@ def _sample_step(self: EpisodeSteps, prompts: list) -> list:
         n,
         self.args.max_refill_rounds,
         agree=self._agree,
-        kind=group_kind if pk is None else functools.partial(passk_kind, k=pk),
+        kind=self._kind(pk),
     )
     chosen = [s.groups[i] if pk is None else passk_group(s.groups[i], pk) for i in s.selected]
     batch = [r for g in chosen for r in g] + [replace(r, filler=True) for i in s.fillers for r in s.groups[i]]
@@ -639,10 +639,160 @@ def _sample_step(self: EpisodeSteps, prompts: list) -> list:
             'rows_per_process': per,
         }
     )
+    if self.producer is not None:
+        self._log_staleness(s)
     if pk is not None:
         self.step_log[-1]['passk_k'] = pk
         self.log_metric('tbt/passk_k', pk)
     return batch[rank * per : (rank + 1) * per]
+
+
+@patch
+def _first_round(self: EpisodeSteps, prompts: list) -> list:
+    "This process's round 0 of the step: played now, or taken from the `Producer` that sampled it ahead."
+    if self.producer is None:
+        return self._run(self._jobs_for(prompts, self.args.group_size))
+    return self.producer.take(self.state.global_step)
+
+
+@patch
+def _kind(self: EpisodeSteps, pk: int | None):
+    "How the step classifies a group: `group_kind`, pass@k's, and, sampling ahead, 'stale' past the bound first."
+    kind = group_kind if pk is None else functools.partial(passk_kind, k=pk)
+    if self.producer is None:
+        return kind
+    return functools.partial(stale_kind, kind=kind, step=self.state.global_step, bound=self.args.max_staleness)
+
+# %% ../nbs/10_grpo.ipynb #as001
+def staleness(
+    r: Rollout,  # an episode sampled ahead (its `versions`)
+    step: int,  # the step that trains it, = the version of the weights it trains
+) -> int:
+    "How many versions old `r` is when step `step` trains it: `step` minus the oldest version that sampled a turn."
+    return step - min(r.versions) if r.versions else 0
+
+
+def stamp(rows: list, version: int) -> list:
+    "`rows` with every turn marked as sampled by weights `version` (the weights never change within an episode)."
+    return [replace(r, versions=(version,) * max(r.turns, 1)) for r in rows]
+
+
+def stale_kind(group: list, kind, step: int, bound: int) -> str:
+    "'stale' when an episode of `group` is more than `bound` versions old at `step`; else `kind(group)`."
+    return 'stale' if any(staleness(r, step) > bound for r in group) else kind(group)
+
+
+def behaviour_metrics(
+    trained: torch.Tensor,  # the trained model's logprob of each sampled token (B, T)
+    sampled: torch.Tensor,  # the sampler's recorded logprob of it (B, T); NaN where unknown
+    mask: torch.Tensor,  # 1 on sampled tokens
+    clip_min: float | None = None,  # the ratio's truncation (TRL's vllm_importance_sampling_clip_min / max)
+    clip_max: float | None = None,
+) -> dict:
+    "Sums over the sampled tokens: importance ratio trained/sampler, tokens it clips, KL(sampler || trained) (k3)."
+    m = mask.bool() & ~torch.isnan(sampled)
+    d = (trained - sampled)[m].double()
+    r = d.exp()
+    clipped = torch.zeros_like(r, dtype=torch.bool)
+    if clip_max is not None:
+        clipped |= r > clip_max
+    if clip_min is not None:
+        clipped |= r < clip_min
+    return {
+        'tokens': int(m.sum()),
+        'ratio': float(r.sum()),
+        'clipped': int(clipped.sum()),
+        'kl': float((r - 1 - d).sum()),
+    }
+
+# %% ../nbs/10_grpo.ipynb #as002
+class Producer:
+    """Round 0 of later steps, sampled on a thread while the trainer trains: step `s` starts once the sampler holds
+    weights of a version `v >= s - bound` (and `allow(s)`); `take(s)` hands it over, `publish` brings new weights."""
+
+    def __init__(
+        self,
+        sample,  # (step, version) -> this process's round-0 rollouts of `step`, sampled by weights `version`
+        first: int,  # the first step to sample
+        bound: int,  # max_staleness
+        allow=lambda s: True,  # whether step `s` may be sampled yet (the run's end, the episode budget)
+    ):
+        self.sample, self.next, self.bound, self.allow = sample, first, bound, allow
+        self.latest, self.version, self.ready, self.error, self.closed = None, None, {}, None, False
+        self._gen = 0  # bumped by `discard_from`: a step being sampled from before it is not kept
+        self.installed, self.discarded = {}, 0  # version -> what `install` returned (a fingerprint); unused episodes
+        self.cv, self.thread = threading.Condition(), threading.Thread(target=self._loop, daemon=True)
+
+    def publish(self, version: int, install=None):
+        "The trainer's weights are now `version`; `install()` puts them in the sampler, between two of its steps."
+        with self.cv:
+            self.latest = (version, install)
+            self.cv.notify_all()
+        if not self.thread.is_alive() and not self.closed:
+            self.thread.start()
+
+    def _can_start(self) -> bool:
+        return self.latest is not None and self.next - self.latest[0] <= self.bound and self.allow(self.next)
+
+    def _loop(self):
+        try:
+            while True:
+                with self.cv:
+                    self.cv.wait_for(lambda: self.closed or self._can_start())
+                    if self.closed:
+                        return
+                    (v, install), s, gen = self.latest, self.next, self._gen
+                if v != self.version:
+                    self.installed[v] = install() if install is not None else None
+                    self.version = v
+                rows = self.sample(s, v)
+                with self.cv:
+                    if gen == self._gen:
+                        self.ready[s], self.next = rows, s + 1
+                    else:
+                        self.discarded += len(rows)
+                    self.cv.notify_all()
+        except BaseException as e:  # handed to the trainer by `take`
+            with self.cv:
+                self.error = e
+                self.cv.notify_all()
+
+    def take(self, step: int, timeout: float = None) -> list:
+        "Step `step`'s round 0, once sampled (this waits for it)."
+        with self.cv:
+            if not self.cv.wait_for(lambda: step in self.ready or self.error is not None, timeout):
+                raise TimeoutError(f'the producer has not sampled step {step} after {timeout} s')
+            if self.error is not None:
+                raise RuntimeError(f'the producer failed sampling ahead: {self.error!r}') from self.error
+            return self.ready.pop(step)
+
+    def discard_from(self, step: int):
+        "Forget what was sampled for steps >= `step` (counted in `discarded`) and sample them again."
+        with self.cv:
+            for s in [s for s in self.ready if s >= step]:
+                self.discarded += len(self.ready.pop(s))
+            self.next, self._gen = min(self.next, step), self._gen + 1
+            self.cv.notify_all()
+
+    def close(self):
+        "Stop after the step being sampled; count what was sampled and never taken."
+        with self.cv:
+            self.closed = True
+            self.discarded += sum(len(v) for v in self.ready.values())
+            self.ready.clear()
+            self.cv.notify_all()
+
+# %% ../nbs/10_grpo.ipynb #as005
+@patch
+def _log_staleness(self: EpisodeSteps, s: Sampled):
+    "Sampling ahead: each group's versions in the step's record, staleness and dropped stale groups as metrics."
+    step, rec = self.state.global_step, self.step_log[-1]
+    rec['versions'] = [[min(r.versions, default=step) for r in g] for g in s.groups]
+    rec['stale_groups'] = s.kinds.count('stale')
+    trained = [staleness(r, step) for i in s.selected for r in s.groups[i]]
+    self.log_metric('tbt/staleness_mean', sum(trained) / len(trained) if trained else math.nan)
+    self.log_metric('tbt/staleness_max', max(trained, default=0))
+    self.log_metric('tbt/stale_groups', rec['stale_groups'])
 
 # %% ../nbs/10_grpo.ipynb #pk02
 def passk_rewards(
@@ -826,14 +976,17 @@ def _set_pool(self: EpisodeSteps, tasks: list, since: int):
     if len(pool) < self.args.groups_per_step:
         raise ValueError(f"a pool of {len(pool)} tasks cannot fill a step's {self.args.groups_per_step} groups")
     self.pool, self._pool_since = pool, since
+    if self.producer is not None:
+        self.producer.discard_from(since)  # episodes sampled ahead from the old pool are not trained on
 
 
 @patch
-def _pool_prompts(self: EpisodeSteps, n_local: int) -> list:
-    "This process's prompts of a step drawn from a `set_pool` pool: seeded permutations of it, epoch by epoch."
+def _pool_prompts(self: EpisodeSteps, n_local: int, step: int = None) -> list:
+    "This process's prompts of step `step` (default: this one) drawn from a `set_pool` pool: seeded permutations."
     a, G, uids = self.args, self.args.group_size, list(self.pool)
     per_epoch = len(uids) // a.groups_per_step * a.groups_per_step  # a step's groups never straddle two epochs
-    first = (self.state.global_step - self._pool_since) * a.groups_per_step  # groups drawn from this pool so far
+    step = self.state.global_step if step is None else step
+    first = (step - self._pool_since) * a.groups_per_step  # groups drawn from this pool so far
     epoch = first // per_epoch
     order = random.Random(f'{a.seed}/pool@{self._pool_since}/{epoch}').sample(uids, len(uids))
     chosen = order[first % per_epoch : first % per_epoch + a.groups_per_step]
@@ -963,11 +1116,21 @@ def check_memory(args) -> str | None:
         dtype_bytes=2 if args.bf16 or args.fp16 else 4,
     )
     p = memory_plan(cfg, args.max_episode_tokens * args.per_device_train_batch_size, **kw)
-    if p.total > gb * 2**30:
-        fit = max_fitting_tokens(cfg, int(gb * 2**30), **kw) // args.per_device_train_batch_size
+    ahead = ahead_bytes(p, args)
+    if p.total + ahead > gb * 2**30:
+        fit = max_fitting_tokens(cfg, int(gb * 2**30) - ahead, **kw) // args.per_device_train_batch_size
         raise ConfigError(
             f'max_episode_tokens={args.max_episode_tokens}: the memory plan needs '
-            f'{p.total / 2**30:.0f} GiB a GPU, over gpu_memory_gb={gb:.0f} (no sequence parallelism; '
+            f'{(p.total + ahead) / 2**30:.0f} GiB a GPU, over gpu_memory_gb={gb:.0f} (no sequence parallelism; '
             f'at most {fit} tokens fit)'
         )
-    return f'memory: plan {p} of {gb:.0f} GiB a GPU'
+    more = f' + {ahead / 2**30:.1f} GiB sampling ahead (a copy of the weights and a snapshot)' if ahead else ''
+    return f'memory: plan {p}{more} of {gb:.0f} GiB a GPU'
+
+
+def ahead_bytes(
+    p: MemoryPlan,  # the step's plan
+    args,  # the run (max_staleness, use_vllm)
+) -> int:
+    "What sampling ahead in process adds to a GPU: the producer's copy of the weights and the snapshot it installs."
+    return 2 * p.weights if getattr(args, 'max_staleness', 0) and not args.use_vllm else 0

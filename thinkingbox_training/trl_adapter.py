@@ -4,10 +4,11 @@
 
 # %% ../nbs/10a_trl_adapter.ipynb #a003
 from __future__ import annotations
-import argparse, dataclasses, functools, inspect, json, math, os, re, sys, time
+import argparse, copy, dataclasses, functools, inspect, json, math, os, re, sys, time
 from dataclasses import dataclass, field
 from pathlib import Path
 import torch
+from fastcore.basics import patch
 from trl import GRPOConfig, GRPOTrainer, TrlParser
 from trl.models import unwrap_model_for_generation
 from trl.models.utils import disable_gradient_checkpointing
@@ -175,6 +176,15 @@ class TBTConfig(GRPOConfig):
             'server that answers prompt_logprobs, a real vLLM included (it reports no weights version). None: no check.'
         },
     )
+    max_staleness: int = field(
+        default=0,
+        metadata={
+            'help': '0: each step samples its own episodes (synchronous). S >= 1: a producer samples the first round '
+            'of later steps while a step trains, with weights at most S optimizer steps older than those they train; '
+            "their tokens are weighted by TRL's importance-sampling correction (vllm_importance_sampling_*). "
+            'Several processes: with use_vllm only.'
+        },
+    )
     # --- derived from the fields above (a value that contradicts them is an error)
     num_generations: int | None = field(default=None, metadata={'help': 'Derived: group_size.'})
     per_device_train_batch_size: int | None = field(
@@ -272,6 +282,11 @@ class TBTConfig(GRPOConfig):
             raise ValueError(
                 f'max_completion_length={self.max_completion_length} contradicts '
                 f'max_episode_tokens={self.max_episode_tokens}; set the latter'
+            )
+        if self.max_staleness < 0 or (self.max_staleness and nproc > 1 and not self.use_vllm):
+            raise ValueError(
+                f'max_staleness={self.max_staleness}: must be 0 or more, and above 0 with several processes only '
+                'with use_vllm (sampling ahead in process holds a copy of the model in each)'
             )
         if self.num_iterations != 1:
             raise ValueError('num_iterations must be 1: one step is one optimizer update on fresh episodes')
@@ -374,12 +389,13 @@ TRL_PRIVATE = {
     'GRPOTrainer._last_loaded_step': (
         'attribute',
         "TRL syncs vLLM weights in `_generate` unless it is the step's: "
-        "set after our own sync, so that TRL's is a no-op",
+        "set after our own sync (and each step when sampling ahead in process), so that TRL's is a no-op",
     ),
     'GRPOTrainer.use_vllm': (
         'attribute',
         "TRL's switch for its vLLM client and importance-sampling correction: held "
-        'off while TRL builds (it would start its own client), on after',
+        'off while TRL builds (it would start its own client), on after; on too when sampling ahead in process, '
+        'for the correction',
     ),
     'GRPOTrainer.vllm_generation': ('attribute', 'what TRL would sync weights with: ours, or a weight_sync stand-in'),
     'GRPOTrainer.eos_token_ids': ('attribute', "the tokens TRL counts as an episode's end: must hold <|im_end|>"),
@@ -558,6 +574,10 @@ class TBTTrainer(EpisodeSteps, GRPOTrainer):
             args.use_vllm = server
         self.fmt = ChatFormat(self.processing_class)
         self.use_vllm, self._last_loaded_step, self.server_policy = server, -1, None
+        self._server, self._sampler, self._ahead, self._trained_fp = server, None, None, {}  # sampling ahead: below
+        if args.max_staleness:  # a step's tasks are known ahead (seeded draws of the pool); TRL's switch turns on its
+            self._set_pool(pool, 0)  # importance-sampling correction of the episodes' recorded logprobs
+            self.use_vllm = True
         self.sync_log: list = []  # one record per weight sync: the step it was made for, and when
         if server:  # TRL's switches: its importance-sampling correction and logprob-gap metrics apply from here on
             url = server_url(args)
@@ -585,10 +605,16 @@ class TBTTrainer(EpisodeSteps, GRPOTrainer):
         "A training step's batch (steps 1-5 above): sample and choose the groups, score them with TRL, check, decide."
         if not self.model.training:
             return super()._generate_and_score_completions(inputs)  # evaluation
-        if self.use_vllm:
+        if self._server:
             self._sync_weights()  # once, before the step's first round: no update happens between a step's rounds
+        if self.args.max_staleness:
+            self._publish()  # this step's weights to the producer sampling ahead
         rows = self._sample_step(self._step_prompts(inputs))  # the core's: the chosen rows of this process
+        if self.args.max_staleness:
+            self._last_loaded_step = self.state.global_step  # TRL's switch is on: its own weight sync a no-op
         out = self._score(rows)
+        if self.args.max_staleness:
+            self._log_behaviour(out)
         self._check_logprobs(out)
         self._skip = self._no_signal(out)
         if self.accelerator.is_main_process:  # a sample of the step's groups, as a table, to the run's trackers
@@ -626,6 +652,10 @@ class TBTTrainer(EpisodeSteps, GRPOTrainer):
 
     def _run(self, jobs: list) -> list:
         "Run episodes of `jobs` in this process; called by every process together (generation may gather parameters)."
+        rows = self._play(jobs)
+        return stamp(rows, self.state.global_step) if self.args.max_staleness else rows
+
+    def _play(self, jobs: list) -> list:
         fixed = self.policy if self.policy is not None else self.server_policy  # neither gathers parameters
         if fixed is not None:
             return (
@@ -887,6 +917,94 @@ class TBTTrainer(EpisodeSteps, GRPOTrainer):
                 'finished; no step trained'
             )
             return TrainOutput(self.state.global_step, math.nan, {})
+        finally:
+            if self.producer is not None:  # what it sampled for steps never trained is counted, not kept
+                self.producer.close()
+                self.producer.thread.join(timeout=60)
+
+# %% ../nbs/10a_trl_adapter.ipynb #a012d
+def _fingerprint(model) -> tuple:
+    """What tells weights apart, and which weights a forward uses: the sum of every parameter's absolute values, and
+    the sum of the logprobs the model's own forward gives a fixed short sequence (ids 0..7)."""
+    p = next(model.parameters())
+    ids = torch.arange(8, device=p.device)[None]
+    with torch.no_grad():
+        lp = torch.log_softmax(model(input_ids=ids).logits.double(), -1)
+    return sum(float(p.detach().double().abs().sum()) for p in model.parameters()), float(lp.sum())
+
+
+@patch
+def _publish(self: TBTTrainer):
+    "Sampling ahead: this step's weights (version = global_step) to the `Producer`, started on the first step."
+    v, model = self.state.global_step, self.accelerator.unwrap_model(self.model)
+    self._trained_fp[v] = _fingerprint(model)
+    if self.producer is None or self.producer.closed:
+        self.producer = Producer(self._produce, v, self.args.max_staleness, self._may_sample)
+    install = None
+    if self._server and self._ahead is None:  # the producer's own client: one is bound to one event loop
+        url = server_url(self.args) + '/v1'
+        self._ahead = EndpointPolicy(
+            None, self.fmt, base_url=url, sampling=self.sampling, concurrency=self.args.concurrency
+        )
+    if self.policy is None and not self._server:  # in process: a copy of the weights, installed by the producer
+        if self._sampler is None:
+            self._sampler = copy.deepcopy(model).eval().requires_grad_(False)
+            if 'forward' in vars(self._sampler):  # TRL's fused-head forward, a closure over the trained model's own:
+                del self._sampler.forward  # the copy would sample with the weights being trained
+            self._sampler_tok = copy.deepcopy(self.processing_class)  # a tokenizer is not shared between threads
+        install = functools.partial(self._install, {k: t.detach().clone() for k, t in model.state_dict().items()})
+    self.producer.publish(v, install)
+
+
+@patch
+def _install(self: TBTTrainer, weights: dict) -> tuple:
+    "On the producer's thread, between two of its steps: the sampler's copy takes `weights`; their fingerprint."
+    self._sampler.load_state_dict(weights)
+    return _fingerprint(self._sampler)
+
+
+@patch
+def _produce(self: TBTTrainer, step: int, version: int) -> list:
+    "On the producer's thread: this process's round 0 of `step`, sampled by weights `version`."
+    G = self.args.group_size
+    jobs = self._jobs_for(self._pool_prompts(self.args.plan.episodes_per_process, step), G, step=step)
+    pol = self.policy or self._ahead or HFPolicy(self._sampler, self._sampler_tok, self.sampling, name='policy')
+    return stamp([Rollout.from_episode(e, self.fmt) for e in run_blocking(self._runner(pol).run(jobs))], version)
+
+# %% ../nbs/10a_trl_adapter.ipynb #a012f
+@patch
+def _may_sample(self: TBTTrainer, step: int) -> bool:
+    "Whether the producer may sample `step` yet: a step of the run, within the episode budget if every step between"
+    a, per = self.args, self.args.groups_per_step * self.args.group_size  # takes no more than its first round
+    if step >= (self.state.max_steps or a.max_steps):
+        return False
+    need = (step - len(self.step_log) + 1) * per
+    return not a.episode_budget or self.training_episodes + need <= a.episode_budget
+
+
+@patch
+def _log_behaviour(self: TBTTrainer, out: dict):
+    "Sampling ahead: the importance ratio trained/sampler over the sampled tokens, the share clipped, the KL."
+    a = self.args
+    mask = out['completion_mask'] * out['tool_mask'] if 'tool_mask' in out else out['completion_mask']
+    old = out.get('old_per_token_logps')
+    m = behaviour_metrics(
+        old,
+        out['sampling_per_token_logps'],
+        mask,
+        a.vllm_importance_sampling_clip_min,
+        a.vllm_importance_sampling_clip_max,
+    )
+    local = torch.tensor([[m['tokens'], m['ratio'], m['clipped'], m['kl']]], dtype=torch.float64)
+    n, ratio, clipped, kl = self.accelerator.gather(local.to(self.accelerator.device)).sum(0).tolist()
+    rec = (
+        {'ratio': ratio / n, 'clip_share': clipped / n, 'kl': kl / n}
+        if n
+        else dict.fromkeys(('ratio', 'clip_share', 'kl'), math.nan)
+    )
+    self.step_log[-1]['behaviour'] = rec
+    for k, v in rec.items():
+        self.log_metric(f'tbt/behaviour_{k}', v)
 
 # %% ../nbs/10a_trl_adapter.ipynb #a016
 class _Finished(Exception):
