@@ -35,7 +35,7 @@ def test_pages_with_outputs_api_and_search(site):
     text = re.sub(r'<[^>]+>', '', home)  # what the page says, without its markup (the code is highlighted)
     assert 'RL fine-tuning of tool-using LLM agents' in text and 'make docs' in text  # the README, its build command
     assert 'href="results/05_passk.html"' in home  # the README's link to a notebook, pointed at its page
-    assert (site / 'files' / 'data' / 'runs' / 'tiny-cpu' / 'figures' / 'pass_curves.png').is_file()
+    assert 'src="images/view.png"' in home and (site / 'images' / 'view.png').is_file()  # the README's image, copied
     view = (site / '17_view.html').read_text()
     assert 'retail/order_status_question/bench-1-0007 pass rate [1.0, 0.0] change 1.0' in view  # a kept output
     assert '#| export' not in view and (site / 'images' / 'view.png').is_file()
