@@ -71,7 +71,7 @@ def import_command_module(m: str):
         sys.path.insert(0, str(lab.parent))
     return importlib.import_module(m)
 
-
+# %% ../nbs/11_cli.ipynb #c004b
 def _literal(node, default=None):
     try:
         return ast.literal_eval(node)
@@ -220,7 +220,7 @@ def spec(*plain: str, prefixes: tuple = ('openai:',)):
 
     return rule
 
-
+# %% ../nbs/11_cli.ipynb #c005b2
 def known_domains() -> list[str]:
     """The bundled domains (the modules of `thinkingbox_training.domains`, read from the disk) and those other packages
     offer through entry points (`tasks.get_domain`); nothing imported."""
@@ -289,7 +289,7 @@ def _model_dir(v):
 def _optional(rule):
     return lambda v: None if v in (None, '') else rule(v)
 
-
+# %% ../nbs/11_cli.ipynb #c005b4
 OPTION_RULES: dict = {  # option (parameter) name -> rule; a value of None is a default left unset
     'k': at_least(1),
     'probe_k': at_least(1),
@@ -349,6 +349,7 @@ OPTION_RULES: dict = {  # option (parameter) name -> rule; a value of None is a 
     'width': at_least(0),
 }
 
+# %% ../nbs/11_cli.ipynb #c005b6
 COMMAND_RULES: dict = {  # (command, option) -> rule, where the option means something else in that command
     ('evaluate', 'concurrency'): at_least(0),
     ('probe', 'concurrency'): at_least(0),  # 0: the default
