@@ -84,7 +84,7 @@ def describe(args: TBTConfig) -> str:
         )
     return '\n'.join(lines + [f'batch: {args.plan}', eff])
 
-
+# %% ../nbs/10b_grpo.ipynb #c055b
 def report_callbacks(args: TBTConfig) -> list:
     "The logging callbacks `report_to` names, built as the trainer builds them: a missing package is a clear error now."
     from transformers.integrations import get_reporting_integration_callbacks
@@ -101,7 +101,7 @@ def report_callbacks(args: TBTConfig) -> list:
             ) from e
     return out
 
-
+# %% ../nbs/10b_grpo.ipynb #c055c
 def main(argv: list = None) -> int:
     "Train with GRPO on database-state rewards (`scripts/train.py`): --config recipe.yaml [overrides] [--dry-run]."
     args = parse_config(argv)  # a ConfigError (one line) for a bad recipe or option

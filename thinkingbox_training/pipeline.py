@@ -307,7 +307,7 @@ def write_pool(
     probe_budgets = json.loads((d / 'probe' / 'campaign.json').read_text()).get('budgets')
     return sel, write_selection(sel, d / 'pool', figures=figures, probe_budgets=probe_budgets)
 
-
+# %% ../nbs/12_pipeline.ipynb #c012d
 def train_micro_batch(recipe: str, args, most: int = 8) -> int:
     """Episodes per training micro-batch in the main job: the recipe's own when it sets one, else the largest divisor of
     a step's episodes up to `most`. One micro-batch of 32 episodes of 1,500 tokens peaks at 7.0 GB of RSS, one of 8 at
@@ -319,31 +319,13 @@ def train_micro_batch(recipe: str, args, most: int = 8) -> int:
     n = args.groups_per_step * args.group_size  # one process
     return own or max(d for d in range(1, min(most, n) + 1) if n % d == 0)
 
+# %% ../nbs/12_pipeline.ipynb #c012e
+def _probe_stage(job: MainJob, train: list, files: list, base, how: dict, times: dict) -> None:
+    "Run the probing campaign of the base policy over the training tasks (resumed from its store when it exists)."
+    from thinkingbox_training.campaigns import run_campaign, default_shards
 
-def run_main(job: MainJob) -> dict:
-    "Probe, select, train, evaluate, report; each stage skipped or resumed when its artifacts exist."
-    if not job.adopt_model:
-        reuse_model(job.dir / 'model')  # a model the job did not train stops it before any work
-    import functools
-    from thinkingbox_training.campaigns import run_campaign, AttemptStore, default_shards
-    from thinkingbox_training.grpo import parse_config, sampling_config, main as grpo_main
-    from thinkingbox_training.policies import HFPolicy
-
-    t_start, times = time.perf_counter(), {}
     d = job.dir
-    d.mkdir(parents=True, exist_ok=True)
-    args = parse_config(['--config', job.recipe, '--output_dir', str(d / 'model'), '--dry_run', 'true'])
-    sampling = sampling_config(args)
-    files, train, bench, bench_uids = job_tasks(job)
-    how = campaign_settings(args, bench)
-    print(
-        f'[tasks] {len(train)} training tasks to probe, {len(bench)} bench tasks '
-        f'({sum(t.held_out_family for t in bench)} of held-out families)'
-    )
-
     t0 = time.perf_counter()
-    # recipes rather than objects, so that a campaign can run in shards (one a core when a core is idle)
-    base = functools.partial(HFPolicy, job.base_model, sampling=sampling)
     # the exports committed under data/runs have no store beside them (stores are not committed): regenerated
     r = run_campaign(
         d / 'probe',
@@ -363,12 +345,17 @@ def run_main(job: MainJob) -> dict:
         f'{show_budgets({"source": "run", **how["probe"].budgets})}'
     )
 
+
+def _select_stage(job: MainJob, args, bench_uids, times: dict) -> tuple:
+    "Select the pool from the stored probes and write it; the selection and its manifest (a small pool stops the job)."
+    from thinkingbox_training.campaigns import AttemptStore
+
+    d = job.dir
     t0 = time.perf_counter()
     s = AttemptStore(d / 'probe' / 'attempts.sqlite')
     probes = s.records('probe')
     s.close()
     sel, man = write_pool(d, probes, bench_uids)
-    probe_budgets = man['probe_budgets']
     times['select_s'] = time.perf_counter() - t0
     bands = man['counts']['bands']
     print('[select] bands: ' + ', '.join(f'{b} {v["tasks"]}' for b, v in bands.items()) + f'; pool {len(sel.pool)}')
@@ -378,7 +365,15 @@ def run_main(job: MainJob) -> dict:
             'needs: '
             'probe more tasks (--probe-per-family)'
         )
+    return sel, man
 
+# %% ../nbs/12_pipeline.ipynb #c012f
+def _train_stage(job: MainJob, args, files: list, times: dict) -> tuple:
+    """Train with GRPO on the pool unless `model/` already holds a model of these inputs; the model's directory, its
+    inputs, who trained it, and the training steps' log."""
+    from thinkingbox_training.grpo import main as grpo_main
+
+    d = job.dir
     t0 = time.perf_counter()
     model_dir, inputs = d / 'model', training_inputs(job, d / 'pool' / 'pool.txt')
     reused = reuse_model(model_dir, inputs, adopt=job.adopt_model)
@@ -410,7 +405,14 @@ def run_main(job: MainJob) -> dict:
     for r in training:
         print(f'[train] step {r["step"]}: ' + ', '.join(f'{k} {v}' for k, v in r.items() if k != 'step'))
     print(f'[train] {times["train_s"]:.0f} s -> {model_dir} (trained by {origin})')
+    return model_dir, inputs, origin, training
 
+# %% ../nbs/12_pipeline.ipynb #c012g
+def _evaluate_stage(job: MainJob, bench: list, files: list, base, trained, how: dict, times: dict) -> None:
+    "Run the bench campaigns of the base and the trained policy, each task under its own budgets."
+    from thinkingbox_training.campaigns import run_campaign, default_shards
+
+    d = job.dir
     t0 = time.perf_counter()
     run_campaign(
         d / 'eval-base',
@@ -423,7 +425,6 @@ def run_main(job: MainJob) -> dict:
         spec=how['evaluate'],
         shards=default_shards(job.base_model),
     )
-    trained = functools.partial(HFPolicy, str(model_dir), sampling=sampling, name='tiny-qwen3-grpo')
     run_campaign(
         d / 'eval-trained',
         bench,
@@ -438,23 +439,54 @@ def run_main(job: MainJob) -> dict:
     times['evaluate_s'] = time.perf_counter() - t0
     own = budgets_record(bench, how['evaluate'].sampling.max_tokens)
     print(f"[evaluate] under each bench task's own limits: {show_budgets(own)}")
-    times['wall_s'] = time.perf_counter() - t_start
-    recipe_keys = (
-        'groups_per_step',
-        'group_size',
-        'max_steps',
-        'learning_rate',
-        'temperature',
-        'max_tokens_per_turn',
-        'max_turns',
-        'max_episode_tokens',
+
+# %% ../nbs/12_pipeline.ipynb #c012h
+_RECIPE_KEYS = (
+    'groups_per_step',
+    'group_size',
+    'max_steps',
+    'learning_rate',
+    'temperature',
+    'max_tokens_per_turn',
+    'max_turns',
+    'max_episode_tokens',
+)
+
+
+def run_main(job: MainJob) -> dict:
+    "Probe, select, train, evaluate, report; each stage skipped or resumed when its artifacts exist."
+    if not job.adopt_model:
+        reuse_model(job.dir / 'model')  # a model the job did not train stops it before any work
+    import functools
+    from thinkingbox_training.grpo import parse_config, sampling_config
+    from thinkingbox_training.policies import HFPolicy
+
+    t_start, times = time.perf_counter(), {}
+    d = job.dir
+    d.mkdir(parents=True, exist_ok=True)
+    args = parse_config(['--config', job.recipe, '--output_dir', str(d / 'model'), '--dry_run', 'true'])
+    sampling = sampling_config(args)
+    files, train, bench, bench_uids = job_tasks(job)
+    how = campaign_settings(args, bench)
+    print(
+        f'[tasks] {len(train)} training tasks to probe, {len(bench)} bench tasks '
+        f'({sum(t.held_out_family for t in bench)} of held-out families)'
     )
+    # recipes rather than objects, so that a campaign can run in shards (one a core when a core is idle)
+    base = functools.partial(HFPolicy, job.base_model, sampling=sampling)
+    _probe_stage(job, train, files, base, how, times)
+    sel, man = _select_stage(job, args, bench_uids, times)
+    bands = man['counts']['bands']
+    model_dir, inputs, origin, training = _train_stage(job, args, files, times)
+    trained = functools.partial(HFPolicy, str(model_dir), sampling=sampling, name='tiny-qwen3-grpo')
+    _evaluate_stage(job, bench, files, base, trained, how, times)
+    times['wall_s'] = time.perf_counter() - t_start
     extra = {
         'config': asdict(job),
-        'recipe': {k: str(getattr(args, k)) for k in recipe_keys},
+        'recipe': {k: str(getattr(args, k)) for k in _RECIPE_KEYS},
         'times': times,
         'pool': len(sel.train),
-        'budgets': {'probe': probe_budgets, 'train': how['probe'].budgets},
+        'budgets': {'probe': man['probe_budgets'], 'train': how['probe'].budgets},
         'spent': {
             'probing': metrics.campaign_spend(metrics.read_attempts(d / 'probe' / 'attempts.jsonl'), _prices()),
             **({'training': training_spend(model_dir)} if training_spend(model_dir) else {}),
@@ -468,7 +500,7 @@ def run_main(job: MainJob) -> dict:
     print(f'[done] {times["wall_s"]:.0f} s; {d}/summary.json')
     return summary
 
-
+# %% ../nbs/12_pipeline.ipynb #c012i
 @command('main')
 def main_cli(
     run: str = 'tiny-cpu',  # run directory name under data/runs
