@@ -31,8 +31,8 @@ __all__ = ['TRL_PRIVATE', 'TRL_BATCH_KEYS', 'TBTConfig', 'trl_private_problem', 
 
 # %% ../nbs/10a_trl_adapter.ipynb #a005
 @dataclass
-class TBTConfig(GRPOConfig):
-    "GRPOConfig for agent episodes: tasks and pool, groups per step, episode budgets, user, judge, refill bound."
+class _TaskFields(GRPOConfig):
+    "The tasks, one step, one episode: the first fields `TBTConfig` adds to GRPOConfig."
 
     # --- tasks
     task_files: list[str] = field(
@@ -100,6 +100,12 @@ class TBTConfig(GRPOConfig):
         default=0,
         metadata={'help': "Tokens an 'openai:' judge may write, its reasoning included (0: grader.JUDGE_MAX_TOKENS)."},
     )
+
+# %% ../nbs/10a_trl_adapter.ipynb #a005c
+@dataclass
+class _ModelFields(_TaskFields):
+    "The policy, LoRA, the processes and the memory plan."
+
     # --- model and launch
     policy_model: str | None = field(
         default=None,
@@ -137,6 +143,12 @@ class TBTConfig(GRPOConfig):
             "built). None: the GPU's own on a CUDA machine, no check without one."
         },
     )
+
+# %% ../nbs/10a_trl_adapter.ipynb #a005e
+@dataclass
+class _SamplerFields(_ModelFields):
+    "The sampler, its logprobs' checks, and sampling ahead."
+
     # --- the sampler: transformers in process, or a vLLM server (use_vllm); its logprobs
     vllm_mode: str = field(
         default='server',
@@ -185,6 +197,12 @@ class TBTConfig(GRPOConfig):
             'Several processes: with use_vllm only.'
         },
     )
+
+# %% ../nbs/10a_trl_adapter.ipynb #a005g
+@dataclass
+class _TrainFields(_SamplerFields):
+    "Derived fields, the optimizer and loss, the advantage and the episode budget."
+
     # --- derived from the fields above (a value that contradicts them is an error)
     num_generations: int | None = field(default=None, metadata={'help': 'Derived: group_size.'})
     per_device_train_batch_size: int | None = field(
@@ -255,64 +273,75 @@ class TBTConfig(GRPOConfig):
     )
     logging_steps: float = field(default=1, metadata={'help': 'Log every step.'})
 
+# %% ../nbs/10a_trl_adapter.ipynb #a005i
+def _refuse_contradictions(self, env_world: int, nproc: int) -> BatchPlan:
+    "The batch plan of `self`; a one-line `ValueError` for the first field at odds with another, the plan or launch."
+    if self.num_generations not in (None, self.group_size):
+        raise ValueError(
+            f'num_generations={self.num_generations} contradicts group_size={self.group_size}; set group_size only'
+        )
+    plan = batch_plan(self.groups_per_step, self.group_size, nproc, self.per_device_train_batch_size)
+    if self.gradient_accumulation_steps not in (None, plan.gradient_accumulation_steps):
+        raise ValueError(
+            f'gradient_accumulation_steps={self.gradient_accumulation_steps} contradicts the batch '
+            f'plan ({plan}); leave it unset'
+        )
+    if self.generation_batch_size not in (None, plan.episodes_per_step):
+        raise ValueError(
+            f'generation_batch_size={self.generation_batch_size} must be the episodes of a step '
+            f'({plan.episodes_per_step}); leave it unset'
+        )
+    if self.steps_per_generation not in (None, plan.gradient_accumulation_steps):
+        raise ValueError(
+            f'steps_per_generation={self.steps_per_generation} must equal gradient_accumulation_steps '
+            f'({plan.gradient_accumulation_steps}); leave it unset'
+        )
+    if self.max_completion_length not in (None, self.max_episode_tokens):
+        raise ValueError(
+            f'max_completion_length={self.max_completion_length} contradicts '
+            f'max_episode_tokens={self.max_episode_tokens}; set the latter'
+        )
+    if self.max_staleness < 0 or (self.max_staleness and nproc > 1 and not self.use_vllm):
+        raise ValueError(
+            f'max_staleness={self.max_staleness}: must be 0 or more, and above 0 with several processes only '
+            'with use_vllm (sampling ahead in process holds a copy of the model in each)'
+        )
+    if self.num_iterations != 1:
+        raise ValueError('num_iterations must be 1: one step is one optimizer update on fresh episodes')
+    check_sampler(self)
+    if (
+        os.environ.get('ACCELERATE_USE_DEEPSPEED', '').lower() == 'true'
+        and env_world > 1
+        and not (self.use_cpu or self.ddp_backend or torch.accelerator.is_available())
+    ):  # accelerate would start DeepSpeed's ranks but count one process (benchmarks/zero3_cpu_repro.py)
+        raise ValueError(
+            f'use_cpu: false under a DeepSpeed launch of {env_world} processes on a machine without GPUs: '
+            "accelerate would count one process and DeepSpeed's batch-size check fail; set use_cpu: true"
+        )
+    if self.advantage not in ('grpo', 'passk'):
+        raise ValueError(f"advantage={self.advantage!r} is not one of 'grpo', 'passk'")
+    for name in ('passk_k', 'passk_k_end') if self.advantage == 'passk' else ():
+        v = getattr(self, name)
+        if v is not None and not 1 <= v < self.group_size:
+            raise ValueError(
+                f'{name}={v} must be at least 1 and below group_size={self.group_size} (at k = '
+                f"group_size every useful group's transformed rewards are all 1: no signal)"
+            )
+    if self.episode_budget is not None and self.episode_budget < plan.episodes_per_step:
+        raise ValueError(
+            f'episode_budget={self.episode_budget} is less than one step ({plan.episodes_per_step} episodes)'
+        )
+    return plan
+
+# %% ../nbs/10a_trl_adapter.ipynb #a005k
+@dataclass
+class TBTConfig(_TrainFields):
+    "GRPOConfig for agent episodes: tasks and pool, groups per step, episode budgets, user, judge, refill bound."
+
     def __post_init__(self):
         env_world = int(os.environ.get('WORLD_SIZE', '1'))
         nproc = self.num_processes or env_world
-        if self.num_generations not in (None, self.group_size):
-            raise ValueError(
-                f'num_generations={self.num_generations} contradicts group_size={self.group_size}; set group_size only'
-            )
-        plan = batch_plan(self.groups_per_step, self.group_size, nproc, self.per_device_train_batch_size)
-        if self.gradient_accumulation_steps not in (None, plan.gradient_accumulation_steps):
-            raise ValueError(
-                f'gradient_accumulation_steps={self.gradient_accumulation_steps} contradicts the batch '
-                f'plan ({plan}); leave it unset'
-            )
-        if self.generation_batch_size not in (None, plan.episodes_per_step):
-            raise ValueError(
-                f'generation_batch_size={self.generation_batch_size} must be the episodes of a step '
-                f'({plan.episodes_per_step}); leave it unset'
-            )
-        if self.steps_per_generation not in (None, plan.gradient_accumulation_steps):
-            raise ValueError(
-                f'steps_per_generation={self.steps_per_generation} must equal gradient_accumulation_steps '
-                f'({plan.gradient_accumulation_steps}); leave it unset'
-            )
-        if self.max_completion_length not in (None, self.max_episode_tokens):
-            raise ValueError(
-                f'max_completion_length={self.max_completion_length} contradicts '
-                f'max_episode_tokens={self.max_episode_tokens}; set the latter'
-            )
-        if self.max_staleness < 0 or (self.max_staleness and nproc > 1 and not self.use_vllm):
-            raise ValueError(
-                f'max_staleness={self.max_staleness}: must be 0 or more, and above 0 with several processes only '
-                'with use_vllm (sampling ahead in process holds a copy of the model in each)'
-            )
-        if self.num_iterations != 1:
-            raise ValueError('num_iterations must be 1: one step is one optimizer update on fresh episodes')
-        check_sampler(self)
-        if (
-            os.environ.get('ACCELERATE_USE_DEEPSPEED', '').lower() == 'true'
-            and env_world > 1
-            and not (self.use_cpu or self.ddp_backend or torch.accelerator.is_available())
-        ):  # accelerate would start DeepSpeed's ranks but count one process (benchmarks/zero3_cpu_repro.py)
-            raise ValueError(
-                f'use_cpu: false under a DeepSpeed launch of {env_world} processes on a machine without GPUs: '
-                "accelerate would count one process and DeepSpeed's batch-size check fail; set use_cpu: true"
-            )
-        if self.advantage not in ('grpo', 'passk'):
-            raise ValueError(f"advantage={self.advantage!r} is not one of 'grpo', 'passk'")
-        for name in ('passk_k', 'passk_k_end') if self.advantage == 'passk' else ():
-            v = getattr(self, name)
-            if v is not None and not 1 <= v < self.group_size:
-                raise ValueError(
-                    f'{name}={v} must be at least 1 and below group_size={self.group_size} (at k = '
-                    f"group_size every useful group's transformed rewards are all 1: no signal)"
-                )
-        if self.episode_budget is not None and self.episode_budget < plan.episodes_per_step:
-            raise ValueError(
-                f'episode_budget={self.episode_budget} is less than one step ({plan.episodes_per_step} episodes)'
-            )
+        plan = _refuse_contradictions(self, env_world, nproc)
         self.num_generations, self.per_device_train_batch_size = self.group_size, plan.per_device_train_batch_size
         self.gradient_accumulation_steps = plan.gradient_accumulation_steps
         self.max_completion_length = self.max_episode_tokens
@@ -431,6 +460,8 @@ TRL_PRIVATE = {
         "the no-grad forward of the logprob gap, as TRL's own",
     ),
 }
+
+# %% ../nbs/10a_trl_adapter.ipynb #a007c
 _TRL_OWNERS = {
     'GRPOTrainer': 'trl.GRPOTrainer',
     'DistributedBackend': 'trl.distributed.DistributedBackend',
@@ -597,10 +628,6 @@ class TBTTrainer(EpisodeSteps, GRPOTrainer):
                 f'({self.eos_token_ids}), or TRL counts every episode as truncated'
             )
 
-    def log_metric(self, key: str, value: float):
-        "Add `value` to this step's metric `key`: TRL's per-step lists, averaged into each log."
-        self._metrics['train'][key].append(value)
-
     def _generate_and_score_completions(self, inputs):
         "A training step's batch (steps 1-5 above): sample and choose the groups, score them with TRL, check, decide."
         if not self.model.training:
@@ -634,149 +661,6 @@ class TBTTrainer(EpisodeSteps, GRPOTrainer):
             out['advantages'] *= torch.tensor([r.weight for r in rows], device=out['advantages'].device)
         return out
 
-    def _rollout(self, prompts: list, trainer=None) -> dict:
-        "TRL's rollout_func: the finished batch `_score` hands over (training), or these prompts' episodes (eval)."
-        rows, self._finished_batch = self._finished_batch, None
-        if rows is None:
-            g = (
-                self.num_generations
-                if self.model.training
-                else (self.args.num_generations_eval or self.num_generations)
-            )
-            rows = self._run(self._jobs_for(list(prompts), g))
-        elif [r.prompt for r in rows] != list(prompts):
-            raise RuntimeError(
-                'rollout_func got prompts other than the batch the sampler chose: the TRL contract changed'
-            )
-        return rollout_fields(rows)
-
-    def _run(self, jobs: list) -> list:
-        "Run episodes of `jobs` in this process; called by every process together (generation may gather parameters)."
-        rows = self._play(jobs)
-        return stamp(rows, self.state.global_step) if self.args.max_staleness else rows
-
-    def _play(self, jobs: list) -> list:
-        fixed = self.policy if self.policy is not None else self.server_policy  # neither gathers parameters
-        if fixed is not None:
-            return (
-                [Rollout.from_episode(e, self.fmt) for e in run_blocking(self._runner(fixed).run(jobs))] if jobs else []
-            )
-        with (
-            unwrap_model_for_generation(
-                self.model_wrapped,
-                self.accelerator,
-                gather_deepspeed3_params=self.args.ds3_gather_for_generation,
-                **_unwrap_kw(self.args),
-            ) as model,
-            self._dist.summon_full_params(self.model_wrapped, recurse=False),
-        ):
-            if not jobs:
-                return []
-            policy = HFPolicy(model, self.processing_class, self.sampling, name='policy')
-            check_sampling(self.args, policy.sampling)
-            return [Rollout.from_episode(e, self.fmt) for e in run_blocking(self._runner(policy).run(jobs))]
-
-    def _check_logprobs(self, out: dict):
-        "Log the logprob gap of the step; stop when the trained model's own sampler is not the model being trained."
-        g, a, step = self._logprob_gap(out), self.args, self.state.global_step
-        for k in ('mean', 'max'):
-            self.log_metric(f'tbt/logprob_gap/{k}', g[k])
-        self.log_metric('tbt/logprob_unknown_share', g['unknown_share'])
-        self.step_log[-1]['logprob_gap'] = g
-        truncated = a.top_p < 1.0 or bool(a.top_k)
-        # untruncated, the two must agree; truncated, the sampler gives a kept token at least the trainer's probability,
-        # never certainty to a token the trainer gives less than half its mass (unless it keeps one token only)
-        bad = g['excess'] if truncated else g['mean']
-        certain = truncated and a.top_k != 1 and g['certain_share'] > 0.5
-        what = (
-            f"the sampled tokens' recorded logprobs differ from those the trained model gives them by {g['mean']:.3g} "
-            'nats on average '
-            f'(max {g["max"]:.3g}'
-            + (
-                f'; {g["excess"]:.3g} beyond what top_p={a.top_p}, top_k={a.top_k} explain; '
-                f'{g["certain_share"]:.0%} of its unlikely tokens recorded as certain'
-                if truncated
-                else ''
-            )
-            + f'; max_logprob_gap={a.max_logprob_gap})'
-        )
-        if a.max_logprob_gap is None or not (bad > a.max_logprob_gap or certain):
-            pass
-        elif self.policy is None:  # the sampler is meant to be the model being trained: it is not
-            raise RuntimeError(
-                f'step {step}: {what}: the sampler is not the model being trained (a policy recording 0.0, stale or '
-                'other weights on the server, another chat template or temperature); '
-                'set max_logprob_gap: null to train anyway'
-            )
-        elif not getattr(self, '_gap_said', False) and self.accelerator.is_main_process:
-            self._gap_said = True
-            logger.warning(
-                f'step {step}: {what}: policy {self.policy.policy_id!r} is not the model being trained, '
-                'so its episodes are '
-                "off-policy and its logprobs are not the sampler's of this model"
-            )
-        if g['unknown_share'] > 0 and self.policy is None and (a.top_p < 1.0 or a.top_k):
-            raise RuntimeError(
-                f'step {step}: {g["unknown_share"]:.1%} of the sampled tokens have no recorded logprob, so the '
-                f'importance-sampling correction of top_p={a.top_p}, top_k={a.top_k} cannot apply to them'
-            )
-
-    def _logprob_gap(self, out: dict) -> dict:
-        "|recorded - recomputed| logprob over all processes' sampled tokens (mean, max, ...), and the unknown share."
-        mask = (out['completion_mask'] * out['tool_mask'] if 'tool_mask' in out else out['completion_mask']).bool()
-        rec, old = out['sampling_per_token_logps'], out.get('old_per_token_logps')
-        if (
-            old is None
-        ):  # TRL recomputes them itself only for its importance sampling (use_vllm); every process runs this forward
-            ids = torch.cat([out['prompt_ids'], out['completion_ids']], 1)
-            att = torch.cat([out['prompt_mask'], out['completion_mask']], 1)
-            with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
-                old = self._get_per_token_logps_and_entropies(
-                    self.model,
-                    ids,
-                    att,
-                    out['completion_ids'].size(1),
-                    batch_size=self.args.per_device_train_batch_size,
-                )[0]
-        known = mask & ~torch.isnan(rec)
-        diff = (old - rec)[known].float()  # trainer's logprob minus the sampler's
-        low = old[known] < math.log(0.5)  # tokens the trained model gives less than half its mass
-        local = torch.tensor(
-            [
-                [
-                    float(diff.abs().sum()),
-                    float(diff.clamp(min=0).sum()),
-                    float(known.sum()),
-                    float(mask.sum()),
-                    float(low.sum()),
-                    float((low & (rec[known] == 0)).sum()),
-                    float(diff.abs().max()) if diff.numel() else 0.0,
-                ]
-            ],
-            device=self.accelerator.device,
-        )
-        s = self.accelerator.gather(local).view(-1, 7)
-        t = s[:, :6].sum(0).tolist()
-        n = t[2]
-        return {
-            'mean': t[0] / n if n else math.nan,
-            'max': float(s[:, 6].max()) if n else math.nan,
-            'excess': t[1] / n if n else math.nan,
-            'unknown_share': (t[3] - t[2]) / t[3] if t[3] else 0.0,
-            'certain_share': t[5] / t[4] if t[4] else 0.0,
-        }
-
-    def _no_signal(self, out: dict) -> bool:
-        "True when no row with loss tokens has a non-zero advantage on any process (all-reduced): the step is skipped."
-        mask = out['completion_mask'] * out['tool_mask'] if 'tool_mask' in out else out['completion_mask']
-        signal = (out['advantages'].abs() * (mask.sum(1) > 0)).sum()
-        skip = bool(self.accelerator.reduce(signal, reduction='sum') == 0)
-        self.log_metric('tbt/skipped', float(skip))
-        self.step_log[-1]['skipped'] = skip
-        if skip and self.accelerator.is_main_process:
-            logger.warning(f'step {self.state.global_step}: every advantage is zero; the optimizer step is skipped')
-        return skip
-
     def _prepare_inputs(self, generation_batch):
         "This micro-step's micro-batch: on a step's first, the step's batch (`_generate_and_score_completions`) cut."
         if isinstance(generation_batch, dict) and 'advantages' in generation_batch:
@@ -797,106 +681,9 @@ class TBTTrainer(EpisodeSteps, GRPOTrainer):
         model.zero_grad(set_to_none=True)  # no gradient at all: AdamW skips every parameter
         return torch.zeros((), device=self.accelerator.device)
 
-    def _vllm_generation(self):
-        "TRL's server-mode VLLMGeneration: its client, its NCCL communicator, a `sync_weights()` of every process."
-        a = self.args
-        try:
-            from trl.generation.vllm_generation import VLLMGeneration
-
-            return VLLMGeneration(
-                model=self.model,
-                accelerator=self.accelerator,
-                processing_class=self.processing_class,
-                mode='server',
-                server_base_url=a.vllm_server_base_url,
-                server_host=a.vllm_server_host,
-                server_port=a.vllm_server_port,
-                group_port=a.vllm_group_port,
-                server_timeout=a.vllm_server_timeout,
-                temperature=a.temperature,
-                top_p=a.top_p,
-                top_k=a.top_k or 0,
-                max_completion_length=a.max_tokens_per_turn,
-            )
-        except ImportError as e:
-            raise ImportError(
-                "use_vllm: the weights reach the vLLM server through TRL's VLLMGeneration (NCCL), which "
-                'needs vLLM installed in the training environment: pip install "thinkingbox-training[gpu]"'
-            ) from e
-
-    def _sync_weights(self):
-        "Send the current weights to the vLLM server, every process together, and check that it serves them."
-        self.vllm_generation.sync_weights()
-        self._last_loaded_step = self.state.global_step  # TRL's own sync of the step is then a no-op
-        self.sync_log.append({'step': self.state.global_step, 't': time.monotonic()})
-        self._check_weights()
-
-    def _probe_logprobs(self, ids: list) -> list:
-        "The trained model's logprob of each token of `ids` after the first (on every rank: ZeRO-3 forwards together)."
-        model, was = self.model, self.model.training
-        x = torch.tensor([ids], device=self.accelerator.device)
-        model.eval()
-        try:
-            with torch.no_grad():
-                logits = model(input_ids=x).logits[0, :-1].float()
-        finally:
-            model.train(was)
-        return torch.log_softmax(logits, -1).gather(-1, x[0, 1:, None])[:, 0].tolist()
-
-    def _check_weights(self):
-        """The server scores `WEIGHT_PROBE` (as token ids) right after a sync; its logprobs must be the trained model's
-        within `weight_check_tolerance`, or the run stops, naming how far the server is from these weights and from
-        those of the previous sync. The decision is the main process's, broadcast: every process stops together."""
-        tol = self.args.weight_check_tolerance
-        if tol is None:
-            return
-        from accelerate.utils import broadcast_object_list
-
-        ids = self.fmt.prompt_ids([{'role': 'user', 'content': WEIGHT_PROBE}])
-        mine, theirs = self._probe_logprobs(ids), [None]
-        if self.accelerator.is_main_process:
-            try:
-                theirs[0] = server_prompt_logprobs(server_url(self.args), ids, self.args.vllm_server_timeout)
-            except Exception as e:
-                theirs[0] = f'{type(e).__name__}: {e}'[:300]
-        if self.accelerator.num_processes > 1:
-            theirs = broadcast_object_list(theirs, from_process=0)
-        theirs, prev, step = theirs[0], getattr(self, '_probe_prev', None), self.state.global_step
-        if isinstance(theirs, str):
-            raise RuntimeError(
-                f'weight check after the sync of step {step}: the vLLM server did not score the probe '
-                f'({theirs}); weight_check_tolerance: null to train without the check'
-            )
-        gap = max(abs(a - b) for a, b in zip(theirs, mine, strict=True))
-        moved = None if prev is None else max(abs(a - b) for a, b in zip(mine, prev, strict=True))
-        self.sync_log[-1].update(weight_gap=gap, weights_moved=moved)
-        self.log_metric('tbt/weight_check_gap', gap)
-        self._probe_prev = mine
-        if gap > tol:
-            old = (
-                ''
-                if prev is None
-                else (
-                    f', and {max(abs(a - b) for a, b in zip(theirs, prev, strict=True)):.3g} '
-                    f'from those of the previous sync (this step moved them by {moved:.3g})'
-                )
-            )
-            raise RuntimeError(
-                f"weight check after the sync of step {step}: the server's logprobs of a fixed probe are "
-                f"{gap:.3g} nats from the trained model's (tolerance {tol:g}){old}: the server is not "
-                'serving the weights just sent (a missed or partial sync, other weights); '
-                'weight_check_tolerance: null to train anyway'
-            )
-
     def _get_train_sampler(self, dataset=None):
         s = super()._get_train_sampler(dataset)  # TRL's RepeatSampler, with its epoch kept (EpochSampler)
         return EpochSampler(s.data_source, s.mini_repeat_count, s.batch_size, s.repeat_count, s.shuffle, s.seed)
-
-    def load_tbt_state(self, checkpoint: str):
-        "Restore what `tbt_state` saved in `checkpoint` (the core's `restore_tbt_state`) and TRL's micro-step count."
-        s = self.restore_tbt_state(checkpoint)
-        if s is not None:
-            self._step = s['global_step'] * self.args.gradient_accumulation_steps  # TRL's micro-step counter
 
     def train(self, resume_from_checkpoint=None, **kwargs):
         "TRL's `train` from the last complete checkpoint (`resume_checkpoint`) with our state; a finished run: none."
@@ -921,6 +708,266 @@ class TBTTrainer(EpisodeSteps, GRPOTrainer):
             if self.producer is not None:  # what it sampled for steps never trained is counted, not kept
                 self.producer.close()
                 self.producer.thread.join(timeout=60)
+
+# %% ../nbs/10a_trl_adapter.ipynb #a012h
+@patch
+def log_metric(self: TBTTrainer, key: str, value: float):
+    "Add `value` to this step's metric `key`: TRL's per-step lists, averaged into each log."
+    self._metrics['train'][key].append(value)
+
+
+@patch
+def _run(self: TBTTrainer, jobs: list) -> list:
+    "Run episodes of `jobs` in this process; called by every process together (generation may gather parameters)."
+    rows = self._play(jobs)
+    return stamp(rows, self.state.global_step) if self.args.max_staleness else rows
+
+
+@patch
+def _play(self: TBTTrainer, jobs: list) -> list:
+    fixed = self.policy if self.policy is not None else self.server_policy  # neither gathers parameters
+    if fixed is not None:
+        return [Rollout.from_episode(e, self.fmt) for e in run_blocking(self._runner(fixed).run(jobs))] if jobs else []
+    with (
+        unwrap_model_for_generation(
+            self.model_wrapped,
+            self.accelerator,
+            gather_deepspeed3_params=self.args.ds3_gather_for_generation,
+            **_unwrap_kw(self.args),
+        ) as model,
+        self._dist.summon_full_params(self.model_wrapped, recurse=False),
+    ):
+        if not jobs:
+            return []
+        policy = HFPolicy(model, self.processing_class, self.sampling, name='policy')
+        check_sampling(self.args, policy.sampling)
+        return [Rollout.from_episode(e, self.fmt) for e in run_blocking(self._runner(policy).run(jobs))]
+
+
+@patch
+def _rollout(self: TBTTrainer, prompts: list, trainer=None) -> dict:
+    "TRL's rollout_func: the finished batch `_score` hands over (training), or these prompts' episodes (eval)."
+    rows, self._finished_batch = self._finished_batch, None
+    if rows is None:
+        g = self.num_generations if self.model.training else (self.args.num_generations_eval or self.num_generations)
+        rows = self._run(self._jobs_for(list(prompts), g))
+    elif [r.prompt for r in rows] != list(prompts):
+        raise RuntimeError('rollout_func got prompts other than the batch the sampler chose: the TRL contract changed')
+    return rollout_fields(rows)
+
+
+@patch
+def _no_signal(self: TBTTrainer, out: dict) -> bool:
+    "True when no row with loss tokens has a non-zero advantage on any process (all-reduced): the step is skipped."
+    mask = out['completion_mask'] * out['tool_mask'] if 'tool_mask' in out else out['completion_mask']
+    signal = (out['advantages'].abs() * (mask.sum(1) > 0)).sum()
+    skip = bool(self.accelerator.reduce(signal, reduction='sum') == 0)
+    self.log_metric('tbt/skipped', float(skip))
+    self.step_log[-1]['skipped'] = skip
+    if skip and self.accelerator.is_main_process:
+        logger.warning(f'step {self.state.global_step}: every advantage is zero; the optimizer step is skipped')
+    return skip
+
+# %% ../nbs/10a_trl_adapter.ipynb #a012j
+@patch
+def _check_logprobs(self: TBTTrainer, out: dict):
+    "Log the logprob gap of the step; stop when the trained model's own sampler is not the model being trained."
+    g, a, step = self._logprob_gap(out), self.args, self.state.global_step
+    for k in ('mean', 'max'):
+        self.log_metric(f'tbt/logprob_gap/{k}', g[k])
+    self.log_metric('tbt/logprob_unknown_share', g['unknown_share'])
+    self.step_log[-1]['logprob_gap'] = g
+    truncated = a.top_p < 1.0 or bool(a.top_k)
+    # untruncated, the two must agree; truncated, the sampler gives a kept token at least the trainer's probability,
+    # never certainty to a token the trainer gives less than half its mass (unless it keeps one token only)
+    bad = g['excess'] if truncated else g['mean']
+    certain = truncated and a.top_k != 1 and g['certain_share'] > 0.5
+    what = (
+        f"the sampled tokens' recorded logprobs differ from those the trained model gives them by {g['mean']:.3g} "
+        'nats on average '
+        f'(max {g["max"]:.3g}'
+        + (
+            f'; {g["excess"]:.3g} beyond what top_p={a.top_p}, top_k={a.top_k} explain; '
+            f'{g["certain_share"]:.0%} of its unlikely tokens recorded as certain'
+            if truncated
+            else ''
+        )
+        + f'; max_logprob_gap={a.max_logprob_gap})'
+    )
+    if a.max_logprob_gap is None or not (bad > a.max_logprob_gap or certain):
+        pass
+    elif self.policy is None:  # the sampler is meant to be the model being trained: it is not
+        raise RuntimeError(
+            f'step {step}: {what}: the sampler is not the model being trained (a policy recording 0.0, stale or '
+            'other weights on the server, another chat template or temperature); '
+            'set max_logprob_gap: null to train anyway'
+        )
+    elif not getattr(self, '_gap_said', False) and self.accelerator.is_main_process:
+        self._gap_said = True
+        logger.warning(
+            f'step {step}: {what}: policy {self.policy.policy_id!r} is not the model being trained, '
+            'so its episodes are '
+            "off-policy and its logprobs are not the sampler's of this model"
+        )
+    if g['unknown_share'] > 0 and self.policy is None and (a.top_p < 1.0 or a.top_k):
+        raise RuntimeError(
+            f'step {step}: {g["unknown_share"]:.1%} of the sampled tokens have no recorded logprob, so the '
+            f'importance-sampling correction of top_p={a.top_p}, top_k={a.top_k} cannot apply to them'
+        )
+
+# %% ../nbs/10a_trl_adapter.ipynb #a012l
+@patch
+def _logprob_gap(self: TBTTrainer, out: dict) -> dict:
+    "|recorded - recomputed| logprob over all processes' sampled tokens (mean, max, ...), and the unknown share."
+    mask = (out['completion_mask'] * out['tool_mask'] if 'tool_mask' in out else out['completion_mask']).bool()
+    rec, old = out['sampling_per_token_logps'], out.get('old_per_token_logps')
+    if (
+        old is None
+    ):  # TRL recomputes them itself only for its importance sampling (use_vllm); every process runs this forward
+        ids = torch.cat([out['prompt_ids'], out['completion_ids']], 1)
+        att = torch.cat([out['prompt_mask'], out['completion_mask']], 1)
+        with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+            old = self._get_per_token_logps_and_entropies(
+                self.model,
+                ids,
+                att,
+                out['completion_ids'].size(1),
+                batch_size=self.args.per_device_train_batch_size,
+            )[0]
+    known = mask & ~torch.isnan(rec)
+    diff = (old - rec)[known].float()  # trainer's logprob minus the sampler's
+    low = old[known] < math.log(0.5)  # tokens the trained model gives less than half its mass
+    local = torch.tensor(
+        [
+            [
+                float(diff.abs().sum()),
+                float(diff.clamp(min=0).sum()),
+                float(known.sum()),
+                float(mask.sum()),
+                float(low.sum()),
+                float((low & (rec[known] == 0)).sum()),
+                float(diff.abs().max()) if diff.numel() else 0.0,
+            ]
+        ],
+        device=self.accelerator.device,
+    )
+    s = self.accelerator.gather(local).view(-1, 7)
+    t = s[:, :6].sum(0).tolist()
+    n = t[2]
+    return {
+        'mean': t[0] / n if n else math.nan,
+        'max': float(s[:, 6].max()) if n else math.nan,
+        'excess': t[1] / n if n else math.nan,
+        'unknown_share': (t[3] - t[2]) / t[3] if t[3] else 0.0,
+        'certain_share': t[5] / t[4] if t[4] else 0.0,
+    }
+
+# %% ../nbs/10a_trl_adapter.ipynb #a012n
+@patch
+def _vllm_generation(self: TBTTrainer):
+    "TRL's server-mode VLLMGeneration: its client, its NCCL communicator, a `sync_weights()` of every process."
+    a = self.args
+    try:
+        from trl.generation.vllm_generation import VLLMGeneration
+
+        return VLLMGeneration(
+            model=self.model,
+            accelerator=self.accelerator,
+            processing_class=self.processing_class,
+            mode='server',
+            server_base_url=a.vllm_server_base_url,
+            server_host=a.vllm_server_host,
+            server_port=a.vllm_server_port,
+            group_port=a.vllm_group_port,
+            server_timeout=a.vllm_server_timeout,
+            temperature=a.temperature,
+            top_p=a.top_p,
+            top_k=a.top_k or 0,
+            max_completion_length=a.max_tokens_per_turn,
+        )
+    except ImportError as e:
+        raise ImportError(
+            "use_vllm: the weights reach the vLLM server through TRL's VLLMGeneration (NCCL), which "
+            'needs vLLM installed in the training environment: pip install "thinkingbox-training[gpu]"'
+        ) from e
+
+
+@patch
+def _sync_weights(self: TBTTrainer):
+    "Send the current weights to the vLLM server, every process together, and check that it serves them."
+    self.vllm_generation.sync_weights()
+    self._last_loaded_step = self.state.global_step  # TRL's own sync of the step is then a no-op
+    self.sync_log.append({'step': self.state.global_step, 't': time.monotonic()})
+    self._check_weights()
+
+
+@patch
+def _probe_logprobs(self: TBTTrainer, ids: list) -> list:
+    "The trained model's logprob of each token of `ids` after the first (on every rank: ZeRO-3 forwards together)."
+    model, was = self.model, self.model.training
+    x = torch.tensor([ids], device=self.accelerator.device)
+    model.eval()
+    try:
+        with torch.no_grad():
+            logits = model(input_ids=x).logits[0, :-1].float()
+    finally:
+        model.train(was)
+    return torch.log_softmax(logits, -1).gather(-1, x[0, 1:, None])[:, 0].tolist()
+
+# %% ../nbs/10a_trl_adapter.ipynb #a012p
+@patch
+def _check_weights(self: TBTTrainer):
+    """The server scores `WEIGHT_PROBE` (as token ids) right after a sync; its logprobs must be the trained model's
+    within `weight_check_tolerance`, or the run stops, naming how far the server is from these weights and from
+    those of the previous sync. The decision is the main process's, broadcast: every process stops together."""
+    tol = self.args.weight_check_tolerance
+    if tol is None:
+        return
+    from accelerate.utils import broadcast_object_list
+
+    ids = self.fmt.prompt_ids([{'role': 'user', 'content': WEIGHT_PROBE}])
+    mine, theirs = self._probe_logprobs(ids), [None]
+    if self.accelerator.is_main_process:
+        try:
+            theirs[0] = server_prompt_logprobs(server_url(self.args), ids, self.args.vllm_server_timeout)
+        except Exception as e:
+            theirs[0] = f'{type(e).__name__}: {e}'[:300]
+    if self.accelerator.num_processes > 1:
+        theirs = broadcast_object_list(theirs, from_process=0)
+    theirs, prev, step = theirs[0], getattr(self, '_probe_prev', None), self.state.global_step
+    if isinstance(theirs, str):
+        raise RuntimeError(
+            f'weight check after the sync of step {step}: the vLLM server did not score the probe '
+            f'({theirs}); weight_check_tolerance: null to train without the check'
+        )
+    gap = max(abs(a - b) for a, b in zip(theirs, mine, strict=True))
+    moved = None if prev is None else max(abs(a - b) for a, b in zip(mine, prev, strict=True))
+    self.sync_log[-1].update(weight_gap=gap, weights_moved=moved)
+    self.log_metric('tbt/weight_check_gap', gap)
+    self._probe_prev = mine
+    if gap > tol:
+        old = (
+            ''
+            if prev is None
+            else (
+                f', and {max(abs(a - b) for a, b in zip(theirs, prev, strict=True)):.3g} '
+                f'from those of the previous sync (this step moved them by {moved:.3g})'
+            )
+        )
+        raise RuntimeError(
+            f"weight check after the sync of step {step}: the server's logprobs of a fixed probe are "
+            f"{gap:.3g} nats from the trained model's (tolerance {tol:g}){old}: the server is not "
+            'serving the weights just sent (a missed or partial sync, other weights); '
+            'weight_check_tolerance: null to train anyway'
+        )
+
+
+@patch
+def load_tbt_state(self: TBTTrainer, checkpoint: str):
+    "Restore what `tbt_state` saved in `checkpoint` (the core's `restore_tbt_state`) and TRL's micro-step count."
+    s = self.restore_tbt_state(checkpoint)
+    if s is not None:
+        self._step = s['global_step'] * self.args.gradient_accumulation_steps  # TRL's micro-step counter
 
 # %% ../nbs/10a_trl_adapter.ipynb #a012d
 def _fingerprint(model) -> tuple:
