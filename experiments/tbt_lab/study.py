@@ -386,7 +386,7 @@ def stage_status(study: Study, st: Stage) -> StageStatus:
     )
     return StageStatus(state, left_min, len(want), len(left))
 
-
+# %% ../nbs/03_study.ipynb #s012b
 def plan_rows(study: Study, parts: list) -> list:
     "One row per stage of `parts`: what it is, where it stands, the minutes left."
     rows = []
@@ -952,7 +952,7 @@ def paired_rates(
         np.array([aligned(base.first_k(c.k), base.uids) for c in trained]),
     )
 
-
+# %% ../nbs/03_study.ipynb #s027b
 def primary_test(
     base: metrics.Campaign,  # the base policy's campaign
     trained: list,  # one campaign per seed, same tasks, each k at most the base's
@@ -1780,7 +1780,7 @@ def sign_flip_test(
     p = dist[np.abs(np.arange(-R, R + 1)) >= abs(q.sum())].sum()
     return {'tasks': len(d), 'nonzero': len(a), 'diff': float(d.mean()), 'p': float(min(p, 1.0))}
 
-
+# %% ../nbs/03_study.ipynb #p004c
 def seed_permutation_test(
     a: list,  # the first arm's seed means
     b: list,  # the second arm's seed means
