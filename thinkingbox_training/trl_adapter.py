@@ -431,38 +431,44 @@ TRL_PRIVATE = {
     ),
     'GRPOTrainer.vllm_generation': ('attribute', 'what TRL would sync weights with: ours, or a weight_sync stand-in'),
     'GRPOTrainer.eos_token_ids': ('attribute', "the tokens TRL counts as an episode's end: must hold <|im_end|>"),
-    'VLLMGeneration.__init__': (
-        (
-            'call',
-            (
-                'self',
-                'model',
-                'accelerator',
-                'processing_class',
-                'mode',
-                'server_base_url',
-                'server_host',
-                'server_port',
-                'server_timeout',
-                'group_port',
-                'temperature',
-                'top_p',
-                'top_k',
-                'max_completion_length',
-            ),
-        ),
-        "TRL's weight transfer to a vLLM server (NCCL)",
-    ),
-    'VLLMGeneration.sync_weights': (('call', ('self',)), 'the weights to the server before a step samples'),
-    'RepeatSampler.__init__': (
-        ('call', ('self', 'data_source', 'mini_repeat_count', 'batch_size', 'repeat_count', 'shuffle', 'seed')),
-        'EpochSampler subclasses it and is rebuilt from its fields',
-    ),
-    'disable_gradient_checkpointing': (
-        ('call', ('model', 'gradient_checkpointing_kwargs')),
-        "the no-grad forward of the logprob gap, as TRL's own",
-    ),
 }
+
+# %% ../nbs/10a_trl_adapter.ipynb #a007b
+TRL_PRIVATE.update(
+    {
+        'VLLMGeneration.__init__': (
+            (
+                'call',
+                (
+                    'self',
+                    'model',
+                    'accelerator',
+                    'processing_class',
+                    'mode',
+                    'server_base_url',
+                    'server_host',
+                    'server_port',
+                    'server_timeout',
+                    'group_port',
+                    'temperature',
+                    'top_p',
+                    'top_k',
+                    'max_completion_length',
+                ),
+            ),
+            "TRL's weight transfer to a vLLM server (NCCL)",
+        ),
+        'VLLMGeneration.sync_weights': (('call', ('self',)), 'the weights to the server before a step samples'),
+        'RepeatSampler.__init__': (
+            ('call', ('self', 'data_source', 'mini_repeat_count', 'batch_size', 'repeat_count', 'shuffle', 'seed')),
+            'EpochSampler subclasses it and is rebuilt from its fields',
+        ),
+        'disable_gradient_checkpointing': (
+            ('call', ('model', 'gradient_checkpointing_kwargs')),
+            "the no-grad forward of the logprob gap, as TRL's own",
+        ),
+    }
+)
 
 # %% ../nbs/10a_trl_adapter.ipynb #a007c
 _TRL_OWNERS = {
@@ -1143,7 +1149,7 @@ def _check_value(action, v) -> str | None:
             return f'{x!r} is not one of {", ".join(map(str, action.choices))}'
     return None
 
-
+# %% ../nbs/10a_trl_adapter.ipynb #a018b
 def check_recipe(path: str) -> dict:
     "The recipe at `path` (YAML), its keys and values checked against TBTConfig's fields; a ConfigError if not."
     import difflib, yaml
