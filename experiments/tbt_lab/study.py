@@ -74,6 +74,49 @@ def _policy_of(m) -> tuple:
         return f'seed{seed}-step{step}', f'seed{seed}/model/checkpoint-{step}', f'tiny-qwen3-grpo-seed{seed}-step{step}'
     return f'seed{seed}', f'seed{seed}/model', f'tiny-qwen3-grpo-seed{seed}'
 
+# %% ../nbs/03_study.ipynb #s004a3
+def _train_stage(
+    i: int,  # the part
+    it: dict,  # its training item
+    lc: dict,  # the design's checkpoints for the learning curve
+) -> Stage:
+    "The stage of a training item: an arm's seed (its recipe and arguments), a seed of the study, or the re-probed run."
+    m = _TRAIN.fullmatch(it['name'])
+    if not m:
+        raise ValueError(f'design item {it["name"]!r}: not a training item this study knows')
+    if m.group(1) is not None:  # an arm's seed, with its recipe and arguments (the pass@k comparison)
+        s = int(m.group(2))
+        return Stage(
+            i,
+            it['name'],
+            'train',
+            f'{m.group(1)}-seed{s}/model',
+            seed=s,
+            estimated_min=it['minutes'],
+            recipe=it.get('recipe'),
+            argv=tuple(it.get('argv', ())),
+        )
+    if m.group(2) is not None:
+        s = int(m.group(2))
+        return Stage(
+            i,
+            it['name'],
+            'train',
+            f'seed{s}/model',
+            seed=s,
+            estimated_min=it['minutes'],
+            save_steps=int(np.gcd.reduce(lc['steps'])) if s == lc['seed'] else 0,
+        )
+    return Stage(
+        i,
+        it['name'],
+        'train',
+        'reprobed/model',
+        seed=int(m.group(3)),
+        reprobe_steps=REPROBE_STEPS,
+        estimated_min=it['minutes'],
+    )
+
 # %% ../nbs/03_study.ipynb #s004b
 def study_stages(
     design: dict,  # the parsed design.json
@@ -85,42 +128,7 @@ def study_stages(
     for i, p in enumerate(design['parts'], 1):
         for it in p['items']:
             if it['kind'] == 'train':
-                m = _TRAIN.fullmatch(it['name'])
-                if not m:
-                    raise ValueError(f'design item {it["name"]!r}: not a training item this study knows')
-                if m.group(1) is not None:  # an arm's seed, with its recipe and arguments (the pass@k comparison)
-                    s = int(m.group(2))
-                    st = Stage(
-                        i,
-                        it['name'],
-                        'train',
-                        f'{m.group(1)}-seed{s}/model',
-                        seed=s,
-                        estimated_min=it['minutes'],
-                        recipe=it.get('recipe'),
-                        argv=tuple(it.get('argv', ())),
-                    )
-                elif m.group(2) is not None:
-                    s = int(m.group(2))
-                    st = Stage(
-                        i,
-                        it['name'],
-                        'train',
-                        f'seed{s}/model',
-                        seed=s,
-                        estimated_min=it['minutes'],
-                        save_steps=int(np.gcd.reduce(lc['steps'])) if s == lc['seed'] else 0,
-                    )
-                else:
-                    st = Stage(
-                        i,
-                        it['name'],
-                        'train',
-                        'reprobed/model',
-                        seed=int(m.group(3)),
-                        reprobe_steps=REPROBE_STEPS,
-                        estimated_min=it['minutes'],
-                    )
+                st = _train_stage(i, it, lc)
                 trains[st.out] = st.name
                 out.append(st)
                 continue
@@ -294,43 +302,55 @@ class Study:
             self.design['design']['k_final'],
         )
 
-    def files(self, which: str) -> list:
-        "The task files of 'bench' or 'pool' (hashed into each campaign's campaign.json)."
-        return [_rel(self.root / f) for f in (self.bench_files if which == 'bench' else self.pool_files)]
+# %% ../nbs/03_study.ipynb #s010c
+from fastcore.basics import patch
 
-    def tasks(self, which: str) -> list:
-        "The bench tasks (split 'bench' of the bench files) or the pool's tasks (pool.txt, in its order)."
-        from thinkingbox_training.tasks import load_tasks, read_uids
 
-        if which not in self._tasks:
-            ts = load_tasks(*self.files(which))
-            if which == 'bench':
-                self._tasks[which] = [t for t in ts if t.split == 'bench']
-            else:
-                by = {t.uid: t for t in ts}
-                self._tasks[which] = [by[u] for u in read_uids(str(self.root / self.design['pool']['path']))]
-        return self._tasks[which]
+@patch
+def files(self: Study, which: str) -> list:
+    "The task files of 'bench' or 'pool' (hashed into each campaign's campaign.json)."
+    return [_rel(self.root / f) for f in (self.bench_files if which == 'bench' else self.pool_files)]
 
-    def config(self, recipe: str = None):
-        "A recipe (default: the study's) as training parses it (a dry run: nothing loads)."
-        recipe = recipe or self.recipe
-        if recipe not in self._configs:
-            from thinkingbox_training.grpo import parse_config
 
-            argv = ['--config', str(self.root / recipe), '--output_dir', str(self.path / '_parse'), '--dry_run', 'true']
-            self._configs[recipe] = parse_config(argv)
-        return self._configs[recipe]
+@patch
+def tasks(self: Study, which: str) -> list:
+    "The bench tasks (split 'bench' of the bench files) or the pool's tasks (pool.txt, in its order)."
+    from thinkingbox_training.tasks import load_tasks, read_uids
 
-    @property
-    def args(self):
-        "The study's recipe as training parses it."
-        return self.config()
+    if which not in self._tasks:
+        ts = load_tasks(*self.files(which))
+        if which == 'bench':
+            self._tasks[which] = [t for t in ts if t.split == 'bench']
+        else:
+            by = {t.uid: t for t in ts}
+            self._tasks[which] = [by[u] for u in read_uids(str(self.root / self.design['pool']['path']))]
+    return self._tasks[which]
 
-    def settings(self):
-        "Every campaign's run spec (sampling, budgets, user, judge): the main job's evaluation spec for its bench."
-        from thinkingbox_training.pipeline import campaign_settings
 
-        return campaign_settings(self.args, self.tasks('bench'))['evaluate']
+@patch
+def config(self: Study, recipe: str = None):
+    "A recipe (default: the study's) as training parses it (a dry run: nothing loads)."
+    recipe = recipe or self.recipe
+    if recipe not in self._configs:
+        from thinkingbox_training.grpo import parse_config
+
+        argv = ['--config', str(self.root / recipe), '--output_dir', str(self.path / '_parse'), '--dry_run', 'true']
+        self._configs[recipe] = parse_config(argv)
+    return self._configs[recipe]
+
+
+@patch(as_prop=True)
+def args(self: Study):
+    "The study's recipe as training parses it."
+    return self.config()
+
+
+@patch
+def settings(self: Study):
+    "Every campaign's run spec (sampling, budgets, user, judge): the main job's evaluation spec for its bench."
+    from thinkingbox_training.pipeline import campaign_settings
+
+    return campaign_settings(self.args, self.tasks('bench'))['evaluate']
 
 # %% ../nbs/03_study.ipynb #s012
 @dataclass
