@@ -118,6 +118,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                'tbt_lab.study._rel': ('study.html#_rel', 'tbt_lab/study.py'),
                                'tbt_lab.study._side_by_side': ('study.html#_side_by_side', 'tbt_lab/study.py'),
                                'tbt_lab.study._t_over': ('study.html#_t_over', 'tbt_lab/study.py'),
+                               'tbt_lab.study._train_stage': ('study.html#_train_stage', 'tbt_lab/study.py'),
                                'tbt_lab.study._write_parts': ('study.html#_write_parts', 'tbt_lab/study.py'),
                                'tbt_lab.study.aligned': ('study.html#aligned', 'tbt_lab/study.py'),
                                'tbt_lab.study.arm_test': ('study.html#arm_test', 'tbt_lab/study.py'),
