@@ -111,6 +111,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                'tbt_lab.study._now': ('study.html#_now', 'tbt_lab/study.py'),
                                'tbt_lab.study._parts': ('study.html#_parts', 'tbt_lab/study.py'),
                                'tbt_lab.study._parts_problem': ('study.html#_parts_problem', 'tbt_lab/study.py'),
+                               'tbt_lab.study._passk_training': ('study.html#_passk_training', 'tbt_lab/study.py'),
                                'tbt_lab.study._plain': ('study.html#_plain', 'tbt_lab/study.py'),
                                'tbt_lab.study._policies': ('study.html#_policies', 'tbt_lab/study.py'),
                                'tbt_lab.study._policy_of': ('study.html#_policy_of', 'tbt_lab/study.py'),

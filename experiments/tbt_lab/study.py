@@ -1872,12 +1872,30 @@ def reproduction(model_dir: str | Path, reference: str | Path) -> dict:
     same = step is None and loss is None and len(a['steps']) == len(b['steps'])
     return {'steps': len(a['steps']), 'first_step_differing': step, 'first_loss_differing': loss, 'reproduced': same}
 
+# %% ../nbs/03_study.ipynb #p006w2
+def _passk_training(runner: Study) -> dict:
+    "Each trained policy's training: episodes spent (and the budget of a pass@k seed), steps, each step's k."
+    from thinkingbox_training.pipeline import training_spend
+
+    d = runner.design
+    return {
+        lab: {
+            'episodes': training_spend(p)['episodes'],
+            'budget': d['arms']['passk']['episode_budget_by_seed'][lab.split()[-1]]
+            if lab.startswith('passk')
+            else None,
+            'steps': training_rows(p),
+            'passk_k': [st.get('passk_k') for st in json.loads((p / 'training_log.json').read_text())['steps']],
+        }
+        for lab, p in passk_models(runner).items()
+        if (p / 'training_log.json').exists()
+    }
+
 # %% ../nbs/03_study.ipynb #p006x
 def passk_summary(runner: Study = None, n_boot: int = 10000) -> dict:
     "Every number the pass@k comparison reports, from what exists; written to its summary.json."
     from thinkingbox_training.campaigns import load_campaign
     from thinkingbox_training.difficulty import atomic_write
-    from thinkingbox_training.pipeline import training_spend
 
     runner = runner or Study(dir=PASSK)
     d, k = runner.design, runner.design['evaluation']['k']
@@ -1908,18 +1926,7 @@ def passk_summary(runner: Study = None, n_boot: int = 10000) -> dict:
             for s in d['arms']['plain']['seeds']
             if (runner.path / f'plain-seed{s}/model/training_log.json').exists()
         },
-        'training': {
-            lab: {
-                'episodes': training_spend(p)['episodes'],
-                'budget': d['arms']['passk']['episode_budget_by_seed'][lab.split()[-1]]
-                if lab.startswith('passk')
-                else None,
-                'steps': training_rows(p),
-                'passk_k': [st.get('passk_k') for st in json.loads((p / 'training_log.json').read_text())['steps']],
-            }
-            for lab, p in passk_models(runner).items()
-            if (p / 'training_log.json').exists()
-        },
+        'training': _passk_training(runner),
         'parts': read_parts(runner)['parts'],
         # each of the comparison's campaigns' invocations (`store_invocations`): one stopped mid-stage is not in
         # parts.json's wall times, which a stage adds as it ends
