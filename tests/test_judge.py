@@ -126,24 +126,39 @@ def test_one_judge_parser_for_the_command_line_recipes_and_training():
         campaigns._judge('openai:j', -1)
 
 
-def test_a_recipe_means_one_run_spec_read_with_or_without_training(tmp_path):
-    "`RunSpec.from_recipe` (probing, without loading training) and training's own parser agree on every recipe."
-    from dataclasses import replace
+def test_a_recipe_means_one_run_spec_read_by_trainings_parser(tmp_path):
+    """`RunSpec.from_recipe` (probing) reads a recipe with training's own parser: what a recipe states is kept, what it
+    leaves out is training's default, a GPU recipe reads on any machine, and a recipe training refuses is refused."""
+    import yaml
     from thinkingbox_training.campaigns import RunSpec
     from thinkingbox_training.cli import project_dir
-    from thinkingbox_training.grpo import parse_config
 
     recipes = sorted((project_dir() / 'scripts' / 'recipes').glob('*.yaml'))
+    assert len(recipes) >= 4
+    for r in recipes:
+        y, spec = yaml.safe_load(r.read_text()), RunSpec.from_recipe(r)
+        assert spec.budgets == {f: y[f] for f in spec.budgets} and spec.sampling.max_tokens == y['max_tokens_per_turn']
+        assert (spec.sampling.temperature, spec.sampling.top_p, spec.sampling.top_k) == (
+            y['temperature'],
+            y['top_p'],
+            y.get('top_k', 0),
+        ), r.name
+        assert (spec.sampling.seed, spec.judge) == (y['seed'], y['judge']), r.name
     bare = tmp_path / 'bare.yaml'  # states only its budgets: everything else is training's default
     bare.write_text('max_turns: 4\nmax_tokens_per_turn: 64\nmax_episode_tokens: 512\n')
-    for r in [*recipes, bare]:
-        spec = RunSpec.from_recipe(r)
-        cpu = ['--bf16', 'false', '--use_cpu', 'true', '--num_processes', '1']  # a GPU recipe read here
-        trained = RunSpec.from_config(parse_config(['--config', str(r), '--output_dir', str(tmp_path / r.stem), *cpu]))
-        assert spec == trained, r.name
-    assert len(recipes) >= 4 and RunSpec.from_recipe(bare).judge == 'rule'
-    tiny = RunSpec.from_recipe(recipes[[r.name for r in recipes].index('tiny_cpu.yaml')])
-    assert replace(tiny, budgets=None).budgets is None and tiny.sampling.max_tokens == 96
+    spec = RunSpec.from_recipe(bare)
+    assert (spec.judge, spec.user, spec.sampling.seed, spec.sampling.temperature) == ('rule', 'scripted', 42, 1.0)
+    assert type(spec.sampling.temperature) is float and spec.budgets == {
+        'max_turns': 4,
+        'max_tokens_per_turn': 64,
+        'max_episode_tokens': 512,
+    }
+    (tmp_path / 'half.yaml').write_text('max_turns: 4\n')
+    with pytest.raises(SystemExit, match='half.yaml does not state max_tokens_per_turn, max_episode_tokens'):
+        RunSpec.from_recipe(tmp_path / 'half.yaml')
+    (tmp_path / 'odd.yaml').write_text(bare.read_text() + 'group_size: 3\ngroups_per_step: 3\nnum_processes: 2\n')
+    with pytest.raises(SystemExit, match='odd.yaml: 9 episodes per step'):  # training refuses it: so does probing
+        RunSpec.from_recipe(tmp_path / 'odd.yaml')
 
 
 def test_a_campaign_takes_a_run_spec_or_its_parts_never_both(tmp_path):

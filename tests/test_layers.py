@@ -39,10 +39,11 @@ LAYERS = [
 ]
 LAYER = {m: i for i, ms in enumerate(LAYERS) for m in ms}
 # The one import allowed to run up the layers, with why. A probe or an evaluation run under a training recipe
-# (`--recipe`) checks that recipe exactly as training does (an unknown key, a wrong type, broken YAML), and the checker
-# is built from the trainer's configuration class; the import is made inside `RunSpec.from_recipe`, only when a recipe
-# is given, so importing `campaigns` still loads nothing above it.
-UPWARD = {('campaigns', 'grpo'): "RunSpec.from_recipe checks a training recipe with the trainer's own checker"}
+# (`--recipe`) reads that recipe with training's own reader and parser (an unknown key, a wrong type, broken YAML, a
+# contradiction: refused as training refuses them; what it leaves out: training's defaults), and those are built from
+# the trainer's configuration class. The commands that take `--recipe` live in `campaigns`; the import is made inside
+# `RunSpec.from_recipe`, only when a recipe is given, so importing `campaigns` still loads nothing above it.
+UPWARD = {('campaigns', 'grpo'): "RunSpec.from_recipe reads a training recipe with the trainer's own parser"}
 
 
 def modules(package_dir: Path) -> dict:

@@ -17,11 +17,11 @@ from .budgets import BUDGETS, apply_budgets, budgets_record
 from . import metrics
 
 # %% auto #0
-__all__ = ['TRAINING_SEED', 'LOST_STORE', 'CAP_ENDS', 'CampaignError', 'storage_problem', 'disk_full', 'refuse_link',
-           'open_for_writing', 'AttemptStore', 'make_judge', 'RunSpec', 'export_jsonl', 'CampaignLock', 'read_meta',
-           'refuse_defective', 'run_campaign', 'campaign_records', 'agent_exceptions', 'load_campaign', 'idle_cores',
-           'default_shards', 'recipe_budgets', 'evaluate', 'probe', 'ended_by_cap', 'aggregate', 'compare',
-           'show_attempt', 'pick_attempt', 'show']
+__all__ = ['LOST_STORE', 'CAP_ENDS', 'CampaignError', 'storage_problem', 'disk_full', 'refuse_link', 'open_for_writing',
+           'AttemptStore', 'make_judge', 'RunSpec', 'export_jsonl', 'CampaignLock', 'read_meta', 'refuse_defective',
+           'run_campaign', 'campaign_records', 'agent_exceptions', 'load_campaign', 'idle_cores', 'default_shards',
+           'recipe_budgets', 'evaluate', 'probe', 'ended_by_cap', 'aggregate', 'compare', 'show_attempt',
+           'pick_attempt', 'show']
 
 # %% ../nbs/08_campaigns.ipynb #c004
 class CampaignError(RuntimeError):
@@ -300,9 +300,6 @@ def make_judge(
         return OpenAIJudge(model=spec.split(':', 1)[1], base_url=base_url, max_tokens=max_tokens or None)
     raise ValueError(f"unknown judge {spec!r}: use 'rule', 'openai:MODEL' or 'none'")
 
-
-TRAINING_SEED = 42  # the seed training takes when a recipe states none (transformers' TrainingArguments)
-
 # %% ../nbs/08_campaigns.ipynb #c004b2
 @dataclass(frozen=True)
 class RunSpec:
@@ -335,35 +332,19 @@ class RunSpec:
 
     @classmethod
     def from_recipe(cls, path: str) -> RunSpec:
-        """The spec of a training recipe (YAML), checked as training checks it (`grpo.check_recipe`, no model
-        loaded): its values over the defaults training takes for what it leaves out (`tests/test_judge.py` checks both
-        readings agree on every shipped recipe). A recipe that does not state its budgets is refused: a probe for a
-        run follows the budgets it states."""
-        import types
-        from thinkingbox_training.grpo import ConfigError, check_recipe
+        """The spec of a training recipe (YAML) as training reads it: checked by training's own reader
+        (`grpo.check_recipe`), then parsed by training's own parser as a dry run (`grpo.parse_config`: no model
+        loaded, a GPU recipe read on any machine), so every value it leaves out is training's default. A recipe that
+        does not state its budgets is refused: a probe for a run follows the budgets it states."""
+        from thinkingbox_training.grpo import ConfigError, check_recipe, parse_config
 
         try:  # every key and value as training checks them: an unknown key (did you mean), a wrong type, bad YAML
-            r = check_recipe(path)
+            stated = check_recipe(path)
+            if missing := [f for f in BUDGETS if f not in stated]:
+                raise SystemExit(f'{path} does not state {", ".join(missing)}: a probe follows the budgets it states')
+            return cls.from_config(parse_config(['--config', str(path)], dry_run=True))
         except ConfigError as e:
             raise SystemExit(str(e)) from None
-        if missing := [f for f in BUDGETS if f not in r]:
-            raise SystemExit(f'{path} does not state {", ".join(missing)}: a probe follows the budgets it states')
-        d, s = cls(), SamplingConfig()
-        given = dict(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, seed=TRAINING_SEED, user=d.user)
-        given.update(judge=d.judge, judge_base_url=d.judge_base_url, judge_max_tokens=d.judge_max_tokens)
-        given.update({k: v for k, v in r.items() if k in given or k in BUDGETS})
-        spec = cls.from_config(types.SimpleNamespace(**given))
-        return replace(
-            spec,
-            sampling=replace(
-                spec.sampling,
-                temperature=float(spec.sampling.temperature),
-                top_p=float(spec.sampling.top_p),
-                top_k=int(spec.sampling.top_k),
-            ),
-            budgets={f: int(v) for f, v in spec.budgets.items()},
-            judge_max_tokens=int(spec.judge_max_tokens),
-        )
 
     def grader(self) -> Grader:
         "A grader with the judge the spec names (picklable as `spec.grader`: each shard makes its own)."
@@ -646,6 +627,26 @@ def _open_campaign_store(out: Path, name: str, meta: dict, tasks: list, lost_sto
         _write_json(mpath, meta)
     return store
 
+# %% ../nbs/08_campaigns.ipynb #c006s9b
+def _start_shards(setup, shards: int, pending: list, lock, out: Path, name: str, inv: int, meta: dict) -> tuple:
+    "Shards 1..n-1 started on their shares of `pending`: (the pool, shard 0's share for this process, n)."
+    n = min(shards, len(pending))
+    shares = [pending[i::n] for i in range(n)]  # deterministic: by the order of tasks and repetitions
+    return _Shards(setup, lock, out, name, inv, shares[1:], (meta['policy'], meta['judge'])), shares[0], n
+
+
+def _summary(name: str, executed: int, expected: int, left: list, stats) -> dict:
+    "What a campaign run returns: attempts executed and expected, the system errors left (by kind), the stats."
+    kinds = collections.Counter(_error_kind(r['verdict'].get('system_error') or '') for r in left)
+    return {
+        'campaign': name,
+        'executed': executed,
+        'expected': expected,
+        'system_errors_left': len(left),
+        'system_errors': dict(kinds.most_common()),
+        'stats': stats,
+    }
+
 # %% ../nbs/08_campaigns.ipynb #c006s10
 def _run_locked(
     out: Path,
@@ -686,10 +687,7 @@ def _run_locked(
         done = store.keys(name)
         pending = [(t, r) for t, r in jobs if (t.uid, r) not in done]
         if setup and len(pending) > 1:  # shards 1..n-1 in worker processes; this one is shard 0
-            n = min(shards, len(pending))
-            shares = [pending[i::n] for i in range(n)]  # deterministic: by the order of tasks and repetitions
-            pool = _Shards(setup, lock, out, name, inv, shares[1:], (meta['policy'], meta['judge']))
-            jobs = shares[0]
+            pool, jobs, n = _start_shards(setup, shards, pending, lock, out, name, inv, meta)
             if progress:
                 bar = _StoreProgress(store.path, name, inv, len(pending), f'episodes ({n} shards)')
             import torch
@@ -721,15 +719,7 @@ def _run_locked(
             left = [r for r in store.records(name) if r['status'] == 'system_error']
         finally:
             store.close()
-    kinds = collections.Counter(_error_kind(r['verdict'].get('system_error') or '') for r in left)
-    return {
-        'campaign': name,
-        'executed': executed,
-        'expected': len(tasks) * k,
-        'system_errors_left': len(left),
-        'system_errors': dict(kinds.most_common()),
-        'stats': stats,
-    }
+    return _summary(name, executed, len(tasks) * k, left, stats)
 
 # %% ../nbs/08_campaigns.ipynb #c006s12
 def _adopt(out: Path, old: dict, name: str) -> dict:

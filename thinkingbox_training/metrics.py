@@ -437,7 +437,7 @@ def summarize(
         out[f'pass^{j}_tb'] = float(pass_hat_k_tb(k, c, j).mean())
     return out
 
-
+# %% ../nbs/07a_metrics.ipynb #c026b
 def _is_rate(key):
     return key.endswith('_rate') or (
         key.startswith(('pass@', 'pass^')) and not key.endswith(('_lo', '_hi', '_interval'))
@@ -904,7 +904,7 @@ def save_figure(fig, path) -> Path:
     fig.savefig(path, bbox_inches='tight')
     return path
 
-
+# %% ../nbs/07a_metrics.ipynb #c048b
 def plot_domains(
     campaigns: dict,  # name -> Campaign
     path: str | Path,  # the image file to write

@@ -573,7 +573,7 @@ def source_file(
     msg = f'expected a test list (.yaml), a task module (.py), a release name ({", ".join(RELEASES)}) or all'
     raise TaskFileError([TaskProblem(file=src, line=0, message=msg)])
 
-
+# %% ../nbs/13_thinkingbox.ipynb #c019b
 def load_thinkingbox(
     source,  # a test list (.yaml), a task module (.py), a release name, or 'all' (every module)
     data=None,  # the thinkingbox-data checkout (default $THINKINGBOX_DATA)
@@ -1080,7 +1080,7 @@ def _final_state(self: ScenarioDomain, db: ScenarioEpisode, task: Task | None = 
 
 ScenarioDomain.final_state = _final_state
 
-
+# %% ../nbs/13_thinkingbox.ipynb #c030b
 class _Judged:
     "The `judge` their test functions call: its questions are our rubric items (our judge asks them), so yes here."
 

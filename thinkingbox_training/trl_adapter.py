@@ -14,6 +14,7 @@ from trl.models import unwrap_model_for_generation
 from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import RepeatSampler
 from transformers import TrainerCallback
+from transformers.integrations import TensorBoardCallback
 from transformers.hf_argparser import string_to_bool
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, TrainOutput
 from .interpret import ChatFormat
@@ -348,7 +349,9 @@ class TBTConfig(_TrainFields):
         # TRL derives steps_per_generation from the generation batch and the processes it runs on
         self.generation_batch_size, self.steps_per_generation = plan.episodes_per_step, None
         # a dry run checks a GPU recipe on any machine: transformers refuses bf16/fp16/tf32 without a GPU, so hold them
-        # back
+        # back (bf16 left unset is TRL's default, on unless fp16 is)
+        if self.dry_run and self.bf16 is None and not self.fp16 and not torch.cuda.is_available() and not self.use_cpu:
+            self.bf16 = True
         held = {
             k: getattr(self, k)
             for k in ('bf16', 'fp16', 'tf32')
@@ -428,38 +431,44 @@ TRL_PRIVATE = {
     ),
     'GRPOTrainer.vllm_generation': ('attribute', 'what TRL would sync weights with: ours, or a weight_sync stand-in'),
     'GRPOTrainer.eos_token_ids': ('attribute', "the tokens TRL counts as an episode's end: must hold <|im_end|>"),
-    'VLLMGeneration.__init__': (
-        (
-            'call',
-            (
-                'self',
-                'model',
-                'accelerator',
-                'processing_class',
-                'mode',
-                'server_base_url',
-                'server_host',
-                'server_port',
-                'server_timeout',
-                'group_port',
-                'temperature',
-                'top_p',
-                'top_k',
-                'max_completion_length',
-            ),
-        ),
-        "TRL's weight transfer to a vLLM server (NCCL)",
-    ),
-    'VLLMGeneration.sync_weights': (('call', ('self',)), 'the weights to the server before a step samples'),
-    'RepeatSampler.__init__': (
-        ('call', ('self', 'data_source', 'mini_repeat_count', 'batch_size', 'repeat_count', 'shuffle', 'seed')),
-        'EpochSampler subclasses it and is rebuilt from its fields',
-    ),
-    'disable_gradient_checkpointing': (
-        ('call', ('model', 'gradient_checkpointing_kwargs')),
-        "the no-grad forward of the logprob gap, as TRL's own",
-    ),
 }
+
+# %% ../nbs/10a_trl_adapter.ipynb #a007b
+TRL_PRIVATE.update(
+    {
+        'VLLMGeneration.__init__': (
+            (
+                'call',
+                (
+                    'self',
+                    'model',
+                    'accelerator',
+                    'processing_class',
+                    'mode',
+                    'server_base_url',
+                    'server_host',
+                    'server_port',
+                    'server_timeout',
+                    'group_port',
+                    'temperature',
+                    'top_p',
+                    'top_k',
+                    'max_completion_length',
+                ),
+            ),
+            "TRL's weight transfer to a vLLM server (NCCL)",
+        ),
+        'VLLMGeneration.sync_weights': (('call', ('self',)), 'the weights to the server before a step samples'),
+        'RepeatSampler.__init__': (
+            ('call', ('self', 'data_source', 'mini_repeat_count', 'batch_size', 'repeat_count', 'shuffle', 'seed')),
+            'EpochSampler subclasses it and is rebuilt from its fields',
+        ),
+        'disable_gradient_checkpointing': (
+            ('call', ('model', 'gradient_checkpointing_kwargs')),
+            "the no-grad forward of the logprob gap, as TRL's own",
+        ),
+    }
+)
 
 # %% ../nbs/10a_trl_adapter.ipynb #a007c
 _TRL_OWNERS = {
@@ -550,7 +559,8 @@ class EpochSampler(RepeatSampler):
 # %% ../nbs/10a_trl_adapter.ipynb #a012
 class TBTTrainer(EpisodeSteps, GRPOTrainer):
     """GRPO on whole episodes: the core's step (`EpisodeSteps`: episode-engine rollouts, Verdict rewards, dynamic
-    sampling) handed to TRL's scoring and loss, zero-signal steps skipped. Every TRL override is a method here."""
+    sampling) handed to TRL's scoring and loss, zero-signal steps skipped. Every TRL override is a method here or in
+    the `@patch` cells right after."""
 
     def __init__(
         self,
@@ -568,25 +578,7 @@ class TBTTrainer(EpisodeSteps, GRPOTrainer):
     ):  # as for GRPOTrainer
         if not isinstance(args, TBTConfig):
             raise TypeError('TBTTrainer needs a TBTConfig')
-        self.pool = {t.uid: with_budgets(t, args) for t in pool}
-        if len(self.pool) < args.groups_per_step:
-            raise ValueError(
-                f'the pool has {len(self.pool)} tasks, fewer than the {args.groups_per_step} groups of a step'
-            )
-        self.sampling = sampling_config(args)
-        if policy is not None:
-            if policy.fmt is None:
-                raise ValueError(f'{policy.policy_id}: GRPO needs a token-level policy (with a ChatFormat)')
-            if policy.sampling is not None:
-                check_sampling(args, policy.sampling)
-        self.policy = policy
-        self.grader = grader or Grader(judge=make_judge(args.judge, args.judge_base_url, args.judge_max_tokens))
-        self.user_kw = {'base_url': args.user_base_url} if args.user_base_url else {}
-        self.step_log: list = []  # per step: its groups, the decision, skipped or not (the same on every process)
-        self.last_batch: list = []  # the rollouts this process trained on in the last step
-        self._finished_batch, self._skip = None, False  # the batch `_score` hands TRL; the step's skip decision
-        self.pool_log: list = []  # per `set_pool`: the step it applies from, its tasks, the episodes choosing it cost
-        self._pool_since = None  # the first step drawn from a pool set by `set_pool`; None: the dataloader's order
+        self._keep_run(args, pool, policy, grader)
         server = bool(args.use_vllm)
         args.use_vllm = False  # TRL would build its own vLLM client now; ours is set up below, after TRL's own setup
         try:
@@ -603,30 +595,7 @@ class TBTTrainer(EpisodeSteps, GRPOTrainer):
             )
         finally:
             args.use_vllm = server
-        self.fmt = ChatFormat(self.processing_class)
-        self.use_vllm, self._last_loaded_step, self.server_policy = server, -1, None
-        self._server, self._sampler, self._ahead, self._trained_fp = server, None, None, {}  # sampling ahead: below
-        if args.max_staleness:  # a step's tasks are known ahead (seeded draws of the pool); TRL's switch turns on its
-            self._set_pool(pool, 0)  # importance-sampling correction of the episodes' recorded logprobs
-            self.use_vllm = True
-        self.sync_log: list = []  # one record per weight sync: the step it was made for, and when
-        if server:  # TRL's switches: its importance-sampling correction and logprob-gap metrics apply from here on
-            url = server_url(args)
-            check_vllm_server(url, args.vllm_server_timeout)
-            self.vllm_generation = weight_sync if weight_sync is not None else self._vllm_generation()
-            self.server_policy = EndpointPolicy(
-                None, self.fmt, base_url=url + '/v1', sampling=self.sampling, concurrency=args.concurrency
-            )
-        if policy is None and not server and self._dist.is_zero3 and not args.ds3_gather_for_generation:
-            raise ValueError(
-                'ds3_gather_for_generation=False: processes decode different numbers of tokens, and ZeRO-3 forwards '
-                'without gathered parameters would wait on each other forever; keep it True'
-            )
-        if self.fmt.eos_id not in self.eos_token_ids:
-            raise ValueError(
-                f'the end of an assistant turn ({self.fmt.end_of_turn!r}) must be an eos token of the trainer '
-                f'({self.eos_token_ids}), or TRL counts every episode as truncated'
-            )
+        self._set_up_sampling(args, pool, server, weight_sync, policy)
 
     def _generate_and_score_completions(self, inputs):
         "A training step's batch (steps 1-5 above): sample and choose the groups, score them with TRL, check, decide."
@@ -645,7 +614,7 @@ class TBTTrainer(EpisodeSteps, GRPOTrainer):
         self._check_logprobs(out)
         self._skip = self._no_signal(out)
         if self.accelerator.is_main_process:  # a sample of the step's groups, as a table, to the run's trackers
-            tb = [c.logging_dir for c in self.callback_handler.callbacks if type(c).__name__ == 'TensorBoardCallback']
+            tb = [c.logging_dir for c in self.callback_handler.callbacks if isinstance(c, TensorBoardCallback)]
             log_step_trace(self.step_log[-1], self.args.report_to, (tb or [None])[0])  # TensorBoard's own folder
         return out
 
@@ -661,53 +630,112 @@ class TBTTrainer(EpisodeSteps, GRPOTrainer):
             out['advantages'] *= torch.tensor([r.weight for r in rows], device=out['advantages'].device)
         return out
 
-    def _prepare_inputs(self, generation_batch):
-        "This micro-step's micro-batch: on a step's first, the step's batch (`_generate_and_score_completions`) cut."
-        if isinstance(generation_batch, dict) and 'advantages' in generation_batch:
-            return generation_batch  # already prepared (see training_step)
-        n = self.args.steps_per_generation
-        if not self.model.training or n == 1:
-            return super()._prepare_inputs(generation_batch)  # evaluation, or one micro-batch a step
-        if self._step % n == 0 or self._buffered_inputs is None:  # a step's first micro-step: its episodes, by length
-            self._buffered_inputs = micro_batches(self._generate_and_score_completions(generation_batch), n)
-        return self._buffered_inputs[self._step % n]
+# %% ../nbs/10a_trl_adapter.ipynb #a012r
+@patch
+def _keep_run(self: TBTTrainer, args: TBTConfig, pool: list, policy, grader: Grader):
+    "Before TRL builds: the pool under the run's budgets, the policy checked, the grader, the logs."
+    self.pool = {t.uid: with_budgets(t, args) for t in pool}
+    if len(self.pool) < args.groups_per_step:
+        raise ValueError(f'the pool has {len(self.pool)} tasks, fewer than the {args.groups_per_step} groups of a step')
+    self.sampling = sampling_config(args)
+    if policy is not None:
+        if policy.fmt is None:
+            raise ValueError(f'{policy.policy_id}: GRPO needs a token-level policy (with a ChatFormat)')
+        if policy.sampling is not None:
+            check_sampling(args, policy.sampling)
+    self.policy = policy
+    self.grader = grader or Grader(judge=make_judge(args.judge, args.judge_base_url, args.judge_max_tokens))
+    self.user_kw = {'base_url': args.user_base_url} if args.user_base_url else {}
+    self.step_log: list = []  # per step: its groups, the decision, skipped or not (the same on every process)
+    self.last_batch: list = []  # the rollouts this process trained on in the last step
+    self._finished_batch, self._skip = None, False  # the batch `_score` hands TRL; the step's skip decision
+    self.pool_log: list = []  # per `set_pool`: the step it applies from, its tasks, the episodes choosing it cost
+    self._pool_since = None  # the first step drawn from a pool set by `set_pool`; None: the dataloader's order
 
-    def training_step(self, model, inputs, num_items_in_batch=None):
-        model.train()  # before generation, which tells training from evaluation by it (from_pretrained gives eval mode)
-        inputs = self._prepare_inputs(inputs)  # the step's episodes are generated here, on its first micro-step
-        if not self._skip:
-            return super().training_step(model, inputs, num_items_in_batch)
-        self._step += 1  # what TRL's training_step counts
-        model.zero_grad(set_to_none=True)  # no gradient at all: AdamW skips every parameter
-        return torch.zeros((), device=self.accelerator.device)
+# %% ../nbs/10a_trl_adapter.ipynb #a012s
+@patch
+def _set_up_sampling(self: TBTTrainer, args: TBTConfig, pool: list, server: bool, weight_sync, policy):
+    "After TRL built: the chat format, sampling ahead, the vLLM server's client and weight sync, and the checks."
+    self.fmt = ChatFormat(self.processing_class)
+    self.use_vllm, self._last_loaded_step, self.server_policy = server, -1, None
+    self._server, self._sampler, self._ahead, self._trained_fp = server, None, None, {}  # sampling ahead: below
+    if args.max_staleness:  # a step's tasks are known ahead (seeded draws of the pool); TRL's switch turns on its
+        self._set_pool(pool, 0)  # importance-sampling correction of the episodes' recorded logprobs
+        self.use_vllm = True
+    self.sync_log: list = []  # one record per weight sync: the step it was made for, and when
+    if server:  # TRL's switches: its importance-sampling correction and logprob-gap metrics apply from here on
+        url = server_url(args)
+        check_vllm_server(url, args.vllm_server_timeout)
+        self.vllm_generation = weight_sync if weight_sync is not None else self._vllm_generation()
+        self.server_policy = EndpointPolicy(
+            None, self.fmt, base_url=url + '/v1', sampling=self.sampling, concurrency=args.concurrency
+        )
+    if policy is None and not server and self._dist.is_zero3 and not args.ds3_gather_for_generation:
+        raise ValueError(
+            'ds3_gather_for_generation=False: processes decode different numbers of tokens, and ZeRO-3 forwards '
+            'without gathered parameters would wait on each other forever; keep it True'
+        )
+    if self.fmt.eos_id not in self.eos_token_ids:
+        raise ValueError(
+            f'the end of an assistant turn ({self.fmt.end_of_turn!r}) must be an eos token of the trainer '
+            f'({self.eos_token_ids}), or TRL counts every episode as truncated'
+        )
 
-    def _get_train_sampler(self, dataset=None):
-        s = super()._get_train_sampler(dataset)  # TRL's RepeatSampler, with its epoch kept (EpochSampler)
-        return EpochSampler(s.data_source, s.mini_repeat_count, s.batch_size, s.repeat_count, s.shuffle, s.seed)
+# %% ../nbs/10a_trl_adapter.ipynb #a012u
+@patch
+def _prepare_inputs(self: TBTTrainer, generation_batch):
+    "This micro-step's micro-batch: on a step's first, the step's batch (`_generate_and_score_completions`) cut."
+    if isinstance(generation_batch, dict) and 'advantages' in generation_batch:
+        return generation_batch  # already prepared (see training_step)
+    n = self.args.steps_per_generation
+    if not self.model.training or n == 1:
+        return super(TBTTrainer, self)._prepare_inputs(generation_batch)  # evaluation, or one micro-batch a step
+    if self._step % n == 0 or self._buffered_inputs is None:  # a step's first micro-step: its episodes, by length
+        self._buffered_inputs = micro_batches(self._generate_and_score_completions(generation_batch), n)
+    return self._buffered_inputs[self._step % n]
 
-    def train(self, resume_from_checkpoint=None, **kwargs):
-        "TRL's `train` from the last complete checkpoint (`resume_checkpoint`) with our state; a finished run: none."
-        ckpt = resume_checkpoint(resume_from_checkpoint, self.args.output_dir)
-        if ckpt:
-            self.load_tbt_state(ckpt)
-        if not any(isinstance(c, StopWhenFinished) for c in self.callback_handler.callbacks):
-            self.add_callback(StopWhenFinished)
-        if not any(isinstance(c, SaveTBTState) for c in self.callback_handler.callbacks):
-            self.add_callback(SaveTBTState(self))
-        if self.args.episode_budget and not any(isinstance(c, EpisodeBudget) for c in self.callback_handler.callbacks):
-            self.add_callback(EpisodeBudget(self))
-        try:
-            return super().train(resume_from_checkpoint=ckpt, **kwargs)
-        except _Finished:
-            logger.warning(
-                f'{ckpt} is step {self.state.global_step} of max_steps={self.state.max_steps}: the run is '
-                'finished; no step trained'
-            )
-            return TrainOutput(self.state.global_step, math.nan, {})
-        finally:
-            if self.producer is not None:  # what it sampled for steps never trained is counted, not kept
-                self.producer.close()
-                self.producer.thread.join(timeout=60)
+
+@patch
+def training_step(self: TBTTrainer, model, inputs, num_items_in_batch=None):
+    model.train()  # before generation, which tells training from evaluation by it (from_pretrained gives eval mode)
+    inputs = self._prepare_inputs(inputs)  # the step's episodes are generated here, on its first micro-step
+    if not self._skip:
+        return super(TBTTrainer, self).training_step(model, inputs, num_items_in_batch)
+    self._step += 1  # what TRL's training_step counts
+    model.zero_grad(set_to_none=True)  # no gradient at all: AdamW skips every parameter
+    return torch.zeros((), device=self.accelerator.device)
+
+# %% ../nbs/10a_trl_adapter.ipynb #a012w
+@patch
+def _get_train_sampler(self: TBTTrainer, dataset=None):
+    s = super(TBTTrainer, self)._get_train_sampler(dataset)  # TRL's RepeatSampler, with its epoch kept (EpochSampler)
+    return EpochSampler(s.data_source, s.mini_repeat_count, s.batch_size, s.repeat_count, s.shuffle, s.seed)
+
+
+@patch
+def train(self: TBTTrainer, resume_from_checkpoint=None, **kwargs):
+    "TRL's `train` from the last complete checkpoint (`resume_checkpoint`) with our state; a finished run: none."
+    ckpt = resume_checkpoint(resume_from_checkpoint, self.args.output_dir)
+    if ckpt:
+        self.load_tbt_state(ckpt)
+    if not any(isinstance(c, StopWhenFinished) for c in self.callback_handler.callbacks):
+        self.add_callback(StopWhenFinished)
+    if not any(isinstance(c, SaveTBTState) for c in self.callback_handler.callbacks):
+        self.add_callback(SaveTBTState(self))
+    if self.args.episode_budget and not any(isinstance(c, EpisodeBudget) for c in self.callback_handler.callbacks):
+        self.add_callback(EpisodeBudget(self))
+    try:
+        return super(TBTTrainer, self).train(resume_from_checkpoint=ckpt, **kwargs)
+    except _Finished:
+        logger.warning(
+            f'{ckpt} is step {self.state.global_step} of max_steps={self.state.max_steps}: the run is '
+            'finished; no step trained'
+        )
+        return TrainOutput(self.state.global_step, math.nan, {})
+    finally:
+        if self.producer is not None:  # what it sampled for steps never trained is counted, not kept
+            self.producer.close()
+            self.producer.thread.join(timeout=60)
 
 # %% ../nbs/10a_trl_adapter.ipynb #a012h
 @patch
@@ -1121,7 +1149,7 @@ def _check_value(action, v) -> str | None:
             return f'{x!r} is not one of {", ".join(map(str, action.choices))}'
     return None
 
-
+# %% ../nbs/10a_trl_adapter.ipynb #a018b
 def check_recipe(path: str) -> dict:
     "The recipe at `path` (YAML), its keys and values checked against TBTConfig's fields; a ConfigError if not."
     import difflib, yaml
@@ -1152,7 +1180,10 @@ def check_recipe(path: str) -> dict:
     return config
 
 
-def parse_config(argv: list = None) -> TBTConfig:
+def parse_config(
+    argv: list = None,  # the command line (default: sys.argv's)
+    dry_run: bool = False,  # read it as a dry run (`--dry_run true`): a GPU recipe on any machine, as probing does
+) -> TBTConfig:
     "The run's TBTConfig from `--config recipe.yaml` and command-line overrides; a one-line ConfigError if bad."
     argv = list(sys.argv[1:] if argv is None else argv)
     src = 'command line'
@@ -1162,6 +1193,7 @@ def parse_config(argv: list = None) -> TBTConfig:
             raise ConfigError('command line: --config needs a recipe file')
         check_recipe(argv[i + 1])
         src = argv[i + 1] + (' with the command line' if len(argv) > 2 else '')
+    argv += ['--dry_run', 'true'] if dry_run else []
     try:
         (args,) = _Parser([TBTConfig]).parse_args_and_config(argv)
     except ConfigError:

@@ -203,6 +203,76 @@ def scripted_chat(messages: list) -> str:
     turn = asyncio.run(ScriptedUser(task).reply(visible))
     return turn.text + (f' {STOP}' if turn.stop else '')
 
+# %% ../nbs/05_users.ipynb #c011a2
+class _StandInHandler(BaseHTTPRequestHandler):
+    "The stand-in's requests: answered by the functions of `outer`, the `StandInServer` a subclass is made for."
+
+    outer = None  # set on the subclass each server makes
+
+    def log_message(self, *a):
+        pass
+
+    def _send(self, code, obj):
+        body = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header('Content-Type', 'application/json')
+        self.send_header('Content-Length', str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        if self.path.rstrip('/').endswith('/models'):
+            return self._send(200, {'object': 'list', 'data': [{'id': self.outer.model, 'object': 'model'}]})
+        self._send(404, {'error': {'message': 'not found'}})
+
+    def do_POST(self):
+        req = json.loads(self.rfile.read(int(self.headers.get('Content-Length', 0))) or b'{}')
+        self.outer.requests.append((self.path, req))
+        if self.outer.delay_s:
+            time.sleep(self.outer.delay_s)
+        if self.outer.fail_left > 0:
+            self.outer.fail_left -= 1
+            return self._send(503, {'error': {'message': 'stand-in: injected failure'}})
+        if self.path.endswith('/chat/completions'):
+            text = self.outer.chat(req['messages'])
+            if isinstance(text, (bytes, dict)):
+                return self._send(200, text)  # a whole (broken) answer
+            ntok = sum(len(str(m.get('content', '')).split()) for m in req['messages'])
+            nout = len((text or '').split())
+            usage = {'prompt_tokens': ntok, 'completion_tokens': nout, 'total_tokens': ntok + nout}
+            choice = {'index': 0, 'finish_reason': 'stop', 'message': {'role': 'assistant', 'content': text}}
+            return self._send(
+                200,
+                {
+                    'id': 'c',
+                    'object': 'chat.completion',
+                    'created': 0,
+                    'model': req.get('model'),
+                    'choices': [choice],
+                    'usage': usage,
+                },
+            )
+        if self.path.endswith('/completions') and self.outer.complete:
+            text = self.outer.complete(req['prompt'])
+            usage = {
+                'prompt_tokens': len(str(req['prompt']).split()),
+                'completion_tokens': len(text.split()),
+                'total_tokens': 0,
+            }
+            choice = {'index': 0, 'finish_reason': 'stop', 'text': text}
+            return self._send(
+                200,
+                {
+                    'id': 'c',
+                    'object': 'text_completion',
+                    'created': 0,
+                    'model': req.get('model'),
+                    'choices': [choice],
+                    'usage': usage,
+                },
+            )
+        self._send(404, {'error': {'message': f'no handler for {self.path}'}})
+
 # %% ../nbs/05_users.ipynb #c011b
 class StandInServer:
     "An OpenAI-compatible HTTP server on 127.0.0.1 that answers with Python functions (for offline tests and demos)."
@@ -217,74 +287,7 @@ class StandInServer:
     ):  # wait this long before each answer (a slow endpoint)
         self.chat, self.complete, self.fail_left, self.model, self.delay_s = chat, complete, fail_first, model, delay_s
         self.requests: list = []
-        outer = self
-
-        class H(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def _send(self, code, obj):
-                body = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
-                self.send_response(code)
-                self.send_header('Content-Type', 'application/json')
-                self.send_header('Content-Length', str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_GET(self):
-                if self.path.rstrip('/').endswith('/models'):
-                    return self._send(200, {'object': 'list', 'data': [{'id': outer.model, 'object': 'model'}]})
-                self._send(404, {'error': {'message': 'not found'}})
-
-            def do_POST(self):
-                req = json.loads(self.rfile.read(int(self.headers.get('Content-Length', 0))) or b'{}')
-                outer.requests.append((self.path, req))
-                if outer.delay_s:
-                    time.sleep(outer.delay_s)
-                if outer.fail_left > 0:
-                    outer.fail_left -= 1
-                    return self._send(503, {'error': {'message': 'stand-in: injected failure'}})
-                if self.path.endswith('/chat/completions'):
-                    text = outer.chat(req['messages'])
-                    if isinstance(text, (bytes, dict)):
-                        return self._send(200, text)  # a whole (broken) answer
-                    ntok = sum(len(str(m.get('content', '')).split()) for m in req['messages'])
-                    nout = len((text or '').split())
-                    usage = {'prompt_tokens': ntok, 'completion_tokens': nout, 'total_tokens': ntok + nout}
-                    choice = {'index': 0, 'finish_reason': 'stop', 'message': {'role': 'assistant', 'content': text}}
-                    return self._send(
-                        200,
-                        {
-                            'id': 'c',
-                            'object': 'chat.completion',
-                            'created': 0,
-                            'model': req.get('model'),
-                            'choices': [choice],
-                            'usage': usage,
-                        },
-                    )
-                if self.path.endswith('/completions') and outer.complete:
-                    text = outer.complete(req['prompt'])
-                    usage = {
-                        'prompt_tokens': len(str(req['prompt']).split()),
-                        'completion_tokens': len(text.split()),
-                        'total_tokens': 0,
-                    }
-                    choice = {'index': 0, 'finish_reason': 'stop', 'text': text}
-                    return self._send(
-                        200,
-                        {
-                            'id': 'c',
-                            'object': 'text_completion',
-                            'created': 0,
-                            'model': req.get('model'),
-                            'choices': [choice],
-                            'usage': usage,
-                        },
-                    )
-                self._send(404, {'error': {'message': f'no handler for {self.path}'}})
-
-        self.httpd = ThreadingHTTPServer(('127.0.0.1', 0), H)
+        self.httpd = ThreadingHTTPServer(('127.0.0.1', 0), type('H', (_StandInHandler,), {'outer': self}))
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
 # %% ../nbs/05_users.ipynb #c011c

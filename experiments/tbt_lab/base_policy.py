@@ -338,7 +338,7 @@ def lookup_tools(tools: list) -> list[tuple]:
             out.append((f['name'], name, '@'))
     return out
 
-
+# %% ../nbs/01_base_policy.ipynb #c021b
 _LEADS = ['Please note', 'My details', 'For reference', 'Here you go', 'From my records', 'The numbers I have']
 _AMOUNTS = ['EUR {:,}.{:02d}', '${:,}.{:02d}']
 
@@ -511,7 +511,7 @@ def lr_at(step: int, cfg: BuildConfig) -> float:
         return cfg.lr
     return cfg.lr * max(0.0, (cfg.steps - step) / max(1, cfg.steps - cool))
 
-
+# %% ../nbs/01_base_policy.ipynb #c035b
 def _batch(examples: list, pad_id: int):
     import torch
 

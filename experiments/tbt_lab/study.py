@@ -74,6 +74,49 @@ def _policy_of(m) -> tuple:
         return f'seed{seed}-step{step}', f'seed{seed}/model/checkpoint-{step}', f'tiny-qwen3-grpo-seed{seed}-step{step}'
     return f'seed{seed}', f'seed{seed}/model', f'tiny-qwen3-grpo-seed{seed}'
 
+# %% ../nbs/03_study.ipynb #s004a3
+def _train_stage(
+    i: int,  # the part
+    it: dict,  # its training item
+    lc: dict,  # the design's checkpoints for the learning curve
+) -> Stage:
+    "The stage of a training item: an arm's seed (its recipe and arguments), a seed of the study, or the re-probed run."
+    m = _TRAIN.fullmatch(it['name'])
+    if not m:
+        raise ValueError(f'design item {it["name"]!r}: not a training item this study knows')
+    if m.group(1) is not None:  # an arm's seed, with its recipe and arguments (the pass@k comparison)
+        s = int(m.group(2))
+        return Stage(
+            i,
+            it['name'],
+            'train',
+            f'{m.group(1)}-seed{s}/model',
+            seed=s,
+            estimated_min=it['minutes'],
+            recipe=it.get('recipe'),
+            argv=tuple(it.get('argv', ())),
+        )
+    if m.group(2) is not None:
+        s = int(m.group(2))
+        return Stage(
+            i,
+            it['name'],
+            'train',
+            f'seed{s}/model',
+            seed=s,
+            estimated_min=it['minutes'],
+            save_steps=int(np.gcd.reduce(lc['steps'])) if s == lc['seed'] else 0,
+        )
+    return Stage(
+        i,
+        it['name'],
+        'train',
+        'reprobed/model',
+        seed=int(m.group(3)),
+        reprobe_steps=REPROBE_STEPS,
+        estimated_min=it['minutes'],
+    )
+
 # %% ../nbs/03_study.ipynb #s004b
 def study_stages(
     design: dict,  # the parsed design.json
@@ -85,42 +128,7 @@ def study_stages(
     for i, p in enumerate(design['parts'], 1):
         for it in p['items']:
             if it['kind'] == 'train':
-                m = _TRAIN.fullmatch(it['name'])
-                if not m:
-                    raise ValueError(f'design item {it["name"]!r}: not a training item this study knows')
-                if m.group(1) is not None:  # an arm's seed, with its recipe and arguments (the pass@k comparison)
-                    s = int(m.group(2))
-                    st = Stage(
-                        i,
-                        it['name'],
-                        'train',
-                        f'{m.group(1)}-seed{s}/model',
-                        seed=s,
-                        estimated_min=it['minutes'],
-                        recipe=it.get('recipe'),
-                        argv=tuple(it.get('argv', ())),
-                    )
-                elif m.group(2) is not None:
-                    s = int(m.group(2))
-                    st = Stage(
-                        i,
-                        it['name'],
-                        'train',
-                        f'seed{s}/model',
-                        seed=s,
-                        estimated_min=it['minutes'],
-                        save_steps=int(np.gcd.reduce(lc['steps'])) if s == lc['seed'] else 0,
-                    )
-                else:
-                    st = Stage(
-                        i,
-                        it['name'],
-                        'train',
-                        'reprobed/model',
-                        seed=int(m.group(3)),
-                        reprobe_steps=REPROBE_STEPS,
-                        estimated_min=it['minutes'],
-                    )
+                st = _train_stage(i, it, lc)
                 trains[st.out] = st.name
                 out.append(st)
                 continue
@@ -294,43 +302,55 @@ class Study:
             self.design['design']['k_final'],
         )
 
-    def files(self, which: str) -> list:
-        "The task files of 'bench' or 'pool' (hashed into each campaign's campaign.json)."
-        return [_rel(self.root / f) for f in (self.bench_files if which == 'bench' else self.pool_files)]
+# %% ../nbs/03_study.ipynb #s010c
+from fastcore.basics import patch
 
-    def tasks(self, which: str) -> list:
-        "The bench tasks (split 'bench' of the bench files) or the pool's tasks (pool.txt, in its order)."
-        from thinkingbox_training.tasks import load_tasks, read_uids
 
-        if which not in self._tasks:
-            ts = load_tasks(*self.files(which))
-            if which == 'bench':
-                self._tasks[which] = [t for t in ts if t.split == 'bench']
-            else:
-                by = {t.uid: t for t in ts}
-                self._tasks[which] = [by[u] for u in read_uids(str(self.root / self.design['pool']['path']))]
-        return self._tasks[which]
+@patch
+def files(self: Study, which: str) -> list:
+    "The task files of 'bench' or 'pool' (hashed into each campaign's campaign.json)."
+    return [_rel(self.root / f) for f in (self.bench_files if which == 'bench' else self.pool_files)]
 
-    def config(self, recipe: str = None):
-        "A recipe (default: the study's) as training parses it (a dry run: nothing loads)."
-        recipe = recipe or self.recipe
-        if recipe not in self._configs:
-            from thinkingbox_training.grpo import parse_config
 
-            argv = ['--config', str(self.root / recipe), '--output_dir', str(self.path / '_parse'), '--dry_run', 'true']
-            self._configs[recipe] = parse_config(argv)
-        return self._configs[recipe]
+@patch
+def tasks(self: Study, which: str) -> list:
+    "The bench tasks (split 'bench' of the bench files) or the pool's tasks (pool.txt, in its order)."
+    from thinkingbox_training.tasks import load_tasks, read_uids
 
-    @property
-    def args(self):
-        "The study's recipe as training parses it."
-        return self.config()
+    if which not in self._tasks:
+        ts = load_tasks(*self.files(which))
+        if which == 'bench':
+            self._tasks[which] = [t for t in ts if t.split == 'bench']
+        else:
+            by = {t.uid: t for t in ts}
+            self._tasks[which] = [by[u] for u in read_uids(str(self.root / self.design['pool']['path']))]
+    return self._tasks[which]
 
-    def settings(self):
-        "Every campaign's run spec (sampling, budgets, user, judge): the main job's evaluation spec for its bench."
-        from thinkingbox_training.pipeline import campaign_settings
 
-        return campaign_settings(self.args, self.tasks('bench'))['evaluate']
+@patch
+def config(self: Study, recipe: str = None):
+    "A recipe (default: the study's) as training parses it (a dry run: nothing loads)."
+    recipe = recipe or self.recipe
+    if recipe not in self._configs:
+        from thinkingbox_training.grpo import parse_config
+
+        argv = ['--config', str(self.root / recipe), '--output_dir', str(self.path / '_parse'), '--dry_run', 'true']
+        self._configs[recipe] = parse_config(argv)
+    return self._configs[recipe]
+
+
+@patch(as_prop=True)
+def args(self: Study):
+    "The study's recipe as training parses it."
+    return self.config()
+
+
+@patch
+def settings(self: Study):
+    "Every campaign's run spec (sampling, budgets, user, judge): the main job's evaluation spec for its bench."
+    from thinkingbox_training.pipeline import campaign_settings
+
+    return campaign_settings(self.args, self.tasks('bench'))['evaluate']
 
 # %% ../nbs/03_study.ipynb #s012
 @dataclass
@@ -386,7 +406,7 @@ def stage_status(study: Study, st: Stage) -> StageStatus:
     )
     return StageStatus(state, left_min, len(want), len(left))
 
-
+# %% ../nbs/03_study.ipynb #s012b
 def plan_rows(study: Study, parts: list) -> list:
     "One row per stage of `parts`: what it is, where it stands, the minutes left."
     rows = []
@@ -952,7 +972,7 @@ def paired_rates(
         np.array([aligned(base.first_k(c.k), base.uids) for c in trained]),
     )
 
-
+# %% ../nbs/03_study.ipynb #s027b
 def primary_test(
     base: metrics.Campaign,  # the base policy's campaign
     trained: list,  # one campaign per seed, same tasks, each k at most the base's
@@ -1780,7 +1800,7 @@ def sign_flip_test(
     p = dist[np.abs(np.arange(-R, R + 1)) >= abs(q.sum())].sum()
     return {'tasks': len(d), 'nonzero': len(a), 'diff': float(d.mean()), 'p': float(min(p, 1.0))}
 
-
+# %% ../nbs/03_study.ipynb #p004c
 def seed_permutation_test(
     a: list,  # the first arm's seed means
     b: list,  # the second arm's seed means
@@ -1852,12 +1872,30 @@ def reproduction(model_dir: str | Path, reference: str | Path) -> dict:
     same = step is None and loss is None and len(a['steps']) == len(b['steps'])
     return {'steps': len(a['steps']), 'first_step_differing': step, 'first_loss_differing': loss, 'reproduced': same}
 
+# %% ../nbs/03_study.ipynb #p006w2
+def _passk_training(runner: Study) -> dict:
+    "Each trained policy's training: episodes spent (and the budget of a pass@k seed), steps, each step's k."
+    from thinkingbox_training.pipeline import training_spend
+
+    d = runner.design
+    return {
+        lab: {
+            'episodes': training_spend(p)['episodes'],
+            'budget': d['arms']['passk']['episode_budget_by_seed'][lab.split()[-1]]
+            if lab.startswith('passk')
+            else None,
+            'steps': training_rows(p),
+            'passk_k': [st.get('passk_k') for st in json.loads((p / 'training_log.json').read_text())['steps']],
+        }
+        for lab, p in passk_models(runner).items()
+        if (p / 'training_log.json').exists()
+    }
+
 # %% ../nbs/03_study.ipynb #p006x
 def passk_summary(runner: Study = None, n_boot: int = 10000) -> dict:
     "Every number the pass@k comparison reports, from what exists; written to its summary.json."
     from thinkingbox_training.campaigns import load_campaign
     from thinkingbox_training.difficulty import atomic_write
-    from thinkingbox_training.pipeline import training_spend
 
     runner = runner or Study(dir=PASSK)
     d, k = runner.design, runner.design['evaluation']['k']
@@ -1888,18 +1926,7 @@ def passk_summary(runner: Study = None, n_boot: int = 10000) -> dict:
             for s in d['arms']['plain']['seeds']
             if (runner.path / f'plain-seed{s}/model/training_log.json').exists()
         },
-        'training': {
-            lab: {
-                'episodes': training_spend(p)['episodes'],
-                'budget': d['arms']['passk']['episode_budget_by_seed'][lab.split()[-1]]
-                if lab.startswith('passk')
-                else None,
-                'steps': training_rows(p),
-                'passk_k': [st.get('passk_k') for st in json.loads((p / 'training_log.json').read_text())['steps']],
-            }
-            for lab, p in passk_models(runner).items()
-            if (p / 'training_log.json').exists()
-        },
+        'training': _passk_training(runner),
         'parts': read_parts(runner)['parts'],
         # each of the comparison's campaigns' invocations (`store_invocations`): one stopped mid-stage is not in
         # parts.json's wall times, which a stage adds as it ends

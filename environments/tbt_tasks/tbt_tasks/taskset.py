@@ -397,14 +397,20 @@ class TbtTaskset(vf.Taskset[TbtTask, TbtTasksetConfig]):
 
     def load(self) -> list[TbtTask]:
         from thinkingbox_training.cli import data_path
-        from thinkingbox_training.tasks import load_tasks, refuse_evaluation_only
+        from thinkingbox_training.tasks import TaskFileError, load_tasks, refuse_evaluation_only
 
         files = self.config.tasks or [str(data_path('tasks') / f) for f in ('retail_bench.jsonl', 'travel_bench.jsonl')]
         files = [str(Path(f).resolve()) for f in files]
-        tasks = load_tasks(*files)  # every problem of every file at once
-        source = (
-            {t.uid: f for f in files for t in load_tasks(f)} if len(files) > 1 else {t.uid: files[0] for t in tasks}
-        )
+        try:  # each file read once, so that each task's data names its file
+            per_file = [(f, load_tasks(f)) for f in files]
+        except TaskFileError:
+            per_file = None
+        uids = [t.uid for _, ts in per_file or [] for t in ts]
+        if per_file is None or len(set(uids)) < len(uids):  # a bad file, or a uid in two: every problem of every file
+            tasks = load_tasks(*files)  # raises, naming them all (a ThinkingBox uid may repeat: then as loaded)
+        else:
+            tasks = [t for _, ts in per_file for t in ts]
+        source = {t.uid: f for f, ts in per_file for t in ts}
         if self.config.split:
             tasks = [t for t in tasks if t.split == self.config.split]
         if self.config.uids:
