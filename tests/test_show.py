@@ -123,22 +123,15 @@ def test_show_names_bad_input_in_one_line(args, msg, code):
     assert rc == code and not out and msg in err and len(err.strip().splitlines()) == 1, (rc, out, err)
 
 
-def test_tbt_show_as_a_command(camp):
+def test_tbt_show_as_a_command(camp, capsys):
     "The console script end to end: listed by `tbt --help`, run in its own process."
     cli = 'import sys; from thinkingbox_training.cli import main; sys.exit(main())'
     h = subprocess.run([sys.executable, '-c', cli, '--help'], capture_output=True, text=True, cwd=ROOT)
     assert h.returncode == 0 and any(l.split()[:2] == ['show', 'Print'] for l in h.stdout.splitlines()), h.stdout
-    light = (
-        'import contextlib, io, sys; from thinkingbox_training.cli import main\n'
-        'with contextlib.redirect_stdout(io.StringIO()) as o:\n'
-        "    try: main(['show', '--help'])\n"
-        '    except SystemExit: pass\n'
-        "print('torch' in sys.modules, 'usage: tbt show' in o.getvalue())"
-    )
-    assert subprocess.run([sys.executable, '-c', light], capture_output=True, text=True, cwd=ROOT).stdout.split() == [
-        'False',
-        'True',
-    ]  # its help is read from the source: nothing of the command imported
+    with pytest.raises(SystemExit) as e:
+        main(['show', '--help'])  # its help is its function's parser
+    o = capsys.readouterr().out
+    assert e.value.code == 0 and o.startswith('usage: tbt show') and '--width' in o, o
     p = subprocess.run(
         [sys.executable, '-c', cli, 'show', str(camp), '--width', '12'], capture_output=True, text=True, cwd=ROOT
     )

@@ -1126,27 +1126,50 @@ def recipe_budgets(path: str) -> tuple:
     )
 
 # %% ../nbs/08_campaigns.ipynb #c012s2
+from typing import Annotated
+from thinkingbox_training.cli import (
+    required,
+    optional,
+    at_least,
+    in_range,
+    one_of,
+    or_model,
+    existing_files,
+    existing_file,
+    existing_dir,
+    new_dir,
+    policy_spec,
+)
+
+
 @command(pos=[])
 def evaluate(
-    tasks: str = None,  # task files (JSON Lines), comma-separated (required)
-    policy: str = 'scripted',  # scripted[:flaw=P], MODEL, vllm:M, endpoint:M (+:template=checkpoint), chat:M
-    k: int = 4,  # attempts per task
-    out: str = None,  # campaign directory (default data/runs/eval-<policy>)
-    split: str = 'bench',  # which split of the files to run ('' = all)
-    user: str = 'scripted',  # simulated user: scripted or openai:MODEL
-    judge: str = 'rule',  # rubric judge: rule (offline), openai:MODEL or none
-    judge_max_tokens: int = 0,  # an LLM judge's budget, its reasoning included (0: a recipe's, else 2048)
-    temperature: float = 1.0,
-    top_p: float = 1.0,
-    top_k: int = 0,
-    max_tokens: int = 0,  # a cap on sampled tokens a turn below each task's own limit (0: none)
-    seed: int = 0,  # base sampling seed
-    concurrency: int = 0,  # episodes live at once in each process (0: 16 local, 64 for an endpoint)
-    error_retries: int = 2,  # rounds of retries for system errors
+    # task files (JSON Lines), comma-separated (required)
+    tasks: Annotated[str, required('task files (JSON Lines), comma-separated'), existing_files] = None,
+    # scripted[:flaw=P], MODEL, vllm:M, endpoint:M (+:template=checkpoint), chat:M
+    policy: Annotated[str, policy_spec] = 'scripted',
+    k: Annotated[int, at_least(1)] = 4,  # attempts per task
+    out: Annotated[str, optional(new_dir)] = None,  # campaign directory (default data/runs/eval-<policy>)
+    split: Annotated[str, one_of('', 'train', 'bench')] = 'bench',  # which split of the files to run ('' = all)
+    user: Annotated[str, or_model('scripted')] = 'scripted',  # simulated user: scripted or openai:MODEL
+    judge: Annotated[str, or_model('rule', 'none')] = 'rule',  # rubric judge: rule (offline), openai:MODEL or none
+    # an LLM judge's budget, its reasoning included (0: a recipe's, else 2048)
+    judge_max_tokens: Annotated[int, at_least(0)] = 0,
+    temperature: Annotated[float, in_range(0)] = 1.0,
+    top_p: Annotated[float, in_range(0, 1, lo_open=True)] = 1.0,
+    top_k: Annotated[int, at_least(0)] = 0,
+    max_tokens: Annotated[int, at_least(0)] = 0,  # a cap on sampled tokens a turn below each task's own limit (0: none)
+    seed: Annotated[int, at_least(0)] = 0,  # base sampling seed
+    # episodes live at once in each process (0: 16 local, 64 for an endpoint)
+    concurrency: Annotated[int, at_least(0)] = 0,
+    error_retries: Annotated[int, at_least(0)] = 2,  # rounds of retries for system errors
     quiet: bool = False,
-    tool_transport: str = 'mcp',  # the tools' transport: mcp (a real MCP session per episode) or inprocess
-    recipe: str = None,  # a training recipe (YAML): run under its budgets and sampling, not the tasks'
-    shards: int = None,  # worker processes sharing the attempts (one a core; None: default_shards); same results
+    # the tools' transport: mcp (a real MCP session per episode) or inprocess
+    tool_transport: Annotated[str, one_of('mcp', 'inprocess')] = 'mcp',
+    # a training recipe (YAML): run under its budgets and sampling, not the tasks'
+    recipe: Annotated[str, optional(existing_file)] = None,
+    # worker processes sharing the attempts (one a core; None: default_shards); same results
+    shards: Annotated[int, at_least(1)] = None,
     adopt: bool = False,  # OUT was renamed: resume it under its new name (its stored attempts relabelled)
     rebuild_store: bool = False,
 ):  # OUT lost attempts.sqlite: rebuild it from attempts.jsonl, run what it lacks
@@ -1195,20 +1218,26 @@ def evaluate(
 # %% ../nbs/08_campaigns.ipynb #c012s4
 @command(pos=[])
 def probe(
-    tasks: str = None,  # task files (JSON Lines), comma-separated; the train split is probed (required)
-    policy: str = 'scripted',  # the base policy
-    k: int = 8,  # probes per task
-    out: str = 'data/runs/probe',  # campaign directory; then `tbt select OUT/attempts.jsonl`
-    user: str = 'scripted',
-    judge: str = 'rule',  # rubric judge: rule (offline; items that list phrases), openai:MODEL or none
-    judge_max_tokens: int = 0,  # an LLM judge's budget (0: the recipe's, else 2048)
-    temperature: float = 1.0,
-    max_tokens: int = 0,
-    seed: int = 0,
-    concurrency: int = 0,  # episodes live at once in each process (0: 16 local, 64 for an endpoint)
+    # task files (JSON Lines), comma-separated; the train split is probed (required)
+    tasks: Annotated[str, required('task files (JSON Lines), comma-separated'), existing_files] = None,
+    policy: Annotated[str, policy_spec] = 'scripted',  # the base policy
+    k: Annotated[int, at_least(1)] = 8,  # probes per task
+    # campaign directory; then `tbt select OUT/attempts.jsonl`
+    out: Annotated[str, optional(new_dir)] = 'data/runs/probe',
+    user: Annotated[str, or_model('scripted')] = 'scripted',
+    # rubric judge: rule (offline; items that list phrases), openai:MODEL or none
+    judge: Annotated[str, or_model('rule', 'none')] = 'rule',
+    judge_max_tokens: Annotated[int, at_least(0)] = 0,  # an LLM judge's budget (0: the recipe's, else 2048)
+    temperature: Annotated[float, in_range(0)] = 1.0,
+    max_tokens: Annotated[int, at_least(0)] = 0,
+    seed: Annotated[int, at_least(0)] = 0,
+    # episodes live at once in each process (0: 16 local, 64 for an endpoint)
+    concurrency: Annotated[int, at_least(0)] = 0,
     quiet: bool = False,
-    recipe: str = None,  # the training recipe: probe under its budgets and sampling (recommended)
-    shards: int = None,  # worker processes sharing the attempts (one a core; None: default_shards); same results
+    # the training recipe: probe under its budgets and sampling (recommended)
+    recipe: Annotated[str, optional(existing_file)] = None,
+    # worker processes sharing the attempts (one a core; None: default_shards); same results
+    shards: Annotated[int, at_least(1)] = None,
     adopt: bool = False,  # OUT was renamed: resume it under its new name (its stored attempts relabelled)
     rebuild_store: bool = False,
 ):  # OUT lost attempts.sqlite: rebuild it from attempts.jsonl, run what it lacks
@@ -1256,8 +1285,8 @@ def ended_by_cap(records: list) -> dict:
 # %% ../nbs/08_campaigns.ipynb #c012s6
 @command(pos=['out'])
 def aggregate(
-    out: str,  # a campaign directory
-    by: str = 'domain',  # rows per domain, family or held_out
+    out: Annotated[str, existing_dir],  # a campaign directory
+    by: Annotated[str, one_of('domain', 'family', 'held_out')] = 'domain',  # rows per domain, family or held_out
     json: bool = False,
 ):  # print the metrics as JSON
     """A campaign's metrics (pass@1 with interval, pass@k, observed k/k, pass^k and ThinkingBox's pass^k_tb, cost) or
@@ -1316,9 +1345,9 @@ def aggregate(
 # %% ../nbs/08_campaigns.ipynb #c012s8
 @command(pos=['base', 'trained'])
 def compare(
-    base: str,  # the base policy's campaign directory
-    trained: str,  # the trained policy's campaign directory (same tasks and k)
-    out: str = None,  # write tables and figures here
+    base: Annotated[str, existing_dir],  # the base policy's campaign directory
+    trained: Annotated[str, existing_dir],  # the trained policy's campaign directory (same tasks and k)
+    out: Annotated[str, optional(new_dir)] = None,  # write tables and figures here
     names: str = 'base,trained',
 ):  # column names
     "Compare two campaigns of the same tasks: headline table, transitions, paired uncertainty."
@@ -1441,10 +1470,11 @@ def pick_attempt(
 
 @command(pos=['campaign'])
 def show(
-    campaign: str,  # a campaign directory (its attempts.sqlite, else its attempts.jsonl)
+    campaign: Annotated[str, existing_dir],  # a campaign directory (its attempts.sqlite, else its attempts.jsonl)
     task: str = None,  # a task uid (default: the first task with a failed attempt)
-    attempt: int = None,  # the task's attempt, 0..k-1 (default: its first failed attempt, else its first)
-    width: int = 300,
+    # the task's attempt, 0..k-1 (default: its first failed attempt, else its first)
+    attempt: Annotated[int, at_least(0)] = None,
+    width: Annotated[int, at_least(0)] = 300,
 ):  # tool results shortened to this many characters (0: whole)
     "Print one attempt of a campaign: its conversation, tool calls and results, verdict with reasons, state diff."
     records = campaign_records(campaign)

@@ -4,16 +4,17 @@
 
 # %% ../nbs/11_cli.ipynb #c003
 from __future__ import annotations
-import ast, importlib, importlib.util, inspect, linecache, math, os, re, sys, difflib, textwrap
+import ast, importlib, importlib.util, inspect, math, os, re, sys, difflib, typing
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import Annotated, Callable, NamedTuple
 
 # %% auto #0
-__all__ = ['COMMANDS', 'LAB', 'OPTION_RULES', 'COMMAND_RULES', 'REQUIRED', 'PACKAGED', 'command', 'command_sources',
-           'command_modules', 'import_command_module', 'Entry', 'command_index', 'signature_of', 'parser', 'main',
-           'at_least', 'in_range', 'one_of', 'spec', 'known_domains', 'existing_file', 'existing_dir', 'new_dir',
-           'new_file', 'check_options', 'checkout_dir', 'project_dir', 'render_readme', 'readme', 'data_path',
-           'data_cli']
+__all__ = ['COMMANDS', 'LAB', 'PLAIN', 'PACKAGED', 'command', 'command_sources', 'command_modules', 'import_command_module',
+           'Entry', 'command_index', 'command_function', 'parser', 'main', 'Check', 'required', 'unless', 'optional',
+           'at_least', 'in_range', 'one_of', 'or_model', 'not_blank', 'known_domains', 'registered_domains',
+           'existing_files', 'existing_file', 'existing_dir', 'new_dir', 'new_file', 'policy_spec', 'model_directory',
+           'option_checks', 'unchecked', 'check_options', 'checkout_dir', 'project_dir', 'render_readme', 'readme',
+           'data_path', 'data_cli']
 
 # %% ../nbs/11_cli.ipynb #c004
 COMMANDS: dict = {}  # subcommand name -> (function, positional parameter names), filled as modules are imported
@@ -86,12 +87,11 @@ class Entry(NamedTuple):
     function: str  # the function's name
     pos: list  # parameters given positionally
     doc: str  # the first line of its docstring
-    source: str  # the function's source (its signature, docments and body), never run by `tbt` itself
 
 
 def command_index() -> dict:
-    """Every subcommand, read from the source without importing it: name -> `Entry`. `tbt --help`, a command's
-    `--help` and the checks of its options come from this; a command's module is imported only to run it."""
+    """Every subcommand, read from the source without importing it: name -> `Entry`. `tbt --help` lists these; a
+    command's module is imported for that command alone (its help, its checks, its run)."""
     out = {}
     for m, path in command_sources().items():
         text = path.read_text()
@@ -104,37 +104,23 @@ def command_index() -> dict:
                 kw = {k.arg: _literal(k.value) for k in d.keywords}
                 name = _literal(d.args[0]) if d.args else kw.get('name')
                 doc = (ast.get_docstring(fn) or '').strip().splitlines()
-                out[name or fn.name.replace('_', '-')] = Entry(
-                    m,
-                    fn.name,
-                    kw.get('pos') or [],
-                    doc[0] if doc else '',
-                    ast.get_source_segment(text, fn, padded=True),
-                )
+                out[name or fn.name.replace('_', '-')] = Entry(m, fn.name, kw.get('pos') or [], doc[0] if doc else '')
     return out
 
 
-def signature_of(name: str, e: Entry) -> Callable:
-    """A function with the command's signature, docments and docstring, made from its source alone (its body is
-    never called): what its parser is built from. Defaults and annotations must be literals and builtins; a command
-    whose are not is imported instead."""
-    src = 'from __future__ import annotations\n' + textwrap.dedent(e.source) + '\n'
-    fname = f'<tbt {name}>'
-    linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)  # docments reads the comments from here
-    ns = {'__name__': e.module}
-    try:
-        exec(compile(src, fname, 'exec'), ns)
-        return ns[e.function]
-    except Exception:
-        return getattr(import_command_module(e.module), e.function)
+def command_function(e: Entry) -> Callable:
+    "The function of a subcommand, its module imported: the one source of its parser and of its options' checks."
+    return getattr(import_command_module(e.module), e.function)
 
 
-def parser(name: str, e: Entry = None, f=None):
-    "The argument parser of subcommand `name` (fastcore's `anno_parser`), from its source unless `f` is given."
+def parser(name: str, f: Callable = None, pos: list = None):
+    "The argument parser of subcommand `name` (fastcore's `anno_parser` of its function: signature and docments)."
     from fastcore.script import anno_parser
 
-    e = e or command_index()[name]
-    return anno_parser(f or signature_of(name, e), prog=f'tbt {name}', pos=e.pos)
+    if f is None:
+        e = command_index()[name]
+        f, pos = command_function(e), e.pos
+    return anno_parser(f, prog=f'tbt {name}', pos=pos)
 
 # %% ../nbs/11_cli.ipynb #c005
 def _usage(index: dict = None):
@@ -166,16 +152,21 @@ def main(argv: list = None):
         hint = f" (did you mean '{close[0]}'?)" if close else ''
         print(f"tbt: unknown command '{name}'{hint}\n\n{_usage(index)}", file=sys.stderr)
         return 2
-    entry = index[name]
-    sig = signature_of(name, entry)
-    args = parser(name, entry, sig).parse_args(rest)  # `--help` ends here, nothing of the command imported
-    kwargs = {k: v for k, v in vars(args).items() if k in inspect.signature(sig).parameters}  # not --pdb, --xtra
-    if problem := check_options(name, kwargs, entry.pos):
+    entry, debug = index[name], os.environ.get('TBT_DEBUG') == '1'
+    try:
+        f = command_function(entry)
+    except Exception as e:  # a dependency of the command's module is missing or broken
+        if debug:
+            raise
+        print(f'tbt {name}: {entry.module} fails to import: {type(e).__name__}: {_what(e)}', file=sys.stderr)
+        return 1
+    args = parser(name, f, entry.pos).parse_args(rest)  # `--help` ends here, and what argparse cannot read
+    kwargs = {k: v for k, v in vars(args).items() if k in inspect.signature(f).parameters}  # not --pdb, --xtra
+    if problem := check_options(f, kwargs, entry.pos):
         print(f'tbt {name}: {problem}', file=sys.stderr)
         return 2
-    debug = os.environ.get('TBT_DEBUG') == '1'
     try:
-        res = getattr(import_command_module(entry.module), entry.function)(**kwargs)
+        res = f(**kwargs)
     except SystemExit as e:  # a command's own refusal: its text, as one line of ours
         if debug or not isinstance(e.code, str):
             raise
@@ -189,36 +180,84 @@ def main(argv: list = None):
     return res if isinstance(res, int) else 0
 
 # %% ../nbs/11_cli.ipynb #c005b
-def at_least(n: int):
-    "A rule: a number of at least `n`."
-    return lambda v: None if v >= n else f'must be at least {n}'
+class Check:
+    """What an option's value must be, put beside the option: `k: Annotated[int, at_least(1)] = 4`. Called with a
+    parsed value it says what is wrong with it, or returns None; None itself (a default left unset) passes."""
+
+    def __init__(
+        self,
+        problem: Callable,  # value -> what is wrong with it, or None
+        required: str = None,  # the option must be given: what to give
+        unless: str = None,  # the check is moot when this option (parameter name) is given
+        name: str = None,  # how it reads (default: the function's name)
+    ):
+        self.problem, self.required, self.unless = problem, required, unless
+        self.__name__ = name or getattr(problem, '__name__', 'check')
+        self.__doc__ = getattr(problem, '__doc__', None)
+
+    def __call__(self, v) -> str | None:
+        if v is None:
+            return None
+        try:
+            return self.problem(v)
+        except TypeError:
+            return 'is of the wrong type'
+
+    def __repr__(self):
+        return f'Check({self.__name__})'
 
 
-def in_range(lo: float, hi: float, lo_open: bool = False, hi_open: bool = False):
-    "A rule: a finite number in the interval from `lo` to `hi` (each end closed unless open)."
-    lb, hb = '(' if lo_open else '[', ')' if hi_open else ']'
+def required(what: str) -> Check:
+    "The option must be given (its default is None): `--NAME is required: WHAT` when it is not."
+    return Check(lambda v: None, required=what, name=f'required({what!r})')
 
-    def rule(v):
+
+def unless(option: str, check: Check) -> Check:
+    "`check`, moot when `option` (another parameter of the command) is given."
+    return Check(check.problem, check.required, unless=option, name=f'unless({option!r}, {check.__name__})')
+
+
+def optional(check: Check) -> Check:
+    "`check`, letting the empty string (an unset default of a `str` option) through too."
+    return Check(lambda v: None if v == '' else check(v), name=f'optional({check.__name__})')
+
+
+def at_least(n: int) -> Check:
+    "A number of at least `n`."
+    return Check(lambda v: None if v >= n else f'must be at least {n}', name=f'at_least({n})')
+
+
+def in_range(lo: float, hi: float = math.inf, lo_open: bool = False, hi_open: bool = False) -> Check:
+    "A finite number in the interval from `lo` to `hi` (each end closed unless open; infinity is never reached)."
+    lb, hb = '(' if lo_open else '[', ')' if hi_open or hi == math.inf else ']'
+
+    def problem(v):
         ok = math.isfinite(v) and (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
         return None if ok else f'must be in {lb}{lo:g}, {hi:g}{hb}'
 
-    return rule
+    return Check(problem, name=f'in_range{lb}{lo:g}, {hi:g}{hb}')
 
 
-def one_of(*choices: str):
-    "A rule: one of `choices`."
-    return lambda v: None if v in choices else f'must be one of {", ".join(c or repr(c) for c in choices)}'
+def one_of(*choices: str) -> Check:
+    "One of `choices`."
+    says = f'must be one of {", ".join(c or repr(c) for c in choices)}'
+    return Check(lambda v: None if v in choices else says, name=f'one_of({", ".join(map(repr, choices))})')
 
 
-def spec(*plain: str, prefixes: tuple = ('openai:',)):
-    "A rule: one of `plain`, or PREFIX:NAME for a prefix of `prefixes`."
+def or_model(*plain: str, prefixes: tuple = ('openai:',)) -> Check:
+    "One of `plain`, or PREFIX:NAME for a prefix of `prefixes` (a simulated user, a judge)."
 
-    def rule(v):
+    def problem(v):
         if v in plain or any(v.startswith(p) and len(v) > len(p) for p in prefixes):
             return None
         return f'must be {" or ".join(plain + tuple(p + "MODEL" for p in prefixes))}'
 
-    return rule
+    return Check(problem, name=f'or_model({", ".join(map(repr, plain))})')
+
+
+def not_blank(problem: str, strip: str = None) -> Check:
+    "Text that is not empty once `strip`ped (whitespace by default): `problem` when it is."
+    return Check(lambda v: None if v.strip(strip) else problem, name=f'not_blank({problem!r})')
 
 # %% ../nbs/11_cli.ipynb #c005b2
 def known_domains() -> list[str]:
@@ -230,14 +269,17 @@ def known_domains() -> list[str]:
     return sorted({p.stem for p in (_package_root() / 'domains').glob('*.py') if not p.stem.startswith('_')} | offered)
 
 
-def _domains(v):
+@Check
+def registered_domains(v):
+    "Comma-separated names of known domains (`known_domains`)."
     bad = [d for d in v.split(',') if d and d not in known_domains()]
     if not [d for d in v.split(',') if d]:
         return f'names no domain; known: {", ".join(known_domains())}'
     return f'unknown domain {", ".join(bad)}; known: {", ".join(known_domains())}' if bad else None
 
 
-def _files(v):
+@Check
+def existing_files(v):
     "Comma-separated files that exist."
     paths = [p for p in v.split(',') if p]
     if not paths:
@@ -250,19 +292,27 @@ def _files(v):
     return None
 
 
+@Check
 def existing_file(v):
+    "A file that exists."
     return None if Path(v).is_file() else f'{v} is not a file' if Path(v).exists() else 'no such file'
 
 
+@Check
 def existing_dir(v):
+    "A directory that exists."
     return None if Path(v).is_dir() else f'{v} is not a directory' if Path(v).exists() else 'no such directory'
 
 
+@Check
 def new_dir(v):
+    "A directory to write into: it may exist, but not as a file."
     return f'{v} is a file, not a directory' if Path(v).is_file() else None
 
 
+@Check
 def new_file(v):
+    "A file to write: it may exist, but not as a directory."
     return f'{v} is a directory, not a file' if Path(v).is_dir() else None
 
 
@@ -270,7 +320,8 @@ _REPO_ID = re.compile(r'[A-Za-z0-9][\w.-]*/[\w.-]+')
 _REMOTE = ('vllm:', 'endpoint:', 'chat:')
 
 
-def _policy(v):
+@Check
+def policy_spec(v):
     "scripted[:...], a remote spec, a model directory, or a Hugging Face repo id (org/name, from the local cache)."
     model = v.split(':template=')[0]
     if v == 'scripted' or v.startswith(('scripted:', 'golden-with-flaws')) or v.startswith(_REMOTE):
@@ -282,114 +333,52 @@ def _policy(v):
     return 'no such model directory (nor scripted, vllm:M, endpoint:M, chat:M or a repo id org/name)'
 
 
-def _model_dir(v):
+@Check
+def model_directory(v):
+    "A model's directory that exists, or '' (the command's default model)."
     return None if not v or Path(v).is_dir() else 'no such model directory'
 
-
-def _optional(rule):
-    return lambda v: None if v in (None, '') else rule(v)
-
 # %% ../nbs/11_cli.ipynb #c005b4
-OPTION_RULES: dict = {  # option (parameter) name -> rule; a value of None is a default left unset
-    'k': at_least(1),
-    'probe_k': at_least(1),
-    'bench_k': at_least(1),
-    'n': at_least(1),
-    'shards': at_least(1),
-    'probe_per_family': at_least(1),
-    'bench_per_family': at_least(1),
-    'min_clean': at_least(1),
-    'threads': at_least(1),
-    'train_procs': at_least(1),
-    'concurrency': at_least(1),
-    'error_retries': at_least(0),
-    'train_n': at_least(0),
-    'bench_n': at_least(0),
-    'steps': at_least(0),
-    'tasks_per_family': at_least(0),
-    'check_tasks': at_least(0),
-    'max_tokens': at_least(0),
-    'top_k': at_least(0),
-    'ref_min_successes': at_least(0),
-    'seed': at_least(0),
-    'train_seed': at_least(0),
-    'bench_seed': at_least(0),
-    'temperature': in_range(0, math.inf, hi_open=True),
-    'top_p': in_range(0, 1, lo_open=True),
-    'ref_threshold': in_range(0, 1),
-    'ref_prob': in_range(0, 1, lo_open=True),
-    'dev_fraction': in_range(0, 1, hi_open=True),
-    'port': in_range(1, 65535),
-    'by': one_of('domain', 'family', 'held_out'),
-    'band_rule': one_of('mass', 'mean'),
-    'transport': one_of('stdio', 'http'),
-    'tool_transport': one_of('mcp', 'inprocess'),
-    'split': one_of('', 'train', 'bench'),
-    'part': one_of('1', '2', '3', '4', 'all'),
-    'user': spec('scripted'),
-    'judge': spec('rule', 'none'),  # `campaigns.make_judge`
-    'policy': _policy,
-    'model': _model_dir,
-    'base_model': _model_dir,
-    'tasks': _files,
-    'domains': _domains,
-    'domain': _optional(_domains),
-    'out': _optional(new_dir),
-    'recipe': _optional(existing_file),
-    'attempts': existing_file,
-    'reference': _optional(existing_file),
-    'bench': _optional(existing_file),
-    'data': _optional(existing_dir),
-    'base': existing_dir,
-    'trained': existing_dir,
-    'host': lambda v: None if v.strip() else 'names no address',
-    'campaign': existing_dir,
-    'campaign2': _optional(existing_dir),  # `tbt view`'s second campaign
-    'attempt': at_least(0),
-    'width': at_least(0),
-}
+PLAIN = (str, bool)  # the types an option may have with no check: free text, a flag
 
-# %% ../nbs/11_cli.ipynb #c005b6
-COMMAND_RULES: dict = {  # (command, option) -> rule, where the option means something else in that command
-    ('evaluate', 'concurrency'): at_least(0),
-    ('probe', 'concurrency'): at_least(0),  # 0: the default
-    ('aggregate', 'out'): existing_dir,
-    ('policy-report', 'out'): _optional(new_file),
-    ('policy-speed', 'out'): _optional(new_file),
-    ('thinkingbox-bench', 'user'): spec('stand-in'),
-    ('view', 'out'): new_file,  # the page to write
-    ('thinkingbox-bench', 'domain'): lambda v: None if v.strip(',') else 'names no domain',  # their scenarios
-    ('thinkingbox-bench', 'limit'): at_least(0),
-}
 
-REQUIRED: dict = {
-    ('evaluate', 'tasks'): 'task files (JSON Lines), comma-separated',
-    ('probe', 'tasks'): 'task files (JSON Lines), comma-separated',
-}  # (command, option) -> what to give
+def option_checks(f: Callable) -> dict:
+    "The checks of each option of the command `f`, from its annotations: parameter name -> tuple of `Check`s."
+    hints = typing.get_type_hints(f, include_extras=True)
+    out = {}
+    for k in inspect.signature(f).parameters:
+        h = hints.get(k)
+        meta = typing.get_args(h)[1:] if typing.get_origin(h) is Annotated else ()
+        out[k] = tuple(c for c in meta if isinstance(c, Check))
+    return out
+
+
+def unchecked(f: Callable) -> list[str]:
+    """The options of `f` that break the rule every command keeps: each option carries a check, or is plain free text
+    or a flag (`PLAIN`); a number always has a check (a count, a rate, a port has a range)."""
+    hints, checks = typing.get_type_hints(f, include_extras=True), option_checks(f)
+    base = {k: typing.get_args(h)[0] if typing.get_origin(h) is Annotated else h for k, h in hints.items()}
+    return [k for k in inspect.signature(f).parameters if not checks[k] and base.get(k) not in PLAIN]
 
 
 def check_options(
-    cmd: str,  # the subcommand
+    f: Callable,  # the command's function
     values: dict,  # option name -> parsed value
     pos: list = (),  # the parameters given positionally (named without dashes)
 ) -> str | None:
     "What is wrong with the first bad option, as `--name VALUE: problem`; None when all are good."
-    if cmd == 'mcp-serve' and values.get('tasks'):
-        values = {k: v for k, v in values.items() if k != 'domain'}
-    for (c, k), what in REQUIRED.items():
-        if c == cmd and values.get(k) is None:
-            return f'--{k.replace("_", "-")} is required: {what}'
+    checks = option_checks(f)
+    for k, cs in checks.items():
+        for c in cs:
+            if c.required and values.get(k) is None:
+                return f'--{k.replace("_", "-")} is required: {c.required}'
     for k, v in values.items():
-        rule = COMMAND_RULES.get((cmd, k)) or OPTION_RULES.get(k)
-        if rule is None or v is None:
-            continue
-        try:
-            problem = rule(v)
-        except TypeError:
-            problem = 'is of the wrong type'
-        if problem:
-            opt = k if k in pos else '--' + k.replace('_', '-')
-            return f'{opt} {v}: {problem}'
+        for c in checks.get(k, ()):
+            if c.unless and values.get(c.unless):
+                continue
+            if problem := c(v):
+                opt = k if k in pos else '--' + k.replace('_', '-')
+                return f'{opt} {v}: {problem}'
     return None
 
 # %% ../nbs/11_cli.ipynb #c007

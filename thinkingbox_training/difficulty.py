@@ -521,20 +521,30 @@ def synthetic_probe(
     return recs, true
 
 # %% ../nbs/09_difficulty.ipynb #c044
+from typing import Annotated
+from .cli import optional, at_least, in_range, one_of, existing_file, new_dir
+
+
 @command('select', pos=['attempts'])
 def select_cli(
-    attempts: str,  # the probing campaign's attempt records (JSON Lines)
-    out: str = 'data/runs/pool',  # directory for pool.txt, split.json, tasks.jsonl, tasks.csv, manifest.json
-    reference: str = None,  # a stronger reference policy's attempts (JSON Lines): the solvability gate
-    bench: str = None,  # benchmark task uids: one per line, or JSON Lines with `uid` or `task_uid`
+    attempts: Annotated[str, existing_file],  # the probing campaign's attempt records (JSON Lines)
+    # directory for pool.txt, split.json, tasks.jsonl, tasks.csv, manifest.json
+    out: Annotated[str, optional(new_dir)] = 'data/runs/pool',
+    # a stronger reference policy's attempts (JSON Lines): the solvability gate
+    reference: Annotated[str, optional(existing_file)] = None,
+    # benchmark task uids: one per line, or JSON Lines with `uid` or `task_uid`
+    bench: Annotated[str, optional(existing_file)] = None,
     keep: str = 'hard,medium,easy',  # bands kept, comma-separated
-    min_clean: int = 4,  # clean runs a task needs to be judged
-    ref_min_successes: int = 1,  # solvability gate: successes of the reference policy
-    ref_threshold: float = None,  # solvability gate: also require P(p > this) >= ref_prob
-    ref_prob: float = 0.5,  # with --ref-threshold: the posterior probability required
-    dev_fraction: float = 0.0,  # share of each kept band held out as dev, never trained on (0: no dev split)
-    band_rule: str = 'mass',  # 'mass' (the method's: the band of most posterior mass) or 'mean' (the mean's)
-    seed: int = 0,  # salt of the split
+    min_clean: Annotated[int, at_least(1)] = 4,  # clean runs a task needs to be judged
+    ref_min_successes: Annotated[int, at_least(0)] = 1,  # solvability gate: successes of the reference policy
+    ref_threshold: Annotated[float, in_range(0, 1)] = None,  # solvability gate: also require P(p > this) >= ref_prob
+    # with --ref-threshold: the posterior probability required
+    ref_prob: Annotated[float, in_range(0, 1, lo_open=True)] = 0.5,
+    # share of each kept band held out as dev, never trained on (0: no dev split)
+    dev_fraction: Annotated[float, in_range(0, 1, hi_open=True)] = 0.0,
+    # 'mass' (the method's: the band of most posterior mass) or 'mean' (the mean's)
+    band_rule: Annotated[str, one_of('mass', 'mean')] = 'mass',
+    seed: Annotated[int, at_least(0)] = 0,  # salt of the split
     plots: bool = False,  # also draw the figures into `out`
 ):
     "Choose the training pool from a probing campaign (Jeffreys posterior bands) and write it with its manifest."

@@ -218,6 +218,10 @@ def check_links(
     return broken
 
 # %% ../nbs/18_docs.ipynb #d015
+from typing import Annotated
+from .cli import optional, new_dir
+
+
 def build_site(
     out: str | Path = '_docs',  # the site goes to OUT/site, its sources to OUT/src
     only: list = None,  # the pages to build (`stage`); None: all
@@ -275,7 +279,8 @@ def _plugins(root: Path) -> list:
 
 @command('docs')
 def docs(
-    out: str = '_docs',  # the site goes to OUT/site (open OUT/site/index.html), its sources to OUT/src
+    # the site goes to OUT/site (open OUT/site/index.html), its sources to OUT/src
+    out: Annotated[str, optional(new_dir)] = '_docs',
     pages: str = None,  # only these pages, comma-separated (e.g. index.md,08_campaigns.ipynb,api/view.md)
 ):
     "Build the documentation site from nbs/ (MkDocs; `make docs` installs the `docs` extra first) and check its links."

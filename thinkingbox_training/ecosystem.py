@@ -622,7 +622,8 @@ def openenv_environment(
     return TaskOpenEnv
 
 # %% ../nbs/16_ecosystem.ipynb #c027
-from .cli import command
+from typing import Annotated
+from .cli import command, at_least, in_range, or_model, not_blank, existing_files
 from .serve import IDLE_S, guarded_server
 
 
@@ -651,12 +652,14 @@ def _openenv_refusal(path: str, why: str) -> dict:
 
 @command('openenv-serve')
 def openenv_serve(
-    tasks: str,  # task files (JSON Lines), comma-separated
-    host: str = '127.0.0.1',  # the address to bind (the tools write: keep it local unless you mean it)
-    port: int = 8000,
-    user: str = 'scripted',  # simulated user: 'scripted' or 'openai:MODEL'
-    max_sessions: int = 64,  # concurrent sessions (one database each)
-    idle_timeout: float = IDLE_S,  # seconds a session may wait for its client before it is closed
+    tasks: Annotated[str, existing_files],  # task files (JSON Lines), comma-separated
+    # the address to bind (the tools write: keep it local unless you mean it)
+    host: Annotated[str, not_blank('names no address')] = '127.0.0.1',
+    port: Annotated[int, in_range(1, 65535)] = 8000,
+    user: Annotated[str, or_model('scripted')] = 'scripted',  # simulated user: 'scripted' or 'openai:MODEL'
+    max_sessions: Annotated[int, at_least(1)] = 64,  # concurrent sessions (one database each)
+    # seconds a session may wait for its client before it is closed
+    idle_timeout: Annotated[float, in_range(0, lo_open=True)] = IDLE_S,
 ):
     """Serve tasks as an OpenEnv environment (needs `openenv-core` installed), behind the checks `tbt mcp-serve` has:
     Host and Origin, JSON bodies of at most 4 MiB, idle sessions closed."""

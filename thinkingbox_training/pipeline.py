@@ -501,17 +501,21 @@ def run_main(job: MainJob) -> dict:
     return summary
 
 # %% ../nbs/12_pipeline.ipynb #c012i
+from typing import Annotated
+from .cli import optional, at_least, existing_file, model_directory
+
+
 @command('main')
 def main_cli(
     run: str = 'tiny-cpu',  # run directory name under data/runs
-    recipe: str = 'scripts/recipes/tiny_cpu.yaml',  # GRPO recipe
-    base_model: str = 'data/models/tiny-qwen3',  # base policy
-    probe_per_family: int = 4,
-    probe_k: int = 4,
-    bench_per_family: int = 10,
-    bench_k: int = 4,
-    steps: int = 0,  # GRPO steps (0: the recipe's)
-    concurrency: int = 16,
+    recipe: Annotated[str, optional(existing_file)] = 'scripts/recipes/tiny_cpu.yaml',  # GRPO recipe
+    base_model: Annotated[str, model_directory] = 'data/models/tiny-qwen3',  # base policy
+    probe_per_family: Annotated[int, at_least(1)] = 4,
+    probe_k: Annotated[int, at_least(1)] = 4,
+    bench_per_family: Annotated[int, at_least(1)] = 10,
+    bench_k: Annotated[int, at_least(1)] = 4,
+    steps: Annotated[int, at_least(0)] = 0,  # GRPO steps (0: the recipe's)
+    concurrency: Annotated[int, at_least(1)] = 16,
     adopt_model: bool = False,
 ):  # evaluate a model in the run's model/ that this job did not train
     "The main job: probe -> select -> GRPO -> evaluate base and trained -> report (resumable)."

@@ -141,6 +141,10 @@ def serving_session(
     return ServedToolSession(SharedBackend(get_domain(domain).provision(t)), timeout_s=timeout_s)
 
 # %% ../nbs/03a_serve.ipynb #c004k
+from typing import Annotated
+from .cli import unless, optional, in_range, one_of, not_blank, registered_domains, existing_files
+
+
 MCP_MAX_BODY = 4 * 2**20  # bytes of one HTTP request: a tool call's arguments (hostile tests send 1 MB strings)
 IDLE_S = 600.0  # seconds a WebSocket session may wait for its client before it is closed and its slot freed
 
@@ -186,12 +190,15 @@ def http_server(ts: ToolSession, host: str = '127.0.0.1', port: int = 8000):
 
 @command('mcp-serve')
 def mcp_serve(
-    domain: str = None,  # a registered domain, served from its seed
-    tasks: str = None,  # task files holding --task
+    # a registered domain, served from its seed
+    domain: Annotated[str, unless('tasks', optional(registered_domains))] = None,
+    tasks: Annotated[str, existing_files] = None,  # task files holding --task
     task: str = None,  # serve this task's initial state
-    transport: str = 'stdio',  # stdio or http (streamable HTTP at http://HOST:PORT/mcp)
-    host: str = '127.0.0.1',  # HTTP: the address to bind (the tools write: keep it local unless you mean it)
-    port: int = 8000,
+    # stdio or http (streamable HTTP at http://HOST:PORT/mcp)
+    transport: Annotated[str, one_of('stdio', 'http')] = 'stdio',
+    # HTTP: the address to bind (the tools write: keep it local unless you mean it)
+    host: Annotated[str, not_blank('names no address')] = '127.0.0.1',
+    port: Annotated[int, in_range(1, 65535)] = 8000,
 ):  # HTTP: the port
     """Serve a domain's tools (a task's initial state, or a fresh one) as a standalone MCP server: one database for the
     server's life, shared by every client, one tool call at a time."""

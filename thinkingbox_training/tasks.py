@@ -701,17 +701,18 @@ def generate_tasks(
     return out
 
 # %% ../nbs/01_tasks.ipynb #c018
-from .cli import command
+from typing import Annotated
+from .cli import command, optional, at_least, registered_domains, new_dir
 
 
 @command('generate-tasks')
 def generate_tasks_cli(
-    domains: str = 'travel,retail',  # domains, comma-separated
-    out: str = 'data/tasks',  # directory of the task files
-    train_n: int = 40,  # train tasks per (non-bench-only) family
-    bench_n: int = 10,  # bench tasks per family
-    train_seed: int = 0,
-    bench_seed: int = 1,
+    domains: Annotated[str, registered_domains] = 'travel,retail',  # domains, comma-separated
+    out: Annotated[str, optional(new_dir)] = 'data/tasks',  # directory of the task files
+    train_n: Annotated[int, at_least(0)] = 40,  # train tasks per (non-bench-only) family
+    bench_n: Annotated[int, at_least(0)] = 10,  # bench tasks per family
+    train_seed: Annotated[int, at_least(0)] = 0,
+    bench_seed: Annotated[int, at_least(0)] = 1,
 ):
     "Generate the bundled domains' task files: <domain>_train.jsonl and <domain>_bench.jsonl."
     for d in [x for x in domains.split(',') if x]:

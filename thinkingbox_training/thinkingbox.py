@@ -1421,24 +1421,43 @@ JUDGE_CHOICE = (
 )
 
 # %% ../nbs/13_thinkingbox.ipynb #c038d
+from typing import Annotated
+from thinkingbox_training.cli import (
+    optional,
+    at_least,
+    in_range,
+    or_model,
+    not_blank,
+    existing_dir,
+    new_dir,
+    policy_spec,
+)
+
+
 @command('thinkingbox-bench')
 def thinkingbox_bench(
     release: str = 'thinkingbox_bench_v1',  # a release name, a test list (.yaml) or a task module (.py)
-    policy: str = 'golden-with-flaws',  # golden-with-flaws[:F,F] (scripted), or a SPEC of `tbt evaluate`
-    k: int = 20,  # attempts per task (20: as the published table)
-    out: str = None,  # campaign directory (default data/runs/thinkingbox-RELEASE)
-    user: str = 'stand-in',  # simulated user: openai:MODEL (TBT_USER_BASE_URL), or stand-in
-    judge: str = None,  # rubric judge: openai:MODEL (TBT_JUDGE_BASE_URL) or none; required where tasks have rubrics
-    judge_max_tokens: int = 0,  # an LLM judge's budget, its reasoning included (0: their judge's, 128)
-    data: str = None,  # the thinkingbox-data checkout (default $THINKINGBOX_DATA)
-    domain: str = None,  # only these domains (comma-separated), recorded in OUT for a resume
+    # golden-with-flaws[:F,F] (scripted), or a SPEC of `tbt evaluate`
+    policy: Annotated[str, policy_spec] = 'golden-with-flaws',
+    k: Annotated[int, at_least(1)] = 20,  # attempts per task (20: as the published table)
+    out: Annotated[str, optional(new_dir)] = None,  # campaign directory (default data/runs/thinkingbox-RELEASE)
+    # simulated user: openai:MODEL (TBT_USER_BASE_URL), or stand-in
+    user: Annotated[str, or_model('stand-in')] = 'stand-in',
+    # rubric judge: openai:MODEL (TBT_JUDGE_BASE_URL) or none; required where tasks have rubrics
+    judge: Annotated[str, or_model('rule', 'none')] = None,
+    # an LLM judge's budget, its reasoning included (0: their judge's, 128)
+    judge_max_tokens: Annotated[int, at_least(0)] = 0,
+    data: Annotated[str, optional(existing_dir)] = None,  # the thinkingbox-data checkout (default $THINKINGBOX_DATA)
+    # only these domains (comma-separated), recorded in OUT for a resume
+    domain: Annotated[str, not_blank('names no domain', ',')] = None,
     task: str = None,  # only these task uids (comma-separated), recorded in OUT for a resume
-    limit: int = 0,  # only the first N of the tasks chosen (0: all), recorded in OUT for a resume
+    # only the first N of the tasks chosen (0: all), recorded in OUT for a resume
+    limit: Annotated[int, at_least(0)] = 0,
     caps: bool = False,  # add our caps (40 agent turns, 131,072 tokens, 900 s an episode) to their end rules
-    temperature: float = 1.0,
-    max_tokens: int = 4096,
-    seed: int = 0,
-    concurrency: int = 32,  # episodes live at once
+    temperature: Annotated[float, in_range(0)] = 1.0,
+    max_tokens: Annotated[int, at_least(0)] = 4096,
+    seed: Annotated[int, at_least(0)] = 0,
+    concurrency: Annotated[int, at_least(1)] = 32,  # episodes live at once
     quiet: bool = False,
     rebuild_store: bool = False,
 ):  # OUT lost attempts.sqlite: rebuild it from attempts.jsonl

@@ -387,6 +387,10 @@ document.body.dataset.ready = '1';
 PAGE = _PAGE_HEAD + _PAGE_GRID + _PAGE_TRACE + _PAGE_DETAIL
 
 # %% ../nbs/17_view.ipynb #v011
+from typing import Annotated
+from .cli import optional, existing_dir, new_file
+
+
 def render_page(
     data: dict,  # `view_data`
     title: str = 'tbt view',
@@ -413,9 +417,11 @@ def write_view(
 
 @command(pos=['campaign', 'campaign2'])
 def view(
-    campaign: str,  # a campaign directory (its attempts.sqlite, else its attempts.jsonl), or a training run's folder
-    campaign2: str = None,  # a second campaign of the same tasks (e.g. the trained policy's), shown beside the first
-    out: str = 'view.html',  # the page to write
+    # a campaign directory (its attempts.sqlite, else its attempts.jsonl), or a training run's folder
+    campaign: Annotated[str, existing_dir],
+    # a second campaign of the same tasks (e.g. the trained policy's), shown beside the first
+    campaign2: Annotated[str, optional(existing_dir)] = None,
+    out: Annotated[str, new_file] = 'view.html',  # the page to write
 ):
     "Write one self-contained HTML page of a campaign's attempts (or two side by side): grid, filters, each attempt."
     p = write_view([campaign] + ([campaign2] if campaign2 else []), out)

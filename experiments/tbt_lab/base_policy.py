@@ -861,14 +861,18 @@ def build_base_policy(cfg: BuildConfig = None, log=print) -> dict:
     return rec
 
 # %% ../nbs/01_base_policy.ipynb #c045c
+from typing import Annotated
+from thinkingbox_training.cli import optional, at_least, new_dir
+
+
 @command('build-base-policy')
 def build_base_policy_cli(
-    out: str = '',  # where to save; '' = data/models/tiny-qwen3
-    steps: int = 0,  # SFT steps after the echo-only start (0: `BuildConfig`'s)
-    tasks_per_family: int = 0,  # demonstrations per train family (0: `BuildConfig`'s)
-    seed: int = 0,
-    check_tasks: int = 1,  # held-out tasks per family for the closing check (0: none)
-    threads: int = 2,  # torch threads: the shipped build used both cores of a 2-core machine
+    out: Annotated[str, optional(new_dir)] = '',  # where to save; '' = data/models/tiny-qwen3
+    steps: Annotated[int, at_least(0)] = 0,  # SFT steps after the echo-only start (0: `BuildConfig`'s)
+    tasks_per_family: Annotated[int, at_least(0)] = 0,  # demonstrations per train family (0: `BuildConfig`'s)
+    seed: Annotated[int, at_least(0)] = 0,
+    check_tasks: Annotated[int, at_least(0)] = 1,  # held-out tasks per family for the closing check (0: none)
+    threads: Annotated[int, at_least(1)] = 2,  # torch threads: the shipped build used both cores of a 2-core machine
 ):
     "Build the tiny Qwen3 base policy from scratch (`BuildConfig()`, seeded: the shipped weights; 131 min, 2 cores)."
     import torch

@@ -25,6 +25,10 @@ from thinkingbox_training.cli import command
 __all__ = ['weights_sha256', 'policy_report', 'train_step_speed', 'speed_report', 'policy_speed', 'build_figure', 'recorded']
 
 # %% ../nbs/02_policy_report.ipynb #c004
+from typing import Annotated
+from thinkingbox_training.cli import optional, at_least, one_of, new_file, model_directory
+
+
 def weights_sha256(model=None) -> str:
     "The sha256 of a model directory's weights (default: the shipped model): what a recorded report was measured on."
     import hashlib
@@ -34,12 +38,13 @@ def weights_sha256(model=None) -> str:
 
 @command('policy-report')
 def policy_report(
-    seed: int = 2,  # task and sampling seed (not the demonstrations' 1000)
-    k: int = 8,  # attempts per task
-    n: int = 2,  # fresh tasks per family
-    model: str = '',  # a model directory; '' = data/models/tiny-qwen3
-    split: str = 'train',  # 'train' (the families training sees) or 'bench' (every family, held-out ones too)
-    out: str = '',  # also write the metrics as JSON here
+    seed: Annotated[int, at_least(0)] = 2,  # task and sampling seed (not the demonstrations' 1000)
+    k: Annotated[int, at_least(1)] = 8,  # attempts per task
+    n: Annotated[int, at_least(1)] = 2,  # fresh tasks per family
+    model: Annotated[str, model_directory] = '',  # a model directory; '' = data/models/tiny-qwen3
+    # 'train' (the families training sees) or 'bench' (every family, held-out ones too)
+    split: Annotated[str, one_of('', 'train', 'bench')] = 'train',
+    out: Annotated[str, optional(new_file)] = '',  # also write the metrics as JSON here
 ):
     "The base policy on fresh tasks at temperature 1.0; ends with wellformed= id_copy= mixed= calls_per_episode=."
     t0 = time.perf_counter()
@@ -99,8 +104,8 @@ def speed_report(model: str = '', batches=(8, 32), train_batches=(8, 16)) -> lis
 
 @command('policy-speed')
 def policy_speed(
-    model: str = '',  # a model directory; '' = data/models/tiny-qwen3
-    out: str = '',  # also write the rows as JSON here
+    model: Annotated[str, model_directory] = '',  # a model directory; '' = data/models/tiny-qwen3
+    out: Annotated[str, optional(new_file)] = '',  # also write the rows as JSON here
 ):
     "Generation tokens/s (batch 8, 32) and one training step (batch 8, 16) of the base policy on this machine."
     rows = speed_report(model)

@@ -818,6 +818,10 @@ def _side_by_side(study: Study, p: int, side: list, log: dict, inv: dict, t_part
         raise SystemExit(f'{", ".join(bad)}: training failed (see train.log in each)')
 
 # %% ../nbs/03_study.ipynb #s022c
+from typing import Annotated
+from thinkingbox_training.cli import at_least, one_of
+
+
 def reproduce(study: Study, parts: list, dry_run: bool = False) -> list:
     "Run (or resume) the stages of `parts` in order, skipping what is done; the plan rows as they stood at the start."
     rows = plan_rows(study, parts)
@@ -885,11 +889,12 @@ def reproduce(study: Study, parts: list, dry_run: bool = False) -> list:
 
 @command('reproduce')
 def reproduce_cli(
-    part: str = 'all',  # the design's part: 1, 2, 3, 4 or all
+    part: Annotated[str, one_of('1', '2', '3', '4', 'all')] = 'all',  # the design's part: 1, 2, 3, 4 or all
     dry_run: bool = False,  # print the plan and the estimate, run nothing
-    concurrency: int = 16,  # episodes live at once (the design's 16)
-    shards: int = 1,  # processes per campaign (`tbt evaluate --shards`; the same records)
-    train_procs: int = 1,  # a part's training runs side by side (2 on a 2-core machine: one core each)
+    concurrency: Annotated[int, at_least(1)] = 16,  # episodes live at once (the design's 16)
+    shards: Annotated[int, at_least(1)] = 1,  # processes per campaign (`tbt evaluate --shards`; the same records)
+    # a part's training runs side by side (2 on a 2-core machine: one core each)
+    train_procs: Annotated[int, at_least(1)] = 1,
     study: str = STUDY,
 ):  # the design's folder: data/runs/study, or data/runs/passk (pass@k comparison)
     "A pre-registered design (the study or the pass@k comparison), part by part (resumable): campaigns, training."

@@ -1,12 +1,14 @@
 """Bad options of `tbt`, as a user types them: each refused before the command runs, in one line naming the option,
 with a non-zero exit and nothing written; whatever escapes a command is one line too (`TBT_DEBUG=1`: the traceback).
 
-Every case is a real `tbt` subprocess. The option checks need none of the commands' modules, so a refused case
-costs a Python start-up (no torch), not a command's imports."""
+Each option's check is in its command's signature, so a refused option imports that command's module (torch, for
+the campaigns' commands): the refused cases run `tbt`'s `main` in this process, which imports each module once;
+the console script's own process is run where the process is the point (exit status, traceback, what it imports)."""
 
 import os, subprocess, sys
 from pathlib import Path
 import pytest
+from thinkingbox_training.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = 'import sys; from thinkingbox_training.cli import main; sys.exit(main())'
@@ -127,24 +129,56 @@ CASES = [
         'build-base-policy --threads 0 --out {d}/model',
         '--threads 0: must be at least 1',
     ),
+    # numbers that had no check before their checks moved into the signatures
+    (
+        'evaluate-judge-max-tokens-negative',
+        'evaluate --tasks {tasks} --judge-max-tokens -1',
+        '--judge-max-tokens -1: must be at least 0',
+    ),
+    (
+        'openenv-serve-max-sessions-zero',
+        'openenv-serve {tasks} --max-sessions 0',
+        '--max-sessions 0: must be at least 1',
+    ),
+    (
+        'openenv-serve-idle-timeout-zero',
+        'openenv-serve {tasks} --idle-timeout 0',
+        '--idle-timeout 0.0: must be in (0, inf)',
+    ),
 ]
 
 
 @pytest.mark.parametrize('args,says', [pytest.param(a, s, id=i) for i, a, s in CASES])
-def test_a_bad_option_is_one_line_naming_it_and_nothing_runs(where, args, says):
+def test_a_bad_option_is_one_line_naming_it_and_nothing_runs(where, args, says, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)  # the defaults name files of the checkout (`main --recipe`, `--base-model`)
     cmd = args.split()[0]
     before = sorted(p.name for p in where.iterdir())
-    r = tbt(*args.format(d=where, tasks=TASKS).split())
-    assert r.returncode == 2, (r.returncode, r.stdout[-500:], r.stderr[-2000:])
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f'tbt {cmd}: '), r.stderr[-2000:]
+    rc = main(args.format(d=where, tasks=TASKS).split())
+    out, err = capsys.readouterr()
+    assert rc == 2, (rc, out[-500:], err[-2000:])
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f'tbt {cmd}: '), err[-2000:]
     assert says.format(d=where) in lines[0], lines[0]
-    assert r.stdout == '' and sorted(p.name for p in where.iterdir()) == before  # nothing ran, nothing written
+    assert out == '' and sorted(p.name for p in where.iterdir()) == before  # nothing ran, nothing written
 
 
-def test_an_option_argparse_cannot_read_is_its_usage_line_not_a_traceback():
-    r = tbt('evaluate', '--k', 'many')
-    assert r.returncode == 2 and "argument --k: invalid int value: 'many'" in r.stderr and 'Traceback' not in r.stderr
+def test_the_same_name_is_checked_as_its_command_means_it(capsys, monkeypatch):
+    "`--concurrency 0` is the default for `evaluate` and refused by `main`; `--out` is a directory or a file to write."
+    monkeypatch.chdir(ROOT)
+    assert main(['main', '--concurrency', '0']) == 2
+    assert main(['evaluate', '--tasks', TASKS, '--concurrency', '0', '--split', 'nope']) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        'tbt main: --concurrency 0: must be at least 1',
+        "tbt evaluate: --split nope: must be one of '', train, bench",
+    ]
+
+
+def test_an_option_argparse_cannot_read_is_its_usage_line_not_a_traceback(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(['evaluate', '--k', 'many'])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "argument --k: invalid int value: 'many'" in err and 'Traceback' not in err
 
 
 def test_an_exception_escaping_a_command_is_one_line_and_exit_1(where):
@@ -162,24 +196,31 @@ def test_tbt_debug_shows_the_traceback(where):
     assert r.returncode == 1 and 'Traceback (most recent call last)' in r.stderr, r.stderr[-2000:]
 
 
-def test_good_options_pass_the_checks():
+def test_good_options_pass_the_checks(capsys):
     "A command's help is its parser's (real runs with good options: tests/test_campaigns.py runs `tbt evaluate`)."
-    r = tbt('evaluate', '--help')
-    assert r.returncode == 0 and '--error-retries' in r.stdout
-    r = tbt('generate-tasks', '--help')
-    assert r.returncode == 0 and '--train-n' in r.stdout
+    for cmd, opt in (('evaluate', '--error-retries'), ('generate-tasks', '--train-n')):
+        with pytest.raises(SystemExit) as e:
+            main([cmd, '--help'])
+        assert e.value.code == 0 and opt in capsys.readouterr().out
 
 
-def test_help_imports_no_torch_and_no_command_module():
-    "`tbt --help` and `tbt evaluate --help` are read from the source: neither torch nor the command's module loads."
+def test_the_list_imports_no_command_and_a_help_only_its_own():
+    """`tbt --help` is read from the source: no command's module, no torch. `tbt generate-tasks --help` and its refused
+    option import its module (`tasks`), whose signature they read, and nothing heavy."""
     code = (
         'import sys; from thinkingbox_training.cli import main\n'
-        'for argv in (["--help"], ["evaluate", "--help"], ["evaluate", "--k", "-3"]):\n'
+        'def imported():\n'
+        '    return [m for m in ("torch", "transformers", "mcp", "thinkingbox_training.campaigns",\n'
+        '                        "thinkingbox_training.tasks") if m in sys.modules]\n'
+        'for argv in (["--help"], ["generate-tasks", "--help"], ["generate-tasks", "--train-n", "-1"]):\n'
         '    try: main(argv)\n'
         '    except SystemExit: pass\n'
-        'heavy = [m for m in ("torch", "transformers", "thinkingbox_training.campaigns", "mcp")\n'
-        '         if m in sys.modules]\n'
-        'print("HEAVY", heavy)'
+        '    print("IMPORTED", argv[0], imported())'
     )
     r = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert 'HEAVY []' in r.stdout, (r.stdout[-500:], r.stderr[-2000:])
+    got = [l for l in r.stdout.splitlines() if l.startswith('IMPORTED')]
+    assert got == [
+        'IMPORTED --help []',
+        "IMPORTED generate-tasks ['thinkingbox_training.tasks']",
+        "IMPORTED generate-tasks ['thinkingbox_training.tasks']",
+    ], (r.stdout[-500:], r.stderr[-2000:])
