@@ -52,7 +52,8 @@ def test_every_option_of_every_command_has_a_check_or_a_plain_type(monkeypatch):
     checks by name (with their arguments), and the help that `anno_parser` builds from the function, byte for byte."""
     from typing import Annotated
     from fastcore.script import anno_parser
-    from thinkingbox_training.cli import at_least, command_function, command_index, command_options, parser, unchecked
+    from thinkingbox_training.cli import at_least, command_doc, command_function, command_index, command_options
+    from thinkingbox_training.cli import options_parser, unchecked
 
     def f(k: int = 1, n: Annotated[int, at_least(1)] = 1, name: str = '', x: float = 0.5, quiet: bool = False):
         "a command with two numbers left unchecked"
@@ -68,7 +69,10 @@ def test_every_option_of_every_command_has_a_check_or_a_plain_type(monkeypatch):
             for o in command_options(e)
         ]
         assert read == _from_function(funcs[n]), n
-        assert parser(n).format_help() == anno_parser(funcs[n], prog=f'tbt {n}', pos=e.pos).format_help(), n
+        ours = options_parser(
+            n, command_options(e), e.pos, command_doc(e), e.module.split('.')[0]
+        )  # as `main` builds it
+        assert ours.format_help() == anno_parser(funcs[n], prog=f'tbt {n}', pos=e.pos).format_help(), n
 
 
 def test_an_annotation_tbt_cannot_read_is_one_line_naming_file_and_parameter(tmp_path, monkeypatch, capsys):

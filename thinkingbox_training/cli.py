@@ -97,7 +97,7 @@ def command_index() -> dict:
     out = {}
     for m, path in command_sources().items():
         text = path.read_text()
-        for fn in ast.walk(ast.parse(text)):
+        for fn in ast.parse(text).body:  # a command is a top-level function
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             for d in fn.decorator_list:
