@@ -4,17 +4,19 @@
 
 # %% ../nbs/11_cli.ipynb #c003
 from __future__ import annotations
-import ast, importlib, importlib.util, inspect, math, os, re, sys, difflib, typing
+import argparse, ast, functools, importlib, importlib.util, inspect, math, os, re, shutil, sys, difflib, typing
+import textwrap
 from pathlib import Path
 from typing import Annotated, Callable, NamedTuple
 
 # %% auto #0
-__all__ = ['COMMANDS', 'LAB', 'PLAIN', 'PACKAGED', 'command', 'command_sources', 'command_modules', 'import_command_module',
-           'Entry', 'command_index', 'command_function', 'parser', 'main', 'Check', 'required', 'unless', 'optional',
-           'at_least', 'in_range', 'one_of', 'or_model', 'not_blank', 'known_domains', 'registered_domains',
-           'existing_files', 'existing_file', 'existing_dir', 'new_dir', 'new_file', 'policy_spec', 'model_directory',
-           'option_checks', 'unchecked', 'check_options', 'checkout_dir', 'project_dir', 'render_readme', 'readme',
-           'data_path', 'data_cli']
+__all__ = ['COMMANDS', 'LAB', 'PLAIN', 'TYPES', 'PACKAGED', 'command', 'command_sources', 'command_modules',
+           'import_command_module', 'Entry', 'command_index', 'command_function', 'parser', 'main', 'Check', 'required',
+           'unless', 'optional', 'at_least', 'in_range', 'one_of', 'or_model', 'not_blank', 'known_domains',
+           'registered_domains', 'existing_files', 'existing_file', 'existing_dir', 'new_dir', 'new_file',
+           'policy_spec', 'model_directory', 'option_checks', 'unchecked', 'check_options', 'UnreadableOption',
+           'Option', 'check_registry', 'read_options', 'command_options', 'command_doc', 'options_parser',
+           'checkout_dir', 'project_dir', 'render_readme', 'readme', 'data_path', 'data_cli']
 
 # %% ../nbs/11_cli.ipynb #c004
 COMMANDS: dict = {}  # subcommand name -> (function, positional parameter names), filled as modules are imported
@@ -95,7 +97,7 @@ def command_index() -> dict:
     out = {}
     for m, path in command_sources().items():
         text = path.read_text()
-        for fn in ast.walk(ast.parse(text)):
+        for fn in ast.parse(text).body:  # a command is a top-level function
             if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             for d in fn.decorator_list:
@@ -109,18 +111,19 @@ def command_index() -> dict:
 
 
 def command_function(e: Entry) -> Callable:
-    "The function of a subcommand, its module imported: the one source of its parser and of its options' checks."
+    "The function of a subcommand, its module imported: what runs, once its options are parsed and checked."
     return getattr(import_command_module(e.module), e.function)
 
 
 def parser(name: str, f: Callable = None, pos: list = None):
-    "The argument parser of subcommand `name` (fastcore's `anno_parser` of its function: signature and docments)."
-    from fastcore.script import anno_parser
+    """The argument parser of subcommand `name`: read from its source (`command_options`, no import), or, given its
+    function `f`, fastcore's `anno_parser` of it; the two print the same help."""
+    if f is not None:
+        from fastcore.script import anno_parser
 
-    if f is None:
-        e = command_index()[name]
-        f, pos = command_function(e), e.pos
-    return anno_parser(f, prog=f'tbt {name}', pos=pos)
+        return anno_parser(f, prog=f'tbt {name}', pos=pos)
+    e = command_index()[name]
+    return options_parser(name, command_options(e), e.pos, command_doc(e), e.module.split('.')[0])
 
 # %% ../nbs/11_cli.ipynb #c005
 def _usage(index: dict = None):
@@ -153,18 +156,24 @@ def main(argv: list = None):
         print(f"tbt: unknown command '{name}'{hint}\n\n{_usage(index)}", file=sys.stderr)
         return 2
     entry, debug = index[name], os.environ.get('TBT_DEBUG') == '1'
-    try:
+    try:  # the options, read from the command's source: nothing of it imported yet
+        options = command_options(entry)
+        p = options_parser(name, options, entry.pos, command_doc(entry), entry.module.split('.')[0])
+    except UnreadableOption as e:
+        print(f'tbt {name}: {e}', file=sys.stderr)
+        return 1
+    args = p.parse_args(rest)  # `--help` ends here, and what argparse cannot read
+    kwargs = {o.name: getattr(args, o.name) for o in options}  # not --pdb, --xtra
+    if problem := check_options({o.name: o.checks for o in options}, kwargs, entry.pos):
+        print(f'tbt {name}: {problem}', file=sys.stderr)
+        return 2
+    try:  # now the command runs: its module is imported
         f = command_function(entry)
     except Exception as e:  # a dependency of the command's module is missing or broken
         if debug:
             raise
         print(f'tbt {name}: {entry.module} fails to import: {type(e).__name__}: {_what(e)}', file=sys.stderr)
         return 1
-    args = parser(name, f, entry.pos).parse_args(rest)  # `--help` ends here, and what argparse cannot read
-    kwargs = {k: v for k, v in vars(args).items() if k in inspect.signature(f).parameters}  # not --pdb, --xtra
-    if problem := check_options(f, kwargs, entry.pos):
-        print(f'tbt {name}: {problem}', file=sys.stderr)
-        return 2
     try:
         res = f(**kwargs)
     except SystemExit as e:  # a command's own refusal: its text, as one line of ours
@@ -362,12 +371,11 @@ def unchecked(f: Callable) -> list[str]:
 
 
 def check_options(
-    f: Callable,  # the command's function
+    checks: dict,  # option name -> its checks (`option_checks` of a function, or the options read from its source)
     values: dict,  # option name -> parsed value
     pos: list = (),  # the parameters given positionally (named without dashes)
 ) -> str | None:
     "What is wrong with the first bad option, as `--name VALUE: problem`; None when all are good."
-    checks = option_checks(f)
     for k, cs in checks.items():
         for c in cs:
             if c.required and values.get(k) is None:
@@ -380,6 +388,249 @@ def check_options(
                 opt = k if k in pos else '--' + k.replace('_', '-')
                 return f'{opt} {v}: {problem}'
     return None
+
+# %% ../nbs/11_cli.ipynb #c006r1
+class UnreadableOption(ValueError):
+    "A command's parameter that `tbt` cannot read from its source (a one-line message naming the file and parameter)."
+
+
+class Option(NamedTuple):
+    "An option of a subcommand as its source declares it."
+
+    name: str  # the parameter's name
+    type: type | None  # what argparse converts with: the annotation's base type (or the default's type)
+    default: object  # the literal default, or `inspect.Parameter.empty`
+    help: str | None  # its docments comment
+    checks: tuple  # its `Check`s, from the annotation
+
+
+TYPES = (str, int, float, bool, Path)  # the base types an option's annotation may name
+
+
+def check_registry() -> dict:
+    """What an annotation may name as a check: the `Check`s defined here and the functions here that make one
+    (`at_least`, `unless`, ...), by their names. Nothing else resolves."""
+    return {
+        n: o
+        for n, o in globals().items()
+        if not n.startswith('_')
+        and (isinstance(o, Check) or (inspect.isfunction(o) and o.__annotations__.get('return') in ('Check', Check)))
+    }
+
+
+def _constant(name: str, tree: ast.Module, path: Path, hops: int = 2):
+    """The literal a module binds `name` to at its top level, following `from .mod import name` within the package
+    (`hops` times at most); raise `ValueError` when there is none."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, 'id', None) == name for t in node.targets):
+            return ast.literal_eval(node.value)
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, 'id', None) == name and node.value:
+            return ast.literal_eval(node.value)
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module and hops:
+            if any((a.asname or a.name) == name and a.name == name for a in node.names):
+                src = path.parent / (node.module.replace('.', '/') + '.py')
+                return _constant(name, ast.parse(src.read_text()), src, hops - 1)
+    raise ValueError(name)
+
+
+def _read_check(node, registry: dict, fail: Callable) -> Check:
+    "The `Check` an annotation's node says: a name of the registry's, or a call of one with literal or check arguments."
+    if isinstance(node, ast.Name) and isinstance(registry.get(node.id), Check):
+        return registry[node.id]
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and inspect.isfunction(registry.get(node.func.id))
+    ):
+        if any(k.arg is None for k in node.keywords) or any(isinstance(a, ast.Starred) for a in node.args):
+            fail(node)
+
+        def arg(a):
+            if isinstance(a, ast.Name) or isinstance(a, ast.Call):
+                return _read_check(a, registry, fail)
+            try:
+                return ast.literal_eval(a)
+            except ValueError:
+                fail(node)
+
+        res = registry[node.func.id](*map(arg, node.args), **{k.arg: arg(k.value) for k in node.keywords})
+        return res if isinstance(res, Check) else fail(node)
+    fail(node)
+
+
+@functools.lru_cache(maxsize=8)
+def _function_node(path: Path, function: str, mtime_ns: int = 0) -> tuple:
+    "The syntax tree of the module at `path`, the node of its top-level `function`, and the module's text."
+    text = path.read_text()
+    tree = ast.parse(text)
+    fn = next(
+        (n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == function), None
+    )
+    if fn is None:
+        raise UnreadableOption(f'{path}: no top-level function {function}')
+    return tree, fn, text
+
+
+def _comments(fn, text: str) -> tuple:
+    "The comments of the function's lines (line -> text) and its parameters' lines, as fastcore's docments reads them."
+    import io, tokenize
+
+    start = min([fn.lineno, *(d.lineno for d in fn.decorator_list)])
+    seg = ''.join(text.splitlines(keepends=True)[start - 1 : fn.end_lineno])
+    toks = tokenize.generate_tokens(io.StringIO(seg).readline)
+    comments = {
+        t.start[0] + start - 1: re.findall(r'^\s*#(.*)\s*$', t.string)[0] for t in toks if t.type == tokenize.COMMENT
+    }
+    a = fn.args
+    params = {x.lineno: x.arg for x in [*a.posonlyargs, *a.args, *([a.vararg] if a.vararg else []), *a.kwonlyargs]}
+    return comments, params
+
+
+def _docment(line: int, comments: dict, params: dict) -> str | None:
+    "A parameter's help: the comment on its line, else the comment lines right above it (fastcore's docments)."
+    if line in comments:
+        return comments[line].strip()
+    res, line = [], line - 1
+    while line and line in comments and line not in params:
+        res.append(comments[line])
+        line -= 1
+    return textwrap.dedent('\n'.join(reversed(res))) if res else None
+
+
+def read_options(path: Path, function: str) -> list[Option]:
+    """The options of the command `function` of the module at `path`, read from its source without importing it: each
+    parameter's name, its default (a literal, or a module constant bound to one), its help comment, its annotation's
+    base type (one of `TYPES`) and checks (`check_registry`'s names, or calls of them with literal arguments).
+    Anything else raises `UnreadableOption` naming the file and the parameter."""
+    path = Path(path)
+    tree, fn, text = _function_node(path, function, path.stat().st_mtime_ns)
+    comments, params = _comments(fn, text)
+    registry, types = check_registry(), {t.__name__: t for t in TYPES}
+    a = fn.args
+    if a.vararg or a.posonlyargs:
+        raise UnreadableOption(
+            f'{path}:{fn.lineno}: {fn.name} takes *{a.vararg.arg if a.vararg else "/"}: a command takes named options'
+        )
+    defaults = [None] * (len(a.args) - len(a.defaults)) + a.defaults + a.kw_defaults
+    out = []
+    for x, d in zip([*a.args, *a.kwonlyargs], defaults):
+
+        def fail(node, x=x):
+            raise UnreadableOption(
+                f'{path}:{node.lineno}: parameter {x.arg} of {fn.name}: `{ast.unparse(node)}` is not a literal, a '
+                f"type of {', '.join(types)}, nor a check of tbt's ({', '.join(sorted(registry))}) or a call of one "
+                'with literal arguments'
+            )
+
+        default = inspect.Parameter.empty
+        if d is not None:
+            try:
+                default = _constant(d.id, tree, path) if isinstance(d, ast.Name) else ast.literal_eval(d)
+            except (ValueError, TypeError, OSError, SyntaxError):
+                fail(d)
+        ann, checks = x.annotation, ()
+        if isinstance(ann, ast.Subscript) and getattr(ann.value, 'id', getattr(ann.value, 'attr', None)) == 'Annotated':
+            first, *rest = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else [ann.slice]
+            ann, checks = first, tuple(_read_check(c, registry, fail) for c in rest)
+        if ann is None:
+            t = None if default is inspect.Parameter.empty else type(default)
+        elif isinstance(ann, ast.Name) and ann.id in types:
+            t = types[ann.id]
+        else:
+            fail(ann)
+        out.append(Option(x.arg, t, default, _docment(x.lineno, comments, params), checks))
+    return out
+
+
+def command_options(e: Entry) -> list[Option]:
+    "The options of subcommand `e`, read from its module's source (`read_options`)."
+    return read_options(command_sources()[e.module], e.function)
+
+
+def command_doc(e: Entry) -> str | None:
+    "The docstring of subcommand `e`'s function, read from the source, as Python keeps it (`__doc__`)."
+    path = command_sources()[e.module]
+    return ast.get_docstring(_function_node(path, e.function, path.stat().st_mtime_ns)[1], clean=False)
+
+# %% ../nbs/11_cli.ipynb #c006r3
+class _HelpFormatter(argparse.HelpFormatter):
+    "fastcore's help layout: the terminal's width (120 columns when unknown), help from half of it, no %-expansion."
+
+    def __init__(self, prog, indent_increment=2):
+        cols = shutil.get_terminal_size((120, 30))[0]
+        super().__init__(prog, max_help_position=cols // 2, width=cols, indent_increment=indent_increment)
+
+    def _expand_help(self, action):
+        return self._get_help_string(action)
+
+
+def _version(pkg: str) -> str | None:
+    "`PKG VERSION` of the command's top-level package, for the help's last line (as `anno_parser` writes it)."
+    ver = getattr(sys.modules.get(pkg), '__version__', None)
+    root = {'thinkingbox_training': _package_root(), LAB[-1]: _lab_root()}.get(pkg)
+    if ver is None and root and (root / '__init__.py').is_file():
+        try:
+            ver = _constant('__version__', ast.parse((root / '__init__.py').read_text()), root / '__init__.py', 0)
+        except ValueError:
+            pass
+    if ver is None:
+        import importlib.metadata
+
+        try:
+            ver = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+    return f'{pkg} {ver}'
+
+
+def _add(p: argparse.ArgumentParser, o: Option, positional: bool):
+    "Add option `o` to `p` as fastcore's `anno_parser` would (flags, `--no-` for a default True, `(type)`, defaults)."
+    from fastcore.script import anno2str
+
+    empty, d, t, kw = inspect.Parameter.empty, o.default, o.type, {}
+    if positional and t is bool:
+        raise UnreadableOption(f'positional parameter {o.name} is a flag: a flag takes no value')
+    negated = t is bool and d is True
+    if t is bool:
+        kw['action'], t, d = ('store_false', None, d) if negated else ('store_true', None, False)
+    if t is not None:
+        kw['type'] = t
+    if d is not empty and d is not None:
+        kw['default'] = d
+    opt = d is not empty and not positional
+    if opt and 'type' in kw:
+        kw['metavar'] = f'({anno2str(o.type)})'
+    shown = repr(d) if isinstance(d, str) and not d.strip() else d
+    kw['help'] = (o.help or '') + (f' (default: {shown})' if 'default' in kw else '')
+    if positional and o.default is not empty:
+        kw['nargs'] = '?'
+    name = f'no-{o.name}' if negated else o.name
+    if negated:
+        kw['dest'] = o.name
+    if not opt:
+        return p.add_argument(name, **kw)
+    short = next((c for c in o.name if c.isupper()), None)
+    if short is None:
+        return p.add_argument('--' + name.replace('_', '-'), **kw)
+    kw['dest'] = o.name
+    return p.add_argument(f'-{short.lower()}', '--' + name.replace('_', '-').lower(), **kw)
+
+
+def options_parser(
+    name: str,  # the subcommand
+    options: list[Option],  # its options, read from its source
+    pos: list = (),  # those given positionally
+    doc: str = None,  # its function's docstring
+    package: str = None,  # its top-level package, named with its version on the help's last line
+) -> argparse.ArgumentParser:
+    "The parser of subcommand `name` from its options read from source: what `anno_parser` builds from its function."
+    epilog = _version(package) if package else None
+    p = argparse.ArgumentParser(description=doc, prog=f'tbt {name}', formatter_class=_HelpFormatter, epilog=epilog)
+    for o in options:
+        _add(p, o, o.name in pos)
+    p.add_argument('--pdb', help=argparse.SUPPRESS, action='store_true')
+    p.add_argument('--xtra', help=argparse.SUPPRESS, type=str)
+    return p
 
 # %% ../nbs/11_cli.ipynb #c007
 def checkout_dir() -> Path | None:

@@ -1,9 +1,9 @@
 """Bad options of `tbt`, as a user types them: each refused before the command runs, in one line naming the option,
 with a non-zero exit and nothing written; whatever escapes a command is one line too (`TBT_DEBUG=1`: the traceback).
 
-Each option's check is in its command's signature, so a refused option imports that command's module (torch, for
-the campaigns' commands): the refused cases run `tbt`'s `main` in this process, which imports each module once;
-the console script's own process is run where the process is the point (exit status, traceback, what it imports)."""
+Each option's check is in its command's signature, and `tbt` reads it from the command's source: a refused option
+imports no command's module (no torch). The refused cases run `tbt`'s `main` in this process; the console script's
+own process is run where the process is the point (exit status, traceback, what it imports)."""
 
 import os, subprocess, sys
 from pathlib import Path
@@ -204,23 +204,30 @@ def test_good_options_pass_the_checks(capsys):
         assert e.value.code == 0 and opt in capsys.readouterr().out
 
 
-def test_the_list_imports_no_command_and_a_help_only_its_own():
-    """`tbt --help` is read from the source: no command's module, no torch. `tbt generate-tasks --help` and its refused
-    option import its module (`tasks`), whose signature they read, and nothing heavy."""
+def test_the_list_a_help_and_a_refused_option_import_no_command_module():
+    """`tbt --help`, `tbt evaluate --help` and a refused `tbt evaluate --k -3` are read from the source: none of torch,
+    transformers, mcp or the commands' own modules loads (`campaigns` imports all three)."""
     code = (
-        'import sys; from thinkingbox_training.cli import main\n'
-        'def imported():\n'
-        '    return [m for m in ("torch", "transformers", "mcp", "thinkingbox_training.campaigns",\n'
-        '                        "thinkingbox_training.tasks") if m in sys.modules]\n'
-        'for argv in (["--help"], ["generate-tasks", "--help"], ["generate-tasks", "--train-n", "-1"]):\n'
-        '    try: main(argv)\n'
-        '    except SystemExit: pass\n'
-        '    print("IMPORTED", argv[0], imported())'
+        'import sys; from thinkingbox_training.cli import main, command_modules\n'
+        'watch = ["torch", "transformers", "mcp", *[m for m in command_modules() if not m.endswith(".cli")]]\n'
+        'for argv in (["--help"], ["evaluate", "--help"], ["evaluate", "--tasks", sys.argv[1], "--k", "-3"],\n'
+        '             ["openenv-serve", "--help"], ["reproduce", "--part", "5"]):\n'
+        '    try: print("RC", argv[0], main(argv))\n'
+        '    except SystemExit as e: print("RC", argv[0], e.code)\n'
+        '    print("IMPORTED", argv[0], [m for m in watch if m in sys.modules])'
     )
-    r = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    got = [l for l in r.stdout.splitlines() if l.startswith('IMPORTED')]
+    r = subprocess.run([sys.executable, '-c', code, TASKS], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    got = [l for l in r.stdout.splitlines() if l.startswith(('RC', 'IMPORTED'))]
     assert got == [
+        'RC --help 0',
         'IMPORTED --help []',
-        "IMPORTED generate-tasks ['thinkingbox_training.tasks']",
-        "IMPORTED generate-tasks ['thinkingbox_training.tasks']",
+        'RC evaluate 0',
+        'IMPORTED evaluate []',
+        'RC evaluate 2',
+        'IMPORTED evaluate []',
+        'RC openenv-serve 0',
+        'IMPORTED openenv-serve []',
+        'RC reproduce 2',
+        'IMPORTED reproduce []',
     ], (r.stdout[-500:], r.stderr[-2000:])
+    assert 'tbt evaluate: --k -3: must be at least 1' in r.stderr, r.stderr[-2000:]
