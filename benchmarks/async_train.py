@@ -12,10 +12,10 @@ weights). `--sampler server`: the model's generation runs in a `tbt vllm-standin
 same checkpoint), the trainer reaching it with use_vllm inside `cpu_weight_transfer()` and sending it the weights
 after every step; the episodes themselves (tools, user, grader) stay in the trainer's process.
 The line per run gives wall seconds, the CPU seconds of the process tree (user + system of the trainer and the
-server, from wait4), cores busy on average (CPU / wall), the peak of the tree's resident memory summed over its
-processes (VmRSS of every process under this one, sampled every 0.5 s), and the steps' mean staleness. On a shared
-machine the numbers say as much about the neighbours as about the trainer: the load average before each run is
-printed with it."""
+server, from wait4; the server's alone beside them), cores busy on average (CPU / wall), the peak of the tree's
+resident memory summed over its processes (VmRSS of every process under this one, sampled every 0.5 s), and the
+steps' mean staleness. On a shared machine the numbers say as much about the neighbours as about the trainer: the
+load average before each run is printed with it."""
 
 import argparse, json, os, socket, subprocess, sys, tempfile, threading, time, urllib.request
 from pathlib import Path
@@ -101,7 +101,7 @@ def run(steps: int, staleness: int, sampler: str, out: Path) -> dict:
     peak = PeakRSS()
     peak.start()
     t0, server = time.monotonic(), None
-    cpu = 0.0
+    cpu = served = 0.0
     if sampler == 'server':  # its start is part of the run's wall time, as the trainer's own model load is
         port = free_port()
         url = f'http://127.0.0.1:{port}'
@@ -121,7 +121,7 @@ def run(steps: int, staleness: int, sampler: str, out: Path) -> dict:
         if server is not None:
             server.terminate()
             _, _, sru = os.wait4(server.pid, 0)
-            cpu += sru.ru_utime + sru.ru_stime
+            served = sru.ru_utime + sru.ru_stime
     wall = time.monotonic() - t0
     peak.stop.set()
     peak.join()
@@ -134,8 +134,9 @@ def run(steps: int, staleness: int, sampler: str, out: Path) -> dict:
         'max_staleness': staleness,
         'steps': len(log['steps']),
         'wall_s': round(wall, 1),
-        'cpu_s': round(cpu, 1),
-        'cores_busy': round(cpu / wall, 2),
+        'cpu_s': round(cpu + served, 1),
+        'server_cpu_s': round(served, 1),
+        'cores_busy': round((cpu + served) / wall, 2),
         'peak_rss_gb': round(peak.peak / 2**30, 2),
         'staleness_mean': round(sum(stale) / len(stale), 2) if stale else 0.0,
         'load_before': round(load, 1),
