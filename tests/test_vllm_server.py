@@ -86,6 +86,59 @@ def test_endpoint_policy_is_token_exact_with_logprobs(served):
     assert ep.policy_id == 'endpoint:tiny'
 
 
+def test_concurrent_turns_share_one_decode_and_a_next_turn_its_kept_cache_token_exact(served):
+    """The sequences of concurrent requests are decoded in one batch (more than one row per forward), an episode's
+    next turn starts from its previous turn's kept KV cache (only its new tokens are fed), and neither changes a
+    token or a logprob: the stand-in sampling each sequence alone (batched=False) gives the same."""
+    local, srv = served
+    alone = VLLMStandIn(HFPolicy(copy.deepcopy(srv.policy.model), TOK), batched=False)  # complete() called directly
+    p, st = prompt(local), srv.policy.stats
+    ep = EndpointPolicy(None, TOK, base_url=srv.base_url, sampling=local.sampling)
+
+    def req(ids, seed):
+        return GenRequest(
+            messages=[], tools=[], task=None, repetition=0, turn=0, seed=seed, max_tokens=10, prompt_ids=ids
+        )
+
+    got = asyncio.run(ep.generate([req(p, s) for s in range(6)]))
+    assert st['decode_rows'] > st['decode_steps'] > 0, st
+    nxt = p + got[0].token_ids + p[-4:]  # the first episode's next turn: its history and a few new tokens
+    fed = st['prefill_tokens']
+    got.append(asyncio.run(ep.generate([req(nxt, 9)]))[0])
+    assert st['prefill_tokens'] - fed == len(nxt) - (len(p) + len(got[0].token_ids) - 1)  # what the cache lacks
+    want = alone._sample_all([(p, s) for s in range(6)] + [(nxt, 9)], 10, local.sampling)
+    assert [g.token_ids for g in got] == [g.token_ids for g in want]
+    assert max(abs(a - b) for g, w in zip(got, want) for a, b in zip(g.logprobs, w.logprobs)) < 1e-5
+    assert [c['seed'] for c in alone.completions] == [*range(6), 9] and len(srv.completions) == 7
+
+
+@pytest.mark.slow  # a process that imports torch and transformers: 10-30 s
+def test_tbt_vllm_standin_serves_a_checkpoint_in_a_process_of_its_own(tmp_path):
+    """`tbt vllm-standin CHECKPOINT --port P`: a server process the trainer's client reaches over HTTP, sampling the
+    checkpoint's own tokens; a SIGTERM from the process that started it ends it cleanly."""
+    import subprocess, sys
+
+    model = tiny_qwen3(TOK)
+    model.save_pretrained(tmp_path / 'ckpt')
+    TOK.save_pretrained(tmp_path / 'ckpt')
+    port, code = free_port(), 'import sys; from thinkingbox_training.cli import main; sys.exit(main())'
+    argv = [sys.executable, '-c', code, 'vllm-standin', str(tmp_path / 'ckpt'), '--port', str(port)]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        from thinkingbox_training.grpo_core import check_vllm_server
+
+        assert check_vllm_server(f'http://127.0.0.1:{port}', 120)['model'] == 'ckpt'
+        local = HFPolicy(model, TOK, SamplingConfig(max_tokens=8))
+        ep = EndpointPolicy(None, TOK, base_url=f'http://127.0.0.1:{port}/v1', sampling=local.sampling)
+        p = prompt(local)
+        req = GenRequest(messages=[], tools=[], task=None, repetition=0, turn=0, seed=3, max_tokens=8, prompt_ids=p)
+        assert asyncio.run(ep.generate([req]))[0].token_ids == local.sample([p], [3], 8)[0].token_ids
+    finally:
+        proc.terminate()
+        rc = proc.wait(timeout=30)
+    assert rc == 0, proc.stderr.read().decode()[-1000:]
+
+
 def test_a_server_reading_other_prompt_ids_is_refused(served, monkeypatch):
     local, srv = served
     real = srv.complete

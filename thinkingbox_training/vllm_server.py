@@ -4,17 +4,18 @@
 
 # %% ../nbs/06b_vllm_server.ipynb #c002
 from __future__ import annotations
-import hashlib, json, math, random, re, socket, threading, time
+import hashlib, itertools, json, math, random, re, socket, threading, time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlparse
 from fastcore.basics import patch
+from .cli import command
 from .policies import HFPolicy, SamplingConfig
 
 # %% auto #0
 __all__ = ['UnsupportedRequest', 'BadRequest', 'weights_digest', 'body_bound', 'VLLMStandIn', 'GlooEndpoint', 'gloo_group',
-           'GlooSendArgs', 'GlooTransfer', 'cpu_weight_transfer']
+           'GlooSendArgs', 'GlooTransfer', 'cpu_weight_transfer', 'vllm_standin']
 
 # %% ../nbs/06b_vllm_server.ipynb #c004
 class UnsupportedRequest(ValueError):
@@ -72,6 +73,12 @@ class _FairLock:
         with self._cv:
             self._serving += 1
             self._cv.notify_all()
+
+    @property
+    def waiting(self) -> int:
+        "How many wait for the lock, beside its holder."
+        with self._cv:
+            return max(self._next - self._serving - 1, 0)
 
 
 def _integer(body: dict, key: str, default, lo: int, hi: int | None = None):
@@ -206,6 +213,7 @@ class VLLMStandIn:
         body_timeout_s: float = 30.0,  # a body that stops arriving for this long is answered 408
         transfer_timeout_s: float = 120.0,  # the weight-transfer group's rendezvous and each tensor's receive
         ignore_weight_updates: bool = False,  # receive weight updates and answer 200, but keep the old weights (tests)
+        batched: bool = True,  # the sequences of concurrent requests decoded in one batch (`_Batcher`); False: alone
     ):
         self.policy, self.model_name, self.lock = policy, model_name, _FairLock()
         self.max_body_bytes = max_body_bytes or body_bound(policy.model)
@@ -221,6 +229,7 @@ class VLLMStandIn:
         self.completions: list = []  # per sampled sequence: time, weights (version, digest), seed, sizes
         self.weight_loads: list = []  # per weight load: time, version, digest, tensors
         self.digest = weights_digest(policy.model)
+        self.batcher = _Batcher(self) if batched else None
         Handler = type('Handler', (_Handler,), {'outer': self})
 
         self.httpd = _Server((host, port), Handler)
@@ -241,6 +250,8 @@ class VLLMStandIn:
     def __exit__(self, *a):
         self.httpd.shutdown()
         self.httpd.server_close()
+        if self.batcher is not None:
+            self.batcher.stop()
 
 # %% ../nbs/06b_vllm_server.ipynb #c004e2
 @patch
@@ -349,8 +360,8 @@ def _prompts(self: VLLMStandIn, body: dict) -> list[list[int]]:
 @patch
 def complete(self: VLLMStandIn, body: dict) -> dict:
     """/v1/completions: token-id (or text) prompts, n samples each, per-request seed, stop on the end of a turn.
-    Each sequence takes the lock alone, in turn with other requests' sequences: a large request delays others by
-    one sequence at a time, not by its whole length."""
+    Every sequence is decoded in the batch of those in flight (`batched`), or alone, in turn with other requests'
+    sequences under the fair lock: a large request then delays others by one sequence at a time, not its length."""
     fmt = self.policy.fmt
     scored = self._refuse_unsupported(body)
     prompts = self._prompts(body)
@@ -366,22 +377,11 @@ def complete(self: VLLMStandIn, body: dict) -> dict:
     )
     as_ids, skip = body.get('return_tokens_as_token_ids', False), body.get('skip_special_tokens', True)
     choices, used = [], 0
+    seeds = [(seed + j) % 2**63 if seed is not None else random.getrandbits(63) for j in range(n)]
+    gens = iter(self._sample_all([(p, s) for p in prompts for s in seeds], max_tokens, cfg))
     for p in prompts:
         for j in range(n):
-            s = (seed + j) % 2**63 if seed is not None else random.getrandbits(63)
-            with self.lock:
-                self.policy.sampling = cfg
-                g = self.policy.sample([p], [s], max_tokens)[0]
-                self.completions.append(
-                    {
-                        't': time.monotonic(),
-                        'weights_version': self.weights_version,
-                        'digest': self.digest,
-                        'seed': s,
-                        'prompt_tokens': len(p),
-                        'sampled_tokens': len(g.token_ids),
-                    }
-                )
+            g = next(gens)
             ids, lps = list(g.token_ids), list(g.logprobs)
             c = {
                 'index': len(choices),
@@ -412,6 +412,129 @@ def complete(self: VLLMStandIn, body: dict) -> dict:
         'choices': choices,
         'usage': {'prompt_tokens': ptoks, 'completion_tokens': used, 'total_tokens': ptoks + used},
     }
+
+
+@patch
+def _log_completion(self: VLLMStandIn, prompt: list, seed: int, g):
+    "Record one sampled sequence with the weights (version and digest) that sampled it: call under the lock."
+    self.completions.append(
+        {
+            't': time.monotonic(),
+            'weights_version': self.weights_version,
+            'digest': self.digest,
+            'seed': seed,
+            'prompt_tokens': len(prompt),
+            'sampled_tokens': len(g.token_ids),
+        }
+    )
+
+
+@patch
+def _sample_all(self: VLLMStandIn, seqs: list, max_tokens: int, cfg: SamplingConfig) -> list:
+    "A Generation for each (prompt ids, seed) of `seqs`: by the batcher, or one at a time under the lock."
+    if self.batcher is not None:
+        return self.batcher.sample(seqs, max_tokens, cfg)
+    out = []
+    for p, s in seqs:
+        with self.lock:
+            self.policy.sampling = cfg
+            out.append(self.policy.sample([p], [s], max_tokens)[0])
+            self._log_completion(p, s, out[-1])
+    return out
+
+# %% ../nbs/06b_vllm_server.ipynb #c004g2
+class _Batcher:
+    """The stand-in's continuous batching: one thread decodes the sequences of every request in flight in one batch
+    (sequences with other sampling settings wait for the next), holding the sampling lock while the batch lasts and
+    taking no new sequence once someone waits for it. A sequence whose prompt extends one that ended (an episode's
+    next turn) starts from that one's kept KV cache; at most `max_rows` are kept (the weights' change drops them)."""
+
+    max_rows = 256
+
+    def __init__(self, srv: VLLMStandIn):
+        self.srv, self.cv, self.queue, self.live = srv, threading.Condition(), [], set()
+        self.keys, self.thread, self.stopped = itertools.count(), None, False
+
+    def sample(self, seqs: list, max_tokens: int, cfg: SamplingConfig) -> list:
+        "A Generation for each (prompt ids, seed) of `seqs`, once all of them ended."
+        items = [dict(prompt=p, seed=s, limit=max_tokens, cfg=cfg, done=threading.Event()) for p, s in seqs]
+        with self.cv:
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._loop, daemon=True)
+                self.thread.start()
+            self.queue += items
+            self.cv.notify_all()
+        for it in items:
+            it['done'].wait()
+        for it in items:
+            if 'error' in it:
+                raise it['error']
+        return [it['gen'] for it in items]
+
+    def stop(self):
+        with self.cv:
+            self.stopped = True
+            self.cv.notify_all()
+
+    def _loop(self):
+        while True:
+            with self.cv:
+                self.cv.wait_for(lambda: self.queue or self.stopped)
+                if self.stopped:
+                    return
+            with self.srv.lock:
+                self._batch()
+
+
+def _settings(cfg: SamplingConfig) -> tuple:
+    return cfg.temperature, cfg.top_p, cfg.top_k
+
+
+@patch
+def _key(self: _Batcher, prompt: list):
+    "The key of the kept row this prompt extends (the longest, not in use), else a new one."
+    best, n = None, 0
+    for k, row in self.srv.policy._rows.items():
+        m = len(row[0])
+        if n < m < len(prompt) and k not in self.live and prompt[:m] == row[0]:
+            best, n = k, m
+    k = best if best is not None else next(self.keys)
+    self.live.add(k)
+    return k
+
+
+@patch
+def _batch(self: _Batcher):
+    "Decode until no sequence is left, admitting those queued with the batch's settings between steps."
+    pol, rows, join, tags = self.srv.policy, {}, [], itertools.count()
+    d, cfg = pol.decoder(), self.queue[0]['cfg']
+    try:
+        while True:
+            with self.cv:
+                join = [] if self.srv.lock.waiting else [i for i in self.queue if _settings(i['cfg']) == _settings(cfg)]
+                self.queue = [i for i in self.queue if all(i is not j for j in join)]
+            for it in join:
+                it['key'], it['tag'] = self._key(it['prompt']), next(tags)
+                rows[it['tag']] = it
+            if join:
+                pol.sampling = cfg
+                d.add(*([i[k] for i in join] for k in ('prompt', 'seed', 'limit', 'key', 'tag')))
+            if not rows:
+                return
+            for tag, g in d.step():
+                it = rows.pop(tag)
+                self.live.discard(it['key'])
+                self.srv._log_completion(it['prompt'], it['seed'], g)
+                it['gen'] = g
+                it['done'].set()
+            extra = len(pol._rows) - self.max_rows
+            for k in [k for k in pol._rows if k not in self.live][: max(extra, 0)]:
+                del pol._rows[k]
+    except Exception as e:  # every sequence of the batch is answered with it (a 500 naming it)
+        for it in {id(i): i for i in [*rows.values(), *join]}.values():
+            self.live.discard(it.get('key'))
+            it['error'] = e
+            it['done'].set()
 
 # %% ../nbs/06b_vllm_server.ipynb #c004h
 @patch
@@ -722,3 +845,26 @@ def cpu_weight_transfer(timeout_s: float = 120.0):
                 delattr(mod, name)
             else:
                 setattr(mod, name, value)
+
+# %% ../nbs/06b_vllm_server.ipynb #c005e
+@command('vllm-standin')
+def vllm_standin(
+    model: str,  # the policy to serve: a checkpoint directory
+    host: str = '127.0.0.1',  # the address to bind (weight updates arrive here: keep it local unless you mean it)
+    port: int = 8000,
+    served_model_name: str = None,  # the name /v1/models lists; default: the checkpoint directory's name
+):
+    """Serve a checkpoint on the CPU behind the endpoints of `vllm serve` that TRL and the trainer use (`VLLMStandIn`):
+    completions with logprobs, prompt logprobs, weight updates over gloo. Runs until interrupted."""
+    import signal, sys
+    from pathlib import Path
+
+    policy = HFPolicy(model)
+    with VLLMStandIn(policy, model_name=served_model_name or Path(model).name, host=host, port=port) as srv:
+        print(f'serving {srv.model_name} at {srv.url}', file=sys.stderr, flush=True)
+        signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))  # a stop from the process that started it: a clean exit
+        try:
+            srv.thread.join()
+        except KeyboardInterrupt:
+            pass
+    return 0
