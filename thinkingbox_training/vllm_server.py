@@ -847,11 +847,15 @@ def cpu_weight_transfer(timeout_s: float = 120.0):
                 setattr(mod, name, value)
 
 # %% ../nbs/06b_vllm_server.ipynb #c005e
+from typing import Annotated
+from .cli import existing_dir, in_range
+
+
 @command('vllm-standin')
 def vllm_standin(
-    model: str,  # the policy to serve: a checkpoint directory
+    model: Annotated[str, existing_dir],  # the policy to serve: a checkpoint directory
     host: str = '127.0.0.1',  # the address to bind (weight updates arrive here: keep it local unless you mean it)
-    port: int = 8000,
+    port: Annotated[int, in_range(1, 65535)] = 8000,
     served_model_name: str = None,  # the name /v1/models lists; default: the checkpoint directory's name
 ):
     """Serve a checkpoint on the CPU behind the endpoints of `vllm serve` that TRL and the trainer use (`VLLMStandIn`):
