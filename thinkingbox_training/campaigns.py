@@ -1093,6 +1093,22 @@ def default_shards(
     return min(2, cores) if (idle_cores() if idle is None else idle) >= 1 else 1
 
 # %% ../nbs/08_campaigns.ipynb #c012
+from typing import Annotated
+from thinkingbox_training.cli import (
+    required,
+    optional,
+    at_least,
+    in_range,
+    one_of,
+    or_model,
+    existing_files,
+    existing_file,
+    existing_dir,
+    new_dir,
+    policy_spec,
+)
+
+
 def _tasks_from(paths: str, split: str = None, held_out: bool = True) -> tuple:
     if not paths:
         raise SystemExit('--tasks is required: one or more task files (JSON Lines), comma-separated')
@@ -1126,22 +1142,6 @@ def recipe_budgets(path: str) -> tuple:
     )
 
 # %% ../nbs/08_campaigns.ipynb #c012s2
-from typing import Annotated
-from thinkingbox_training.cli import (
-    required,
-    optional,
-    at_least,
-    in_range,
-    one_of,
-    or_model,
-    existing_files,
-    existing_file,
-    existing_dir,
-    new_dir,
-    policy_spec,
-)
-
-
 @command(pos=[])
 def evaluate(
     # task files (JSON Lines), comma-separated (required)

@@ -417,7 +417,7 @@ def check_registry() -> dict:
         and (isinstance(o, Check) or (inspect.isfunction(o) and o.__annotations__.get('return') in ('Check', Check)))
     }
 
-
+# %% ../nbs/11_cli.ipynb #c006r1b
 def _constant(name: str, tree: ast.Module, path: Path, hops: int = 2):
     """The literal a module binds `name` to at its top level, following `from .mod import name` within the package
     (`hops` times at most); raise `ValueError` when there is none."""
@@ -457,7 +457,7 @@ def _read_check(node, registry: dict, fail: Callable) -> Check:
         return res if isinstance(res, Check) else fail(node)
     fail(node)
 
-
+# %% ../nbs/11_cli.ipynb #c006r1c
 @functools.lru_cache(maxsize=8)
 def _function_node(path: Path, function: str, mtime_ns: int = 0) -> tuple:
     "The syntax tree of the module at `path`, the node of its top-level `function`, and the module's text."
@@ -496,7 +496,7 @@ def _docment(line: int, comments: dict, params: dict) -> str | None:
         line -= 1
     return textwrap.dedent('\n'.join(reversed(res))) if res else None
 
-
+# %% ../nbs/11_cli.ipynb #c006r1d
 def read_options(path: Path, function: str) -> list[Option]:
     """The options of the command `function` of the module at `path`, read from its source without importing it: each
     parameter's name, its default (a literal, or a module constant bound to one), its help comment, its annotation's

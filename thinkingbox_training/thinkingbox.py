@@ -1420,7 +1420,7 @@ JUDGE_CHOICE = (
     'tasks are not comparable with the published table)'
 )
 
-# %% ../nbs/13_thinkingbox.ipynb #c038d
+# %% ../nbs/13_thinkingbox.ipynb #c038d0
 from typing import Annotated
 from thinkingbox_training.cli import (
     optional,
@@ -1434,6 +1434,52 @@ from thinkingbox_training.cli import (
 )
 
 
+def _bench_tasks(
+    release: str, data: str, out: str, domain: str, task: str, limit: int, policy: str, user: str, judge: str
+) -> tuple:
+    """The tasks a run covers, the files they came from, the selection it records and its judge (`none` when none is
+    given and no task has rubric items); a `ThinkingBoxDataError` or `TaskFileError` naming what is wrong."""
+    tasks = load_thinkingbox(release, data)
+    src = source_file(release, data)  # the file the tasks came from, found as the loader found it
+    files = [src] if src is not None else list(_find_modules(data_dir(data)).values())
+    PROTOCOLS[ScenarioDomain.kind].data = data  # their protocol is read beside this checkout ...
+    their_protocol_files(data)  # ... a missing harness checkout is one line, before anything runs
+    chosen = recorded_selection(out, {'domain': domain, 'task': task, 'limit': limit})
+    tasks = select_tasks(tasks, **chosen)
+    rubric = sum(bool(t.rubric) for t in tasks)
+    if judge is None and rubric:
+        raise ThinkingBoxDataError(f'{rubric} task(s) have rubric items: {JUDGE_CHOICE}')
+    judge = judge or 'none'
+    problem = endpoint_problem(policy, user, judge)
+    if problem:
+        raise ThinkingBoxDataError(problem)
+    return tasks, files, chosen, judge
+
+
+def _bench_grader(judge: str, judge_max_tokens: int):
+    "The grader `--judge` names: the final state alone (none), else the judge, asked no further after a failed check."
+    from thinkingbox_training.campaigns import _judge
+
+    if judge == 'none':
+        return StateOnly()
+    grader = _judge(judge, judge_max_tokens)
+    grader.stop_early = True  # their test stops at its first failed check: the judge is asked no further
+    return grader
+
+
+def _bench_summary(r: dict, out: str) -> str:
+    "The run in one line: attempts executed, expected, system errors left, and how many a cap of ours ended."
+    from thinkingbox_training.campaigns import campaign_records, ended_by_cap
+
+    capped = ended_by_cap(campaign_records(out))
+    return (
+        f'{r["campaign"]}: executed {r["executed"]} attempt(s) this run; {r["expected"]} expected; '
+        f'{r["system_errors_left"]} system error(s) left; {sum(capped.values())} ended by a cap of ours'
+        + (f' ({", ".join(f"{e} {n}" for e, n in capped.items())})' if capped else '')
+        + f' -> {out}'
+    )
+
+# %% ../nbs/13_thinkingbox.ipynb #c038d
 @command('thinkingbox-bench')
 def thinkingbox_bench(
     release: str = 'thinkingbox_bench_v1',  # a release name, a test list (.yaml) or a task module (.py)
@@ -1462,26 +1508,13 @@ def thinkingbox_bench(
     rebuild_store: bool = False,
 ):  # OUT lost attempts.sqlite: rebuild it from attempts.jsonl
     "Run (or resume) a ThinkingBox release, every task x k attempts, into a campaign; then `tbt aggregate OUT`."
-    from thinkingbox_training.campaigns import CampaignError, campaign_records, ended_by_cap, run_campaign, _judge
+    from thinkingbox_training.campaigns import CampaignError, run_campaign
     from thinkingbox_training.policies import SamplingConfig
     from thinkingbox_training.users import StandInServer
 
     out = out or f'data/runs/thinkingbox-{Path(release).stem}'
     try:
-        tasks = load_thinkingbox(release, data)
-        src = source_file(release, data)  # the file the tasks came from, found as the loader found it
-        files = [src] if src is not None else list(_find_modules(data_dir(data)).values())
-        PROTOCOLS[ScenarioDomain.kind].data = data  # their protocol is read beside this checkout ...
-        their_protocol_files(data)  # ... a missing harness checkout is one line, before anything runs
-        chosen = recorded_selection(out, {'domain': domain, 'task': task, 'limit': limit})
-        tasks = select_tasks(tasks, **chosen)
-        rubric = sum(bool(t.rubric) for t in tasks)
-        if judge is None and rubric:
-            raise ThinkingBoxDataError(f'{rubric} task(s) have rubric items: {JUDGE_CHOICE}')
-        judge = judge or 'none'
-        problem = endpoint_problem(policy, user, judge)
-        if problem:
-            raise ThinkingBoxDataError(problem)
+        tasks, files, chosen, judge = _bench_tasks(release, data, out, domain, task, limit, policy, user, judge)
     except (ThinkingBoxDataError, TaskFileError) as e:
         print(f'tbt thinkingbox-bench: {e}', file=sys.stderr)
         return 2
@@ -1489,11 +1522,7 @@ def thinkingbox_bench(
         tasks = their_end_rules(tasks)
     s = SamplingConfig(temperature=temperature, max_tokens=max_tokens, seed=seed)
     pol = make_tb_policy(policy, s)
-    if judge == 'none':
-        grader = StateOnly()
-    else:
-        grader = _judge(judge, judge_max_tokens)
-        grader.stop_early = True  # their test stops at its first failed check: the judge is asked no further
+    grader = _bench_grader(judge, judge_max_tokens)
     srv, kw = None, {}
     if user == 'stand-in':  # an OpenAI-compatible user on 127.0.0.1 that answers by the scripted user's rules
         srv = StandInServer().__enter__()
@@ -1523,13 +1552,7 @@ def thinkingbox_bench(
     finally:
         if srv:
             srv.__exit__(None, None, None)
-    capped = ended_by_cap(campaign_records(out))
-    print(
-        f'{r["campaign"]}: executed {r["executed"]} attempt(s) this run; {r["expected"]} expected; '
-        f'{r["system_errors_left"]} system error(s) left; {sum(capped.values())} ended by a cap of ours'
-        + (f' ({", ".join(f"{e} {n}" for e, n in capped.items())})' if capped else '')
-        + f' -> {out}'
-    )
+    print(_bench_summary(r, out))
     return 1 if r['system_errors_left'] else 0
 
 # %% ../nbs/13_thinkingbox.ipynb #p001

@@ -413,7 +413,7 @@ def complete(self: VLLMStandIn, body: dict) -> dict:
         'usage': {'prompt_tokens': ptoks, 'completion_tokens': used, 'total_tokens': ptoks + used},
     }
 
-
+# %% ../nbs/06b_vllm_server.ipynb #c004g1
 @patch
 def _log_completion(self: VLLMStandIn, prompt: list, seed: int, g):
     "Record one sampled sequence with the weights (version and digest) that sampled it: call under the lock."
@@ -485,7 +485,7 @@ class _Batcher:
             with self.srv.lock:
                 self._batch()
 
-
+# %% ../nbs/06b_vllm_server.ipynb #c004g3
 def _settings(cfg: SamplingConfig) -> tuple:
     return cfg.temperature, cfg.top_p, cfg.top_k
 

@@ -818,10 +818,6 @@ def _side_by_side(study: Study, p: int, side: list, log: dict, inv: dict, t_part
         raise SystemExit(f'{", ".join(bad)}: training failed (see train.log in each)')
 
 # %% ../nbs/03_study.ipynb #s022c
-from typing import Annotated
-from thinkingbox_training.cli import at_least, one_of
-
-
 def reproduce(study: Study, parts: list, dry_run: bool = False) -> list:
     "Run (or resume) the stages of `parts` in order, skipping what is done; the plan rows as they stood at the start."
     rows = plan_rows(study, parts)
@@ -885,6 +881,10 @@ def reproduce(study: Study, parts: list, dry_run: bool = False) -> list:
         undone = [s.out for s in study.part(p) if stage_status(study, s).state != 'done']
         print(f'[part {p}] {inv["wall_s"] / 60:.1f} min' + (f'; not done: {", ".join(undone)}' if undone else '; done'))
     return rows
+
+# %% ../nbs/03_study.ipynb #s022d
+from typing import Annotated
+from thinkingbox_training.cli import at_least, one_of
 
 
 @command('reproduce')
