@@ -15,7 +15,7 @@ from . import metrics
 # %% auto #0
 __all__ = ['REPORTED', 'TRAINED_BY', 'MainJob', 'job_tasks', 'report', 'headline_rows', 'training_spend', 'training_steps',
            'training_inputs', 'mark_trained', 'reuse_model', 'campaign_settings', 'write_pool', 'train_micro_batch',
-           'Beside', 'tree_rss', 'TreeUsage', 'run_main', 'main_cli', 'results_cli']
+           'Beside', 'tree_memory', 'TreeUsage', 'run_main', 'main_cli', 'results_cli']
 
 # %% ../nbs/12_pipeline.ipynb #c004
 @dataclass
@@ -402,9 +402,10 @@ def _beside_main(conn, parent: int, fn, args, kw):
         os._exit(1)
 
 # %% ../nbs/12_pipeline.ipynb #b02
-def tree_rss(pid: int = None) -> tuple:
-    """Resident memory (bytes) summed over process `pid` (default: this one) and all its descendants, and how many
-    processes that is: VmRSS from `/proc/<pid>/status` (Linux only). Pages two processes share count twice."""
+def tree_memory(pid: int = None) -> dict:
+    """Memory (bytes) summed over process `pid` (default: this one) and all its descendants, and how many processes
+    that is (Linux only: `/proc`): `rss`, each one's resident set (VmRSS), so pages two processes share count twice;
+    `pss`, each one's proportional share (`smaps_rollup`), which counts a shared page once over all who share it."""
     import os
 
     root, kids = pid or os.getpid(), {}
@@ -415,18 +416,21 @@ def tree_rss(pid: int = None) -> tuple:
             except (OSError, IndexError, ValueError):
                 continue  # ended meanwhile
             kids.setdefault(ppid, []).append(int(p.name))
-    total, n, todo = 0, 0, [root]
+    out, todo = {'rss': 0, 'pss': 0, 'processes': 0}, [root]
     while todo:
         q = todo.pop()
         todo += kids.get(q, [])
         try:
-            kb = next(
-                int(x.split()[1]) for x in Path(f'/proc/{q}/status').read_text().splitlines() if x[:6] == 'VmRSS:'
-            )
+            rss = _kb(Path(f'/proc/{q}/status').read_text(), 'VmRSS:')
+            pss = _kb(Path(f'/proc/{q}/smaps_rollup').read_text(), 'Pss:')
         except (OSError, StopIteration, ValueError):
-            continue
-        total, n = total + kb * 1024, n + 1
-    return total, n
+            continue  # ended meanwhile, or a kernel thread
+        out['rss'], out['pss'], out['processes'] = out['rss'] + rss, out['pss'] + pss, out['processes'] + 1
+    return out
+
+
+def _kb(text: str, field: str) -> int:
+    return 1024 * int(next(x for x in text.splitlines() if x.startswith(field)).split()[1])
 
 
 def _cpu_s() -> float:
@@ -438,24 +442,25 @@ def _cpu_s() -> float:
 # %% ../nbs/12_pipeline.ipynb #b02b
 class TreeUsage:
     """What this process and its descendants use from now on: CPU seconds (`resource.getrusage` of this process and
-    of the children it has waited for), cores busy on average, and the peak of memory summed over the process tree
-    (`tree_rss`, sampled every `every` seconds by a thread; left out with a note where there is no `/proc`)."""
+    of the children it has waited for), cores busy on average, and the peaks of memory summed over the process tree
+    (`tree_memory`, sampled every `every` seconds by a thread; left out with a note where there is no `/proc`)."""
 
     def __init__(self, every: float = 0.5):
         import os, threading
 
         self.t0, self.cpu0, self.every = time.perf_counter(), _cpu_s(), every
         self.cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1
-        self.peak, self.procs, self.done = 0, 0, threading.Event()
+        self.peak, self.done = {'rss': 0, 'pss': 0, 'processes': 0}, threading.Event()
         self.thread = threading.Thread(target=self._sample, daemon=True) if Path('/proc/self/status').exists() else None
         if self.thread:
             self.thread.start()
 
     def _sample(self):
         while True:
-            rss, n = tree_rss()
-            if rss > self.peak:
-                self.peak, self.procs = rss, n
+            m = tree_memory()
+            if m['rss'] > self.peak['rss']:
+                self.peak['rss'], self.peak['processes'] = m['rss'], m['processes']
+            self.peak['pss'] = max(self.peak['pss'], m['pss'])
             if self.done.wait(self.every):
                 return
 
@@ -464,12 +469,15 @@ class TreeUsage:
         wall, cpu = time.perf_counter() - self.t0, _cpu_s() - self.cpu0
         out = {'wall_s': wall, 'cpu_s': cpu, 'cores': self.cores, 'cores_busy': cpu / wall}
         out['busy_share'] = out['cores_busy'] / self.cores
-        if self.thread:
-            out.update(peak_tree_rss_gb=self.peak / 1e9, peak_tree_processes=self.procs, sampled_every_s=self.every)
-        else:
-            out['peak_tree_rss_gb'] = None
-            out['note'] = 'no /proc here: memory summed over the process tree not measured'
-        return out
+        if not self.thread:
+            return {**out, 'note': 'no /proc here: memory summed over the process tree not measured'}
+        return {
+            **out,
+            'peak_tree_rss_gb': self.peak['rss'] / 1e9,  # the largest sum of resident sets
+            'peak_tree_pss_gb': self.peak['pss'] / 1e9,  # the largest sum of proportional shares
+            'peak_tree_processes': self.peak['processes'],  # at the largest sum of resident sets
+            'sampled_every_s': self.every,
+        }
 
     def stop(self) -> dict:
         if self.thread:
@@ -480,10 +488,9 @@ class TreeUsage:
     def show(self, r: dict = None) -> str:
         "One line of the figures."
         r = r or self.read()
-        mem = (
-            f'peak memory {r["peak_tree_rss_gb"]:.2f} GB summed over {r["peak_tree_processes"]} processes'
-            if r.get('peak_tree_rss_gb') is not None
-            else r['note']
+        mem = r.get('note') or (
+            f'peak memory summed over {r["peak_tree_processes"]} processes {r["peak_tree_rss_gb"]:.2f} GB '
+            f'(resident), {r["peak_tree_pss_gb"]:.2f} GB (proportional)'
         )
         return (
             f'CPU {r["cpu_s"]:.0f} s, {r["cores_busy"]:.2f} of {r["cores"]} cores busy ({r["busy_share"]:.0%}); {mem}'
