@@ -17,7 +17,7 @@ def alive(pid: int) -> bool:
 
 
 def test_a_failure_beside_is_one_line_naming_it(tmp_path):
-    b = Beside('eval-base', Path.read_text, tmp_path / 'nowhere.txt').start()
+    b = Beside('eval-base', Path.read_text, [tmp_path / 'nowhere.txt']).start()
     with pytest.raises(SystemExit) as e:
         b.join()
     msg = str(e.value)
@@ -28,7 +28,7 @@ def test_a_failure_beside_is_one_line_naming_it(tmp_path):
 def test_training_failing_stops_the_process_beside_it():
     import torch
 
-    b, threads, t0 = Beside('eval-base', time.sleep, 60), torch.get_num_threads(), time.perf_counter()
+    b, threads, t0 = Beside('eval-base', time.sleep, [60]), torch.get_num_threads(), time.perf_counter()
     with pytest.raises(RuntimeError, match='training failed'):
         with _one_core_beside(b):
             assert b.started and b.proc.is_alive() and torch.get_num_threads() == max(1, threads - 1)
@@ -41,7 +41,7 @@ def test_training_failing_stops_the_process_beside_it():
 def test_the_process_beside_ends_when_the_job_is_killed():
     job = (
         'import time\nfrom thinkingbox_training.pipeline import Beside\n'
-        "b = Beside('eval-base', time.sleep, 120).start()\nprint(b.proc.pid, flush=True)\ntime.sleep(120)\n"
+        "b = Beside('eval-base', time.sleep, [120]).start()\nprint(b.proc.pid, flush=True)\ntime.sleep(120)\n"
     )
     env = {**os.environ, 'PYTHONPATH': os.pathsep.join([str(ROOT), os.environ.get('PYTHONPATH', '')])}
     p = subprocess.Popen([sys.executable, '-c', job], stdout=subprocess.PIPE, text=True, env=env)

@@ -336,8 +336,8 @@ class Beside:
     job's way of running work that needs nothing from what this process does meanwhile. `join` returns `fn`'s result,
     or stops the job with one line naming `name`; `stop` ends it early (what it stored stays stored)."""
 
-    def __init__(self, name: str, fn, *args, **kw):
-        self.name, self.call, self.proc, self.result = name, (fn, args, kw), None, None
+    def __init__(self, name: str, fn, args: tuple = (), kw: dict = None):
+        self.name, self.call, self.proc, self.result = name, (fn, tuple(args), dict(kw or {})), None, None
 
     @property
     def started(self) -> bool:
