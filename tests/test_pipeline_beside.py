@@ -1,5 +1,6 @@
-"""The main job's work beside training (`Beside`): a failure beside is one line naming it; training failing stops the
-process beside; the job killed, the process beside ends on its own (so a rerun finds its campaign free)."""
+"""The main job's work beside training (`Beside`): the base evaluation beside records what it records in process;
+training failing stops the process beside; the job killed, the process beside ends on its own (so a rerun finds its
+campaign free)."""
 
 import os, signal, subprocess, sys, time
 from pathlib import Path
@@ -16,13 +17,23 @@ def alive(pid: int) -> bool:
         return False
 
 
-def test_a_failure_beside_is_one_line_naming_it(tmp_path):
-    b = Beside('eval-base', Path.read_text, [tmp_path / 'nowhere.txt']).start()
-    with pytest.raises(SystemExit) as e:
-        b.join()
-    msg = str(e.value)
-    assert msg.startswith('eval-base, run beside, failed: FileNotFoundError: ') and 'nowhere.txt' in msg
-    assert '\n' not in msg and b.proc.exitcode == 1
+def test_the_jobs_base_evaluation_beside_records_what_it_records_in_process(tmp_path):
+    "The job's own call (`_eval_base`), beside and here: the same records (a failure beside: `nbs/12_pipeline.ipynb`)."
+    from thinkingbox_training.campaigns import RunSpec, campaign_records
+    from thinkingbox_training.pipeline import MainJob, _eval_base, job_tasks
+
+    tasks = str(ROOT / 'data' / 'tasks')
+    jobs = [MainJob(runs_dir=str(tmp_path), run=r, bench_per_family=1, task_dir=tasks) for r in 'ab']
+    files, _, bench, _ = job_tasks(jobs[0])
+    how = {'evaluate': RunSpec()}  # each bench task under its own budgets, as the job's evaluation
+    call = lambda job: _eval_base(job, bench[:4], files, 'scripted:flaw=0.5', how, shards=1, progress=False)
+    beside = Beside('eval-base', *call(jobs[0])).start()
+    fn, args, kw = call(jobs[1])
+    here = fn(*args, **kw)
+    assert beside.join()['executed'] == here['executed'] == 4 * jobs[0].bench_k
+    a, b = (campaign_records(tmp_path / r / 'eval-base') for r in 'ab')
+    untimed = lambda recs: [{f: v for f, v in x.items() if f not in ('duration_s', 'campaign')} for x in recs]
+    assert untimed(a) == untimed(b) and 0 < sum(x['reward'] for x in a) < len(a)  # mixed outcomes, the same ones
 
 
 def test_training_failing_stops_the_process_beside_it():
