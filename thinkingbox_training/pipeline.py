@@ -352,7 +352,6 @@ class Beside:
         self.proc = ctx.Process(
             target=lib._beside_main, args=(theirs, os.getpid(), *self.call), name=f'tbt-{self.name}'
         )
-        self.t0 = time.perf_counter()
         self.proc.start()
         theirs.close()
         return self
@@ -364,14 +363,13 @@ class Beside:
         except (EOFError, OSError):
             msg = ('died',)
         self.proc.join()
-        self.seconds = time.perf_counter() - self.t0
         self.conn.close()
         if msg[0] != 'done':
             why = f'failed: {msg[1]}' if msg[0] == 'error' else f'died (exit code {self.proc.exitcode})'
             raise SystemExit(
                 f'{self.name}, run beside, {why}. What it stored is kept; run the job again to complete it'
             )
-        self.result = msg[1]
+        self.result, self.seconds = msg[1], msg[2]  # how long it ran, from its start to its end
         return self.result
 
     def stop(self):
@@ -396,7 +394,8 @@ def _beside_main(conn, parent: int, fn, args, kw):
         os.environ['OMP_NUM_THREADS'] = '1'  # one core: the others are the parent's (for a torch imported from now on)
         if 'torch' in sys.modules:  # imported already, with the module of `fn` (a campaign's policies)
             sys.modules['torch'].set_num_threads(1)
-        conn.send(('done', fn(*args, **kw)))
+        t0 = time.perf_counter()
+        conn.send(('done', fn(*args, **kw), time.perf_counter() - t0))
     except BaseException as e:
         conn.send(('error', f'{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ""}'.rstrip(': ')))
         os._exit(1)
@@ -616,7 +615,7 @@ def _evaluate_stage(job: MainJob, bench: list, files: list, base, trained, how: 
     t0 = time.perf_counter()
     if beside is not None and beside.started:
         r = beside.join()
-        print(f'[evaluate] eval-base, beside training: {r["executed"]} episodes, {beside.seconds:.0f} s', flush=True)
+        print(f'[evaluate] eval-base, beside training: {r["executed"]} episodes in {beside.seconds:.0f} s', flush=True)
     else:
         fn, a, kw = _eval_base(job, bench, files, base, how, default_shards(job.base_model))
         fn(*a, **kw)
