@@ -20,6 +20,8 @@ def _rerun_of_committed_run(dst: Path) -> Path:
     s = json.loads((dst / 'summary.json').read_text())
     assert set(s['times']) == {'probe_s', 'select_s', 'train_s', 'evaluate_s', 'wall_s'}, s['times']
     s['times'] = {k: round(v * 1.37 + 11, 3) for k, v in s['times'].items()}
+    if 'resources' in s:  # what the job used (CPU, cores busy, peak memory): measured anew as well
+        s['resources'] = {k: round(v * 1.37 + 11, 3) if isinstance(v, float) else v for k, v in s['resources'].items()}
     (dst / 'summary.json').write_text(json.dumps(s, indent=1, sort_keys=True) + '\n')
     exports = sorted(dst.glob('*/attempts.jsonl'))
     assert [p.parent.name for p in exports] == ['eval-base', 'eval-trained', 'probe'], exports

@@ -4,7 +4,7 @@
 
 # %% ../nbs/12_pipeline.ipynb #c002
 from __future__ import annotations
-import hashlib, json, time
+import contextlib, hashlib, json, time
 from dataclasses import dataclass, asdict
 from pathlib import Path
 from .cli import command
@@ -15,7 +15,7 @@ from . import metrics
 # %% auto #0
 __all__ = ['REPORTED', 'TRAINED_BY', 'MainJob', 'job_tasks', 'report', 'headline_rows', 'training_spend', 'training_steps',
            'training_inputs', 'mark_trained', 'reuse_model', 'campaign_settings', 'write_pool', 'train_micro_batch',
-           'run_main', 'main_cli', 'results_cli']
+           'Beside', 'tree_memory', 'TreeUsage', 'run_main', 'main_cli', 'results_cli']
 
 # %% ../nbs/12_pipeline.ipynb #c004
 @dataclass
@@ -75,18 +75,13 @@ def _brief(camp) -> dict:
     return {f'pass@{camp.k}' if k == 'pass@k' else k: v for k, v in camp.brief(REPORTED).items()}
 
 
-def report(run_dir: str | Path, extra: dict = None) -> dict:
-    "Write summary.json, tables and figures of a run from its stored campaigns; returns the summary."
-    from thinkingbox_training.campaigns import load_campaign
+def _plain(c: dict) -> dict:
+    "The figures of a comparison that summary.json keeps: numbers, strings and intervals."
+    return {k: v for k, v in c.items() if isinstance(v, (int, float, str)) or k.endswith(('_ci', '_interval'))}
 
-    d = Path(run_dir)
-    base, trained = load_campaign(d / 'eval-base'), load_campaign(d / 'eval-trained')
-    old = json.loads((d / 'summary.json').read_text()) if (d / 'summary.json').exists() else {}
-    cmp = metrics.compare(base, trained)
 
-    def plain(c):
-        return {k: v for k, v in c.items() if isinstance(v, (int, float, str)) or k.endswith(('_ci', '_interval'))}
-
+def _by_family_group(base, trained) -> dict:
+    "Both policies' figures on the in-family and on the held-out-family bench tasks, with each group's own comparison."
     groups = {}
     for name, mask in (('in_family', ~base.held_out), ('held_out_family', base.held_out)):
         if not mask.any():
@@ -96,8 +91,19 @@ def report(run_dir: str | Path, extra: dict = None) -> dict:
             'base': _brief(b),
             'trained': _brief(t),
             'tasks': int(mask.sum()),
-            'comparison': plain(metrics.compare(b, t)),
+            'comparison': _plain(metrics.compare(b, t)),
         }  # the paired difference within the group
+    return groups
+
+# %% ../nbs/12_pipeline.ipynb #c006b
+def report(run_dir: str | Path, extra: dict = None) -> dict:
+    "Write summary.json, tables and figures of a run from its stored campaigns; returns the summary."
+    from thinkingbox_training.campaigns import load_campaign
+
+    d = Path(run_dir)
+    base, trained = load_campaign(d / 'eval-base'), load_campaign(d / 'eval-trained')
+    old = json.loads((d / 'summary.json').read_text()) if (d / 'summary.json').exists() else {}
+    cmp = metrics.compare(base, trained)
     summary = {
         **old,
         **(extra or {}),
@@ -105,9 +111,27 @@ def report(run_dir: str | Path, extra: dict = None) -> dict:
         'bench_tasks': len(base.uids),
         'base': {'policy': base.policy_id, **_brief(base)},
         'trained': {'policy': trained.policy_id, **_brief(trained)},
-        'by_family_group': groups,
-        'comparison': plain(cmp),
+        'by_family_group': _by_family_group(base, trained),
+        'comparison': _plain(cmp),
     }
+    _tables_and_figures(d, base, trained, cmp, summary)
+    summary['budgets'] = {
+        **summary.get('budgets', {}),
+        'evaluate_base': base.budgets,
+        'evaluate_trained': trained.budgets,
+    }
+    try:
+        lines = metrics.cost_lines(base, trained, metrics.load_prices(), ('base', 'trained'), summary.get('spent'))
+    except (ValueError, FileNotFoundError) as e:
+        lines = [{'line': f'no cost index: {e}'}]
+    summary['costs'] = lines
+    metrics.write_tables(lines, d / 'tables' / 'costs')
+    (d / 'summary.json').write_text(json.dumps(summary, indent=1, sort_keys=True, default=str) + '\n')
+    return summary
+
+# %% ../nbs/12_pipeline.ipynb #c006c
+def _tables_and_figures(d: Path, base, trained, cmp: dict, summary: dict):
+    "The run's tables (by family group, by domain, the headline) and figures (domains, pass@k curves, transitions)."
     (d / 'tables').mkdir(exist_ok=True)
     (d / 'figures').mkdir(exist_ok=True)
     rows = []
@@ -125,19 +149,6 @@ def report(run_dir: str | Path, extra: dict = None) -> dict:
     metrics.plot_domains({'base': base, 'trained': trained}, d / 'figures' / 'domains.png')
     metrics.plot_pass_curves({'base': base, 'trained': trained}, d / 'figures' / 'pass_curves.png')
     metrics.plot_transitions(cmp, d / 'figures' / 'transitions.png')
-    summary['budgets'] = {
-        **summary.get('budgets', {}),
-        'evaluate_base': base.budgets,
-        'evaluate_trained': trained.budgets,
-    }
-    try:
-        lines = metrics.cost_lines(base, trained, metrics.load_prices(), ('base', 'trained'), summary.get('spent'))
-    except (ValueError, FileNotFoundError) as e:
-        lines = [{'line': f'no cost index: {e}'}]
-    summary['costs'] = lines
-    metrics.write_tables(lines, d / 'tables' / 'costs')
-    (d / 'summary.json').write_text(json.dumps(summary, indent=1, sort_keys=True, default=str) + '\n')
-    return summary
 
 
 def headline_rows(s: dict) -> list:
@@ -319,6 +330,171 @@ def train_micro_batch(recipe: str, args, most: int = 8) -> int:
     n = args.groups_per_step * args.group_size  # one process
     return own or max(d for d in range(1, min(most, n) + 1) if n % d == 0)
 
+# %% ../nbs/12_pipeline.ipynb #b01
+class Beside:
+    """`fn(*args, **kw)` in a spawned process of its own, on one core, started by `start` and joined by `join`: the
+    job's way of running work that needs nothing from what this process does meanwhile. `join` returns `fn`'s result,
+    or stops the job with one line naming `name`; `stop` ends it early (what it stored stays stored)."""
+
+    def __init__(self, name: str, fn, args: tuple = (), kw: dict = None):
+        self.name, self.call, self.proc, self.result = name, (fn, tuple(args), dict(kw or {})), None, None
+
+    @property
+    def started(self) -> bool:
+        return self.proc is not None
+
+    def start(self) -> 'Beside':
+        import multiprocessing as mp, os
+        from thinkingbox_training import pipeline as lib  # what the spawned process imports (also from a notebook)
+
+        ctx = mp.get_context('spawn')  # not fork: torch's threads and this process's event loop do not survive a fork
+        self.conn, theirs = ctx.Pipe(duplex=False)
+        self.proc = ctx.Process(
+            target=lib._beside_main, args=(theirs, os.getpid(), *self.call), name=f'tbt-{self.name}'
+        )
+        self.proc.start()
+        theirs.close()
+        return self
+
+    def join(self):
+        "`fn`'s result once it has ended; `SystemExit` naming the work when it failed or died."
+        try:
+            msg = self.conn.recv()
+        except (EOFError, OSError):
+            msg = ('died',)
+        self.proc.join()
+        self.conn.close()
+        if msg[0] != 'done':
+            why = f'failed: {msg[1]}' if msg[0] == 'error' else f'died (exit code {self.proc.exitcode})'
+            raise SystemExit(
+                f'{self.name}, run beside, {why}. What it stored is kept; run the job again to complete it'
+            )
+        self.result, self.seconds = msg[1], msg[2]  # how long it ran, from its start to its end
+        return self.result
+
+    def stop(self):
+        "End it if it still runs (this process failed or was interrupted); what it stored stays stored."
+        if self.proc is not None and self.proc.is_alive():
+            self.proc.terminate()
+            self.proc.join()
+            print(f'({self.name}, run beside, stopped: what it stored is kept, and a rerun resumes it)', flush=True)
+
+
+def _beside_main(conn, parent: int, fn, args, kw):
+    "The spawned process of `Beside`: one core, ends when its parent dies, sends back the result or the error."
+    import os, sys, threading
+
+    def orphaned():  # the job was killed (SIGKILL), maybe before this started: end, so a rerun finds the campaign free
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(70)
+
+    threading.Thread(target=orphaned, daemon=True).start()
+    try:
+        os.environ['OMP_NUM_THREADS'] = '1'  # one core: the others are the parent's (for a torch imported from now on)
+        if 'torch' in sys.modules:  # imported already, with the module of `fn` (a campaign's policies)
+            sys.modules['torch'].set_num_threads(1)
+        t0 = time.perf_counter()
+        conn.send(('done', fn(*args, **kw), time.perf_counter() - t0))
+    except BaseException as e:
+        conn.send(('error', f'{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ""}'.rstrip(': ')))
+        os._exit(1)
+
+# %% ../nbs/12_pipeline.ipynb #b02
+def tree_memory(pid: int = None) -> dict:
+    """Memory (bytes) summed over process `pid` (default: this one) and all its descendants, and how many processes
+    that is (Linux only: `/proc`): `rss`, each one's resident set (VmRSS), so pages two processes share count twice;
+    `pss`, each one's proportional share (`smaps_rollup`), which counts a shared page once over all who share it."""
+    import os
+
+    root, kids = pid or os.getpid(), {}
+    for p in Path('/proc').iterdir():
+        if p.name.isdigit():
+            try:
+                ppid = int((p / 'stat').read_text().rsplit(')', 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # ended meanwhile
+            kids.setdefault(ppid, []).append(int(p.name))
+    out, todo = {'rss': 0, 'pss': 0, 'processes': 0}, [root]
+    while todo:
+        q = todo.pop()
+        todo += kids.get(q, [])
+        try:
+            rss = _kb(Path(f'/proc/{q}/status').read_text(), 'VmRSS:')
+            pss = _kb(Path(f'/proc/{q}/smaps_rollup').read_text(), 'Pss:')
+        except (OSError, StopIteration, ValueError):
+            continue  # ended meanwhile, or a kernel thread
+        out['rss'], out['pss'], out['processes'] = out['rss'] + rss, out['pss'] + pss, out['processes'] + 1
+    return out
+
+
+def _kb(text: str, field: str) -> int:
+    return 1024 * int(next(x for x in text.splitlines() if x.startswith(field)).split()[1])
+
+
+def _cpu_s() -> float:
+    import resource
+
+    a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+
+# %% ../nbs/12_pipeline.ipynb #b02b
+class TreeUsage:
+    """What this process and its descendants use from now on: CPU seconds (`resource.getrusage` of this process and
+    of the children it has waited for), cores busy on average, and the peaks of memory summed over the process tree
+    (`tree_memory`, sampled every `every` seconds by a thread; left out with a note where there is no `/proc`)."""
+
+    def __init__(self, every: float = 0.5):
+        import os, threading
+
+        self.t0, self.cpu0, self.every = time.perf_counter(), _cpu_s(), every
+        self.cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count() or 1
+        self.peak, self.done = {'rss': 0, 'pss': 0, 'processes': 0}, threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True) if Path('/proc/self/status').exists() else None
+        if self.thread:
+            self.thread.start()
+
+    def _sample(self):
+        while True:
+            m = tree_memory()
+            if m['rss'] > self.peak['rss']:
+                self.peak['rss'], self.peak['processes'] = m['rss'], m['processes']
+            self.peak['pss'] = max(self.peak['pss'], m['pss'])
+            if self.done.wait(self.every):
+                return
+
+    def read(self) -> dict:
+        "The figures so far (children not yet ended count for their memory, not yet for their CPU)."
+        wall, cpu = time.perf_counter() - self.t0, _cpu_s() - self.cpu0
+        out = {'wall_s': wall, 'cpu_s': cpu, 'cores': self.cores, 'cores_busy': cpu / wall}
+        out['busy_share'] = out['cores_busy'] / self.cores
+        if not self.thread:
+            return {**out, 'note': 'no /proc here: memory summed over the process tree not measured'}
+        return {
+            **out,
+            'peak_tree_rss_gb': self.peak['rss'] / 1e9,  # the largest sum of resident sets
+            'peak_tree_pss_gb': self.peak['pss'] / 1e9,  # the largest sum of proportional shares
+            'peak_tree_processes': self.peak['processes'],  # at the largest sum of resident sets
+            'sampled_every_s': self.every,
+        }
+
+    def stop(self) -> dict:
+        if self.thread:
+            self.done.set()
+            self.thread.join()
+        return self.read()
+
+    def show(self, r: dict = None) -> str:
+        "One line of the figures."
+        r = r or self.read()
+        mem = r.get('note') or (
+            f'peak memory summed over {r["peak_tree_processes"]} processes {r["peak_tree_rss_gb"]:.2f} GB '
+            f'(resident), {r["peak_tree_pss_gb"]:.2f} GB (proportional)'
+        )
+        return (
+            f'CPU {r["cpu_s"]:.0f} s, {r["cores_busy"]:.2f} of {r["cores"]} cores busy ({r["busy_share"]:.0%}); {mem}'
+        )
+
 # %% ../nbs/12_pipeline.ipynb #c012e
 def _probe_stage(job: MainJob, train: list, files: list, base, how: dict, times: dict) -> None:
     "Run the probing campaign of the base policy over the training tasks (resumed from its store when it exists)."
@@ -368,9 +544,10 @@ def _select_stage(job: MainJob, args, bench_uids, times: dict) -> tuple:
     return sel, man
 
 # %% ../nbs/12_pipeline.ipynb #c012f
-def _train_stage(job: MainJob, args, files: list, times: dict) -> tuple:
-    """Train with GRPO on the pool unless `model/` already holds a model of these inputs; the model's directory, its
-    inputs, who trained it, and the training steps' log."""
+def _train_stage(job: MainJob, args, files: list, times: dict, beside: Beside = None) -> tuple:
+    """Train with GRPO on the pool unless `model/` already holds a model of these inputs, with `beside` started in a
+    process of its own while it trains (stopped if training fails); the model's directory, its inputs, who trained it,
+    and the training steps' log."""
     from thinkingbox_training.grpo import main as grpo_main
 
     d = job.dir
@@ -381,24 +558,17 @@ def _train_stage(job: MainJob, args, files: list, times: dict) -> tuple:
     if reused and _recorded(model_dir) != inputs:
         origin = 'elsewhere (adopted)'
     if not reused:
-        argv = [
-            '--config',
-            job.recipe,
-            '--output_dir',
-            str(model_dir),
-            '--policy_model',
-            job.base_model,
-            '--pool_file',
-            str(d / 'pool' / 'pool.txt'),
-            '--task_files',
-            *files,
-        ]
+        argv = ['--config', job.recipe, '--output_dir', str(model_dir), '--policy_model', job.base_model]
+        argv += ['--pool_file', str(d / 'pool' / 'pool.txt'), '--task_files', *files]
         if job.steps:
             argv += ['--max_steps', str(job.steps)]
         argv += ['--per_device_train_batch_size', str(train_micro_batch(job.recipe, args))]
-        rc = grpo_main(argv)
-        if rc:
-            raise SystemExit(f'training failed ({rc})')
+        if beside:
+            print(f'[train] {beside.name} runs beside training, in a process of its own', flush=True)
+        with _one_core_beside(beside):
+            rc = grpo_main(argv)
+            if rc:
+                raise SystemExit(f'training failed ({rc})')
         mark_trained(model_dir, inputs)
     times['train_s'] = time.perf_counter() - t0
     training = training_steps(model_dir)
@@ -407,24 +577,48 @@ def _train_stage(job: MainJob, args, files: list, times: dict) -> tuple:
     print(f'[train] {times["train_s"]:.0f} s -> {model_dir} (trained by {origin})')
     return model_dir, inputs, origin, training
 
+
+@contextlib.contextmanager
+def _one_core_beside(beside: Beside = None):
+    "`beside` started, and this process's torch on one core fewer while the block runs; `beside` stopped if it fails."
+    if beside is None:
+        yield
+        return
+    import torch
+
+    threads = torch.get_num_threads()
+    beside.start()
+    torch.set_num_threads(max(1, threads - 1))
+    try:
+        yield
+    except BaseException:
+        beside.stop()
+        raise
+    finally:
+        torch.set_num_threads(threads)
+
 # %% ../nbs/12_pipeline.ipynb #c012g
-def _evaluate_stage(job: MainJob, bench: list, files: list, base, trained, how: dict, times: dict) -> None:
-    "Run the bench campaigns of the base and the trained policy, each task under its own budgets."
+def _eval_base(job: MainJob, bench: list, files: list, base, how: dict, shards: int, progress: bool = True) -> tuple:
+    "The base policy's bench campaign: `run_campaign`'s function and arguments, to call here or run `Beside`."
+    from thinkingbox_training.campaigns import run_campaign
+
+    kw = dict(concurrency=job.concurrency, task_files=files, lost_store='regenerate', spec=how['evaluate'])
+    return run_campaign, (job.dir / 'eval-base', bench, base, job.bench_k), dict(kw, shards=shards, progress=progress)
+
+
+def _evaluate_stage(job: MainJob, bench: list, files: list, base, trained, how: dict, times: dict, beside=None) -> None:
+    """Run the bench campaigns of the base and the trained policy, each task under its own budgets; the base one is
+    joined when it ran `beside` training."""
     from thinkingbox_training.campaigns import run_campaign, default_shards
 
     d = job.dir
     t0 = time.perf_counter()
-    run_campaign(
-        d / 'eval-base',
-        bench,
-        base,
-        job.bench_k,
-        concurrency=job.concurrency,
-        task_files=files,
-        lost_store='regenerate',
-        spec=how['evaluate'],
-        shards=default_shards(job.base_model),
-    )
+    if beside is not None and beside.started:
+        r = beside.join()
+        print(f'[evaluate] eval-base, beside training: {r["executed"]} episodes in {beside.seconds:.0f} s', flush=True)
+    else:
+        fn, a, kw = _eval_base(job, bench, files, base, how, default_shards(job.base_model))
+        fn(*a, **kw)
     run_campaign(
         d / 'eval-trained',
         bench,
@@ -458,10 +652,11 @@ def run_main(job: MainJob) -> dict:
     if not job.adopt_model:
         reuse_model(job.dir / 'model')  # a model the job did not train stops it before any work
     import functools
+    from thinkingbox_training.campaigns import default_shards
     from thinkingbox_training.grpo import parse_config, sampling_config
     from thinkingbox_training.policies import HFPolicy
 
-    t_start, times = time.perf_counter(), {}
+    t_start, times, usage, eval_base = time.perf_counter(), {}, TreeUsage(), None
     d = job.dir
     d.mkdir(parents=True, exist_ok=True)
     args = parse_config(['--config', job.recipe, '--output_dir', str(d / 'model'), '--dry_run', 'true'])
@@ -474,17 +669,25 @@ def run_main(job: MainJob) -> dict:
     )
     # recipes rather than objects, so that a campaign can run in shards (one a core when a core is idle)
     base = functools.partial(HFPolicy, job.base_model, sampling=sampling)
-    _probe_stage(job, train, files, base, how, times)
-    sel, man = _select_stage(job, args, bench_uids, times)
-    bands = man['counts']['bands']
-    model_dir, inputs, origin, training = _train_stage(job, args, files, times)
-    trained = functools.partial(HFPolicy, str(model_dir), sampling=sampling, name='tiny-qwen3-grpo')
-    _evaluate_stage(job, bench, files, base, trained, how, times)
+    try:
+        _probe_stage(job, train, files, base, how, times)
+        sel, man = _select_stage(job, args, bench_uids, times)
+        bands = man['counts']['bands']
+        if default_shards(job.base_model) > 1:  # a core to spare: the base evaluation beside training, on it
+            eval_base = Beside('eval-base', *_eval_base(job, bench, files, base, how, shards=1, progress=False))
+        model_dir, inputs, origin, training = _train_stage(job, args, files, times, eval_base)
+        trained = functools.partial(HFPolicy, str(model_dir), sampling=sampling, name='tiny-qwen3-grpo')
+        _evaluate_stage(job, bench, files, base, trained, how, times, eval_base)
+    finally:
+        if eval_base is not None:
+            eval_base.stop()  # this process failed or was interrupted: no process left behind
+        used = usage.stop()
     times['wall_s'] = time.perf_counter() - t_start
     extra = {
         'config': asdict(job),
         'recipe': {k: str(getattr(args, k)) for k in _RECIPE_KEYS},
         'times': times,
+        'resources': used,
         'pool': len(sel.train),
         'budgets': {'probe': man['probe_budgets'], 'train': how['probe'].budgets},
         'spent': {
@@ -497,7 +700,7 @@ def run_main(job: MainJob) -> dict:
     }
     summary = report(d, extra)
     print(metrics.to_markdown(headline_rows(summary)))
-    print(f'[done] {times["wall_s"]:.0f} s; {d}/summary.json')
+    print(f'[done] {times["wall_s"]:.0f} s; {usage.show(used)}; {d}/summary.json')
     return summary
 
 # %% ../nbs/12_pipeline.ipynb #c012i
