@@ -316,7 +316,7 @@ def design_state(
 # %% ../nbs/04_coverage.ipynb #r008
 UNITS = {
     'tasks': 'the task (seeds fixed): paired t, task bootstrap; describes these seeds only',
-    'families': 'the family (seeds fixed): t over family means, wild cluster bootstrap',
+    'families': 'the family (seeds fixed): t interval over family means, wild cluster bootstrap p',
     'seeds_random': 'the training seed (random) and the task: Satterthwaite df',
     'seed_permutation': 'the seed: exact permutation of the seed means',
 }
@@ -385,7 +385,11 @@ def coverage_analysis(
     from tbt_lab.study import seeds_random
 
     k = design['evaluation']['k']
-    base = camps['base'].subset(np.isin(camps['base'].uids, uids))
+    for lab, c in camps.items():  # a reused campaign covers more tasks: only the tested ones count
+        if not set(uids) <= set(c.uids):
+            raise ValueError(f'{lab}: its campaign lacks {len(set(uids) - set(c.uids))} of the tested tasks')
+    camps = {lab: c.subset(np.isin(c.uids, uids)) for lab, c in camps.items()}
+    base = camps['base']
     seeds = {a: design['arms'][a]['seeds'] for a in ARMS} | {a: h1_seeds for a in PRIMARY if h1_seeds is not None}
     arms = {a: {s: camps[f'{a} seed {s}'] for s in seeds[a] if f'{a} seed {s}' in camps} for a in ARMS}
     S = {lab: _succ(c, base.uids) for lab, c in camps.items()}
