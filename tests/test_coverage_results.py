@@ -83,6 +83,9 @@ def checkout(tmp: Path, missing=(), parts: dict = None, shift: float = 0.3) -> P
     p = rng.uniform(0.0, 0.04, len(tasks) + 2)  # pass@20 spread between 0 and 1
     reused = design['evaluation']['reused']
     _campaign(tmp / reused['base'], tasks + extra, p, rng, 'base')
+    for d in ('study/seed0', 'passk/passk-seed0', 'passk/passk-seed1', 'passk/passk-seed2'):  # the design's power
+        q = np.clip(p + (0.1 if 'passk-' in d else 0), 0, 1)
+        _campaign(tmp / 'data/runs' / d / 'bench-k20', tasks + extra, q, rng, d)
     _log(tmp / 'data/runs/study/seed0/model', 24, 0, False)
     for arm in ('plain', 'passk', 'matched'):
         for s in design['arms'][arm]['seeds']:
@@ -129,6 +132,8 @@ def test_a_complete_design_runs_every_registered_analysis_each_naming_its_unit(t
     for unit in ('the training seed (random) and the task', 'the seed: exact permutation', 'the family (seeds fixed)'):
         assert unit in text
     assert 'seeds (matched, pass@k): [5, 5]' in text
+    # no task solved 20/20 by any policy: a change of 0 with no spread reads p 1 at every unit, not p 0
+    assert '| passk - matched | all (8) | 20/20 | +0.00 [+0.00, +0.00] p 1 | 1 | +0.00 [+0.00, +0.00] p 1 |' in text
     for contrast in ('passk - matched', 'passk - plain', 'matched - plain'):
         assert f'{contrast}, seeds random (unit: the training seed and the task)' in text  # its pass@m curve
         assert f'{contrast}, lost:' in text and f'{contrast}, gained:' in text
@@ -148,7 +153,10 @@ def test_the_cap_stops_the_design_with_three_seeds_a_side_and_h1_is_read_on_them
         'the design is stopped by the cap' in text
         and 'H1 on the seeds evaluated in both primary arms: [0, 1, 2]' in text
     )
-    assert 'seeds (matched, pass@k): [3, 3]' in text and 'The cap stopped the design' in out[-1]
+    assert 'seeds (matched, pass@k): [3, 3]' in text and 'power of H1 (seeds random) at 3 seeds a side' in text
+    assert (
+        'The cap stopped the design: H1 is tested on seeds [0, 1, 2] of both primary arms, where its power' in out[-1]
+    )
 
 
 @pytest.mark.parametrize('parts', [{1: 60, 2: 60, 3: 60, 4: 100}, {1: 100, 2: 90, 3: 80, 4: 60}])

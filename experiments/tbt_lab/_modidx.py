@@ -72,6 +72,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                   'tbt_lab.coverage.effect_profile': ('coverage.html#effect_profile', 'tbt_lab/coverage.py'),
                                   'tbt_lab.coverage.episode_seconds': ('coverage.html#episode_seconds', 'tbt_lab/coverage.py'),
                                   'tbt_lab.coverage.eval_minutes': ('coverage.html#eval_minutes', 'tbt_lab/coverage.py'),
+                                  'tbt_lab.coverage.h1_power': ('coverage.html#h1_power', 'tbt_lab/coverage.py'),
                                   'tbt_lab.coverage.h1_sentences': ('coverage.html#h1_sentences', 'tbt_lab/coverage.py'),
                                   'tbt_lab.coverage.h1_test': ('coverage.html#h1_test', 'tbt_lab/coverage.py'),
                                   'tbt_lab.coverage.lost_gained': ('coverage.html#lost_gained', 'tbt_lab/coverage.py'),

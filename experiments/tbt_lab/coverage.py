@@ -11,10 +11,10 @@ import numpy as np
 from scipy import stats
 
 # %% auto #0
-__all__ = ['STRATA', 'ARMS', 'PRIMARY', 'UNITS', 'CONTRASTS', 'pass_at', 'pass_curve', 'lost_gained', 'seed_permutation',
-           'simulate_power', 'strata_of', 'effect_profile', 'episode_seconds', 'eval_minutes', 'coverage_policies',
-           'coverage_spent', 'design_state', 'h1_test', 'unit_rows', 'reading', 'coverage_analysis', 'arm_training',
-           'h1_sentences']
+__all__ = ['STRATA', 'ARMS', 'PRIMARY', 'UNITS', 'CONTRASTS', 'COMMITTED', 'pass_at', 'pass_curve', 'lost_gained',
+           'seed_permutation', 'simulate_power', 'strata_of', 'effect_profile', 'episode_seconds', 'eval_minutes',
+           'coverage_policies', 'coverage_spent', 'design_state', 'h1_test', 'unit_rows', 'reading',
+           'coverage_analysis', 'arm_training', 'h1_sentences', 'h1_power']
 
 # %% ../nbs/04_coverage.ipynb #c004
 def pass_at(
@@ -333,6 +333,8 @@ def h1_test(
     from tbt_lab.study import arm_test
 
     a = arm_test(first, second, metric, mask, n_boot)
+    if a['diff'] == 0 and a['seeds_random']['se'] == 0:  # no task moved in any seed: nothing to test
+        a['p'], a['seeds_random']['p'], a['family']['p'], a['family']['wild_p'] = 1.0, 1.0, 1.0, 1.0
     return a | {'seed_permutation': seed_permutation(a['plain_per_seed'], a['option_per_seed'])}
 
 
@@ -466,6 +468,8 @@ def arm_training(
             'k': [st.get('passk_k') for st in log],
             'groups': sum(r['groups'] for r in rows),
             'zero_variance': sum(r['zero_variance'] for r in rows),
+            'zero_variance_by_step': [r['zero_variance'] for r in rows],
+            'useful_by_step': [r['useful'] for r in rows],
             'short_steps': sum(r['useful'] < groups for r in rows),
             'episodes': training_spend(p['model'])['episodes'],
         }
@@ -494,3 +498,43 @@ def h1_sentences(
         f'{pts(100 * h1["diff"])} [{pts(100 * h1["diff_lo"])}, {pts(100 * h1["diff_hi"])}], paired t p '
         f'{h1["p"]:.2g}.',
     ]
+
+# %% ../nbs/04_coverage.ipynb #r022
+COMMITTED = {  # the campaigns the design's power came from (k=20, the pass@k comparison's 470 bench tasks)
+    'base': 'data/runs/study/base/bench-k20',
+    'plain': (
+        'data/runs/study/seed0/bench-k20',
+        'data/runs/passk/plain-seed1/bench-k20',
+        'data/runs/passk/plain-seed2/bench-k20',
+    ),
+    'passk': tuple(f'data/runs/passk/passk-seed{s}/bench-k20' for s in range(3)),
+}
+
+
+def h1_power(
+    root,  # the checkout
+    design: dict,  # design.json
+    uids: list,  # the tested tasks
+    seeds: int,  # seeds per primary arm
+    reps: int = 1000,
+    seed: int = 1,
+) -> dict:
+    "H1's power with seeds random at the design's detectable effect, `seeds` a side, from the committed campaigns."
+    from thinkingbox_training.campaigns import load_campaign
+
+    base = load_campaign(Path(root) / COMMITTED['base'])
+
+    def rewards(p):
+        c = load_campaign(Path(root) / p)
+        row = {u: i for i, u in enumerate(c.uids)}
+        return c.rewards[[row[u] for u in base.uids]]
+
+    plain, passk = (np.array([rewards(p) for p in COMMITTED[a]]) for a in ('plain', 'passk'))
+    trained = np.concatenate([plain, passk])
+    n = trained.shape[2]
+    pooled = np.concatenate([base.rewards[None], trained]).sum((0, 2)) / ((len(trained) + 1) * n)
+    pw = design['power']
+    effect = effect_profile(plain.sum(2), passk.sum(2), pooled, n, n, pw['target_effect_pass20'] / 100)
+    tested = np.isin(base.uids, uids)
+    r = simulate_power(trained, base.families, seeds, n, n, tested, pw['detectable_multiple'] * effect, reps, seed)
+    return {'seeds': seeds, 'power': r['seeds_random'], 'effect_points': 100 * r['effect'], 'reps': reps}
