@@ -11,8 +11,10 @@ import numpy as np
 from scipy import stats
 
 # %% auto #0
-__all__ = ['STRATA', 'pass_at', 'pass_curve', 'lost_gained', 'seed_permutation', 'simulate_power', 'strata_of', 'effect_profile',
-           'episode_seconds', 'eval_minutes']
+__all__ = ['STRATA', 'ARMS', 'PRIMARY', 'UNITS', 'CONTRASTS', 'COMMITTED', 'pass_at', 'pass_curve', 'lost_gained',
+           'seed_permutation', 'simulate_power', 'strata_of', 'effect_profile', 'episode_seconds', 'eval_minutes',
+           'coverage_policies', 'coverage_spent', 'design_state', 'h1_test', 'unit_rows', 'reading',
+           'coverage_analysis', 'arm_training', 'h1_sentences', 'h1_power']
 
 # %% ../nbs/04_coverage.ipynb #c004
 def pass_at(
@@ -205,3 +207,334 @@ def eval_minutes(
     "Minutes of one evaluation, the mean episode split by the held-out/in-family ratio."
     s_in = s_per_episode / (held_share * held_ratio + 1 - held_share)
     return n * (held * held_ratio * s_in + in_family * s_in) / 60
+
+# %% ../nbs/04_coverage.ipynb #r001
+import json
+from pathlib import Path
+
+ARMS = ('plain', 'passk', 'matched')  # the arms, as design.json names them
+PRIMARY = ('matched', 'passk')  # H1: the second arm minus the first
+
+
+def _log_steps(model_dir) -> int | None:
+    "The steps a run's training log records; None without one."
+    f = Path(model_dir) / 'training_log.json'
+    return len(json.loads(f.read_text())['steps']) if f.exists() else None
+
+
+def coverage_policies(
+    runner,  # the comparison's `tbt_lab.study.Study`
+) -> dict:
+    "label -> where the base and each arm's seed stand: directories, steps logged against the arm's, episodes stored."
+    from tbt_lab.study import campaign_keys
+
+    d = runner.design
+    k, reused = d['evaluation']['k'], d['evaluation']['reused']
+    want = {(t.uid, j) for t in runner.tasks('bench') for j in range(k)}
+    where = {'base': ('base', None, runner.root / reused['base'], None)}
+    for arm in ARMS:
+        for s in d['arms'][arm]['seeds']:
+            lab = f'{arm} seed {s}'
+            camp = runner.root / reused[lab] if lab in reused else runner.path / f'{arm}-seed{s}/bench-k{k}'
+            where[lab] = (arm, s, camp, d['arms'][arm]['steps'])
+    out = {}
+    for lab, (arm, s, camp, steps) in where.items():
+        model = None if arm == 'base' else camp.parent / 'model'
+        logged = None if model is None else _log_steps(model)
+        stored = len(want & (campaign_keys(camp) or set()))
+        out[lab] = {
+            'arm': arm,
+            'seed': s,
+            'model': model,
+            'campaign': camp,
+            'reused': lab in reused,
+            'steps': steps,
+            'steps_logged': logged,
+            'trained': model is None or logged == steps,
+            'stored': stored,
+            'episodes': len(want),
+            'evaluated': stored == len(want),
+        }
+    return out
+
+# %% ../nbs/04_coverage.ipynb #r003
+def coverage_spent(
+    runner,  # the comparison's Study
+    policies: dict,  # `coverage_policies`
+) -> dict:
+    "Minutes spent per part: parts.json's wall times plus each stopped campaign stretch its store records."
+    from tbt_lab.study import read_parts, store_invocations
+
+    by_part = {int(p): v.get('wall_s', 0) / 60 for p, v in read_parts(runner)['parts'].items()}
+    stopped = {}
+    for lab, p in policies.items():
+        invs = [] if p['reused'] else store_invocations(p['campaign']) or []
+        extra = sum((b['started'] - a['started']) / 60 for a, b in zip(invs, invs[1:]) if a['finished'] is None)
+        if extra:
+            part = runner.stage(str(p['campaign'].relative_to(runner.path))).part
+            stopped[lab] = {'part': part, 'minutes': extra}
+    per_part = {
+        p: by_part.get(p, 0.0) + sum(s['minutes'] for s in stopped.values() if s['part'] == p) for p in (1, 2, 3, 4)
+    }
+    return {
+        'parts_json': by_part,
+        'stopped': stopped,
+        'per_part': per_part,
+        'total': sum(per_part.values()),
+        'cap': runner.design['compute']['cap_min'],
+    }
+
+# %% ../nbs/04_coverage.ipynb #r005
+def design_state(
+    design: dict,  # design.json
+    policies: dict,  # `coverage_policies`
+    spent: dict,  # `coverage_spent`
+) -> dict:
+    "Whether the registered analysis may run: complete, stopped by the cap, or incomplete; the missing evaluations."
+    missing = [lab for lab, p in policies.items() if not p['evaluated']]
+    a, b = (design['arms'][x]['seeds'] for x in PRIMARY)
+    both = [s for s in b if s in a and all(policies[f'{x} seed {s}']['evaluated'] for x in PRIMARY)]
+    part4 = next(p['minutes'] for p in design['parts'] if p['part'] == 4)
+    first3 = sum(spent['per_part'][p] for p in (1, 2, 3))
+    cap = design['compute']['cap_min']
+    by_cap = first3 > cap - part4 and spent['total'] >= cap
+    if not missing:
+        state = 'complete'
+    elif by_cap and len(both) >= 3:
+        state = 'stopped by the cap'
+    else:
+        state = 'incomplete'
+    return {
+        'state': state,
+        'analyse': state != 'incomplete',
+        'missing': missing,
+        'h1_seeds': both if state == 'stopped by the cap' else list(b),
+        'parts_1_3_min': first3,
+        'cap_contingency': by_cap,
+    }
+
+# %% ../nbs/04_coverage.ipynb #r008
+UNITS = {
+    'tasks': 'the task (seeds fixed): paired t, task bootstrap; describes these seeds only',
+    'families': 'the family (seeds fixed): t interval over family means, wild cluster bootstrap p',
+    'seeds_random': 'the training seed (random) and the task: Satterthwaite df',
+    'seed_permutation': 'the seed: exact permutation of the seed means',
+}
+
+
+def h1_test(
+    first: list,  # the first arm's campaigns, one a seed (H1: the matched arm)
+    second: list,  # the second arm's (H1: the pass@k arm), same tasks and k
+    metric: str = 'pass@k',  # one of `tbt_lab.study.METRICS` (pass@k: pass@n, solved at least once)
+    mask=None,  # the tasks tested (default: all)
+    n_boot: int = 10000,
+) -> dict:
+    "The second arm minus the first: `arm_test` (tasks, families, seeds random) and the exact seed permutation."
+    from tbt_lab.study import arm_test
+
+    a = arm_test(first, second, metric, mask, n_boot)
+    if a['diff'] == 0 and a['seeds_random']['se'] == 0:  # no task moved in any seed: nothing to test
+        a['p'], a['seeds_random']['p'], a['family']['p'], a['family']['wild_p'] = 1.0, 1.0, 1.0, 1.0
+    return a | {'seed_permutation': seed_permutation(a['plain_per_seed'], a['option_per_seed'])}
+
+
+def unit_rows(
+    a: dict,  # `h1_test` or `tbt_lab.study.arm_test`
+    scale: float = 100,  # points
+) -> list:
+    "One row per unit of inference: its test, the change with its 95% interval and p."
+    f, r = a['family'], a['seeds_random']
+    rows = [
+        {'unit': UNITS['tasks'], 'diff': a['diff'], 'lo': a['diff_lo'], 'hi': a['diff_hi'], 'p': a['p']},
+        {'unit': UNITS['families'], 'diff': f['diff'], 'lo': f['diff_lo'], 'hi': f['diff_hi'], 'p': f['wild_p']},
+        {'unit': UNITS['seeds_random'], 'diff': a['diff'], 'lo': r['diff_lo'], 'hi': r['diff_hi'], 'p': r['p']},
+    ]
+    if 'seed_permutation' in a:
+        sp = a['seed_permutation']
+        rows.append({'unit': UNITS['seed_permutation'], 'diff': sp['diff'], 'lo': None, 'hi': None, 'p': sp['p']})
+    return [r | {k: None if r[k] is None else scale * r[k] for k in ('diff', 'lo', 'hi')} for r in rows]
+
+
+def reading(
+    lo: float,  # a 95% interval of a change
+    hi: float,
+) -> str:
+    "What the interval says: higher, lower, or no change detected (which is not a finding of no change)."
+    return 'higher' if lo > 0 else 'lower' if hi < 0 else 'no change detected'
+
+# %% ../nbs/04_coverage.ipynb #r013
+CONTRASTS = {
+    'passk - matched': ('matched', 'passk'),
+    'passk - plain': ('plain', 'passk'),
+    'matched - plain': ('plain', 'matched'),
+}
+
+
+def _succ(c, uids: list) -> np.ndarray:
+    "A campaign's successes per task in the order of `uids`."
+    row = {u: i for i, u in enumerate(c.uids)}
+    return c.successes[[row[u] for u in uids]]
+
+
+def coverage_analysis(
+    camps: dict,  # label ('base', 'passk seed 0', ...) -> campaign on the tested tasks (or more: `uids` picks)
+    design: dict,  # design.json
+    uids: list,  # the tested tasks
+    h1_seeds: list = None,  # the primary arms' seeds (default: the registered ones)
+    n_boot: int = 10000,
+) -> dict:
+    "Every registered test and figure of the comparison, from its evaluated campaigns."
+    from tbt_lab.study import seeds_random
+
+    k = design['evaluation']['k']
+    for lab, c in camps.items():  # a reused campaign covers more tasks: only the tested ones count
+        if not set(uids) <= set(c.uids):
+            raise ValueError(f'{lab}: its campaign lacks {len(set(uids) - set(c.uids))} of the tested tasks')
+    camps = {lab: c.subset(np.isin(c.uids, uids)) for lab, c in camps.items()}
+    base = camps['base']
+    seeds = {a: design['arms'][a]['seeds'] for a in ARMS} | {a: h1_seeds for a in PRIMARY if h1_seeds is not None}
+    arms = {a: {s: camps[f'{a} seed {s}'] for s in seeds[a] if f'{a} seed {s}' in camps} for a in ARMS}
+    S = {lab: _succ(c, base.uids) for lab, c in camps.items()}
+    X = {a: np.array([S[f'{a} seed {s}'] for s in arms[a]]) for a in ARMS if arms[a]}  # seeds x tasks
+    groups = {'all': np.ones(len(base.uids), bool), 'held_out_family': base.held_out, 'in_family': ~base.held_out}
+    tests = {}
+    for name, (a, b) in CONTRASTS.items():
+        if a in X and b in X:
+            A, B = list(arms[a].values()), list(arms[b].values())
+            tests[name] = {
+                g: {mt: h1_test(A, B, mt, m, n_boot) for mt in ('pass@k', 'pass@1', 'k/k')} for g, m in groups.items()
+            }
+    curves = {lab: pass_curve(s, k) for lab, s in S.items()}
+    curve_diff = {}
+    for name, (a, b) in CONTRASTS.items():
+        if a in X and b in X:
+            rows = []
+            for m in range(1, k + 1):
+                va, vb = pass_at(X[a], k, m), pass_at(X[b], k, m)
+                rows.append(seeds_random(vb.mean(0) - va.mean(0), [va.mean(1), vb.mean(1)]) | {'m': m})
+            curve_diff[name] = rows
+    bs = S['base']
+    lg = {lab: lost_gained(bs, s) for lab, s in S.items() if lab != 'base'}
+    lost = {a: ((bs > 0) & (x == 0)).astype(float) for a, x in X.items()}
+    gained = {a: ((bs == 0) & (x > 0)).astype(float) for a, x in X.items()}
+    n = len(base.uids)
+
+    def counts(ind, a, b):
+        r = seeds_random(ind[b].mean(0) - ind[a].mean(0), [ind[a].mean(1), ind[b].mean(1)])
+        return {key: r[key] * n if key in ('diff', 'diff_lo', 'diff_hi', 'se') else r[key] for key in r}
+
+    return {
+        'tasks': n,
+        'seeds': {a: list(arms[a]) for a in ARMS},
+        'h1': tests.get('passk - matched', {}).get('all', {}).get('pass@k'),
+        'tests': tests,
+        'curves': {
+            'policies': curves,
+            'arms': {a: np.mean([curves[f'{a} seed {s}'] for s in arms[a]], 0) for a in X},
+            'base': curves['base'],
+        },
+        'curve_diff': curve_diff,
+        'lost_gained': {
+            'per_seed': lg,
+            'base_solved': int((bs > 0).sum()),
+            'base_unsolved': int((bs == 0).sum()),
+            'arms': {a: {'lost': float(lost[a].sum(1).mean()), 'gained': float(gained[a].sum(1).mean())} for a in X},
+            'diff': {
+                name: {'lost': counts(lost, a, b), 'gained': counts(gained, a, b)}
+                for name, (a, b) in CONTRASTS.items()
+                if a in X and b in X
+            },
+        },
+    }
+
+# %% ../nbs/04_coverage.ipynb #r017
+def arm_training(
+    policies: dict,  # `coverage_policies`
+    groups: int = 4,  # the groups a step trains on (the recipes')
+) -> dict:
+    "Per trained run: steps, each step's k, generated and zero-variance groups, short steps, episodes spent."
+    from thinkingbox_training.pipeline import training_spend
+    from tbt_lab.study import training_rows
+
+    out = {}
+    for lab, p in policies.items():
+        if p['model'] is None or p['steps_logged'] is None:
+            continue
+        rows = training_rows(p['model'])
+        log = json.loads((p['model'] / 'training_log.json').read_text())['steps']
+        out[lab] = {
+            'arm': p['arm'],
+            'steps': len(rows),
+            'k': [st.get('passk_k') for st in log],
+            'groups': sum(r['groups'] for r in rows),
+            'zero_variance': sum(r['zero_variance'] for r in rows),
+            'zero_variance_by_step': [r['zero_variance'] for r in rows],
+            'useful_by_step': [r['useful'] for r in rows],
+            'short_steps': sum(r['useful'] < groups for r in rows),
+            'episodes': training_spend(p['model'])['episodes'],
+        }
+    return out
+
+# %% ../nbs/04_coverage.ipynb #r019
+def h1_sentences(
+    h1: dict,  # `h1_test` of pass@20, the pass@k arm against the matched arm
+    detectable: float,  # the design's detectable pass@20 change on the tested tasks (points)
+) -> list:
+    "H1 read at each unit: what its 95% interval (or exact p) says, in one sentence each."
+    pts = lambda x: f'{x:+.2f}'
+    r, f, sp = h1['seeds_random'], h1['family'], h1['seed_permutation']
+    seeds = f'{h1["seeds"][1]} pass@k and {h1["seeds"][0]} matched seeds'
+    return [
+        f'H1, seeds random (the registered answer; unit: the training seed and the task, {seeds}, {h1["tasks"]} '
+        f'tasks): {reading(r["diff_lo"], r["diff_hi"])}, {pts(100 * h1["diff"])} points of pass@20 '
+        f'[{pts(100 * r["diff_lo"])}, {pts(100 * r["diff_hi"])}], p {r["p"]:.2g}, df {r["df"]:.1f}; the design '
+        f'detects {detectable:.2f} points with 80% power.',
+        f'Unit the seed (exact permutation of the {sum(h1["seeds"])} seed means, {sp["splits"]} splits): p '
+        f'{sp["p"]:.2g} (the smallest possible {sp["floor"]:.3f}).',
+        f'Unit the family ({f["families"]} families, seeds fixed): {reading(f["diff_lo"], f["diff_hi"])}, '
+        f'{pts(100 * f["diff"])} [{pts(100 * f["diff_lo"])}, {pts(100 * f["diff_hi"])}], wild cluster p '
+        f'{f["wild_p"]:.2g}.',
+        f'Unit the task (seeds fixed; these seeds only, not the answer): {reading(h1["diff_lo"], h1["diff_hi"])}, '
+        f'{pts(100 * h1["diff"])} [{pts(100 * h1["diff_lo"])}, {pts(100 * h1["diff_hi"])}], paired t p '
+        f'{h1["p"]:.2g}.',
+    ]
+
+# %% ../nbs/04_coverage.ipynb #r022
+COMMITTED = {  # the campaigns the design's power came from (k=20, the pass@k comparison's 470 bench tasks)
+    'base': 'data/runs/study/base/bench-k20',
+    'plain': (
+        'data/runs/study/seed0/bench-k20',
+        'data/runs/passk/plain-seed1/bench-k20',
+        'data/runs/passk/plain-seed2/bench-k20',
+    ),
+    'passk': tuple(f'data/runs/passk/passk-seed{s}/bench-k20' for s in range(3)),
+}
+
+
+def h1_power(
+    root,  # the checkout
+    design: dict,  # design.json
+    uids: list,  # the tested tasks
+    seeds: int,  # seeds per primary arm
+    reps: int = 1000,
+    seed: int = 1,
+) -> dict:
+    "H1's power with seeds random at the design's detectable effect, `seeds` a side, from the committed campaigns."
+    from thinkingbox_training.campaigns import load_campaign
+
+    base = load_campaign(Path(root) / COMMITTED['base'])
+
+    def rewards(p):
+        c = load_campaign(Path(root) / p)
+        row = {u: i for i, u in enumerate(c.uids)}
+        return c.rewards[[row[u] for u in base.uids]]
+
+    plain, passk = (np.array([rewards(p) for p in COMMITTED[a]]) for a in ('plain', 'passk'))
+    trained = np.concatenate([plain, passk])
+    n = trained.shape[2]
+    pooled = np.concatenate([base.rewards[None], trained]).sum((0, 2)) / ((len(trained) + 1) * n)
+    pw = design['power']
+    effect = effect_profile(plain.sum(2), passk.sum(2), pooled, n, n, pw['target_effect_pass20'] / 100)
+    tested = np.isin(base.uids, uids)
+    r = simulate_power(trained, base.families, seeds, n, n, tested, pw['detectable_multiple'] * effect, reps, seed)
+    return {'seeds': seeds, 'power': r['seeds_random'], 'effect_points': 100 * r['effect'], 'reps': reps}
