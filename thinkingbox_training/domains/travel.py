@@ -795,7 +795,7 @@ def list_rooms(ctx, hotel_id: Annotated[str, PField(description='hotel id, e.g. 
         ],
     }  # ISO dates sort as dates
 
-
+# %% ../../nbs/domains/01_travel.ipynb #c020x
 def _proposal(ctx, booking_id, room_id, check_in, check_out) -> tuple:
     "A proposed change of a booking: (booking, its room, the proposed room, check-in, check-out), each checked."
     b = _stay_of(ctx, booking_id)
@@ -1608,7 +1608,7 @@ def _make_rate_cap(rng, i):
         ],
     )
 
-
+# %% ../../nbs/domains/01_travel.ipynb #c044b
 def _wrong_rate_cap(task):
     a = _args(task, 'request_approval')
     return [
@@ -1697,7 +1697,7 @@ def _make_complaint(rng, i):
         ],
     )
 
-
+# %% ../../nbs/domains/01_travel.ipynb #c047b
 def _wrong_complaint(task):
     b, pay = _args(task, 'open_ticket')['booking_id'], task.init['payment'][0]['id']
     return [
@@ -1884,7 +1884,7 @@ def _make_duplicate(rng, i):
         tags,
     )
 
-
+# %% ../../nbs/domains/01_travel.ipynb #c053b
 def _wrong_duplicate(task):
     p1, p2 = task.init['payment'][0]['id'], task.init['payment'][1]['id']
     if 'noop_ok' in task.tags:
@@ -1969,7 +1969,7 @@ def _make_cancel_trip(rng, i):
         ['cancel', 'multi_step', 'writes:3'],
     )
 
-
+# %% ../../nbs/domains/01_travel.ipynb #c056b
 def _wrong_cancel_trip(task):
     trip = [c.arguments['booking_id'] for c in task.golden if c.name == 'cancel_booking']
     other = next(b['id'] for b in task.init['booking'] if b['id'] not in trip)
@@ -2240,7 +2240,7 @@ def _make_approved(rng, i):
         tags,
     )
 
-
+# %% ../../nbs/domains/01_travel.ipynb #c065b
 def _wrong_approved(task):
     a = task.init['approval_request'][0]
     if 'noop_ok' in task.tags:
