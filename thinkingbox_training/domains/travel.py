@@ -1715,6 +1715,40 @@ travel.families['complaint_ticket'] = Family(
 )
 
 # %% ../../nbs/domains/01_travel.ipynb #c050
+def _pending_downgrade(rng, d, b, rooms, cur) -> tuple:
+    """The approval variant: a pending request to move booking `b` down from its `cur` room, and the question
+    about it: (query, reply, rubric, facts)."""
+    tgt = rng.choice([k for k in KINDS if KINDS.index(k) < KINDS.index(cur)])
+    d.add(
+        'approval_request',
+        dict(
+            id=rng.randint(100, 999),
+            booking_id=b['id'],
+            kind='room_downgrade',
+            room_id=rooms[tgt]['id'],
+            check_in=b['check_in'],
+            check_out=b['check_out'],
+            status='pending',
+            created_at=(CLOCK - timedelta(days=rng.randint(1, 4))).isoformat(),
+        ),
+    )
+    query = rng.choice(
+        [
+            f'Has my manager approved my switch to a {tgt} room on {b["id"]} yet? If so, please go '
+            'ahead and change it.',
+            f"Any news on my downgrade request for booking {b['id']}? I'd like to be in the {tgt} room already.",
+            f'Checking on {b["id"]} - is the {tgt} room approved? Just switch me if it is.',
+        ]
+    )
+    reply = (
+        f'Your request to move booking {b["id"]} to a {tgt} room is still pending with your manager, so I '
+        f"can't switch the room yet; the booking stays in the {cur} room until it is approved."
+    )
+    rubric = [RubricItem(question='Does the agent say the approval is still pending?', require=['pending'])]
+    facts = {'booking id': b['id'], 'room type wanted': tgt}
+    return query, reply, rubric, facts
+
+# %% ../../nbs/domains/01_travel.ipynb #c050a
 def _make_status(rng, i):
     d = _Draft(rng)
     trav = d.traveller()
@@ -1745,34 +1779,7 @@ def _make_status(rng, i):
         rubric = [RubricItem(question='Does the agent give the free-cancellation date?', require=[_iso(until)])]
         facts = {'booking id': b['id']}
     elif variant == 'approval':
-        tgt = rng.choice([k for k in KINDS if KINDS.index(k) < KINDS.index(cur)])
-        d.add(
-            'approval_request',
-            dict(
-                id=rng.randint(100, 999),
-                booking_id=b['id'],
-                kind='room_downgrade',
-                room_id=rooms[tgt]['id'],
-                check_in=b['check_in'],
-                check_out=b['check_out'],
-                status='pending',
-                created_at=(CLOCK - timedelta(days=rng.randint(1, 4))).isoformat(),
-            ),
-        )
-        query = rng.choice(
-            [
-                f'Has my manager approved my switch to a {tgt} room on {b["id"]} yet? If so, please go '
-                'ahead and change it.',
-                f"Any news on my downgrade request for booking {b['id']}? I'd like to be in the {tgt} room already.",
-                f'Checking on {b["id"]} - is the {tgt} room approved? Just switch me if it is.',
-            ]
-        )
-        reply = (
-            f'Your request to move booking {b["id"]} to a {tgt} room is still pending with your manager, so I '
-            f"can't switch the room yet; the booking stays in the {cur} room until it is approved."
-        )
-        rubric = [RubricItem(question='Does the agent say the approval is still pending?', require=['pending'])]
-        facts = {'booking id': b['id'], 'room type wanted': tgt}
+        query, reply, rubric, facts = _pending_downgrade(rng, d, b, rooms, cur)
     else:
         query = rng.choice(
             [
@@ -1984,7 +1991,10 @@ travel.families['cancel_trip'] = Family(
 )
 
 # %% ../../nbs/domains/01_travel.ipynb #c059
-def _make_group(rng, i):
+def _group_setup(rng) -> tuple:
+    """A company, a hotel, a cheaper and a pricier room (both within the cap), a stay and the same stay shifted
+    by a few days, and the rate period's dates and the surcharges that take the pricier room, not the cheaper
+    one, over the cap during it: drawn again until they exist."""
     while True:
         d = _Draft(rng)
         cid = rng.choice(list(CAP))
@@ -2015,6 +2025,11 @@ def _make_group(rng, i):
         if not all(max(d.nightly(r['id'], a, b)) <= cap for r in (lo, hi) for a, b in ((ci, co), (nci, nco))):
             continue
         break
+    return d, cid, cap, hotel, lo, hi, pcts, ci, co, shift, nci, nco, start, end
+
+# %% ../../nbs/domains/01_travel.ipynb #c059a
+def _make_group(rng, i):
+    d, cid, cap, hotel, lo, hi, pcts, ci, co, shift, nci, nco, start, end = _group_setup(rng)
     per = d.period(hotel, start, end, rng.choice(pcts))
     over = rng.randrange(3)
     team = []
