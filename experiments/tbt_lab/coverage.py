@@ -375,7 +375,7 @@ def _succ(c, uids: list) -> np.ndarray:
     row = {u: i for i, u in enumerate(c.uids)}
     return c.successes[[row[u] for u in uids]]
 
-
+# %% ../nbs/04_coverage.ipynb #r013b
 def coverage_analysis(
     camps: dict,  # label ('base', 'passk seed 0', ...) -> campaign on the tested tasks (or more: `uids` picks)
     design: dict,  # design.json

@@ -353,7 +353,7 @@ def order_rows(
         ],
     }
 
-
+# %% ../../nbs/domains/02_retail.ipynb #c008b
 def merge_rows(*parts) -> dict:
     "Concatenate {table: [rows]} dicts."
     out = {}
@@ -1701,7 +1701,7 @@ def _damaged_item(rng, i):
         tags=['damaged'] + (['out_of_stock'] if sold_out else []),
     )
 
-
+# %% ../../nbs/domains/02_retail.ipynb #c050b
 def _wrong_both(task) -> list:
     writes = _golden_writes(task)
     if 'out_of_stock' in task.tags:
@@ -1882,7 +1882,7 @@ def _return_and_exchange(rng, i):
         tags=['multi_step', 'return', 'exchange'],
     )
 
-
+# %% ../../nbs/domains/02_retail.ipynb #c060b
 def _wrong_refund_not_exchange(task) -> list:
     writes = _golden_writes(task)
     b = writes[-1]['arguments']

@@ -795,7 +795,7 @@ def list_rooms(ctx, hotel_id: Annotated[str, PField(description='hotel id, e.g. 
         ],
     }  # ISO dates sort as dates
 
-
+# %% ../../nbs/domains/01_travel.ipynb #c020x
 def _proposal(ctx, booking_id, room_id, check_in, check_out) -> tuple:
     "A proposed change of a booking: (booking, its room, the proposed room, check-in, check-out), each checked."
     b = _stay_of(ctx, booking_id)
@@ -1608,7 +1608,7 @@ def _make_rate_cap(rng, i):
         ],
     )
 
-
+# %% ../../nbs/domains/01_travel.ipynb #c044b
 def _wrong_rate_cap(task):
     a = _args(task, 'request_approval')
     return [
@@ -1697,7 +1697,7 @@ def _make_complaint(rng, i):
         ],
     )
 
-
+# %% ../../nbs/domains/01_travel.ipynb #c047b
 def _wrong_complaint(task):
     b, pay = _args(task, 'open_ticket')['booking_id'], task.init['payment'][0]['id']
     return [
@@ -1715,6 +1715,40 @@ travel.families['complaint_ticket'] = Family(
 )
 
 # %% ../../nbs/domains/01_travel.ipynb #c050
+def _pending_downgrade(rng, d, b, rooms, cur) -> tuple:
+    """The approval variant: a pending request to move booking `b` down from its `cur` room, and the question
+    about it: (query, reply, rubric, facts)."""
+    tgt = rng.choice([k for k in KINDS if KINDS.index(k) < KINDS.index(cur)])
+    d.add(
+        'approval_request',
+        dict(
+            id=rng.randint(100, 999),
+            booking_id=b['id'],
+            kind='room_downgrade',
+            room_id=rooms[tgt]['id'],
+            check_in=b['check_in'],
+            check_out=b['check_out'],
+            status='pending',
+            created_at=(CLOCK - timedelta(days=rng.randint(1, 4))).isoformat(),
+        ),
+    )
+    query = rng.choice(
+        [
+            f'Has my manager approved my switch to a {tgt} room on {b["id"]} yet? If so, please go '
+            'ahead and change it.',
+            f"Any news on my downgrade request for booking {b['id']}? I'd like to be in the {tgt} room already.",
+            f'Checking on {b["id"]} - is the {tgt} room approved? Just switch me if it is.',
+        ]
+    )
+    reply = (
+        f'Your request to move booking {b["id"]} to a {tgt} room is still pending with your manager, so I '
+        f"can't switch the room yet; the booking stays in the {cur} room until it is approved."
+    )
+    rubric = [RubricItem(question='Does the agent say the approval is still pending?', require=['pending'])]
+    facts = {'booking id': b['id'], 'room type wanted': tgt}
+    return query, reply, rubric, facts
+
+# %% ../../nbs/domains/01_travel.ipynb #c050a
 def _make_status(rng, i):
     d = _Draft(rng)
     trav = d.traveller()
@@ -1745,34 +1779,7 @@ def _make_status(rng, i):
         rubric = [RubricItem(question='Does the agent give the free-cancellation date?', require=[_iso(until)])]
         facts = {'booking id': b['id']}
     elif variant == 'approval':
-        tgt = rng.choice([k for k in KINDS if KINDS.index(k) < KINDS.index(cur)])
-        d.add(
-            'approval_request',
-            dict(
-                id=rng.randint(100, 999),
-                booking_id=b['id'],
-                kind='room_downgrade',
-                room_id=rooms[tgt]['id'],
-                check_in=b['check_in'],
-                check_out=b['check_out'],
-                status='pending',
-                created_at=(CLOCK - timedelta(days=rng.randint(1, 4))).isoformat(),
-            ),
-        )
-        query = rng.choice(
-            [
-                f'Has my manager approved my switch to a {tgt} room on {b["id"]} yet? If so, please go '
-                'ahead and change it.',
-                f"Any news on my downgrade request for booking {b['id']}? I'd like to be in the {tgt} room already.",
-                f'Checking on {b["id"]} - is the {tgt} room approved? Just switch me if it is.',
-            ]
-        )
-        reply = (
-            f'Your request to move booking {b["id"]} to a {tgt} room is still pending with your manager, so I '
-            f"can't switch the room yet; the booking stays in the {cur} room until it is approved."
-        )
-        rubric = [RubricItem(question='Does the agent say the approval is still pending?', require=['pending'])]
-        facts = {'booking id': b['id'], 'room type wanted': tgt}
+        query, reply, rubric, facts = _pending_downgrade(rng, d, b, rooms, cur)
     else:
         query = rng.choice(
             [
@@ -1884,7 +1891,7 @@ def _make_duplicate(rng, i):
         tags,
     )
 
-
+# %% ../../nbs/domains/01_travel.ipynb #c053b
 def _wrong_duplicate(task):
     p1, p2 = task.init['payment'][0]['id'], task.init['payment'][1]['id']
     if 'noop_ok' in task.tags:
@@ -1969,7 +1976,7 @@ def _make_cancel_trip(rng, i):
         ['cancel', 'multi_step', 'writes:3'],
     )
 
-
+# %% ../../nbs/domains/01_travel.ipynb #c056b
 def _wrong_cancel_trip(task):
     trip = [c.arguments['booking_id'] for c in task.golden if c.name == 'cancel_booking']
     other = next(b['id'] for b in task.init['booking'] if b['id'] not in trip)
@@ -1984,7 +1991,10 @@ travel.families['cancel_trip'] = Family(
 )
 
 # %% ../../nbs/domains/01_travel.ipynb #c059
-def _make_group(rng, i):
+def _group_setup(rng) -> tuple:
+    """A company, a hotel, a cheaper and a pricier room (both within the cap), a stay and the same stay shifted
+    by a few days, and the rate period's dates and the surcharges that take the pricier room, not the cheaper
+    one, over the cap during it: drawn again until they exist."""
     while True:
         d = _Draft(rng)
         cid = rng.choice(list(CAP))
@@ -2015,6 +2025,11 @@ def _make_group(rng, i):
         if not all(max(d.nightly(r['id'], a, b)) <= cap for r in (lo, hi) for a, b in ((ci, co), (nci, nco))):
             continue
         break
+    return d, cid, cap, hotel, lo, hi, pcts, ci, co, shift, nci, nco, start, end
+
+# %% ../../nbs/domains/01_travel.ipynb #c059a
+def _make_group(rng, i):
+    d, cid, cap, hotel, lo, hi, pcts, ci, co, shift, nci, nco, start, end = _group_setup(rng)
     per = d.period(hotel, start, end, rng.choice(pcts))
     over = rng.randrange(3)
     team = []
@@ -2240,7 +2255,7 @@ def _make_approved(rng, i):
         tags,
     )
 
-
+# %% ../../nbs/domains/01_travel.ipynb #c065b
 def _wrong_approved(task):
     a = task.init['approval_request'][0]
     if 'noop_ok' in task.tags:
