@@ -137,7 +137,8 @@ def test_a_complete_design_runs_every_registered_analysis_each_naming_its_unit(t
     for contrast in ('passk - matched', 'passk - plain', 'matched - plain'):
         assert f'{contrast}, seeds random (unit: the training seed and the task)' in text  # its pass@m curve
         assert f'{contrast}, lost:' in text and f'{contrast}, gained:' in text
-    assert 'matched seed 0 against data/runs/coverage/plain-seed0/model: the same groups, rewards and losses' in text
+    said = 'the same groups and rewards at all 17 steps, equal losses'
+    assert f'matched seed 0 against data/runs/coverage/plain-seed0/model: {said}' in text
     assert 'k by step' in text and 'episodes in all: plain' in text
     answer = out[-1].splitlines()
     assert answer[0].startswith('H1, seeds random (the registered answer; unit: the training seed and the task')
