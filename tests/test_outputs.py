@@ -158,3 +158,23 @@ def test_readme_passk_sentence_is_the_comparisons_registered_test():
     steps = sorted({u['optimizer_steps'] for lab, u in U.items() if lab.startswith('passk')})
     plain = {u['optimizer_steps'] for lab, u in U.items() if lab.startswith('plain')}
     assert f'({" or ".join(map(str, steps))} optimizer steps against {plain.pop()})' in readme and not plain
+
+
+def test_readme_coverage_sentence_is_the_coverage_notebooks_answer():
+    """README's coverage sentence repeats H1 (the registered answer) as the coverage results notebook prints it from the
+    committed campaigns: its reading, change, interval and p, its seeds and tasks."""
+    import re
+
+    root = Path(__file__).parent.parent
+    readme = ' '.join((root / 'README.md').read_text().split())
+    nb = json.loads((root / 'nbs' / 'results' / '07_coverage.ipynb').read_text())
+    printed = ' '.join(''.join(o.get('text', '')) for c in nb['cells'] for o in c.get('outputs', []))
+    m = re.search(
+        r'H1, seeds random \(the registered answer; unit: the training seed and the task, (\d+) pass@k and (\d+) '
+        r'matched seeds, (\d+) tasks\): ([a-z ]+), ([+-][\d.]+) points of pass@20 \[([^\]]+)\], p ([\d.e-]+),',
+        printed,
+    )
+    assert m, 'nbs/results/07_coverage.ipynb prints no H1 answer: the design is not complete'
+    said = f'{m[4]}: {m[5]} points of pass@20 [{m[6]}], p {m[7]}'
+    assert said in readme, said
+    assert f'{m[1]} seeds a side' in readme and m[1] == m[2] and f'{m[3]} tasks x 20' in readme
