@@ -11,7 +11,7 @@ import numpy as np
 from scipy import stats
 
 # %% auto #0
-__all__ = ['STRATA', 'ARMS', 'PRIMARY', 'UNITS', 'CONTRASTS', 'COMMITTED', 'pass_at', 'pass_curve', 'lost_gained',
+__all__ = ['STRATA', 'ARMS', 'PRIMARY', 'STOPPED', 'UNITS', 'CONTRASTS', 'COMMITTED', 'pass_at', 'pass_curve', 'lost_gained',
            'seed_permutation', 'simulate_power', 'strata_of', 'effect_profile', 'episode_seconds', 'eval_minutes',
            'coverage_policies', 'coverage_spent', 'design_state', 'h1_test', 'unit_rows', 'reading',
            'coverage_analysis', 'arm_training', 'h1_sentences', 'h1_power']
@@ -258,21 +258,34 @@ def coverage_policies(
     return out
 
 # %% ../nbs/04_coverage.ipynb #r003
+STOPPED = 'stopped.json'  # beside parts.json: the stopped campaign stretches, recorded from the stores
+
+
 def coverage_spent(
     runner,  # the comparison's Study
     policies: dict,  # `coverage_policies`
+    record: bool = False,  # write what the stores say to STOPPED (committed: a fresh clone has no stores)
 ) -> dict:
-    "Minutes spent per part: parts.json's wall times plus each stopped campaign stretch its store records."
+    """Minutes spent per part: parts.json's wall times plus each stopped campaign stretch its store records, or, where
+    the store is absent (the stores are not committed), the stretch STOPPED recorded from it."""
     from tbt_lab.study import read_parts, store_invocations
 
     by_part = {int(p): v.get('wall_s', 0) / 60 for p, v in read_parts(runner)['parts'].items()}
+    f = runner.path / STOPPED
+    recorded = json.loads(f.read_text()) if f.exists() else {}
     stopped = {}
     for lab, p in policies.items():
-        invs = [] if p['reused'] else store_invocations(p['campaign']) or []
+        invs = [] if p['reused'] else store_invocations(p['campaign'])
+        if invs is None:
+            if lab in recorded:
+                stopped[lab] = recorded[lab]
+            continue
         extra = sum((b['started'] - a['started']) / 60 for a, b in zip(invs, invs[1:]) if a['finished'] is None)
         if extra:
             part = runner.stage(str(p['campaign'].relative_to(runner.path))).part
-            stopped[lab] = {'part': part, 'minutes': extra}
+            stopped[lab] = {'part': part, 'minutes': round(extra, 3)}
+    if record:
+        f.write_text(json.dumps(stopped, indent=1, sort_keys=True) + '\n')
     per_part = {
         p: by_part.get(p, 0.0) + sum(s['minutes'] for s in stopped.values() if s['part'] == p) for p in (1, 2, 3, 4)
     }
